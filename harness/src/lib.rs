@@ -1,0 +1,1 @@
+//! Scenario model, engine, invariants, reports and the `rackproof` CLI.

@@ -1,0 +1,1 @@
+//! IPMI over LAN (RMCP+): BMC emulator and client.

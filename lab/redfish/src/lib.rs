@@ -1,0 +1,1 @@
+//! Redfish BMC client and emulator.

@@ -1,0 +1,1 @@
+//! Lab controller: machines, BMC clients and emulators, consoles, SSH.
