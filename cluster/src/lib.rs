@@ -1,0 +1,1 @@
+//! Cluster providers: where a scenario's Kubernetes API comes from.
