@@ -1,1 +1,8 @@
-//! Scenario model, engine, invariants, reports and the `rackproof` CLI.
+//! Scenario model, loading and validation, engine, invariants, reports, and the `rackproof` CLI's
+//! library side.
+
+pub mod diagnostic;
+pub mod load;
+pub mod scenario;
+pub mod schema;
+mod validate;

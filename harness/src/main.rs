@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use rackproof_harness::load;
 
 /// Proves in-place node updates on bare metal before they reach a production rack.
 #[derive(Debug, Parser)]
@@ -21,6 +22,25 @@ enum Command {
         #[arg(default_value = "scenarios")]
         paths: Vec<PathBuf>,
     },
+    /// Check scenario files without running them.
+    Validate {
+        /// Scenario files or directories.
+        #[arg(default_value = "scenarios")]
+        paths: Vec<PathBuf>,
+    },
+    /// List scenarios with the backends each runs on.
+    List {
+        /// Scenario files or directories.
+        #[arg(default_value = "scenarios")]
+        paths: Vec<PathBuf>,
+    },
+    /// Print the JSON Schema of scenario files.
+    Schema,
+}
+
+/// Exit codes (documented in the README): the system under test failed, the lab failed, usage.
+mod exit {
+    pub(crate) const SCENARIO_INVALID: u8 = 2;
 }
 
 fn main() -> ExitCode {
@@ -30,10 +50,62 @@ fn main() -> ExitCode {
             let shown: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
             println!(
                 "rackproof: scenario runs are not yet available in this build (asked to run {}); \
-                 the harness lands with issue 8",
+                 `rackproof validate` checks scenario files",
                 shown.join(", ")
             );
             ExitCode::SUCCESS
         }
+        Command::Validate { paths } => validate(&paths),
+        Command::List { paths } => list(&paths),
+        Command::Schema => {
+            println!("{}", rackproof_harness::schema::scenario_schema());
+            ExitCode::SUCCESS
+        }
     }
+}
+
+fn validate(paths: &[PathBuf]) -> ExitCode {
+    let files = match load::discover(paths) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return ExitCode::from(exit::SCENARIO_INVALID);
+        }
+    };
+    let mut failed = 0;
+    for file in &files {
+        match load::load(file) {
+            Ok(loaded) => println!("ok      {} ({})", loaded.name, file.display()),
+            Err(e) => {
+                failed += 1;
+                eprintln!("{e:#}\n");
+            }
+        }
+    }
+    println!("{} scenarios, {} valid, {} invalid", files.len(), files.len() - failed, failed);
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::SCENARIO_INVALID) }
+}
+
+fn list(paths: &[PathBuf]) -> ExitCode {
+    let files = match load::discover(paths) {
+        Ok(files) => files,
+        Err(e) => {
+            eprintln!("{e:#}");
+            return ExitCode::from(exit::SCENARIO_INVALID);
+        }
+    };
+    let mut status = ExitCode::SUCCESS;
+    for file in &files {
+        match load::load(file) {
+            Ok(loaded) => {
+                let backends: Vec<&str> = loaded.scenario.backends.iter().map(|b| b.as_str()).collect();
+                println!("{:<40} {}", loaded.name, backends.join(","));
+            }
+            Err(e) => {
+                eprintln!("{e:#}\n");
+                status = ExitCode::from(exit::SCENARIO_INVALID);
+            }
+        }
+    }
+    status
 }

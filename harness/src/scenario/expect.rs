@@ -1,0 +1,141 @@
+//! Conditions, expectations and invariants: what must be observed.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{NodeName, Span};
+
+/// Where a node is in its in-place update, as the orchestrator and agent record it on the Node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum NodeState {
+    /// Labelled `candidate-for-update`.
+    Candidate,
+    /// Labelled `selected-for-update`.
+    Selected,
+    /// Condition `InPlaceUpdate` reason `DrainSuccessful`.
+    Drained,
+    /// Condition `InPlaceUpdate` reason `ReadyForUpdate`.
+    ReadyForUpdate,
+    /// Updated: the update succeeded and the labels are cleared (the node runs the new version).
+    Updated,
+    /// `update-result=failed`.
+    Failed,
+    /// The node's Ready condition is True.
+    Ready,
+    /// The node's Ready condition is not True.
+    NotReady,
+}
+
+/// A condition over the observed cluster.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Condition {
+    /// One node is in a state.
+    Node(NodeCondition),
+    /// Every node of the pool is in a state.
+    AllNodes(NodesCondition),
+    /// Exactly `count` nodes of the pool are in a state.
+    Count(CountCondition),
+    /// The pool's rollout finished: every node runs the pool's versions and none is failed.
+    RolloutComplete,
+    /// The rollout halted because failed nodes reached `maxUnavailable`.
+    RolloutHalted,
+    /// The watchdog scaled the dependents down.
+    DependentsScaledDown,
+    /// The dependents run with their original replicas.
+    DependentsRunning,
+}
+
+/// One node in a state.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeCondition {
+    pub name: NodeName,
+    pub is: NodeState,
+    /// For `failed`: the failure reason matches this regex.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// Every node in a state.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodesCondition {
+    pub are: NodeState,
+}
+
+/// A count of nodes in a state.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CountCondition {
+    pub are: NodeState,
+    pub count: u32,
+}
+
+/// Something that must be observed.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Expectation {
+    /// The condition holds at some point within the limit (from the scenario start).
+    Eventually(Eventually),
+    /// The condition never holds at any observed change.
+    Never(Condition),
+    /// The second condition first holds between `atLeast` and `atMost` after the first one
+    /// first held.
+    Timed(Timed),
+}
+
+/// A condition that must come true in time.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Eventually {
+    pub that: Condition,
+    pub within: Span,
+}
+
+/// The time between two conditions first holding.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Timed {
+    pub from: Condition,
+    pub to: Condition,
+    pub at_least: Span,
+    pub at_most: Span,
+}
+
+/// The safety invariants, checked at every observed change. All are on unless disabled here,
+/// each with a reason.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Invariants {
+    #[serde(default)]
+    pub disable: Vec<DisabledInvariant>,
+}
+
+/// An invariant switched off for one scenario.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DisabledInvariant {
+    pub name: InvariantName,
+    /// Why this scenario may break it.
+    pub reason: String,
+}
+
+/// The invariants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum InvariantName {
+    /// Never more than `maxUnavailable` nodes unavailable (updating, failed or NotReady).
+    MaxUnavailable,
+    /// No node is `ReadyForUpdate` before it is cordoned and drained.
+    DrainedBeforeReady,
+    /// A failed node is never uncordoned while its failed mark stands.
+    FailedStaysCordoned,
+    /// After a successful update, the update labels, annotation and condition are gone.
+    CleanAfterSuccess,
+    /// The watchdog never scales down because of nodes under update.
+    WatchdogIgnoresUpdates,
+    /// After a real outage ends, the dependents run with their original replicas again.
+    DependentsRestored,
+}

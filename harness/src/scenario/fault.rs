@@ -1,0 +1,187 @@
+//! Faults: what goes wrong, at a time or on an event.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{BootBehaviour, NodeName, Span};
+use super::expect::NodeState;
+
+/// A fault and when it fires. Each fires once.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Fault {
+    /// When it fires.
+    pub when: Trigger,
+    /// What happens.
+    #[serde(rename = "do")]
+    pub action: FaultAction,
+}
+
+/// When a fault fires.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Trigger {
+    /// This long after the scenario started.
+    After(Span),
+    /// When a node's in-place update reaches a state.
+    NodeReaches(NodeEvent),
+    /// When a line of a node's console matches a regex.
+    Console(ConsoleMatch),
+    /// When a node starts its Nth boot since the scenario started (1 = the first).
+    Boot(BootCount),
+}
+
+/// A node reaching a state.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeEvent {
+    pub node: NodeName,
+    pub state: NodeState,
+}
+
+/// A console line on a node.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConsoleMatch {
+    pub node: NodeName,
+    /// A regular expression.
+    pub matches: String,
+}
+
+/// A node's Nth boot.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BootCount {
+    pub node: NodeName,
+    pub count: u32,
+}
+
+/// What goes wrong.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum FaultAction {
+    /// A power action through the node's BMC.
+    Power(PowerFault),
+    /// The next OS version installed on this node boots like this (on this node only).
+    BootFailure(BootFailure),
+    /// Power is cut at a point of the update.
+    PowerCut(PowerCut),
+    /// The node's BMC misbehaves.
+    Bmc(BmcFault),
+    /// The node loses its network for a while.
+    Partition(Partition),
+    /// A component is killed, and started again after a while unless `restartAfter` is absent.
+    Kill(Kill),
+    /// These nodes die (power off; their leases expire) although they are not being updated.
+    NodesDie(Vec<NodeName>),
+}
+
+/// A power action on a node.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PowerFault {
+    pub node: NodeName,
+    pub action: PowerAction,
+}
+
+/// Power actions as a person at a BMC console gives them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PowerAction {
+    On,
+    Off,
+    Cycle,
+    Reset,
+    GracefulShutdown,
+}
+
+/// How the next OS version installed on a node boots.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BootFailure {
+    pub node: NodeName,
+    pub boot: BootBehaviour,
+}
+
+/// Power cut at a point of the update.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PowerCut {
+    pub node: NodeName,
+    pub during: PowerCutPoint,
+    /// Power comes back after this long (the node then boots again).
+    #[serde(default = "default_power_back")]
+    pub power_back_after: Span,
+}
+
+fn default_power_back() -> Span {
+    Span(std::time::Duration::from_secs(30))
+}
+
+/// Where in the update the power goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum PowerCutPoint {
+    /// While the slot artifact downloads.
+    Download,
+    /// While the new boot entry and its files are written to the ESP.
+    SlotWrite,
+    /// During the first boot of the new entry.
+    FirstBoot,
+}
+
+/// A BMC quirk or fault.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BmcFault {
+    pub node: NodeName,
+    pub quirk: BmcQuirk,
+    /// How many requests it affects (absent: all from now on).
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// BMC misbehaviour.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BmcQuirk {
+    /// Accepts power-on and does nothing.
+    IgnorePowerOn,
+    /// Answers every request with this HTTP status (Redfish) or completion code (IPMI).
+    Status(u16),
+    /// Answers after this long.
+    Latency(Span),
+    /// Forgets every session.
+    ExpireSessions,
+}
+
+/// A network partition of a node.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Partition {
+    pub node: NodeName,
+    #[serde(rename = "for")]
+    pub duration: Span,
+}
+
+/// Kill a component.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Kill {
+    pub component: Component,
+    /// For the agent: which node's.
+    #[serde(default)]
+    pub node: Option<NodeName>,
+    /// Start it again after this long.
+    #[serde(default)]
+    pub restart_after: Option<Span>,
+}
+
+/// A component of the system under test.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Component {
+    Orchestrator,
+    Agent,
+    Watchdog,
+}

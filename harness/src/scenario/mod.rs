@@ -1,0 +1,454 @@
+//! The scenario file format (`scenarios/*.yaml`): what a person writes to describe a lab, a
+//! pool, what happens to it and what must hold.
+//!
+//! Every type here is plain data with `deny_unknown_fields`, so a typo is an error with the
+//! allowed names, never silently ignored. Enums are externally tagged (`- update: {os: 1.1.0}`)
+//! and never `untagged`, so every error names the alternatives. Durations name their unit
+//! (`10m`). Parts can be shared between scenarios with `!include` (see `load`).
+//!
+//! The JSON Schema published by `rackproof schema` is generated from these types.
+
+mod duration;
+mod expect;
+mod fault;
+mod located;
+mod step;
+
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use duration::Span;
+pub use expect::{
+    Condition, CountCondition, DisabledInvariant, Eventually, Expectation, InvariantName, Invariants, NodeCondition,
+    NodeState, NodesCondition, Timed,
+};
+pub use fault::{
+    BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction, Kill, NodeEvent, Partition,
+    PowerAction, PowerCut, PowerCutPoint, PowerFault, Trigger,
+};
+pub use located::{Located, Position};
+pub use step::{PoolUpdate, RunCommand, Step, Wait};
+
+/// A node's name as written in a scenario (remembers where, for errors).
+pub type NodeName = Located<String>;
+
+/// One scenario file.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Scenario {
+    /// Name shown in reports and test names; defaults to the file name without `.yaml`.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// What this scenario proves, in a sentence or two.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The backends this scenario is meant to run on; the test suite runs it on each.
+    #[serde(default = "default_backends")]
+    pub backends: Vec<Backend>,
+    /// Seed for everything random in a simulated run (same seed, same timeline).
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Upper bound for the whole run (virtual time on `sim`).
+    #[serde(default = "default_timeout")]
+    pub timeout: Span,
+    /// The machines.
+    pub lab: Lab,
+    /// Where the Kubernetes API comes from.
+    #[serde(default)]
+    pub cluster: Cluster,
+    /// Which implementation of each component runs.
+    #[serde(default)]
+    pub components: Components,
+    /// OS image versions the image server offers, and how each boots.
+    pub images: Vec<Image>,
+    /// The worker pool under test.
+    pub pool: Pool,
+    /// Dependency-watchdog settings.
+    #[serde(default)]
+    pub watchdog: Watchdog,
+    /// Pods placed on the pool's nodes before the steps start.
+    #[serde(default)]
+    pub workloads: Vec<Workload>,
+    /// What happens, in order.
+    #[serde(default)]
+    pub steps: Vec<Step>,
+    /// Faults fired at a time or on an event, alongside the steps.
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+    /// What must be observed.
+    #[serde(default)]
+    pub expect: Vec<Expectation>,
+    /// The safety invariants checked at every observed change (all on unless disabled here).
+    #[serde(default)]
+    pub invariants: Invariants,
+}
+
+fn default_backends() -> Vec<Backend> {
+    vec![Backend::Sim]
+}
+
+fn default_seed() -> u64 {
+    1
+}
+
+fn default_timeout() -> Span {
+    Span(std::time::Duration::from_secs(24 * 3600))
+}
+
+/// Where the nodes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Backend {
+    /// In-process machines in virtual time.
+    Sim,
+    /// QEMU guests booting the node images.
+    Qemu,
+    /// libvirt domains.
+    Libvirt,
+    /// Rack servers from an inventory file.
+    Physical,
+}
+
+impl Backend {
+    /// The name used in scenario files and test names.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Sim => "sim",
+            Self::Qemu => "qemu",
+            Self::Libvirt => "libvirt",
+            Self::Physical => "physical",
+        }
+    }
+}
+
+/// The machines of a scenario.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Lab {
+    /// Backend; `rackproof run --backend` overrides it.
+    #[serde(default = "default_backend")]
+    pub backend: Backend,
+    /// How many nodes, named `node-1` … `node-N`. Give either `nodes` or `names`.
+    #[serde(default)]
+    pub nodes: Option<u32>,
+    /// The nodes' names. Give either `nodes` or `names`.
+    #[serde(default)]
+    pub names: Option<Vec<NodeName>>,
+    /// How the harness reaches each node's power and boot controls.
+    #[serde(default)]
+    pub bmc: BmcKind,
+    /// Inventory file of rack nodes (backend `physical`), relative to the scenario file.
+    #[serde(default)]
+    pub inventory: Option<PathBuf>,
+}
+
+fn default_backend() -> Backend {
+    Backend::Sim
+}
+
+impl Lab {
+    /// The node names, from `names` or generated from `nodes`.
+    pub fn node_names(&self) -> Vec<String> {
+        match (&self.names, self.nodes) {
+            (Some(names), _) => names.iter().map(|n| n.value.clone()).collect(),
+            (None, Some(count)) => (1..=count).map(|i| format!("node-{i}")).collect(),
+            (None, None) => Vec::new(),
+        }
+    }
+}
+
+/// The BMC in front of each node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BmcKind {
+    /// Redfish (an emulator in front of emulated nodes; the rack's BMC on physical ones).
+    #[default]
+    Redfish,
+    /// IPMI over LAN (lanplus).
+    Ipmi,
+}
+
+/// Where the Kubernetes API comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Cluster {
+    /// Rackproof's embedded API server (in-process on `sim`, HTTPS on loopback otherwise).
+    #[default]
+    Embedded,
+    /// etcd plus kube-apiserver built from Debian's source package, on loopback.
+    Local,
+    /// A kind cluster (needs Docker and kind on the machine).
+    Kind,
+    /// An existing cluster, from a kubeconfig file.
+    Kubeconfig(PathBuf),
+}
+
+/// Which implementation of each component runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Components {
+    #[serde(default)]
+    pub orchestrator: Implementation,
+    #[serde(default)]
+    pub agent: Implementation,
+    #[serde(default)]
+    pub watchdog: Implementation,
+}
+
+/// One component's implementation.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Implementation {
+    /// Rackproof's own.
+    #[default]
+    Builtin,
+    /// Not run at all.
+    Off,
+    /// An external program that speaks the same API, started with this argument vector; it gets
+    /// `KUBECONFIG` in its environment.
+    Command(Vec<String>),
+}
+
+/// An OS image version on the image server.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Image {
+    /// The version string (what `/etc/os-release` says once it runs).
+    pub version: Located<String>,
+    /// How the image behaves at boot.
+    #[serde(default)]
+    pub boot: BootBehaviour,
+}
+
+/// How an image behaves when a node boots it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BootBehaviour {
+    /// Boots and runs the agent.
+    #[default]
+    Ok,
+    /// The kernel panics early; the machine resets (boot counting falls back).
+    Panics,
+    /// Hangs during boot; no reset, no fallback (a total failure).
+    Hangs,
+    /// Boots, but the agent never reports.
+    NeverReports,
+    /// Boots, but reports this older version (a silent rollback).
+    BootsVersion(String),
+}
+
+/// The worker pool under test (the Shoot worker with its machine-controller-manager settings).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Pool {
+    /// The pool's name.
+    #[serde(default = "default_pool_name")]
+    pub name: String,
+    /// `AutoInPlaceUpdate`, `ManualInPlaceUpdate` or `AutoRollingUpdate`.
+    pub strategy: Strategy,
+    /// Nodes that may be unavailable at once (updating plus failed). An integer or a percentage.
+    #[serde(default = "default_one")]
+    pub max_unavailable: IntOrPercent,
+    /// New machines added during the update. An integer or a percentage.
+    #[serde(default = "default_zero")]
+    pub max_surge: IntOrPercent,
+    /// The OS version the nodes run at the start (must be one of `images`).
+    pub os: Located<String>,
+    /// The Kubernetes (kubelet) version at the start.
+    pub kubernetes: String,
+    /// The control plane's Kubernetes version; defaults to the pool's.
+    #[serde(default)]
+    pub control_plane: Option<String>,
+    /// How long a drain may take before pods are deleted without eviction.
+    #[serde(default = "default_drain_timeout")]
+    pub machine_drain_timeout: Span,
+    /// How long a node may take to report its update result before it is marked failed.
+    #[serde(default = "default_update_timeout")]
+    pub machine_in_place_update_timeout: Span,
+    /// Evictions retried per pod before the drain gives up on it until the drain timeout.
+    #[serde(default = "default_evict_retries")]
+    pub max_evict_retries: u32,
+}
+
+fn default_pool_name() -> String {
+    "workers".to_owned()
+}
+
+fn default_one() -> IntOrPercent {
+    IntOrPercent::Int(1)
+}
+
+fn default_zero() -> IntOrPercent {
+    IntOrPercent::Int(0)
+}
+
+fn default_drain_timeout() -> Span {
+    Span(std::time::Duration::from_secs(2 * 3600))
+}
+
+fn default_update_timeout() -> Span {
+    Span(std::time::Duration::from_secs(600))
+}
+
+fn default_evict_retries() -> u32 {
+    10
+}
+
+/// A pool's update strategy (GEP-31).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+pub enum Strategy {
+    AutoRollingUpdate,
+    AutoInPlaceUpdate,
+    ManualInPlaceUpdate,
+}
+
+/// An absolute count or a percentage of the pool (`1`, `"25%"`), as Kubernetes' IntOrString.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntOrPercent {
+    Int(u32),
+    Percent(u32),
+}
+
+impl IntOrPercent {
+    /// The absolute number for a pool of `total` nodes. Percentages round down, as
+    /// `maxUnavailable` does in Kubernetes, except that the result is at least 1 when `at_least_one`.
+    pub fn resolve(self, total: u32, at_least_one: bool) -> u32 {
+        let n = match self {
+            Self::Int(n) => n,
+            Self::Percent(p) => total * p / 100,
+        };
+        if at_least_one { n.max(1) } else { n }
+    }
+}
+
+impl<'de> Deserialize<'de> for IntOrPercent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = IntOrPercent;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a non-negative integer or a percentage like \"25%\"")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
+                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| E::custom("the number is too large"))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
+                u32::try_from(v)
+                    .map(IntOrPercent::Int)
+                    .map_err(|_| E::custom("expected a non-negative integer or a percentage like \"25%\""))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
+                let digits = v.strip_suffix('%').ok_or_else(|| {
+                    E::custom(format!("{v:?} is neither an integer nor a percentage like \"25%\""))
+                })?;
+                let p: u32 = digits.parse().map_err(|_| E::custom(format!("{v:?} is not a percentage like \"25%\"")))?;
+                if p > 100 {
+                    return Err(E::custom(format!("{v:?} is more than 100%")));
+                }
+                Ok(IntOrPercent::Percent(p))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
+impl Serialize for IntOrPercent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Int(n) => serializer.serialize_u32(*n),
+            Self::Percent(p) => serializer.serialize_str(&format!("{p}%")),
+        }
+    }
+}
+
+impl JsonSchema for IntOrPercent {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "IntOrPercent".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "oneOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "pattern": "^[0-9]+%$" }
+            ],
+            "description": "A count, or a percentage of the pool like \"25%\"."
+        })
+    }
+}
+
+/// Dependency-watchdog settings (defaults as dependency-watchdog's).
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Watchdog {
+    /// Fraction of candidate leases that must be expired to scale the dependents down.
+    #[serde(default = "default_fraction")]
+    pub node_lease_failure_fraction: f64,
+    /// kube-controller-manager's node-monitor grace period; a lease is expired 0.75 × this after
+    /// its renew time.
+    #[serde(default = "default_grace")]
+    pub kcm_node_monitor_grace_duration: Span,
+    /// How often the watchdog probes.
+    #[serde(default = "default_probe_interval")]
+    pub probe_interval: Span,
+}
+
+impl Default for Watchdog {
+    fn default() -> Self {
+        Self {
+            node_lease_failure_fraction: default_fraction(),
+            kcm_node_monitor_grace_duration: default_grace(),
+            probe_interval: default_probe_interval(),
+        }
+    }
+}
+
+fn default_fraction() -> f64 {
+    0.6
+}
+
+fn default_grace() -> Span {
+    Span(std::time::Duration::from_secs(40))
+}
+
+fn default_probe_interval() -> Span {
+    Span(std::time::Duration::from_secs(10))
+}
+
+/// Pods placed on the pool's nodes.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Workload {
+    /// Ordinary pods, `perNode` on each node, optionally guarded by a PodDisruptionBudget.
+    Pods(PodsWorkload),
+    /// One DaemonSet pod per node (left to the agent by the drain).
+    DaemonSet(NamedWorkload),
+    /// A pod with an emptyDir volume on every node (deleted by the drain with local data).
+    LocalStorage(NamedWorkload),
+}
+
+/// Ordinary pods.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodsWorkload {
+    pub name: String,
+    #[serde(default = "default_per_node")]
+    pub per_node: u32,
+    /// A PodDisruptionBudget over these pods allowing this many to be disrupted at once
+    /// (0 blocks every eviction).
+    #[serde(default)]
+    pub pdb_max_unavailable: Option<u32>,
+}
+
+fn default_per_node() -> u32 {
+    1
+}
+
+/// A workload known by its name.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NamedWorkload {
+    pub name: String,
+}

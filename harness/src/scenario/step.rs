@@ -1,0 +1,88 @@
+//! Steps: what happens in a scenario, in order.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Condition, FaultAction, Located, NodeName, Span};
+
+/// One step. Steps run one after the other; faults (see `fault`) fire alongside them.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Step {
+    /// Change the pool: OS version, Kubernetes version, kubelet config, credentials rotation.
+    Update(PoolUpdate),
+    /// Label these candidates `selected-for-update` (Manual strategy: a person's choice).
+    Select(Vec<NodeName>),
+    /// Remove the `selected-for-update` label from these nodes.
+    Unselect(Vec<NodeName>),
+    /// Remove these nodes' failed mark, as a person does after looking at them.
+    ClearFailed(Vec<NodeName>),
+    /// Set the pool's node count.
+    Scale(u32),
+    /// Let time pass.
+    Sleep(Span),
+    /// Wait until a condition holds; the scenario fails if it doesn't within the limit.
+    WaitUntil(Wait),
+    /// Run a command on the harness host; the scenario fails on an unexpected exit code.
+    Run(RunCommand),
+    /// Fire a fault now.
+    Fault(FaultAction),
+}
+
+/// A change to the pool.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolUpdate {
+    /// New OS image version (must be one of `images`).
+    #[serde(default)]
+    pub os: Option<Located<String>>,
+    /// New Kubernetes (kubelet) version.
+    #[serde(default)]
+    pub kubernetes: Option<String>,
+    /// New control-plane version (kept in step with `kubernetes` unless given).
+    #[serde(default)]
+    pub control_plane: Option<String>,
+    /// Kubelet configuration fields to set (`kubeReserved`, `evictionHard`, …).
+    #[serde(default)]
+    pub kubelet_config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Rotate the cluster CA.
+    #[serde(default)]
+    pub rotate_ca: bool,
+    /// Rotate the service-account signing key.
+    #[serde(default)]
+    pub rotate_service_account_key: bool,
+    /// Add the force-in-place-update operation annotation (an update while one is in progress).
+    #[serde(default)]
+    pub force: bool,
+    /// The update must be refused by validation with a reason matching this regex.
+    #[serde(default)]
+    pub expect_refused: Option<String>,
+}
+
+/// Wait for a condition.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Wait {
+    /// The condition.
+    pub until: Condition,
+    /// How long to wait at most.
+    pub within: Span,
+}
+
+/// A command run on the harness host.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct RunCommand {
+    /// Program and arguments.
+    pub command: Vec<String>,
+    /// The exit code that counts as success.
+    #[serde(default)]
+    pub expect_exit: i32,
+    /// Kill it after this long.
+    #[serde(default = "default_run_timeout")]
+    pub timeout: Span,
+}
+
+fn default_run_timeout() -> Span {
+    Span(std::time::Duration::from_secs(60))
+}

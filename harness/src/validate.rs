@@ -1,0 +1,213 @@
+//! Meaning checks after a scenario parsed: names refer to nodes that exist, versions to images
+//! that exist, regular expressions compile, and fields agree with each other.
+
+use std::collections::BTreeSet;
+
+use crate::diagnostic::{Diagnostic, did_you_mean};
+use crate::load::LoadedScenario;
+use crate::scenario::{
+    Backend, Component, Condition, Expectation, FaultAction, Located, NodeName, Position, Step, Strategy, Trigger,
+};
+
+/// Every problem found, in file order of discovery.
+pub(crate) fn check(loaded: &LoadedScenario) -> Vec<Diagnostic> {
+    let mut checker = Checker { loaded, problems: Vec::new(), nodes: BTreeSet::new() };
+    checker.lab();
+    checker.images();
+    checker.pool();
+    checker.steps();
+    checker.faults();
+    checker.expectations();
+    checker.problems
+}
+
+struct Checker<'a> {
+    loaded: &'a LoadedScenario,
+    problems: Vec<Diagnostic>,
+    nodes: BTreeSet<String>,
+}
+
+impl Checker<'_> {
+    fn at(&mut self, at: Position, message: impl Into<String>, help: impl Into<String>) {
+        self.problems.push(self.loaded.sources.diagnostic(at, message).with_help(help));
+    }
+
+    fn top(&mut self, message: impl Into<String>, help: impl Into<String>) {
+        self.at(Position { source: 1, line: 0, column: 0 }, message, help);
+    }
+
+    fn lab(&mut self) {
+        let lab = &self.loaded.scenario.lab;
+        match (&lab.nodes, &lab.names) {
+            (Some(_), Some(_)) => self.top("`lab` gives both `nodes` and `names`", "give either a count (`nodes: 4`) or the names"),
+            (None, None) => self.top("`lab` gives neither `nodes` nor `names`", "add `nodes: 4` or `names: [node-a, node-b]`"),
+            (Some(0), None) => self.top("`lab.nodes` is 0", "a lab needs at least one node"),
+            _ => {}
+        }
+        if let Some(names) = &lab.names {
+            let mut seen = BTreeSet::new();
+            for name in names {
+                if !is_dns_label(name) {
+                    self.at(name.at, format!("node name {:?} is not a valid Kubernetes node name", name.value), "use lowercase letters, digits and '-', starting and ending with a letter or digit");
+                }
+                if !seen.insert(name.value.clone()) {
+                    self.at(name.at, format!("node {:?} is listed twice", name.value), "give each node a unique name");
+                }
+            }
+        }
+        self.nodes = lab.node_names().into_iter().collect();
+        match (lab.backend, &lab.inventory) {
+            (Backend::Physical, None) => self.top("backend `physical` needs `lab.inventory`", "point `inventory` at the rack's inventory file"),
+            (Backend::Sim | Backend::Qemu | Backend::Libvirt, Some(_)) => {
+                self.top("`lab.inventory` is only for backend `physical`", "remove `inventory`, or set `backend: physical`")
+            }
+            _ => {}
+        }
+        if self.loaded.scenario.backends.is_empty() {
+            self.top("`backends` is empty", "list where this scenario runs, e.g. `backends: [sim]`");
+        }
+    }
+
+    fn images(&mut self) {
+        let mut seen = BTreeSet::new();
+        for image in &self.loaded.scenario.images {
+            if !seen.insert(image.version.value.clone()) {
+                self.at(image.version.at, format!("image version {:?} is listed twice", image.version.value), "list each version once");
+            }
+        }
+        if self.loaded.scenario.images.is_empty() {
+            self.top("`images` is empty", "list at least the version the pool starts on");
+        }
+    }
+
+    fn known_version(&mut self, version: &Located<String>, what: &str) {
+        let versions: Vec<&str> = self.loaded.scenario.images.iter().map(|i| i.version.value.as_str()).collect();
+        if !versions.contains(&version.value.as_str()) {
+            let help = match did_you_mean(&version.value, versions.iter().copied()) {
+                Some(close) => format!("did you mean {close:?}? images: {}", versions.join(", ")),
+                None => format!("add it to `images`, or use one of: {}", versions.join(", ")),
+            };
+            self.at(version.at, format!("{what} {:?} is not among `images`", version.value), help);
+        }
+    }
+
+    fn known_node(&mut self, node: &NodeName) {
+        if !self.nodes.contains(&node.value) {
+            let help = match did_you_mean(&node.value, self.nodes.iter().map(String::as_str)) {
+                Some(close) => format!("did you mean {close:?}?"),
+                None => format!("the lab's nodes are: {}", self.nodes.iter().cloned().collect::<Vec<_>>().join(", ")),
+            };
+            self.at(node.at, format!("no node named {:?} in the lab", node.value), help);
+        }
+    }
+
+    fn regex(&mut self, pattern: &str, at: Position, what: &str) {
+        if let Err(e) = regex::Regex::new(pattern) {
+            self.at(at, format!("{what} {pattern:?} is not a valid regular expression: {e}"), "see https://docs.rs/regex for the syntax");
+        }
+    }
+
+    fn pool(&mut self) {
+        let pool = &self.loaded.scenario.pool;
+        self.known_version(&pool.os, "the pool's OS version");
+        let fraction = self.loaded.scenario.watchdog.node_lease_failure_fraction;
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            self.top(format!("`watchdog.nodeLeaseFailureFraction` is {fraction}"), "use a fraction in (0, 1], e.g. 0.6");
+        }
+    }
+
+    fn steps(&mut self) {
+        let manual = self.loaded.scenario.pool.strategy == Strategy::ManualInPlaceUpdate;
+        for step in &self.loaded.scenario.steps {
+            match step {
+                Step::Update(update) => {
+                    if let Some(os) = &update.os {
+                        self.known_version(os, "the update's OS version");
+                    }
+                    if let Some(pattern) = &update.expect_refused {
+                        self.regex(pattern, Position { source: 1, ..Position::default() }, "`expectRefused`");
+                    }
+                }
+                Step::Select(nodes) | Step::Unselect(nodes) => {
+                    for node in nodes {
+                        self.known_node(node);
+                        if !manual {
+                            self.at(node.at, "`select`/`unselect` apply to pools with strategy `ManualInPlaceUpdate`", "set `pool.strategy: ManualInPlaceUpdate`, or drop the step");
+                        }
+                    }
+                }
+                Step::ClearFailed(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
+                Step::WaitUntil(wait) => self.condition(&wait.until),
+                Step::Fault(action) => self.fault_action(action),
+                Step::Scale(_) | Step::Sleep(_) | Step::Run(_) => {}
+            }
+        }
+    }
+
+    fn faults(&mut self) {
+        for fault in &self.loaded.scenario.faults {
+            match &fault.when {
+                Trigger::After(_) => {}
+                Trigger::NodeReaches(event) => self.known_node(&event.node),
+                Trigger::Console(console) => {
+                    self.known_node(&console.node);
+                    self.regex(&console.matches, console.node.at, "`console.matches`");
+                }
+                Trigger::Boot(boot) => self.known_node(&boot.node),
+            }
+            self.fault_action(&fault.action);
+        }
+    }
+
+    fn fault_action(&mut self, action: &FaultAction) {
+        match action {
+            FaultAction::Power(f) => self.known_node(&f.node),
+            FaultAction::BootFailure(f) => self.known_node(&f.node),
+            FaultAction::PowerCut(f) => self.known_node(&f.node),
+            FaultAction::Bmc(f) => self.known_node(&f.node),
+            FaultAction::Partition(f) => self.known_node(&f.node),
+            FaultAction::Kill(kill) => match (&kill.component, &kill.node) {
+                (Component::Agent, Some(node)) => self.known_node(node),
+                (Component::Agent, None) => self.top("`kill` of the agent needs `node`", "say whose agent: `node: node-2`"),
+                (_, Some(node)) => self.at(node.at, "`node` applies only to `component: agent`", "remove `node`"),
+                (_, None) => {}
+            },
+            FaultAction::NodesDie(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
+        }
+    }
+
+    fn condition(&mut self, condition: &Condition) {
+        if let Condition::Node(node) = condition {
+            self.known_node(&node.name);
+            if let Some(reason) = &node.reason {
+                self.regex(reason, node.name.at, "`reason`");
+            }
+        }
+    }
+
+    fn expectations(&mut self) {
+        for expectation in &self.loaded.scenario.expect {
+            match expectation {
+                Expectation::Eventually(e) => self.condition(&e.that),
+                Expectation::Never(c) => self.condition(c),
+                Expectation::Timed(t) => {
+                    self.condition(&t.from);
+                    self.condition(&t.to);
+                    if t.at_least > t.at_most {
+                        self.top(format!("`timed` has atLeast {} above atMost {}", t.at_least, t.at_most), "swap them");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Kubernetes node names as used here: DNS-1123 labels.
+fn is_dns_label(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-'
+}

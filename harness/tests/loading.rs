@@ -1,0 +1,122 @@
+//! Loading scenario files: includes, precise errors with file:line:column, "did you mean".
+
+use std::path::Path;
+
+use rackproof_harness::load::{LoadError, load};
+use rackproof_harness::scenario::{BootBehaviour, Step};
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const LAB: &str = "backend: sim\nnodes: 3\n";
+const BODY: &str = "images:\n  - version: \"1.0.0\"\n  - version: \"1.1.0\"\n    boot: panics\npool:\n  strategy: AutoInPlaceUpdate\n  os: \"1.0.0\"\n  kubernetes: \"1.34.2\"\n";
+
+fn errors(result: Result<rackproof_harness::load::LoadedScenario, LoadError>) -> String {
+    match result {
+        Ok(_) => panic!("the scenario should have been refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn includes_resolve_relative_to_the_including_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "parts/lab.yaml", LAB);
+    let file = write(dir.path(), "s.yaml", &format!("lab: !include parts/lab.yaml\n{BODY}steps:\n  - update: {{ os: \"1.1.0\" }}\n"));
+    let loaded = load(&file).unwrap();
+    assert_eq!(loaded.name, "s");
+    assert_eq!(loaded.scenario.lab.node_names(), ["node-1", "node-2", "node-3"]);
+    assert_eq!(loaded.scenario.images[1].boot, BootBehaviour::Panics);
+    assert!(matches!(&loaded.scenario.steps[0], Step::Update(u) if u.os.as_ref().unwrap().value == "1.1.0"));
+    assert_eq!(loaded.scenario.pool.machine_in_place_update_timeout.to_string(), "10m");
+}
+
+#[test]
+fn merge_key_includes_can_be_overridden() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "pool.yaml", "strategy: AutoInPlaceUpdate\nos: \"1.0.0\"\nkubernetes: \"1.34.2\"\nmaxUnavailable: 1\n");
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        "lab: { nodes: 4 }\nimages: [ { version: \"1.0.0\" } ]\npool:\n  <<: !include pool.yaml\n  maxUnavailable: 2\n",
+    );
+    let loaded = load(&file).unwrap();
+    assert_eq!(loaded.scenario.pool.max_unavailable.resolve(4, false), 2);
+}
+
+#[test]
+fn a_typo_in_an_included_file_points_into_that_file_with_a_suggestion() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "parts/lab.yaml", "backend: sim\nnodez: 3\n");
+    let file = write(dir.path(), "s.yaml", &format!("lab: !include parts/lab.yaml\n{BODY}"));
+    let text = errors(load(&file));
+    assert!(text.contains("parts/lab.yaml:2:1: unknown field `nodez`"), "{text}");
+    assert!(text.contains("did you mean `nodes`?"), "{text}");
+}
+
+#[test]
+fn an_unknown_step_names_the_allowed_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - updte: {{ os: \"1.1.0\" }}\n"));
+    let text = errors(load(&file));
+    assert!(text.contains("s.yaml:11:5: unknown value `updte`"), "{text}");
+    assert!(text.contains("did you mean `update`?"), "{text}");
+    assert!(text.contains("`waitUntil`"), "{text}");
+}
+
+#[test]
+fn unknown_nodes_and_versions_point_at_where_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 3 }}\n{BODY}steps:\n  - update: {{ os: \"1.2.0\" }}\n  - clearFailed: [node-9]\n"),
+    );
+    let text = errors(load(&file));
+    assert!(text.contains("s.yaml:11:19: the update's OS version \"1.2.0\" is not among `images`"), "{text}");
+    assert!(text.contains("did you mean \"1.1.0\"?"), "{text}");
+    assert!(text.contains("s.yaml:12:19: no node named \"node-9\" in the lab"), "{text}");
+}
+
+#[test]
+fn durations_need_units_and_bad_values_are_explained() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2 }}\n{BODY}  machineDrainTimeout: 7200\n"));
+    let text = errors(load(&file));
+    assert!(text.contains("s.yaml:10:24"), "{text}");
+    assert!(text.contains("has no unit"), "{text}");
+}
+
+#[test]
+fn select_is_refused_for_auto_pools() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - select: [node-1]\n"));
+    let text = errors(load(&file));
+    assert!(text.contains("apply to pools with strategy `ManualInPlaceUpdate`"), "{text}");
+}
+
+#[test]
+fn every_shipped_scenario_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let files = rackproof_harness::load::discover(&[root]).unwrap();
+    assert!(!files.is_empty());
+    for file in files {
+        if let Err(e) = load(&file) {
+            panic!("{} does not load:\n{e}", file.display());
+        }
+    }
+}
+
+#[test]
+fn the_committed_schema_matches_the_model() {
+    let committed = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenario.schema.json")).unwrap();
+    assert_eq!(
+        committed.trim_end(),
+        rackproof_harness::schema::scenario_schema(),
+        "harness/scenario.schema.json is stale: regenerate it with `cargo run -p rackproof-harness -- schema > harness/scenario.schema.json`"
+    );
+}
