@@ -2,6 +2,7 @@
 //! library side.
 
 pub mod diagnostic;
+pub mod engine;
 pub mod load;
 pub mod scenario;
 pub mod schema;

@@ -1,0 +1,85 @@
+//! Conditions over the observed world, compiled once (regexes) and evaluated at every change.
+
+use regex::Regex;
+
+use super::world::World;
+use crate::scenario::{Condition, NodeState};
+
+/// A condition ready to evaluate.
+#[derive(Debug, Clone)]
+pub struct Check {
+    condition: Condition,
+    reason: Option<Regex>,
+}
+
+impl Check {
+    /// Compiles a condition. Regexes were checked when the scenario loaded.
+    pub fn new(condition: &Condition) -> Self {
+        let reason = match condition {
+            Condition::Node(node) => node.reason.as_deref().and_then(|r| Regex::new(r).ok()),
+            _ => None,
+        };
+        Self { condition: condition.clone(), reason }
+    }
+
+    /// Whether the condition holds in `world`.
+    pub fn holds(&self, world: &World) -> bool {
+        match &self.condition {
+            Condition::Node(node) => {
+                world.node_is(&node.name, node.is)
+                    && match (&self.reason, world.nodes.get(node.name.as_str())) {
+                        (None, _) => true,
+                        (Some(pattern), Some(view)) => view.failed_reason.as_deref().is_some_and(|r| pattern.is_match(r)),
+                        (Some(_), None) => false,
+                    }
+            }
+            Condition::AllNodes(all) => !world.nodes.is_empty() && world.nodes.keys().all(|n| world.node_is(n, all.are)),
+            Condition::Count(c) => {
+                let n = world.nodes.keys().filter(|n| world.node_is(n, c.are)).count();
+                u32::try_from(n).is_ok_and(|n| n == c.count)
+            }
+            Condition::RolloutComplete => world.rollout_complete(),
+            Condition::RolloutHalted => world.rollout_halted,
+            Condition::DependentsScaledDown => world.dependents_scaled_down(),
+            Condition::DependentsRunning => world.dependents_running(),
+        }
+    }
+
+    /// A short description for reports: `node-3 is failed (reason ~ /timed out/)`.
+    pub fn describe(&self) -> String {
+        describe(&self.condition)
+    }
+}
+
+/// A short description of a condition.
+pub fn describe(condition: &Condition) -> String {
+    match condition {
+        Condition::Node(node) => {
+            let mut text = format!("{} is {}", node.name.value, state_name(node.is));
+            if let Some(reason) = &node.reason {
+                text.push_str(&format!(" (reason ~ /{reason}/)"));
+            }
+            text
+        }
+        Condition::AllNodes(all) => format!("all nodes are {}", state_name(all.are)),
+        Condition::Count(c) => format!("exactly {} nodes are {}", c.count, state_name(c.are)),
+        Condition::RolloutComplete => "the rollout is complete".to_owned(),
+        Condition::RolloutHalted => "the rollout is halted".to_owned(),
+        Condition::DependentsScaledDown => "the watchdog's dependents are scaled down".to_owned(),
+        Condition::DependentsRunning => "the watchdog's dependents run with their replicas".to_owned(),
+    }
+}
+
+/// The scenario-file name of a node state.
+pub fn state_name(state: NodeState) -> &'static str {
+    match state {
+        NodeState::Candidate => "candidate",
+        NodeState::Selected => "selected",
+        NodeState::Drained => "drained",
+        NodeState::ReadyForUpdate => "readyForUpdate",
+        NodeState::Updated => "updated",
+        NodeState::Failed => "failed",
+        NodeState::Ready => "ready",
+        NodeState::NotReady => "notReady",
+    }
+}

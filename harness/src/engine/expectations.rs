@@ -1,0 +1,162 @@
+//! Tracking a scenario's expectations over the run: each is pending until met or broken, and
+//! settled when the run ends.
+
+use std::time::Duration;
+
+use super::conditions::{Check, describe};
+use super::world::World;
+use crate::scenario::Expectation;
+
+/// How an expectation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    Pending,
+    Met { at: Duration },
+    Broken { at: Duration, why: String },
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Eventually { check: Check, within: Duration },
+    Never { check: Check },
+    Timed { from: Check, to: Check, at_least: Duration, at_most: Duration, from_at: Option<Duration> },
+}
+
+/// One tracked expectation.
+#[derive(Debug, Clone)]
+pub struct Tracked {
+    pub description: String,
+    pub verdict: Verdict,
+    kind: Kind,
+}
+
+/// All of a scenario's expectations.
+#[derive(Debug, Clone, Default)]
+pub struct Expectations {
+    pub items: Vec<Tracked>,
+}
+
+impl Expectations {
+    /// Compiles the scenario's expectations.
+    pub fn new(expectations: &[Expectation]) -> Self {
+        let items = expectations
+            .iter()
+            .map(|e| match e {
+                Expectation::Eventually(e) => Tracked {
+                    description: format!("within {}: {}", e.within, describe(&e.that)),
+                    verdict: Verdict::Pending,
+                    kind: Kind::Eventually { check: Check::new(&e.that), within: e.within.get() },
+                },
+                Expectation::Never(c) => Tracked {
+                    description: format!("never: {}", describe(c)),
+                    verdict: Verdict::Pending,
+                    kind: Kind::Never { check: Check::new(c) },
+                },
+                Expectation::Timed(t) => Tracked {
+                    description: format!(
+                        "{} between {} and {} after {}",
+                        describe(&t.to),
+                        t.at_least,
+                        t.at_most,
+                        describe(&t.from)
+                    ),
+                    verdict: Verdict::Pending,
+                    kind: Kind::Timed {
+                        from: Check::new(&t.from),
+                        to: Check::new(&t.to),
+                        at_least: t.at_least.get(),
+                        at_most: t.at_most.get(),
+                        from_at: None,
+                    },
+                },
+            })
+            .collect();
+        Self { items }
+    }
+
+    /// Looks at the world as of `elapsed` since the start. Returns the descriptions of the
+    /// expectations this observation broke.
+    pub fn observe(&mut self, world: &World, elapsed: Duration) -> Vec<String> {
+        let mut broken = Vec::new();
+        for item in &mut self.items {
+            if item.verdict != Verdict::Pending {
+                continue;
+            }
+            match &mut item.kind {
+                Kind::Eventually { check, within } => {
+                    if elapsed > *within {
+                        item.verdict = Verdict::Broken { at: elapsed, why: format!("not observed within {}", fmt(*within)) };
+                    } else if check.holds(world) {
+                        item.verdict = Verdict::Met { at: elapsed };
+                    }
+                }
+                Kind::Never { check } => {
+                    if check.holds(world) {
+                        item.verdict = Verdict::Broken { at: elapsed, why: "observed".to_owned() };
+                    }
+                }
+                Kind::Timed { from, to, at_least, at_most, from_at } => {
+                    if from_at.is_none() && from.holds(world) {
+                        *from_at = Some(elapsed);
+                    }
+                    if let Some(start) = *from_at {
+                        let since = elapsed.saturating_sub(start);
+                        if to.holds(world) {
+                            item.verdict = if since < *at_least {
+                                Verdict::Broken { at: elapsed, why: format!("came after only {}", fmt(since)) }
+                            } else if since > *at_most {
+                                Verdict::Broken { at: elapsed, why: format!("came after {}", fmt(since)) }
+                            } else {
+                                Verdict::Met { at: elapsed }
+                            };
+                        } else if since > *at_most {
+                            item.verdict = Verdict::Broken { at: elapsed, why: format!("not observed within {}", fmt(*at_most)) };
+                        }
+                    }
+                }
+            }
+            if let Verdict::Broken { why, .. } = &item.verdict {
+                broken.push(format!("{}: {why}", item.description));
+            }
+        }
+        broken
+    }
+
+    /// Settles what is still pending when the run ends at `elapsed`: a `never` that never
+    /// happened is met; an `eventually` or `timed` still waiting is broken.
+    pub fn finish(&mut self, elapsed: Duration) {
+        for item in &mut self.items {
+            if item.verdict != Verdict::Pending {
+                continue;
+            }
+            item.verdict = match &item.kind {
+                Kind::Never { .. } => Verdict::Met { at: elapsed },
+                Kind::Eventually { .. } => Verdict::Broken { at: elapsed, why: "the run ended before it was observed".into() },
+                Kind::Timed { from_at: None, .. } => {
+                    Verdict::Broken { at: elapsed, why: "its starting condition was never observed".into() }
+                }
+                Kind::Timed { .. } => Verdict::Broken { at: elapsed, why: "the run ended before it was observed".into() },
+            };
+        }
+    }
+
+    /// Whether the longest `eventually`/`timed` limit still pending has not passed at `elapsed`.
+    pub fn waiting(&self) -> bool {
+        self.items.iter().any(|i| i.verdict == Verdict::Pending && !matches!(i.kind, Kind::Never { .. }))
+    }
+
+    /// The expectations that did not hold.
+    pub fn failures(&self) -> Vec<String> {
+        self.items
+            .iter()
+            .filter_map(|i| match &i.verdict {
+                Verdict::Broken { at, why } => Some(format!("at {}: {}: {why}", fmt(*at), i.description)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn fmt(d: Duration) -> String {
+    rackproof_clock::format_duration(d)
+}

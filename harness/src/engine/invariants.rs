@@ -1,0 +1,252 @@
+//! The safety invariants, checked on every observed change by comparing the world before and
+//! after it. A violation names the invariant, the node and what was seen.
+
+use std::collections::BTreeSet;
+
+use super::world::World;
+use crate::scenario::{InvariantName, Invariants};
+
+/// One broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub invariant: InvariantName,
+    pub node: Option<String>,
+    pub message: String,
+}
+
+/// Checks the enabled invariants.
+#[derive(Debug, Clone)]
+pub struct InvariantChecker {
+    enabled: BTreeSet<InvariantKey>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct InvariantKey(u8);
+
+fn key(name: InvariantName) -> InvariantKey {
+    InvariantKey(match name {
+        InvariantName::MaxUnavailable => 0,
+        InvariantName::DrainedBeforeReady => 1,
+        InvariantName::FailedStaysCordoned => 2,
+        InvariantName::CleanAfterSuccess => 3,
+        InvariantName::WatchdogIgnoresUpdates => 4,
+        InvariantName::DependentsRestored => 5,
+    })
+}
+
+const ALL: [InvariantName; 6] = [
+    InvariantName::MaxUnavailable,
+    InvariantName::DrainedBeforeReady,
+    InvariantName::FailedStaysCordoned,
+    InvariantName::CleanAfterSuccess,
+    InvariantName::WatchdogIgnoresUpdates,
+    InvariantName::DependentsRestored,
+];
+
+impl InvariantChecker {
+    /// All invariants but those the scenario disables.
+    pub fn new(config: &Invariants) -> Self {
+        let disabled: BTreeSet<InvariantKey> = config.disable.iter().map(|d| key(d.name)).collect();
+        Self { enabled: ALL.iter().map(|n| key(*n)).filter(|k| !disabled.contains(k)).collect() }
+    }
+
+    fn on(&self, name: InvariantName) -> bool {
+        self.enabled.contains(&key(name))
+    }
+
+    /// The violations that the change from `before` to `after` shows.
+    pub fn check(&self, before: &World, after: &World) -> Vec<Violation> {
+        let mut found = Vec::new();
+        if self.on(InvariantName::MaxUnavailable) {
+            max_unavailable(before, after, &mut found);
+        }
+        for (name, now) in &after.nodes {
+            let Some(was) = before.nodes.get(name) else { continue };
+            let node = Some(name.clone());
+            let became_ready_for_update = now.in_place_reason.as_deref() == Some(inplace_api::keys::REASON_READY_FOR_UPDATE)
+                && was.in_place_reason != now.in_place_reason;
+            if self.on(InvariantName::DrainedBeforeReady) && became_ready_for_update && (!now.unschedulable || now.evictable_pods > 0) {
+                found.push(Violation {
+                    invariant: InvariantName::DrainedBeforeReady,
+                    node: node.clone(),
+                    message: format!(
+                        "{name} became ReadyForUpdate while {}",
+                        if now.unschedulable { format!("{} evictable pods were still bound to it", now.evictable_pods) } else { "it was not cordoned".to_owned() }
+                    ),
+                });
+            }
+            if self.on(InvariantName::FailedStaysCordoned) && was.failed() && now.failed() && was.unschedulable && !now.unschedulable {
+                found.push(Violation {
+                    invariant: InvariantName::FailedStaysCordoned,
+                    node: node.clone(),
+                    message: format!("{name} was uncordoned while it still carries the failed mark"),
+                });
+            }
+            let finished = was.candidate && !now.candidate && !now.failed();
+            if self.on(InvariantName::CleanAfterSuccess) && finished {
+                let mut leftovers = Vec::new();
+                if now.selected {
+                    leftovers.push("the selected-for-update label");
+                }
+                if now.result.is_some() {
+                    leftovers.push("the update-result label");
+                }
+                if now.failed_reason.is_some() {
+                    leftovers.push("the update-failed-reason annotation");
+                }
+                if now.unschedulable {
+                    leftovers.push("the cordon");
+                }
+                if !leftovers.is_empty() {
+                    found.push(Violation {
+                        invariant: InvariantName::CleanAfterSuccess,
+                        node,
+                        message: format!("{name} finished its update but kept {}", leftovers.join(", ")),
+                    });
+                }
+            }
+        }
+        if self.on(InvariantName::WatchdogIgnoresUpdates) && !before.dependents_scaled_down() && after.dependents_scaled_down() && after.outage.is_empty() {
+            let updating: Vec<&str> = after.nodes.iter().filter(|(_, v)| v.in_progress() || v.failed()).map(|(n, _)| n.as_str()).collect();
+            found.push(Violation {
+                invariant: InvariantName::WatchdogIgnoresUpdates,
+                node: None,
+                message: format!(
+                    "the watchdog scaled its dependents down with no real outage (nodes under update or failed: {})",
+                    if updating.is_empty() { "none".to_owned() } else { updating.join(", ") }
+                ),
+            });
+        }
+        found
+    }
+
+    /// Checks that only make sense at the end of a run.
+    pub fn check_end(&self, world: &World) -> Vec<Violation> {
+        let mut found = Vec::new();
+        if self.on(InvariantName::DependentsRestored) && world.outage.is_empty() && !world.dependents_running() {
+            found.push(Violation {
+                invariant: InvariantName::DependentsRestored,
+                node: None,
+                message: format!(
+                    "the outage is over but the dependents run {:?} instead of {:?}",
+                    world.dependents.iter().map(|(n, d)| (n.as_str(), d.replicas)).collect::<Vec<_>>(),
+                    world.dependents_at_start
+                ),
+            });
+        }
+        found
+    }
+}
+
+fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
+    let limit = after.max_unavailable;
+    if after.taken_out() > limit && after.taken_out() > before.taken_out() {
+        found.push(Violation {
+            invariant: InvariantName::MaxUnavailable,
+            node: None,
+            message: format!("{} nodes are in update or failed, above maxUnavailable {limit}", after.taken_out()),
+        });
+    }
+    for (name, now) in &after.nodes {
+        let newly_selected = now.in_progress() && before.nodes.get(name).is_some_and(|was| !was.in_progress());
+        if !newly_selected {
+            continue;
+        }
+        let others = after.nodes.iter().filter(|(n, v)| *n != name && v.unavailable()).count();
+        if u32::try_from(others).unwrap_or(u32::MAX) >= limit {
+            found.push(Violation {
+                invariant: InvariantName::MaxUnavailable,
+                node: Some(name.clone()),
+                message: format!("{name} was taken out for update while {others} other nodes were unavailable (maxUnavailable {limit})"),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::world::NodeView;
+
+    fn world(nodes: &[(&str, NodeView)], max_unavailable: u32) -> World {
+        World {
+            nodes: nodes.iter().map(|(n, v)| ((*n).to_owned(), v.clone())).collect(),
+            target_os: "1.1.0".into(),
+            max_unavailable,
+            ..World::default()
+        }
+    }
+
+    fn ready() -> NodeView {
+        NodeView { registered: true, ready: true, candidate: true, os_version: Some("1.0.0".into()), ..NodeView::default() }
+    }
+
+    fn selected() -> NodeView {
+        NodeView { selected: true, unschedulable: true, ..ready() }
+    }
+
+    #[test]
+    fn selecting_a_second_node_at_max_unavailable_one_is_a_violation() {
+        let checker = InvariantChecker::new(&Invariants::default());
+        let before = world(&[("a", selected()), ("b", ready())], 1);
+        let after = world(&[("a", selected()), ("b", selected())], 1);
+        let violations = checker.check(&before, &after);
+        assert!(violations.iter().any(|v| v.invariant == InvariantName::MaxUnavailable && v.node.as_deref() == Some("b")), "{violations:?}");
+    }
+
+    #[test]
+    fn a_not_ready_node_counts_against_the_next_selection() {
+        let checker = InvariantChecker::new(&Invariants::default());
+        let dead = NodeView { ready: false, ..ready() };
+        let before = world(&[("a", dead.clone()), ("b", ready())], 1);
+        let after = world(&[("a", dead), ("b", selected())], 1);
+        assert_eq!(checker.check(&before, &after).len(), 1);
+    }
+
+    #[test]
+    fn ready_for_update_before_the_drain_finished_is_a_violation() {
+        let checker = InvariantChecker::new(&Invariants::default());
+        let before = world(&[("a", selected())], 1);
+        let mut early = selected();
+        early.in_place_reason = Some(inplace_api::keys::REASON_READY_FOR_UPDATE.into());
+        early.evictable_pods = 2;
+        let after = world(&[("a", early)], 1);
+        let violations = checker.check(&before, &after);
+        assert_eq!(violations[0].invariant, InvariantName::DrainedBeforeReady, "{violations:?}");
+    }
+
+    #[test]
+    fn uncordoning_a_failed_node_is_a_violation_and_can_be_disabled() {
+        let failed = NodeView { result: Some("failed".into()), ..selected() };
+        let uncordoned = NodeView { unschedulable: false, ..failed.clone() };
+        let before = world(&[("a", failed)], 1);
+        let after = world(&[("a", uncordoned)], 1);
+        let all = InvariantChecker::new(&Invariants::default());
+        assert!(all.check(&before, &after).iter().any(|v| v.invariant == InvariantName::FailedStaysCordoned));
+        let config = Invariants {
+            disable: vec![crate::scenario::DisabledInvariant { name: InvariantName::FailedStaysCordoned, reason: "test".into() }],
+        };
+        assert!(InvariantChecker::new(&config).check(&before, &after).is_empty());
+    }
+
+    #[test]
+    fn leftover_labels_after_success_are_a_violation() {
+        let checker = InvariantChecker::new(&Invariants::default());
+        let before = world(&[("a", NodeView { result: Some("successful".into()), ..selected() })], 1);
+        let after = world(&[("a", NodeView { candidate: false, selected: false, unschedulable: false, result: Some("successful".into()), ..ready() })], 1);
+        let violations = checker.check(&before, &after);
+        assert!(violations[0].message.contains("update-result"), "{violations:?}");
+    }
+
+    #[test]
+    fn a_scale_down_without_an_outage_is_a_violation() {
+        let checker = InvariantChecker::new(&Invariants::default());
+        let mut before = world(&[("a", selected())], 1);
+        before.dependents.insert("kcm".into(), crate::engine::world::DependentView { replicas: 1 });
+        let mut after = before.clone();
+        after.dependents.insert("kcm".into(), crate::engine::world::DependentView { replicas: 0 });
+        assert_eq!(checker.check(&before, &after)[0].invariant, InvariantName::WatchdogIgnoresUpdates);
+        after.outage.insert("b".into());
+        assert!(checker.check(&before, &after).is_empty());
+    }
+}

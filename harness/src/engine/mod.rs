@@ -1,0 +1,8 @@
+//! The scenario engine: brings up the lab and the cluster, starts the components, runs steps and
+//! faults, watches everything into one timeline, and judges expectations and invariants.
+
+pub mod conditions;
+pub mod expectations;
+pub mod invariants;
+pub mod timeline;
+pub mod world;

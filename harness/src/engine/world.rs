@@ -1,0 +1,192 @@
+//! The observed world: what the harness knows about the cluster at one instant, built from the
+//! objects it watches. Conditions, expectations and invariants are pure functions of it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use inplace_api::keys;
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use crate::scenario::NodeState;
+
+/// What the harness knows about one node.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeView {
+    /// The Node object exists.
+    pub registered: bool,
+    pub ready: bool,
+    pub unschedulable: bool,
+    pub candidate: bool,
+    pub selected: bool,
+    pub result: Option<String>,
+    pub failed_reason: Option<String>,
+    /// The reason of the `InPlaceUpdate` condition, if the node has one.
+    pub in_place_reason: Option<String>,
+    /// The OS version the node reports running.
+    pub os_version: Option<String>,
+    /// The kubelet version the node reports.
+    pub kubelet_version: Option<String>,
+    /// Pods bound to the node that a drain must evict (not DaemonSet or mirror pods).
+    pub evictable_pods: u32,
+}
+
+impl NodeView {
+    /// Builds the view from a Node object (pods are counted separately).
+    pub fn from_node(node: &Node) -> Self {
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let annotations = node.metadata.annotations.clone().unwrap_or_default();
+        let status = node.status.clone().unwrap_or_default();
+        let conditions = status.conditions.unwrap_or_default();
+        let ready = conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let in_place_reason = conditions
+            .iter()
+            .find(|c| c.type_ == keys::CONDITION_IN_PLACE_UPDATE)
+            .and_then(|c| c.reason.clone());
+        let node_info = status.node_info;
+        Self {
+            registered: true,
+            ready,
+            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            candidate: labels.contains_key(keys::LABEL_CANDIDATE_FOR_UPDATE),
+            selected: labels.contains_key(keys::LABEL_SELECTED_FOR_UPDATE),
+            result: labels.get(keys::LABEL_UPDATE_RESULT).cloned(),
+            failed_reason: annotations.get(keys::ANNOTATION_UPDATE_FAILED_REASON).cloned(),
+            in_place_reason,
+            os_version: node_info.as_ref().map(|i| i.os_image.clone()),
+            kubelet_version: node_info.as_ref().map(|i| i.kubelet_version.clone()),
+            evictable_pods: 0,
+        }
+    }
+
+    /// Whether the node carries the failed mark.
+    pub fn failed(&self) -> bool {
+        self.result.as_deref() == Some(keys::UPDATE_RESULT_FAILED)
+    }
+
+    /// Whether the orchestrator has taken the node out for an update that has not finished.
+    pub fn in_progress(&self) -> bool {
+        !self.failed()
+            && (self.selected
+                || matches!(
+                    self.in_place_reason.as_deref(),
+                    Some(keys::REASON_SELECTED_FOR_UPDATE | keys::REASON_DRAIN_SUCCESSFUL | keys::REASON_READY_FOR_UPDATE)
+                ))
+    }
+
+    /// Whether the node counts against `maxUnavailable`: in progress, failed, or not Ready.
+    pub fn unavailable(&self) -> bool {
+        self.in_progress() || self.failed() || !self.ready
+    }
+}
+
+/// A Deployment the watchdog scales (machine-controller-manager, kube-controller-manager,
+/// cluster-autoscaler).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DependentView {
+    pub replicas: i32,
+}
+
+/// The whole observed state.
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    /// Nodes by name, for every lab node (registered or not).
+    pub nodes: BTreeMap<String, NodeView>,
+    /// The pool's target OS version and Kubernetes version.
+    pub target_os: String,
+    pub target_kubernetes: String,
+    /// `maxUnavailable`, resolved to a count.
+    pub max_unavailable: u32,
+    /// The watchdog's dependents by name, and the replicas they had at the start.
+    pub dependents: BTreeMap<String, DependentView>,
+    pub dependents_at_start: BTreeMap<String, i32>,
+    /// Whether the rollout reports being halted (MachineDeployment status).
+    pub rollout_halted: bool,
+    /// Nodes the harness made unhealthy while they were not being updated (a real outage).
+    pub outage: BTreeSet<String>,
+}
+
+impl World {
+    /// Recounts the evictable pods of every node from the pods bound to it.
+    pub fn count_pods<'a>(&mut self, pods: impl IntoIterator<Item = &'a Pod>) {
+        for view in self.nodes.values_mut() {
+            view.evictable_pods = 0;
+        }
+        for pod in pods {
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else { continue };
+            if is_daemon_or_mirror(pod) {
+                continue;
+            }
+            if let Some(view) = self.nodes.get_mut(node) {
+                view.evictable_pods += 1;
+            }
+        }
+    }
+
+    /// Whether `node` is in `state`.
+    pub fn node_is(&self, node: &str, state: NodeState) -> bool {
+        let Some(view) = self.nodes.get(node) else { return false };
+        match state {
+            NodeState::Candidate => view.candidate,
+            NodeState::Selected => view.selected,
+            NodeState::Drained => view.in_place_reason.as_deref() == Some(keys::REASON_DRAIN_SUCCESSFUL),
+            NodeState::ReadyForUpdate => view.in_place_reason.as_deref() == Some(keys::REASON_READY_FOR_UPDATE),
+            NodeState::Failed => view.failed(),
+            NodeState::Ready => view.registered && view.ready,
+            NodeState::NotReady => !(view.registered && view.ready),
+            NodeState::Updated => {
+                view.registered
+                    && view.ready
+                    && !view.candidate
+                    && !view.selected
+                    && view.result.is_none()
+                    && !view.unschedulable
+                    && view.os_version.as_deref() == Some(self.target_os.as_str())
+            }
+        }
+    }
+
+    /// How many nodes count against `maxUnavailable`.
+    pub fn unavailable(&self) -> u32 {
+        count(self.nodes.values().filter(|v| v.unavailable()))
+    }
+
+    /// How many nodes are in progress or failed (the orchestrator's own doing).
+    pub fn taken_out(&self) -> u32 {
+        count(self.nodes.values().filter(|v| v.in_progress() || v.failed()))
+    }
+
+    /// Whether the watchdog's dependents are scaled to zero.
+    pub fn dependents_scaled_down(&self) -> bool {
+        !self.dependents.is_empty() && self.dependents.values().all(|d| d.replicas == 0)
+    }
+
+    /// Whether every dependent runs with the replicas it had at the start.
+    pub fn dependents_running(&self) -> bool {
+        self.dependents_at_start
+            .iter()
+            .all(|(name, replicas)| self.dependents.get(name).is_some_and(|d| d.replicas == *replicas))
+    }
+
+    /// Whether every node runs the pool's versions, none is failed and nothing is in progress.
+    pub fn rollout_complete(&self) -> bool {
+        !self.nodes.is_empty() && self.nodes.keys().all(|n| self.node_is(n, NodeState::Updated))
+    }
+}
+
+fn count<'a>(views: impl Iterator<Item = &'a NodeView>) -> u32 {
+    u32::try_from(views.count()).unwrap_or(u32::MAX)
+}
+
+/// DaemonSet pods and mirror (static) pods stay on a node through a drain.
+pub fn is_daemon_or_mirror(pod: &Pod) -> bool {
+    let mirror = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let daemon = pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|owners| owners.iter().any(|o| o.kind == "DaemonSet"));
+    mirror || daemon
+}
