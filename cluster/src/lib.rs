@@ -1,1 +1,6 @@
 //! Cluster providers: where a scenario's Kubernetes API comes from.
+//!
+//! - [`local`]: a real control plane (etcd + kube-apiserver v1.20.2 built from Debian bookworm's
+//!   source package) on 127.0.0.1, the fidelity tier and the referee of the embedded API server.
+
+pub mod local;

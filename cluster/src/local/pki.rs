@@ -1,0 +1,89 @@
+//! The control plane's key material: a CA, kube-apiserver's serving certificate (signed by the
+//! CA, valid for 127.0.0.1 and localhost), and the service-account signing key pair. All ECDSA
+//! P-256 (rcgen on ring), written as PEM files into the control plane's directory.
+
+use std::path::{Path, PathBuf};
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+};
+
+use super::{Error, write_file};
+
+/// Paths of the generated files.
+#[derive(Debug, Clone)]
+pub(crate) struct Pki {
+    pub(crate) ca_cert: PathBuf,
+    pub(crate) serving_cert: PathBuf,
+    pub(crate) serving_key: PathBuf,
+    pub(crate) service_account_key: PathBuf,
+    pub(crate) service_account_pub: PathBuf,
+}
+
+/// Names the serving certificate is valid for.
+const SERVING_NAMES: [&str; 6] = [
+    "127.0.0.1",
+    "localhost",
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+];
+
+fn cert_error(what: &'static str) -> impl FnOnce(rcgen::Error) -> Error {
+    move |source| Error::Certificate { what, source }
+}
+
+/// Generates the key material into `dir`.
+pub(crate) fn generate(dir: &Path) -> Result<Pki, Error> {
+    let ca_key = KeyPair::generate().map_err(cert_error("the CA key"))?;
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(cert_error("the CA certificate"))?;
+    ca_params.distinguished_name.push(DnType::CommonName, "rackproof-local-ca");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    let ca_cert = ca_params.self_signed(&ca_key).map_err(cert_error("the CA certificate"))?;
+    let issuer = Issuer::new(ca_params, ca_key);
+
+    let serving_key = KeyPair::generate().map_err(cert_error("the serving key"))?;
+    let names: Vec<String> = SERVING_NAMES.iter().map(|name| (*name).to_owned()).collect();
+    let mut serving_params = CertificateParams::new(names).map_err(cert_error("the serving certificate"))?;
+    serving_params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
+    serving_params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    serving_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let serving_cert = serving_params.signed_by(&serving_key, &issuer).map_err(cert_error("the serving certificate"))?;
+
+    let service_account = KeyPair::generate().map_err(cert_error("the service-account key"))?;
+
+    let pki = Pki {
+        ca_cert: dir.join("ca.crt"),
+        serving_cert: dir.join("apiserver.crt"),
+        serving_key: dir.join("apiserver.key"),
+        service_account_key: dir.join("sa.key"),
+        service_account_pub: dir.join("sa.pub"),
+    };
+    write_file(&pki.ca_cert, &ca_cert.pem())?;
+    write_file(&pki.serving_cert, &serving_cert.pem())?;
+    write_file(&pki.serving_key, &serving_key.serialize_pem())?;
+    write_file(&pki.service_account_key, &service_account.serialize_pem())?;
+    write_file(&pki.service_account_pub, &service_account.public_key_pem())?;
+    Ok(pki)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_pem_files_for_every_piece() {
+        let dir = std::env::temp_dir().join(format!("rackproof-pki-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let pki = generate(&dir).unwrap();
+        let read = |path: &Path| std::fs::read_to_string(path).unwrap();
+        assert!(read(&pki.ca_cert).starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(read(&pki.serving_cert).starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(read(&pki.serving_key).starts_with("-----BEGIN PRIVATE KEY-----"));
+        assert!(read(&pki.service_account_key).starts_with("-----BEGIN PRIVATE KEY-----"));
+        assert!(read(&pki.service_account_pub).starts_with("-----BEGIN PUBLIC KEY-----"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
