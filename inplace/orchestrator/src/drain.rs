@@ -1,0 +1,162 @@
+//! Cordon and drain, one round per reconcile (MCM's `drainNodeForInPlace`, made non-blocking so
+//! one slow node never stalls the others).
+//!
+//! A round:
+//!
+//! 1. Lists the pods bound to the node. Mirror pods (annotation `kubernetes.io/config.mirror`) and
+//!    DaemonSet pods are left alone: the agent restarts them after the update.
+//! 2. Normal round: every other pod not yet terminating gets one Eviction (the API server applies
+//!    PodDisruptionBudgets; a 429 means a budget blocks it). Refusals are counted per pod in memory;
+//!    when a pod reaches `maxEvictRetries` refusals an Event says so and its count starts again.
+//!    Terminating pods are waited for.
+//! 3. Forced round (the drain timeout has passed since the node was selected): every remaining
+//!    pod, terminating or not, is deleted with grace period 0, PDBs notwithstanding.
+//! 4. The node is drained when no pods other than those in 1 remain.
+//!
+//! Caveats: refusal counts restart with the orchestrator (the drain timeout, which is stored in the
+//! node condition's transition time, still bounds the whole drain); volume detachment is not
+//! awaited (the lab has no volumes).
+
+use std::collections::HashMap;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{DeleteParams, EvictParams, ListParams};
+use kube::{Api, Client, ResourceExt};
+
+use crate::error::{Error, status_code};
+
+/// How the drain treats a pod.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PodClass {
+    /// A static pod's mirror: the kubelet owns it.
+    Mirror,
+    /// Owned by a DaemonSet: it would come straight back.
+    DaemonSet,
+    /// Already being deleted.
+    Terminating,
+    /// To be evicted (or deleted when forced).
+    Evict,
+}
+
+pub(crate) fn classify(pod: &Pod) -> PodClass {
+    if pod.annotations().contains_key("kubernetes.io/config.mirror") {
+        return PodClass::Mirror;
+    }
+    if pod.owner_references().iter().any(|o| o.kind == "DaemonSet" && o.controller == Some(true)) {
+        return PodClass::DaemonSet;
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        return PodClass::Terminating;
+    }
+    PodClass::Evict
+}
+
+/// What one round did.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Round {
+    pub(crate) evicted: Vec<String>,
+    pub(crate) deleted: Vec<String>,
+    /// Pods whose eviction was refused `maxEvictRetries` times in a row, with the refusal count.
+    pub(crate) exhausted: Vec<String>,
+    /// Pods still on the node that keep the drain from finishing.
+    pub(crate) remaining: usize,
+}
+
+impl Round {
+    pub(crate) fn drained(&self) -> bool {
+        self.remaining == 0
+    }
+}
+
+/// Refusals per `namespace/pod`, kept across rounds of one orchestrator process.
+pub(crate) type Refusals = HashMap<String, u32>;
+
+pub(crate) async fn drain_round(
+    client: &Client,
+    node: &str,
+    force: bool,
+    max_evict_retries: u32,
+    refusals: &mut Refusals,
+) -> Result<Round, Error> {
+    let pods: Api<Pod> = Api::all(client.clone());
+    let list = pods
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::Kube { action: format!("list pods on node {node}"), source })?;
+    let mut round = Round::default();
+    for pod in list.items.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)) {
+        let class = classify(pod);
+        if matches!(class, PodClass::Mirror | PodClass::DaemonSet) {
+            continue;
+        }
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let key = format!("{namespace}/{name}");
+        let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        if force {
+            let params = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+            match api.delete(&name, &params).await {
+                Ok(_) => round.deleted.push(key.clone()),
+                Err(e) if status_code(&e) == Some(404) => {}
+                Err(source) => return Err(Error::Kube { action: format!("delete pod {key} on node {node}"), source }),
+            }
+            refusals.remove(&key);
+            continue;
+        }
+        round.remaining += 1;
+        if class == PodClass::Terminating {
+            continue;
+        }
+        match api.evict(&name, &EvictParams::default()).await {
+            Ok(_) => {
+                refusals.remove(&key);
+                round.evicted.push(key);
+            }
+            Err(e) if status_code(&e) == Some(404) => {
+                round.remaining -= 1;
+            }
+            Err(e) if status_code(&e) == Some(429) => {
+                let count = refusals.entry(key.clone()).or_insert(0);
+                *count += 1;
+                if *count >= max_evict_retries.max(1) {
+                    refusals.remove(&key);
+                    round.exhausted.push(key);
+                }
+            }
+            Err(source) => return Err(Error::Kube { action: format!("evict pod {key} from node {node}"), source }),
+        }
+    }
+    Ok(round)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+    use super::*;
+
+    fn pod() -> Pod {
+        Pod { metadata: ObjectMeta { name: Some("p".into()), ..Default::default() }, ..Default::default() }
+    }
+
+    #[test]
+    fn mirror_and_daemonset_pods_are_left_alone() {
+        let mut mirror = pod();
+        mirror.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "x".to_owned())].into());
+        assert_eq!(classify(&mirror), PodClass::Mirror);
+        let mut ds = pod();
+        ds.metadata.owner_references = Some(vec![OwnerReference {
+            kind: "DaemonSet".into(),
+            name: "d".into(),
+            api_version: "apps/v1".into(),
+            uid: "u".into(),
+            controller: Some(true),
+            ..Default::default()
+        }]);
+        assert_eq!(classify(&ds), PodClass::DaemonSet);
+        let mut gone = pod();
+        gone.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
+        assert_eq!(classify(&gone), PodClass::Terminating);
+        assert_eq!(classify(&pod()), PodClass::Evict);
+    }
+}

@@ -1,0 +1,55 @@
+//! The orchestrator's error type and status-code helpers.
+
+/// Why a reconcile failed. Every variant names what was being done, and to which object.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An API call failed.
+    #[error("failed to {action}")]
+    Kube {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// An object kept changing under us (409 conflicts every attempt).
+    #[error("failed to {action}: the object kept changing (409 conflict on every attempt)")]
+    Contended { action: String },
+    /// An object's content is unusable (bad duration, missing field).
+    #[error("invalid {object}: {why}")]
+    Invalid { object: String, why: String },
+    /// The configuration is unusable.
+    #[error("invalid orchestrator configuration: {0}")]
+    Config(String),
+}
+
+pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+pub(crate) fn is_conflict(error: &kube::Error) -> bool {
+    status_code(error) == Some(409)
+}
+
+pub(crate) fn is_not_found(error: &kube::Error) -> bool {
+    status_code(error) == Some(404)
+}
+
+/// Wraps a kube error with what was being done.
+pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let action = action.into();
+    move |source| Error::Kube { action, source }
+}
+
+/// The error and its sources on one line.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(next) = source {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        source = next.source();
+    }
+    text
+}

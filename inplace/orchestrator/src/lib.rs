@@ -1,0 +1,194 @@
+//! Orchestrator: the in-place half of machine-controller-manager (MCM) for GEP-31 in-place node
+//! updates — a MachineDeployment controller that rolls a new template out *in place*, a MachineSet
+//! controller, and a Machine controller that walks each node through selection, drain, the node
+//! agent's update and its result.
+//!
+//! # Running it
+//!
+//! ```text
+//! inplace-orchestrator --kubeconfig ~/.kube/config --namespace shoot--dev--lab
+//! ```
+//!
+//! or in-process: [`run`] with a [`kube::Client`], a [`Clock`] and a [`Config`]. [`run`] runs
+//! every controller until its future is dropped. All state lives in API objects (labels,
+//! conditions, phases, owner references, replicas), so a harness may abort the task at any moment
+//! and call [`run`] again: the next pass continues from what the API says.
+//!
+//! # The contract (ARCHITECTURE.md, "The GEP-31 contract")
+//!
+//! Keys, reasons and phases come from [`inplace_api::keys`]. The flow of one rollout is documented
+//! step by step in [`deployment`] (MachineDeployment: new set, protection, transfer, surplus,
+//! selection, halt, completion), `step` (per node: `CandidateForUpdate → SelectedForUpdate →
+//! DrainSuccessful → ReadyForUpdate → UpdateSuccessful | UpdateFailed`, timeouts), `drain`
+//! (evictions, PDBs, forced deletion), `plan` (the `maxUnavailable` arithmetic) and [`machineset`].
+//!
+//! # The machine-provider contract
+//!
+//! The orchestrator creates Machine objects (`machine.sapcloud.io/v1alpha1`) but provisions
+//! nothing. A *machine provider* (the lab, in the harness) does, following MCM's convention:
+//!
+//! 1. It watches Machines in [`Config::namespace`] that have no `node` label.
+//! 2. It provisions (or picks) a machine, lets its Node register, and records the binding by
+//!    setting the Machine label `node: <node name>` (MCM's `NodeLabelKey`; MCM has no
+//!    `status.node`). It may set `spec.providerID`.
+//! 3. The Machine stays `Pending` until then; once bound it is `Running` while the Node's `Ready`
+//!    condition is `True`.
+//! 4. When the orchestrator deletes a Machine (scale-down, surplus after `maxSurge`), it also
+//!    deletes the Machine's Node object; the provider powers the machine off / releases it when
+//!    its Machine disappears.
+//!
+//! # Choices where GEP-31 is vague (following MCM where MCM decided)
+//!
+//! - **Selection arithmetic** is MCM's, written as availability: select while
+//!   `available ≥ replicas − maxUnavailable`, where nodes in progress, failed nodes and NotReady
+//!   nodes are unavailable and Running surge machines count as available. With `maxSurge = 0`
+//!   that is exactly "in progress + failed + NotReady ≤ maxUnavailable". Candidates go in node-name
+//!   order (MCM takes them in lister order).
+//! - **Failed nodes keep `selected-for-update`** (MCM does the same), so they stay counted
+//!   unavailable. **The halt**: failed nodes ≥ `maxUnavailable` (at least one) selects nothing even
+//!   when surge capacity exists; the MachineDeployment condition `InPlaceUpdateHalted` and Events
+//!   `RolloutHalted` / `RolloutResumed` report it.
+//! - **Removing a failed mark** (the `update-result` label) resets the node to a plain candidate:
+//!   `selected-for-update` and the reason annotation removed, condition back to
+//!   `CandidateForUpdate`, node uncordoned, Machine `Running`. MCM leaves the node selected; the
+//!   GEP says it "is a candidate again".
+//! - **Update timeout**: like MCM, counted from the Machine entering `InPlaceUpdating` (right after
+//!   the drain), from `spec.inPlaceUpdateTimeout` of the Machine (the template's
+//!   `machineInPlaceUpdateTimeout`), else [`Config::default_in_place_update_timeout`] (MCM: 20m).
+//!   Unlike MCM (which only sets the phase), the orchestrator then writes the failed mark on the
+//!   node itself — `update-result=failed` and the reason `in-place update timed out after 10m: …`
+//!   — so the mark survives restarts and the halt counts it, as the GEP asks.
+//! - **Drain timeout**: counted from the `SelectedForUpdate` transition (as MCM), from the
+//!   Machine's `spec.drainTimeout`, else [`Config::default_drain_timeout`]. Forced drain deletes
+//!   with grace period 0. `maxEvictRetries` shapes the Events, see `drain`.
+//! - **Moving a Machine** uses the owner-reference update (MCM's choice), not the shallow delete.
+//! - **Conditions** are written with read-modify-replace on `nodes/status` carrying the
+//!   resourceVersion; 409 conflicts re-read and retry. Label and cordon changes are JSON merge
+//!   patches. Events are core/v1 Events stamped with the [`Clock`].
+//! - MCM's `PreferNoSchedule` taint on old nodes and the `critical-components-not-ready` taint after
+//!   an update are not applied (nothing in the lab removes the latter).
+//! - Rolling-update MachineDeployments are left alone (out of scope).
+
+pub mod deployment;
+mod drain;
+mod error;
+mod events;
+pub mod machineset;
+mod machine;
+mod nodeops;
+mod plan;
+mod runner;
+mod step;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use inplace_api::crd::{Machine, MachineDeployment, MachineSet};
+use jiff::Timestamp;
+use kube::{Client, Resource, ResourceExt};
+use rackproof_clock::Clock;
+use tokio::sync::Mutex;
+
+pub use error::Error;
+use events::{Kind, Recorder};
+
+/// What the orchestrator watches and how often it looks again.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Namespace of the MachineDeployments, MachineSets and Machines.
+    pub namespace: String,
+    /// Longest time between two passes over every object; deadlines (drain, update timeout) are
+    /// acted on within one period (the loop also wakes exactly at the earliest deadline).
+    pub sync_period: Duration,
+    /// Time between eviction rounds while a drain is blocked (MCM: 20 s).
+    pub eviction_retry_interval: Duration,
+    /// Drain timeout when the Machine names none (MCM: 2 h).
+    pub default_drain_timeout: Duration,
+    /// In-place update timeout when the Machine names none (MCM: 20 min).
+    pub default_in_place_update_timeout: Duration,
+    /// Eviction refusals per pod before an Event, when the Machine names none (MCM: 10).
+    pub default_max_evict_retries: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            namespace: "default".to_owned(),
+            sync_period: Duration::from_secs(10),
+            eviction_retry_interval: Duration::from_secs(20),
+            default_drain_timeout: Duration::from_secs(2 * 3600),
+            default_in_place_update_timeout: Duration::from_secs(20 * 60),
+            default_max_evict_retries: 10,
+        }
+    }
+}
+
+/// Runs every controller until the future is dropped. Returns only for an unusable [`Config`].
+pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Error> {
+    if config.sync_period.is_zero() {
+        return Err(Error::Config("the sync period must be longer than zero".to_owned()));
+    }
+    let recorder = Recorder::new(client.clone(), clock.clone(), "inplace-orchestrator");
+    let ctx = Context { client, clock, config, recorder, refusals: Arc::new(Mutex::new(Default::default())) };
+    runner::run(ctx).await;
+    Ok(())
+}
+
+/// Shared by every reconcile.
+pub(crate) struct Context {
+    pub(crate) client: Client,
+    pub(crate) clock: Clock,
+    pub(crate) config: Config,
+    recorder: Recorder,
+    pub(crate) refusals: Arc<Mutex<drain::Refusals>>,
+}
+
+impl Context {
+    /// A duration from an object field (`90s`, `10m`), or the default when absent.
+    pub(crate) fn duration(&self, text: Option<&str>, default: Duration, machine: &Machine) -> Result<Duration, Error> {
+        match text {
+            None => Ok(default),
+            Some(text) => rackproof_clock::parse_duration(text).map_err(|e| Error::Invalid {
+                object: format!("machine {}", machine.name_any()),
+                why: e.to_string(),
+            }),
+        }
+    }
+
+    pub(crate) async fn event_machine(&self, machine: &Machine, kind: Kind, reason: &str, message: &str) {
+        self.recorder.publish(&machine.object_ref(&()), kind, reason, message).await;
+    }
+
+    pub(crate) async fn event_set(&self, set: &MachineSet, kind: Kind, reason: &str, message: &str) {
+        self.recorder.publish(&set.object_ref(&()), kind, reason, message).await;
+    }
+
+    pub(crate) async fn event_deployment(&self, md: &MachineDeployment, kind: Kind, reason: &str, message: &str) {
+        self.recorder.publish(&md.object_ref(&()), kind, reason, message).await;
+    }
+}
+
+/// When to look at an object again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Action {
+    pub(crate) after: Duration,
+}
+
+impl Action {
+    pub(crate) fn idle(ctx: &Context) -> Self {
+        Self { after: ctx.config.sync_period }
+    }
+
+    /// Something changed: look again right away.
+    pub(crate) fn soon() -> Self {
+        Self { after: Duration::from_millis(100) }
+    }
+
+    pub(crate) fn after(after: Duration) -> Self {
+        Self { after }
+    }
+
+    pub(crate) fn at(ctx: &Context, deadline: Timestamp) -> Self {
+        Self { after: ctx.clock.until(deadline).max(Duration::from_millis(1)) }
+    }
+}

@@ -1,0 +1,226 @@
+//! Writes to Nodes and Machines that every controller shares: label/annotation/cordon patches
+//! (JSON merge patches, which need no resourceVersion), the `InPlaceUpdate` condition and Machine
+//! status (read-modify-replace with the resourceVersion read, retried on 409).
+
+use std::collections::BTreeMap;
+
+use inplace_api::crd::Machine;
+use inplace_api::keys::{CONDITION_IN_PLACE_UPDATE, MachinePhase, MachineOperationType, MachineState};
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::{Node, NodeCondition};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Map, Value, json};
+
+use crate::error::{Error, is_conflict, is_not_found, kube};
+
+/// How often a read-modify-write is tried before giving up with [`Error::Contended`].
+pub(crate) const ATTEMPTS: usize = 8;
+
+/// A metadata/spec change to a node: `Some` sets, `None` removes.
+#[derive(Debug, Default)]
+pub(crate) struct NodePatch {
+    pub(crate) labels: BTreeMap<&'static str, Option<String>>,
+    pub(crate) annotations: BTreeMap<&'static str, Option<String>>,
+    pub(crate) unschedulable: Option<bool>,
+}
+
+impl NodePatch {
+    pub(crate) fn label(mut self, key: &'static str, value: Option<&str>) -> Self {
+        self.labels.insert(key, value.map(str::to_owned));
+        self
+    }
+
+    pub(crate) fn annotation(mut self, key: &'static str, value: Option<&str>) -> Self {
+        self.annotations.insert(key, value.map(str::to_owned));
+        self
+    }
+
+    pub(crate) fn unschedulable(mut self, value: bool) -> Self {
+        self.unschedulable = Some(value);
+        self
+    }
+
+    /// Whether applying the patch to `node` would change anything.
+    pub(crate) fn changes(&self, node: &Node) -> bool {
+        let labels = node.metadata.labels.as_ref();
+        let annotations = node.metadata.annotations.as_ref();
+        let differs = |map: Option<&BTreeMap<String, String>>, key: &str, want: &Option<String>| {
+            map.and_then(|m| m.get(key)) != want.as_ref()
+        };
+        self.labels.iter().any(|(k, v)| differs(labels, k, v))
+            || self.annotations.iter().any(|(k, v)| differs(annotations, k, v))
+            || self
+                .unschedulable
+                .is_some_and(|u| node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) != u)
+    }
+
+    fn to_json(&self) -> Value {
+        let to_map = |m: &BTreeMap<&'static str, Option<String>>| {
+            let mut out = Map::new();
+            for (k, v) in m {
+                out.insert((*k).to_owned(), v.clone().map(Value::String).unwrap_or(Value::Null));
+            }
+            Value::Object(out)
+        };
+        let mut patch = json!({ "metadata": { "labels": to_map(&self.labels), "annotations": to_map(&self.annotations) } });
+        if let Some(u) = self.unschedulable {
+            patch["spec"] = json!({ "unschedulable": u });
+        }
+        patch
+    }
+}
+
+/// Applies `patch` to the node unless it is already in that state. A missing node is not an error.
+pub(crate) async fn patch_node(client: &Client, node: &Node, patch: NodePatch) -> Result<bool, Error> {
+    if !patch.changes(node) {
+        return Ok(false);
+    }
+    let name = node.metadata.name.clone().unwrap_or_default();
+    let api: Api<Node> = Api::all(client.clone());
+    match api.patch(&name, &PatchParams::default(), &Patch::Merge(patch.to_json())).await {
+        Ok(_) => Ok(true),
+        Err(e) if is_not_found(&e) => Ok(false),
+        Err(e) => Err(kube(format!("patch node {name}"))(e)),
+    }
+}
+
+/// The node's `InPlaceUpdate` condition, if any.
+pub(crate) fn in_place_condition(node: &Node) -> Option<&NodeCondition> {
+    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == CONDITION_IN_PLACE_UPDATE)
+}
+
+/// Sets (`Some(reason, message)`) or removes (`None`) the `InPlaceUpdate` condition.
+pub(crate) async fn set_condition(client: &Client, node: &str, value: Option<(&str, &str)>, now: Timestamp) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(client.clone());
+    for _ in 0..ATTEMPTS {
+        let mut current = match api.get(node).await {
+            Ok(n) => n,
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(kube(format!("read node {node}"))(e)),
+        };
+        let status = current.status.get_or_insert_with(Default::default);
+        let conditions = status.conditions.get_or_insert_with(Vec::new);
+        let existing = conditions.iter().position(|c| c.type_ == CONDITION_IN_PLACE_UPDATE);
+        match (value, existing) {
+            (None, None) => return Ok(()),
+            (None, Some(i)) => {
+                conditions.remove(i);
+            }
+            (Some((reason, message)), found) => {
+                if let Some(i) = found
+                    && conditions[i].reason.as_deref() == Some(reason)
+                    && conditions[i].message.as_deref() == Some(message)
+                {
+                    return Ok(());
+                }
+                let condition = NodeCondition {
+                    type_: CONDITION_IN_PLACE_UPDATE.to_owned(),
+                    status: "True".to_owned(),
+                    reason: Some(reason.to_owned()),
+                    message: Some(message.to_owned()),
+                    last_transition_time: Some(Time(now)),
+                    last_heartbeat_time: Some(Time(now)),
+                };
+                match found {
+                    Some(i) => conditions[i] = condition,
+                    None => conditions.push(condition),
+                }
+            }
+        }
+        match api.replace_status(node, &PostParams::default(), &current).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_conflict(&e) => continue,
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(kube(format!("update the InPlaceUpdate condition of node {node}"))(e)),
+        }
+    }
+    Err(Error::Contended { action: format!("update the InPlaceUpdate condition of node {node}") })
+}
+
+/// A change to a Machine's status.
+#[derive(Debug, Clone)]
+pub(crate) struct PhaseChange {
+    pub(crate) phase: MachinePhase,
+    pub(crate) description: String,
+    pub(crate) state: MachineState,
+    pub(crate) operation: MachineOperationType,
+}
+
+/// Sets the Machine's phase (stamping `lastUpdateTime` only when the phase changes) and, if given,
+/// its conditions (copied from the node).
+pub(crate) async fn update_machine_status(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    change: Option<&PhaseChange>,
+    conditions: Option<&[NodeCondition]>,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let api: Api<Machine> = Api::namespaced(client.clone(), namespace);
+    for _ in 0..ATTEMPTS {
+        let mut machine = match api.get(name).await {
+            Ok(m) => m,
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(kube(format!("read machine {namespace}/{name}"))(e)),
+        };
+        let before = machine.status.clone();
+        let status = machine.status.get_or_insert_with(Default::default);
+        if let Some(change) = change
+            && status.current_status.phase.as_ref() != Some(&change.phase)
+        {
+            status.current_status.phase = Some(change.phase.clone());
+            status.current_status.last_update_time = Some(Time(now));
+            status.last_operation.description = change.description.clone();
+            status.last_operation.state = Some(change.state.clone());
+            status.last_operation.type_ = Some(change.operation.clone());
+            status.last_operation.last_update_time = Some(Time(now));
+        }
+        if let Some(conditions) = conditions {
+            status.conditions = conditions.to_vec();
+        }
+        if machine.status == before {
+            return Ok(());
+        }
+        match api.replace_status(name, &PostParams::default(), &machine).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_conflict(&e) => continue,
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(kube(format!("update the status of machine {namespace}/{name}"))(e)),
+        }
+    }
+    Err(Error::Contended { action: format!("update the status of machine {namespace}/{name}") })
+}
+
+/// Node conditions as copied onto a Machine: heartbeat times dropped so the copy changes only
+/// when a condition does.
+pub(crate) fn mirrored_conditions(node: &Node) -> Vec<NodeCondition> {
+    let mut conditions: Vec<NodeCondition> = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|mut c| {
+            c.last_heartbeat_time = None;
+            c
+        })
+        .collect();
+    conditions.sort_by(|a, b| a.type_.cmp(&b.type_));
+    conditions
+}
+
+/// Whether the node's `Ready` condition is `True`.
+pub(crate) fn is_ready(node: &Node) -> bool {
+    node.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// A label of the node.
+pub(crate) fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
+    node.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}

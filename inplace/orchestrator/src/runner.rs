@@ -1,0 +1,100 @@
+//! The control loop: level-triggered passes over every object, woken by watches or by the
+//! earliest requeue any reconcile asked for (never later than the sync period).
+//!
+//! A pass reconciles MachineDeployments, then MachineSets, then Machines, each
+//! object with `reconcile(obj, ctx) -> Result<Action, Error>`; a failed reconcile goes through
+//! [`error_policy`]. Watches only wake the loop; every decision reads the API afresh, so a watch
+//! that drops (and resumes with back-off) costs latency, never correctness.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use inplace_api::crd::{Machine, MachineDeployment, MachineSet};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::ListParams;
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, ResourceExt};
+use tokio::sync::Notify;
+
+use crate::error::{Error, chain};
+use crate::{Action, Context, deployment, machine, machineset};
+
+/// What to do after a failed reconcile: conflicts again soon, everything else after a back-off.
+pub(crate) fn error_policy(error: &Error) -> Action {
+    match error {
+        Error::Contended { .. } => Action::soon(),
+        Error::Kube { source, .. } if crate::error::is_conflict(source) => Action::soon(),
+        _ => Action::after(Duration::from_secs(5)),
+    }
+}
+
+pub(crate) async fn run(ctx: Context) {
+    let wake = Notify::new();
+    let watches = watch_all(&ctx, &wake);
+    let passes = async {
+        loop {
+            let next = pass(&ctx).await;
+            let wait = next.unwrap_or(ctx.config.sync_period).min(ctx.config.sync_period);
+            tokio::select! {
+                _ = ctx.clock.sleep(wait) => {}
+                _ = wake.notified() => {
+                    // Let a burst of watch events settle into one pass.
+                    ctx.clock.sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    };
+    tokio::select! {
+        _ = watches => {}
+        _ = passes => {}
+    }
+}
+
+async fn watch_all(ctx: &Context, wake: &Notify) {
+    let ns = ctx.config.namespace.clone();
+    let client = ctx.client.clone();
+    let cfg = watcher::Config::default();
+    let nodes = watcher(Api::<Node>::all(client.clone()), cfg.clone()).default_backoff().map(|_| ()).boxed();
+    let machines = watcher(Api::<Machine>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
+    let sets = watcher(Api::<MachineSet>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
+    let deployments = watcher(Api::<MachineDeployment>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
+    let mut all = futures::stream::select_all([nodes, machines, sets, deployments]);
+    while all.next().await.is_some() {
+        wake.notify_one();
+    }
+}
+
+/// One pass; returns the earliest requeue asked for.
+async fn pass(ctx: &Context) -> Option<Duration> {
+    let mut next: Option<Duration> = None;
+    let mut merge = |action: Action| {
+        next = Some(next.map_or(action.after, |n| n.min(action.after)));
+    };
+    let ns = &ctx.config.namespace;
+    macro_rules! each {
+        ($kind:ty, $what:literal, $reconcile:path) => {{
+            let api: Api<$kind> = Api::namespaced(ctx.client.clone(), ns);
+            match api.list(&ListParams::default()).await {
+                Ok(list) => {
+                    for object in &list.items {
+                        match $reconcile(object, ctx).await {
+                            Ok(action) => merge(action),
+                            Err(error) => {
+                                tracing::warn!(kind = $what, object = %object.name_any(), error = %chain(&error), "reconcile failed");
+                                merge(error_policy(&error));
+                            }
+                        }
+                    }
+                }
+                Err(error) => {
+                    tracing::debug!(kind = $what, error = %error, "list failed");
+                    merge(Action::after(Duration::from_secs(5)));
+                }
+            }
+        }};
+    }
+    each!(MachineDeployment, "MachineDeployment", deployment::reconcile);
+    each!(MachineSet, "MachineSet", machineset::reconcile);
+    each!(Machine, "Machine", machine::reconcile);
+    next
+}

@@ -1,0 +1,235 @@
+//! Pure per-node step of the in-place flow: given a node's labels, its `InPlaceUpdate` condition
+//! and its Machine's phase, what the Machine controller does next (no I/O).
+//!
+//! The walk (MCM's `updateNodeConditionBasedOnLabel` + `inPlaceUpdate`, with the timeout of
+//! `reconcileMachineHealth`):
+//!
+//! 1. candidate label, no condition → condition `CandidateForUpdate`;
+//! 2. candidate + selected labels, condition `CandidateForUpdate` → `SelectedForUpdate` (its
+//!    transition time starts the drain timeout);
+//! 3. `SelectedForUpdate` → cordon and drain; forced once `machineDrainTimeout` has passed since
+//!    the selection;
+//! 4. drained → Machine phase `InPlaceUpdating` (its update time starts the update timeout), then
+//!    condition `DrainSuccessful` → `ReadyForUpdate` (the agent's signal);
+//! 5. `update-result=successful` → phase `InPlaceUpdateSuccessful`, condition `UpdateSuccessful`
+//!    (the MachineDeployment reconciler then moves the Machine and clears the node);
+//!    `update-result=failed` → phase `InPlaceUpdateFailed`, condition `UpdateFailed`, node stays
+//!    cordoned;
+//! 6. no result `machineInPlaceUpdateTimeout` after phase `InPlaceUpdating` → the orchestrator
+//!    writes the failed mark itself (label + reason annotation naming the timeout), then 5;
+//! 7. a person removes the failed mark (the `update-result` label) → the node is reset to a plain
+//!    candidate: selection label, reason annotation and condition reset, node uncordoned.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::plan::UpdateResult;
+
+/// `InPlaceUpdate` condition reasons, in MCM's spelling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reason {
+    CandidateForUpdate,
+    SelectedForUpdate,
+    DrainSuccessful,
+    ReadyForUpdate,
+    UpdateSuccessful,
+    UpdateFailed,
+}
+
+impl Reason {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Reason::CandidateForUpdate => "CandidateForUpdate",
+            Reason::SelectedForUpdate => "SelectedForUpdate",
+            Reason::DrainSuccessful => "DrainSuccessful",
+            Reason::ReadyForUpdate => "ReadyForUpdate",
+            Reason::UpdateSuccessful => "UpdateSuccessful",
+            Reason::UpdateFailed => "UpdateFailed",
+        }
+    }
+
+    pub(crate) fn parse(text: &str) -> Option<Self> {
+        Some(match text {
+            "CandidateForUpdate" => Reason::CandidateForUpdate,
+            "SelectedForUpdate" => Reason::SelectedForUpdate,
+            "DrainSuccessful" => Reason::DrainSuccessful,
+            "ReadyForUpdate" => Reason::ReadyForUpdate,
+            "UpdateSuccessful" => Reason::UpdateSuccessful,
+            "UpdateFailed" => Reason::UpdateFailed,
+            _ => return None,
+        })
+    }
+}
+
+/// Machine phases the step reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum InPlacePhase {
+    Updating,
+    Successful,
+    Failed,
+    Other,
+}
+
+/// What the step looks at.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeFacts {
+    pub(crate) candidate: bool,
+    pub(crate) selected: bool,
+    pub(crate) result: Option<UpdateResult>,
+    /// The `InPlaceUpdate` condition's reason and last transition time.
+    pub(crate) condition: Option<(Reason, Timestamp)>,
+    pub(crate) phase: InPlacePhase,
+    /// When the Machine entered its current phase.
+    pub(crate) phase_since: Option<Timestamp>,
+}
+
+/// What to do next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Step {
+    Nothing,
+    SetCondition(Reason),
+    Drain { force: bool, deadline: Timestamp },
+    /// Set phase `InPlaceUpdating` (if not yet) and walk the condition to `ReadyForUpdate`.
+    ReadyForUpdate,
+    /// Phase `InPlaceUpdating` is missing although the condition says `ReadyForUpdate`.
+    SetUpdating,
+    WaitForResult { deadline: Timestamp },
+    RecordSuccess,
+    RecordFailure,
+    TimedOut { after: Duration },
+    /// The failed mark (or the selection, before the drain finished) was removed: back to candidate.
+    ResetToCandidate,
+    /// No candidate label any more: drop a leftover condition.
+    ClearCondition,
+}
+
+pub(crate) fn next_step(facts: &NodeFacts, now: Timestamp, drain_timeout: Duration, update_timeout: Duration) -> Step {
+    let reason = facts.condition.map(|(reason, _)| reason);
+    match facts.result {
+        Some(UpdateResult::Failed) => {
+            if reason != Some(Reason::UpdateFailed) || facts.phase != InPlacePhase::Failed {
+                return Step::RecordFailure;
+            }
+            return Step::Nothing;
+        }
+        Some(UpdateResult::Successful) => {
+            if reason != Some(Reason::UpdateSuccessful) || facts.phase != InPlacePhase::Successful {
+                return Step::RecordSuccess;
+            }
+            return Step::Nothing;
+        }
+        None => {}
+    }
+    if reason == Some(Reason::UpdateFailed) {
+        return if facts.candidate { Step::ResetToCandidate } else { Step::ClearCondition };
+    }
+    if !facts.candidate {
+        return match reason {
+            Some(Reason::CandidateForUpdate | Reason::SelectedForUpdate | Reason::UpdateSuccessful) => Step::ClearCondition,
+            _ => Step::Nothing,
+        };
+    }
+    match facts.condition {
+        None | Some((Reason::UpdateSuccessful, _)) => Step::SetCondition(Reason::CandidateForUpdate),
+        Some((Reason::CandidateForUpdate, _)) if facts.selected => Step::SetCondition(Reason::SelectedForUpdate),
+        Some((Reason::CandidateForUpdate, _)) => Step::Nothing,
+        Some((Reason::SelectedForUpdate, _)) if !facts.selected => Step::ResetToCandidate,
+        Some((Reason::SelectedForUpdate, since)) => {
+            let deadline = add(since, drain_timeout);
+            Step::Drain { force: now >= deadline, deadline }
+        }
+        Some((Reason::DrainSuccessful, _)) => Step::ReadyForUpdate,
+        Some((Reason::ReadyForUpdate, _)) => {
+            if facts.phase != InPlacePhase::Updating {
+                return Step::SetUpdating;
+            }
+            let Some(since) = facts.phase_since else { return Step::SetUpdating };
+            let deadline = add(since, update_timeout);
+            if now >= deadline {
+                Step::TimedOut { after: update_timeout }
+            } else {
+                Step::WaitForResult { deadline }
+            }
+        }
+        Some((Reason::UpdateFailed, _)) => Step::ResetToCandidate,
+    }
+}
+
+fn add(at: Timestamp, duration: Duration) -> Timestamp {
+    at.checked_add(duration).unwrap_or(Timestamp::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + secs).unwrap()
+    }
+
+    fn facts() -> NodeFacts {
+        NodeFacts { candidate: true, selected: false, result: None, condition: None, phase: InPlacePhase::Other, phase_since: None }
+    }
+
+    const D: Duration = Duration::from_secs(7200);
+    const U: Duration = Duration::from_secs(600);
+
+    #[test]
+    fn walks_candidate_selected_drain_ready() {
+        let mut f = facts();
+        assert_eq!(next_step(&f, t(0), D, U), Step::SetCondition(Reason::CandidateForUpdate));
+        f.condition = Some((Reason::CandidateForUpdate, t(0)));
+        assert_eq!(next_step(&f, t(1), D, U), Step::Nothing);
+        f.selected = true;
+        assert_eq!(next_step(&f, t(1), D, U), Step::SetCondition(Reason::SelectedForUpdate));
+        f.condition = Some((Reason::SelectedForUpdate, t(2)));
+        assert_eq!(next_step(&f, t(3), D, U), Step::Drain { force: false, deadline: t(7202) });
+        assert_eq!(next_step(&f, t(7202), D, U), Step::Drain { force: true, deadline: t(7202) });
+        f.condition = Some((Reason::DrainSuccessful, t(10)));
+        assert_eq!(next_step(&f, t(10), D, U), Step::ReadyForUpdate);
+    }
+
+    #[test]
+    fn times_out_exactly_at_the_deadline() {
+        let mut f = facts();
+        f.selected = true;
+        f.condition = Some((Reason::ReadyForUpdate, t(0)));
+        f.phase = InPlacePhase::Updating;
+        f.phase_since = Some(t(0));
+        assert_eq!(next_step(&f, t(599), D, U), Step::WaitForResult { deadline: t(600) });
+        assert_eq!(next_step(&f, t(600), D, U), Step::TimedOut { after: U });
+    }
+
+    #[test]
+    fn results_are_recorded_once() {
+        let mut f = facts();
+        f.selected = true;
+        f.condition = Some((Reason::ReadyForUpdate, t(0)));
+        f.phase = InPlacePhase::Updating;
+        f.result = Some(UpdateResult::Failed);
+        assert_eq!(next_step(&f, t(1), D, U), Step::RecordFailure);
+        f.condition = Some((Reason::UpdateFailed, t(1)));
+        f.phase = InPlacePhase::Failed;
+        assert_eq!(next_step(&f, t(2), D, U), Step::Nothing);
+        f.result = Some(UpdateResult::Successful);
+        assert_eq!(next_step(&f, t(3), D, U), Step::RecordSuccess);
+    }
+
+    #[test]
+    fn removed_failed_mark_resets_to_candidate() {
+        let mut f = facts();
+        f.selected = true;
+        f.condition = Some((Reason::UpdateFailed, t(0)));
+        f.phase = InPlacePhase::Failed;
+        assert_eq!(next_step(&f, t(1), D, U), Step::ResetToCandidate);
+    }
+
+    #[test]
+    fn selection_on_a_non_candidate_is_ignored() {
+        let mut f = facts();
+        f.candidate = false;
+        f.selected = true;
+        assert_eq!(next_step(&f, t(0), D, U), Step::Nothing);
+    }
+}
