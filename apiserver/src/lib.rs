@@ -1,1 +1,215 @@
 //! Embedded Kubernetes-compatible API server.
+//!
+//! Rackproof's own Kubernetes API for simulation, CI and the embedded default: real clients
+//! (kube-rs, kubectl) talk to it as to kube-apiserver for what Rackproof uses.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use rackproof_apiserver::{ApiServer, User};
+//! let server = ApiServer::new(rackproof_clock::Clock::wall());
+//! let admin: kube::Client = server.admin_client();
+//! let node: kube::Client = server.client(User::node("worker-1"));
+//! # }
+//! ```
+//!
+//! # Layers
+//!
+//! - `store`: objects as JSON keyed by group/resource, namespace and name; one global
+//!   resourceVersion; a bounded event log per resource (older watch starts get 410 Gone).
+//! - `request`: HTTP request → typed `Action`; `handler`: runs it; `transport`: the axum app,
+//!   shared by the in-process tower transport ([`ApiServer::client`]) and HTTPS.
+//! - `openapi`, `discovery`: OpenAPI v2/v3 documents and (aggregated) discovery.
+//! - `auth`, `tls`, `https`: users, bearer tokens, the Node authorizer rules, and the HTTPS
+//!   transport with its generated CA ([`ApiServer::serve_https`], [`HttpsServer::kubeconfig`]).
+//! - `state`: built-in controllers that run synchronously after each write: CRD serving,
+//!   PodDisruptionBudget status, finalizers, owner-reference garbage collection, namespace
+//!   cleanup.
+//!
+//! Timestamps (creationTimestamp, deletionTimestamp, managedFields times) come from the
+//! [`rackproof_clock::Clock`] given to [`ApiServer::new`]; uids and generated names come from a
+//! seeded generator, so a simulated run repeats exactly.
+//!
+//! # Deliberate differences from kube-apiserver
+//!
+//! - One version per built-in resource (the current one: `policy/v1`, `apps/v1`, ...); a CRD's
+//!   versions share storage with conversion strategy `None` (only `apiVersion` changes).
+//! - JSON only: protobuf and Table (`as=Table`) requests get plain JSON (kubectl falls back to
+//!   its own columns). The OpenAPI v2 document is served as JSON only; a protobuf-only request
+//!   for it gets 406, so kubectl ≤ 1.26 (which reads v2 as protobuf) cannot validate `apply`
+//!   client-side or `explain`; kubectl ≥ 1.27 uses the OpenAPI v3 documents, which work.
+//! - `fieldValidation=Strict` rejects unknown fields (checked by a round trip through the
+//!   k8s-openapi types for built-in kinds, by schema pruning for custom resources); duplicate
+//!   fields are not detected and `Warn` behaves like `Ignore` (no warning headers).
+//! - Aggregated discovery is served as `apidiscovery.k8s.io/v2` only (not `v2beta1`).
+//! - `/version` reports Kubernetes 1.35 ([`KUBERNETES_VERSION`]), the API level of the
+//!   k8s-openapi types used for schemas.
+//! - List items carry `apiVersion` and `kind`.
+//! - `continue` tokens resume after the last key but read the current state, not a snapshot at
+//!   the first page's resourceVersion; `resourceVersion`/`resourceVersionMatch` on list are
+//!   accepted and served from the latest state.
+//! - The watch event log keeps a fixed number of events per resource ([`ApiServer::with_watch_window`])
+//!   instead of etcd's five-minute compaction.
+//! - PodDisruptionBudget status counts matching pods as `expectedPods` (kube-controller-manager
+//!   uses the owning controllers' scale for percentages and `maxUnavailable`); status is
+//!   recomputed synchronously, so `disruptedPods` is never used.
+//! - Pods bound to a node stay Terminating until deleted with grace period 0 (like a kubelet
+//!   confirming); no pod garbage collector removes pods of vanished nodes.
+//! - No controllers besides garbage collection, namespace cleanup, PDB status and CRD
+//!   establishment: Deployments do not create ReplicaSets or pods; Deployment status is what
+//!   clients write.
+//! - Validation covers names, labels, pod containers, workload selectors and CRD schemas
+//!   (type, required, enum, bounds, lengths; no `pattern`, `format` or CEL rules). Pod spec
+//!   immutability is not enforced.
+//! - Strategic merge patch merge keys are those of the types served; `taints` and
+//!   `tolerations` are atomic lists as in Kubernetes.
+//! - PUT creates a missing object only for Leases and Events (as their strategies allow).
+//! - Watches without `timeoutSeconds` end after 30 minutes; bookmarks come every 60 seconds.
+//! - Namespace deletion deletes the namespace's content at once (pods gracefully) and removes
+//!   the namespace when it is empty, without a `finalize` subresource.
+//! - Authorization knows two kinds of identity: `system:masters` (everything) and nodes
+//!   (Node authorizer + NodeRestriction rules); there is no RBAC.
+
+mod apply;
+mod auth;
+mod crd;
+mod discovery;
+mod error;
+mod fields;
+mod handler;
+mod https;
+mod kinds;
+mod openapi;
+mod patch;
+mod pdb;
+mod registry;
+mod request;
+mod schema;
+mod selector;
+mod state;
+mod store;
+mod tls;
+mod transport;
+mod types;
+mod watch;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+
+use rackproof_clock::Clock;
+
+pub use auth::{DEFAULT_POOL_LABEL, MASTERS_GROUP, NODES_GROUP, User};
+pub use discovery::KUBERNETES_VERSION;
+pub use error::ApiError;
+pub use https::{HttpsServer, ServeError};
+pub use tls::TlsError;
+pub use transport::MAX_BODY_BYTES;
+
+/// Events kept per resource for watches unless [`ApiServer::with_watch_window`] says otherwise.
+pub const DEFAULT_WATCH_WINDOW: usize = 10_000;
+
+/// The shared core behind every transport.
+pub(crate) struct Core {
+    state: Mutex<state::State>,
+    changed: tokio::sync::watch::Sender<u64>,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Core {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Core").field("clock", &self.clock).finish_non_exhaustive()
+    }
+}
+
+impl Core {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, state::State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn now_text(&self) -> String {
+        state::format_time(self.clock.now())
+    }
+}
+
+/// An embedded API server. Cheap to clone; clones serve the same objects.
+#[derive(Debug, Clone)]
+pub struct ApiServer {
+    core: Arc<Core>,
+}
+
+impl ApiServer {
+    /// A server with the four initial namespaces, reading time from `clock`.
+    pub fn new(clock: Clock) -> Self {
+        Self::build(clock, DEFAULT_WATCH_WINDOW, 0)
+    }
+
+    /// A server keeping `window` events per resource for watches (older starts get 410 Gone),
+    /// with uids and generated names drawn from `seed`.
+    pub fn with_watch_window(clock: Clock, window: usize, seed: u64) -> Self {
+        Self::build(clock, window, seed)
+    }
+
+    fn build(clock: Clock, window: usize, seed: u64) -> Self {
+        let now = state::format_time(clock.now());
+        let state = state::State::new(window, seed, &now);
+        let (changed, _) = tokio::sync::watch::channel(state.store.resource_version());
+        Self { core: Arc::new(Core { state: Mutex::new(state), changed, clock }) }
+    }
+
+    /// A client acting as `user`, over an in-process transport (no socket): it works under
+    /// tokio's paused clock. Must be called inside a tokio runtime.
+    pub fn client(&self, user: User) -> kube::Client {
+        transport::in_process_client(self.core.clone(), user)
+    }
+
+    /// A client acting as the admin identity.
+    pub fn admin_client(&self) -> kube::Client {
+        self.client(User::admin())
+    }
+
+    /// A client acting as node `name` (`system:node:NAME` in `system:nodes`).
+    pub fn node_client(&self, name: &str) -> kube::Client {
+        self.client(User::node(name))
+    }
+
+    /// Lets nodes whose pool label has `pool` read Secret `namespace/name` (the pool's
+    /// OperatingSystemConfig secret).
+    pub fn allow_node_secret(&self, pool: &str, namespace: &str, name: &str) {
+        let mut state = self.core.lock();
+        let list = state.auth.node_secrets.entry(pool.to_owned()).or_default();
+        let entry = (namespace.to_owned(), name.to_owned());
+        if !list.contains(&entry) {
+            list.push(entry);
+        }
+    }
+
+    /// Sets the Node label that names a node's pool (default [`DEFAULT_POOL_LABEL`]).
+    pub fn set_pool_label(&self, label: &str) {
+        self.core.lock().auth.pool_label = label.to_owned();
+    }
+
+    /// Issues a new bearer token for `user` on the HTTPS transport.
+    pub fn issue_token(&self, user: User) -> String {
+        use rand::Rng;
+        let bytes: [u8; 24] = rand::rng().random();
+        let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        self.core.lock().auth.tokens.insert(token.clone(), user);
+        token
+    }
+
+    /// Serves this server over HTTPS on `addr` (`127.0.0.1:0` for any free port) with a freshly
+    /// generated CA; bearer tokens from [`ApiServer::issue_token`] or
+    /// [`HttpsServer::kubeconfig`] authenticate. Dropping the handle stops serving.
+    pub async fn serve_https(&self, addr: std::net::SocketAddr) -> Result<HttpsServer, ServeError> {
+        https::serve(self.clone(), addr).await
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.core.lock().store.resource_version()
+    }
+
+    /// The clock the server stamps objects with.
+    pub fn clock(&self) -> &Clock {
+        &self.core.clock
+    }
+}

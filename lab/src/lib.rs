@@ -4,8 +4,16 @@
 //! through the `rackproof-driver` traits (implemented by [`sim::SimMachine`] here, and by the
 //! Redfish/IPMI clients and other backends elsewhere); [`strategy`] composes drivers and the
 //! [`console`] into idempotent procedures with deadlines.
+//!
+//! [`bmc`] turns a node's BMC description into a Redfish or IPMI client (the same for emulated and
+//! rack nodes), [`physical`] reads rack inventories and reserves nodes, and [`commands`] is the
+//! library side of `rackproof lab` (`up`, `down`, `power`, `console`, `bmc serve`).
 
+pub mod bmc;
+pub mod commands;
 pub mod console;
+pub mod env;
+pub mod physical;
 pub mod resource;
 pub mod sim;
 pub mod strategy;

@@ -50,7 +50,10 @@ pub struct BmcDescription {
     pub insecure_skip_tls_verify: bool,
 }
 
-/// Where a node's serial console can be read.
+/// Where a node's serial console can be read. Only what the lab can follow: a file a console
+/// server or hypervisor writes (conserver, ipmitool SOL logging, QEMU/libvirt `-serial file:`),
+/// or a TCP socket serving the raw console (ser2net, QEMU `-serial tcp:`). IPMI/Redfish
+/// serial-over-LAN is not implemented by the BMC clients, so it cannot be described here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(
     rename_all = "camelCase",
@@ -58,13 +61,9 @@ pub struct BmcDescription {
     deny_unknown_fields
 )]
 pub enum ConsoleDescription {
-    /// A local serial device.
-    Serial { device: PathBuf, baud: u32 },
-    /// IPMI serial-over-LAN through the node's BMC.
-    Sol,
-    /// A file a hypervisor writes the console to.
+    /// A file the console is written to, followed as it grows.
     File { path: PathBuf },
-    /// A TCP socket serving the console (e.g. QEMU `-serial tcp:`).
+    /// A TCP socket serving the console.
     Tcp { host: String, port: u16 },
 }
 
@@ -257,10 +256,17 @@ impl NodeDescription {
                 ));
             }
         }
-        if let Some(ConsoleDescription::Sol) = &self.console
-            && self.bmc.as_ref().is_none_or(|b| b.kind != BmcKind::Ipmi)
-        {
-            return invalid("a sol console needs an ipmi bmc".into());
+        match &self.console {
+            Some(ConsoleDescription::File { path }) if !path.is_absolute() => {
+                return invalid(format!(
+                    "console file {} must be an absolute path",
+                    path.display()
+                ));
+            }
+            Some(ConsoleDescription::Tcp { host, port }) if host.is_empty() || *port == 0 => {
+                return invalid("console tcp needs a host and a port other than 0".into());
+            }
+            _ => {}
         }
         if self
             .disks
@@ -289,7 +295,7 @@ nodes:
         env: { usernameVar: RACK1_BMC_USER, passwordVar: RACK1_BMC_PASSWORD }
       caPath: /etc/rackproof/bmc-ca.pem
     console:
-      serial: { device: /dev/ttyUSB0, baud: 115200 }
+      tcp: { host: console-server, port: 7001 }
     ssh:
       host: 10.0.1.11
       user: root
@@ -303,7 +309,8 @@ nodes:
       endpoint: 10.0.0.12:623
       credentials:
         file: { path: /etc/rackproof/node2.cred }
-    console: sol
+    console:
+      file: { path: /var/log/conserver/rack1-node2.log }
 "#;
 
     #[test]
@@ -314,7 +321,12 @@ nodes:
         assert_eq!(n1.bmc.as_ref().unwrap().kind, BmcKind::Redfish);
         assert_eq!(n1.disks[0].role, DiskRole::Boot);
         let n2 = inv.node("rack1-node2").unwrap();
-        assert_eq!(n2.console, Some(ConsoleDescription::Sol));
+        assert_eq!(
+            n2.console,
+            Some(ConsoleDescription::File {
+                path: "/var/log/conserver/rack1-node2.log".into()
+            })
+        );
         assert!(matches!(
             n2.bmc.as_ref().unwrap().credentials,
             CredentialsRef::File { .. }
@@ -351,10 +363,10 @@ nodes:
                 "must be `TYPE BASE64`",
             ),
             (
-                GOOD.replace("kind: ipmi", "kind: redfish")
-                    .replace("10.0.0.12:623", "https://x"),
-                "sol console needs",
+                GOOD.replace("/var/log/conserver/rack1-node2.log", "rack1-node2.log"),
+                "console file rack1-node2.log must be an absolute path",
             ),
+            (GOOD.replace("port: 7001", "port: 0"), "port other than 0"),
             (GOOD.replace("rack1-node2", "rack1-node1"), "listed twice"),
         ];
         for (text, expected) in cases {

@@ -1,0 +1,684 @@
+//! Executes a parsed [`Action`] against the core: authorization, then get/list/watch, create,
+//! update, patch (merge, JSON, strategic, apply), delete, deletecollection, eviction and scale.
+//! Transport-free: it returns a [`Reply`] that the HTTP layer renders.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use crate::Core;
+use crate::apply;
+use crate::auth::{self, User};
+use crate::discovery;
+use crate::error::{ApiError, success_status};
+use crate::fields::{self, Scope, Shape, Writer};
+use crate::kinds;
+use crate::patch::{self, PatchType};
+use crate::pdb;
+use crate::registry::{Resource, split_api_version};
+use crate::request::{Action, DeleteOptions, ListOptions, Subresource, Target, WriteOptions};
+use crate::state::{State, key, meta_str};
+use crate::watch;
+
+/// Who sent a request.
+#[derive(Debug, Clone)]
+pub(crate) struct Context {
+    pub(crate) user: User,
+    pub(crate) user_agent: String,
+}
+
+/// What the transport sends back.
+pub(crate) enum Reply {
+    Json(u16, Value),
+    /// JSON with a specific media type (aggregated discovery).
+    Typed(u16, Value, &'static str),
+    Watch(futures::stream::BoxStream<'static, Result<Bytes, std::convert::Infallible>>),
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reply::Json(code, _) | Reply::Typed(code, _, _) => write!(f, "Reply::Json({code})"),
+            Reply::Watch(_) => f.write_str("Reply::Watch"),
+        }
+    }
+}
+
+/// An object as served at `resource`'s version: apiVersion and kind set.
+pub(crate) fn present(resource: &Resource, object: &Value) -> Value {
+    let Some(map) = object.as_object() else { return object.clone() };
+    let mut ordered = serde_json::Map::with_capacity(map.len() + 2);
+    ordered.insert("apiVersion".to_owned(), json!(resource.api_version()));
+    ordered.insert("kind".to_owned(), json!(resource.kind));
+    for (k, v) in map {
+        if k != "apiVersion" && k != "kind" {
+            ordered.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(ordered)
+}
+
+/// Runs `action` for `ctx`.
+pub(crate) fn handle(core: &Arc<Core>, ctx: &Context, action: Action) -> Result<Reply, ApiError> {
+    {
+        let state = core.lock();
+        auth::authorize(&state, &ctx.user, &action)?;
+    }
+    
+    match action {
+        Action::Version => Ok(Reply::Json(200, discovery::version())),
+        Action::Health => Ok(Reply::Json(200, Value::String("ok".to_owned()))),
+        Action::CoreVersions { aggregated: false } => Ok(Reply::Json(200, discovery::core_versions())),
+        Action::Groups { aggregated: false } => Ok(Reply::Json(200, discovery::groups(&core.lock().registry))),
+        Action::CoreVersions { aggregated: true } => Ok(Reply::Typed(200, discovery::aggregated(&core.lock().registry, true), discovery::AGGREGATED_MEDIA_TYPE)),
+        Action::Groups { aggregated: true } => Ok(Reply::Typed(200, discovery::aggregated(&core.lock().registry, false), discovery::AGGREGATED_MEDIA_TYPE)),
+        Action::GroupVersions { group } => Ok(Reply::Json(200, discovery::group(&core.lock().registry, &group))),
+        Action::Resources { group, version } => Ok(Reply::Json(200, discovery::resources(&core.lock().registry, &group, &version))),
+        Action::OpenApiV2 => Ok(Reply::Json(200, crate::openapi::v2(&core.lock().registry))),
+        Action::OpenApiV3Root => Ok(Reply::Json(200, crate::openapi::v3_root(&core.lock().registry))),
+        Action::OpenApiV3 { group, version } => match crate::openapi::v3(&core.lock().registry, &group, &version) {
+            Some(document) => Ok(Reply::Json(200, document)),
+            None => Err(ApiError::path_not_found(&format!("/openapi/v3/apis/{group}/{version}"))),
+        },
+        Action::Watch(target, options) => {
+            let stream = watch::start(core.clone(), target.resource.clone(), target.namespace.clone(), options)?;
+            Ok(Reply::Watch(Box::pin(stream)))
+        }
+        other => {
+            let now = core.now_text();
+            let mut state = core.lock();
+            let result = execute(&mut state, ctx, other, &now);
+            core.changed.send_if_modified(|rv| {
+                let current = state.store.resource_version();
+                let modified = *rv != current;
+                *rv = current;
+                modified
+            });
+            result
+        }
+    }
+}
+
+fn execute(state: &mut State, ctx: &Context, action: Action, now: &str) -> Result<Reply, ApiError> {
+    match action {
+        Action::Get(target) => get(state, &target).map(|v| Reply::Json(200, v)),
+        Action::List(target, options) => list(state, &target, &options).map(|v| Reply::Json(200, v)),
+        Action::Create(target, body, options) => create(state, ctx, &target, body, &options, now),
+        Action::Update(target, body, options) => update(state, ctx, &target, body, &options, now),
+        Action::Patch(target, kind, body, options) => patch(state, ctx, &target, kind, &body, &options, now),
+        Action::Delete(target, options) => delete(state, &target, &options, now).map(|v| Reply::Json(200, v)),
+        Action::DeleteCollection(target, list_options, options) => delete_collection(state, &target, &list_options, &options, now),
+        Action::Evict(target, body) => evict(state, &target, &body, now),
+        _ => Err(ApiError::internal("unexpected action")),
+    }
+}
+
+fn current(state: &State, target: &Target) -> Result<Arc<Value>, ApiError> {
+    let k = key(&target.resource, target.namespace(), target.name());
+    state.store.get(&k).cloned().ok_or_else(|| ApiError::not_found(&target.resource.group, &target.resource.plural, target.name()))
+}
+
+fn get(state: &State, target: &Target) -> Result<Value, ApiError> {
+    let object = current(state, target)?;
+    match target.sub {
+        Some(Subresource::Scale) => Ok(scale_of(&target.resource, &object)),
+        _ => Ok(present(&target.resource, &object)),
+    }
+}
+
+fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Value, ApiError> {
+    let resource = &target.resource;
+    let (list_rv, after) = match &options.continue_token {
+        Some(token) => decode_continue(token)?,
+        None => (state.store.resource_version(), None),
+    };
+    if let Some(rv) = options.resource_version.as_deref().filter(|rv| !rv.is_empty()) {
+        rv.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv:?}")))?;
+    }
+    let mut items = Vec::new();
+    let mut last_key = None;
+    let mut more = false;
+    let mut remaining = 0usize;
+    for ((ns, name), object) in state.store.range(&resource.group_resource(), target.namespace.as_deref(), after) {
+        if !(options.labels.matches(object) && options.fields.matches(object)) {
+            continue;
+        }
+        if options.limit.is_some_and(|limit| items.len() >= limit) {
+            more = true;
+            remaining += 1;
+            continue;
+        }
+        items.push(present(resource, object));
+        last_key = Some((ns.clone(), name.clone()));
+    }
+    let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+    if more
+        && let Some(last) = last_key {
+            metadata["continue"] = json!(encode_continue(list_rv, &last));
+            metadata["remainingItemCount"] = json!(remaining);
+        }
+    Ok(json!({"apiVersion": resource.api_version(), "kind": format!("{}List", resource.kind), "metadata": metadata, "items": items}))
+}
+
+fn encode_continue(rv: u64, last: &(String, String)) -> String {
+    let token = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": [last.0, last.1]});
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+}
+
+fn decode_continue(token: &str) -> Result<(u64, Option<(String, String)>), ApiError> {
+    let invalid = || ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)");
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(token.trim_end_matches('=')).map_err(|_| invalid())?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+    let rv = value.get("rv").and_then(Value::as_u64).ok_or_else(invalid)?;
+    let start = value.get("start").and_then(Value::as_array).ok_or_else(invalid)?;
+    match start.as_slice() {
+        [Value::String(ns), Value::String(name)] => Ok((rv, Some((ns.clone(), name.clone())))),
+        _ => Err(invalid()),
+    }
+}
+
+fn check_type(resource: &Resource, body: &Value) -> Result<(), ApiError> {
+    if let Some(api_version) = body.get("apiVersion").and_then(Value::as_str) {
+        let (group, _) = split_api_version(api_version);
+        if group != resource.group {
+            return Err(ApiError::bad_request(format!("the API version in the data ({api_version}) does not match the expected API version ({})", resource.api_version())));
+        }
+    }
+    if let Some(kind) = body.get("kind").and_then(Value::as_str)
+        && kind != resource.kind {
+            return Err(ApiError::bad_request(format!("the kind in the data ({kind}) does not match the expected kind ({})", resource.kind)));
+        }
+    if !body.get("metadata").is_none_or(Value::is_object) {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    }
+    Ok(())
+}
+
+/// `fieldValidation=Strict`: 400 listing the fields the kind does not declare.
+fn check_strict(resource: &Resource, object: &Value, options: &WriteOptions) -> Result<(), ApiError> {
+    if !options.strict {
+        return Ok(());
+    }
+    let decoded = match &resource.schema {
+        Some(root) => {
+            let mut pruned = object.clone();
+            crate::schema::prune(&mut pruned, root, true);
+            Some(pruned)
+        }
+        None => crate::types::roundtrip(&resource.group, &resource.kind, object),
+    };
+    let mut unknown = Vec::new();
+    if let Some(decoded) = decoded {
+        crate::types::unknown_fields(object, &decoded, "", &mut unknown);
+    }
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    let list: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))))
+}
+
+fn shape(resource: &Resource, sub: Option<Subresource>) -> Shape<'_> {
+    let scope = match sub {
+        Some(Subresource::Status) => Scope::StatusOnly,
+        _ if resource.status => Scope::NoStatus,
+        _ => Scope::All,
+    };
+    Shape { schema: resource.schema.as_deref(), scope }
+}
+
+fn manager(ctx: &Context, options: &WriteOptions) -> String {
+    if let Some(m) = &options.field_manager {
+        return m.clone();
+    }
+    let prefix = ctx.user_agent.split('/').next().unwrap_or_default();
+    if prefix.is_empty() { "unknown".to_owned() } else { prefix.to_owned() }
+}
+
+fn create(state: &mut State, ctx: &Context, target: &Target, mut body: Value, options: &WriteOptions, now: &str) -> Result<Reply, ApiError> {
+    let resource = target.resource.clone();
+    check_type(&resource, &body)?;
+    check_strict(&resource, &body, options)?;
+    if body.get("metadata").is_none() {
+        body["metadata"] = json!({});
+    }
+    let namespace = target.namespace().to_owned();
+    if resource.namespaced {
+        if let Some(ns) = meta_str(&body, "namespace").filter(|ns| !ns.is_empty())
+            && ns != namespace {
+                return Err(ApiError::bad_request("the namespace of the provided object does not match the namespace sent on the request"));
+            }
+        body["metadata"]["namespace"] = json!(namespace);
+        check_namespace(state, &namespace, &ctx.user, "create", &resource)?;
+    } else if let Some(meta) = body["metadata"].as_object_mut() {
+        meta.remove("namespace");
+    }
+    if meta_str(&body, "name").is_none_or(str::is_empty)
+        && let Some(prefix) = meta_str(&body, "generateName").filter(|p| !p.is_empty()) {
+            let name = format!("{prefix}{}", state.name_suffix());
+            body["metadata"]["name"] = json!(name);
+        }
+    let name = meta_str(&body, "name").unwrap_or_default().to_owned();
+    auth::check_node_body(&ctx.user, target, Some(&name))?;
+    let k = key(&resource, &namespace, &name);
+    if !name.is_empty() && state.store.get(&k).is_some() {
+        return Err(ApiError::already_exists(&resource.group, &resource.plural, &name));
+    }
+    let object = prepare_create(state, &resource, body, now);
+    kinds::validate(&resource, &object)?;
+    let mut object = object;
+    let writer = Writer { manager: &manager(ctx, options), api_version: &resource.api_version(), time: now, subresource: None };
+    fields::record_update(None, &mut object, &writer, Shape { schema: resource.schema.as_deref(), scope: Scope::All });
+    if options.dry_run {
+        return Ok(Reply::Json(201, present(&resource, &object)));
+    }
+    let stored = state.write(&resource, &k, object, now)?;
+    Ok(Reply::Json(201, present(&resource, &stored)))
+}
+
+fn prepare_create(state: &mut State, resource: &Resource, mut body: Value, now: &str) -> Value {
+    let uid = state.uid();
+    if let Some(meta) = body["metadata"].as_object_mut() {
+        for field in ["deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "managedFields", "selfLink"] {
+            meta.remove(field);
+        }
+        meta.insert("uid".to_owned(), json!(uid));
+        meta.insert("creationTimestamp".to_owned(), json!(now));
+        if resource.generation || resource.kind == "Pod" {
+            meta.insert("generation".to_owned(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+    }
+    match kinds::initial_status(resource, &body) {
+        Some(_) if !resource.strategic => {
+            if let Some(map) = body.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        Some(status) => body["status"] = status,
+        None => {}
+    }
+    kinds::default(resource, &mut body);
+    if resource.group == "apiextensions.k8s.io" {
+        body["status"] = crate::crd::accepted_status(&body, now);
+    }
+    body
+}
+
+fn check_namespace(state: &State, namespace: &str, user: &User, verb: &str, resource: &Resource) -> Result<(), ApiError> {
+    let ns = state.store.get(&crate::store::Key { gr: crate::state::gr("", "namespaces"), namespace: String::new(), name: namespace.to_owned() });
+    match ns {
+        None => Err(ApiError::not_found("", "namespaces", namespace)),
+        Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::forbidden(
+            &user.name,
+            verb,
+            &resource.group,
+            &resource.plural,
+            namespace,
+            &format!("unable to create new content in namespace {namespace} because it is being terminated"),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+fn update(state: &mut State, ctx: &Context, target: &Target, body: Value, options: &WriteOptions, now: &str) -> Result<Reply, ApiError> {
+    let resource = target.resource.clone();
+    if target.sub == Some(Subresource::Scale) {
+        return update_scale(state, ctx, target, body, options, now);
+    }
+    check_type(&resource, &body)?;
+    check_strict(&resource, &body, options)?;
+    if let Some(name) = meta_str(&body, "name")
+        && name != target.name() {
+            return Err(ApiError::bad_request(format!("the name of the object ({name}) does not match the name on the URL ({})", target.name())));
+        }
+    auth::check_node_body(&ctx.user, target, Some(target.name()))?;
+    let k = key(&resource, target.namespace(), target.name());
+    let Some(old) = state.store.get(&k).cloned() else {
+        let creatable = matches!((resource.group.as_str(), resource.plural.as_str()), ("coordination.k8s.io", "leases") | ("", "events") | ("events.k8s.io", "events"));
+        if creatable && target.sub.is_none() {
+            return create(state, ctx, target, body, options, now);
+        }
+        return Err(ApiError::not_found(&resource.group, &resource.plural, target.name()));
+    };
+    let result = write_over(state, ctx, target, &old, body, options, now, None)?;
+    Ok(Reply::Json(200, result))
+}
+
+/// Writes `incoming` over `old` for a PUT or a patch: preconditions, what each subresource may
+/// change, generation, finalizer rules, managedFields, the no-op shortcut.
+#[expect(clippy::too_many_arguments, reason = "one write path shared by update, patch and apply")]
+fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value>, mut incoming: Value, options: &WriteOptions, now: &str, applied_fields: Option<Value>) -> Result<Value, ApiError> {
+    let resource = target.resource.clone();
+    if !incoming.is_object() {
+        return Err(ApiError::bad_request("the object must be a JSON object"));
+    }
+    match incoming.get("metadata") {
+        None | Some(Value::Null) => incoming["metadata"] = json!({}),
+        Some(Value::Object(_)) => {}
+        Some(_) => return Err(ApiError::bad_request("metadata must be an object")),
+    }
+    if let Some(rv) = meta_str(&incoming, "resourceVersion").filter(|rv| !rv.is_empty())
+        && Some(rv) != meta_str(old, "resourceVersion") {
+            return Err(ApiError::conflict(&resource.group, &resource.plural, target.name(), "the object has been modified; please apply your changes to the latest version and try again"));
+        }
+    let mut new = match target.sub {
+        Some(Subresource::Status) => {
+            let mut new = (**old).clone();
+            match incoming.get("status") {
+                Some(status) => new["status"] = status.clone(),
+                None => {
+                    if let Some(map) = new.as_object_mut() {
+                        map.remove("status");
+                    }
+                }
+            }
+            new
+        }
+        _ => {
+            let mut new = incoming;
+            for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace", "managedFields"] {
+                match old.pointer(&format!("/metadata/{field}")) {
+                    Some(value) => new["metadata"][field] = value.clone(),
+                    None => {
+                        if let Some(meta) = new["metadata"].as_object_mut() {
+                            meta.remove(field);
+                        }
+                    }
+                }
+            }
+            if resource.status {
+                match old.get("status") {
+                    Some(status) => new["status"] = status.clone(),
+                    None => {
+                        if let Some(map) = new.as_object_mut() {
+                            map.remove("status");
+                        }
+                    }
+                }
+            }
+            new
+        }
+    };
+    if let Some(map) = new.as_object_mut() {
+        map.insert("apiVersion".to_owned(), json!(resource.api_version()));
+        map.insert("kind".to_owned(), json!(resource.kind));
+    }
+    kinds::default(&resource, &mut new);
+    if resource.group == "apiextensions.k8s.io" {
+        new["status"] = crate::crd::accepted_status(&new, now);
+    }
+    if old.pointer("/metadata/deletionTimestamp").is_some() {
+        let old_fins: Vec<&Value> = old.pointer("/metadata/finalizers").and_then(Value::as_array).map(|f| f.iter().collect()).unwrap_or_default();
+        let added = new.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| f.iter().any(|x| !old_fins.contains(&x)));
+        if added {
+            return Err(ApiError::invalid(&resource.group, &resource.kind, target.name(), vec![("metadata.finalizers".into(), "Forbidden: no new finalizers can be added if the object is being deleted".into())]));
+        }
+    }
+    if resource.generation && target.sub.is_none() && spec_of(&new) != spec_of(old) {
+        let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+        new["metadata"]["generation"] = json!(generation);
+    }
+    kinds::validate(&resource, &new)?;
+    let sub_name = target.sub.map(Subresource::as_str);
+    match applied_fields {
+        Some(managed) => new["metadata"]["managedFields"] = managed,
+        None => {
+            let writer = Writer { manager: &manager(ctx, options), api_version: &resource.api_version(), time: now, subresource: sub_name };
+            fields::record_update(Some(old), &mut new, &writer, shape(&resource, target.sub));
+        }
+    }
+    if same_ignoring_bookkeeping(old, &new) {
+        return Ok(present(&resource, old));
+    }
+    if options.dry_run {
+        return Ok(present(&resource, &new));
+    }
+    let k = key(&resource, target.namespace(), target.name());
+    let stored = state.write(&resource, &k, new, now)?;
+    Ok(present(&resource, &stored))
+}
+
+fn spec_of(object: &Value) -> Value {
+    let mut copy = object.clone();
+    if let Some(map) = copy.as_object_mut() {
+        map.remove("metadata");
+        map.remove("status");
+        map.remove("apiVersion");
+        map.remove("kind");
+    }
+    copy
+}
+
+fn same_ignoring_bookkeeping(old: &Value, new: &Value) -> bool {
+    let strip = |v: &Value| {
+        let mut copy = v.clone();
+        if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
+            meta.remove("managedFields");
+            meta.remove("resourceVersion");
+        }
+        if let Some(map) = copy.as_object_mut() {
+            map.remove("apiVersion");
+            map.remove("kind");
+        }
+        copy
+    };
+    strip(old) == strip(new)
+}
+
+fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, body: &[u8], options: &WriteOptions, now: &str) -> Result<Reply, ApiError> {
+    let resource = target.resource.clone();
+    if target.sub == Some(Subresource::Scale) {
+        let object = current(state, target)?;
+        let scale = scale_of(&resource, &object);
+        if kind == PatchType::Apply {
+            return Err(ApiError::unsupported_media_type("application/apply-patch+yaml"));
+        }
+        let patched = patch::apply_patch(kind, &scale, body)?;
+        return update_scale(state, ctx, target, patched, options, now);
+    }
+    let k = key(&resource, target.namespace(), target.name());
+    let old = state.store.get(&k).cloned();
+    if kind == PatchType::Apply {
+        let text = std::str::from_utf8(body).map_err(|_| ApiError::bad_request("apply patch is not valid UTF-8"))?;
+        let applied: Value = serde_saphyr::from_str(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+        if !applied.is_object() {
+            return Err(ApiError::bad_request("apply patch must be an object"));
+        }
+        if applied.get("apiVersion").is_none() || applied.get("kind").is_none() {
+            return Err(ApiError::bad_request("invalid object type: apiVersion and kind must be set"));
+        }
+        check_type(&resource, &applied)?;
+        check_strict(&resource, &applied, options)?;
+        if let Some(name) = meta_str(&applied, "name")
+            && name != target.name() {
+                return Err(ApiError::bad_request(format!("the name of the object ({name}) does not match the name on the URL ({})", target.name())));
+            }
+        let field_manager = manager(ctx, options);
+        let writer = Writer { manager: &field_manager, api_version: &resource.api_version(), time: now, subresource: target.sub.map(Subresource::as_str) };
+        let merged = apply::apply(old.as_deref(), &applied, &writer, options.force, shape(&resource, target.sub))
+            .map_err(|conflicts| ApiError::apply_conflict(&resource.group, &resource.plural, target.name(), conflicts))?;
+        return match old {
+            None => {
+                let mut body = merged;
+                body["metadata"]["name"] = json!(target.name());
+                let managed = body.pointer("/metadata/managedFields").cloned();
+                let reply = create(state, ctx, target, body, &WriteOptions { field_manager: Some(field_manager.clone()), ..options.clone() }, now)?;
+                // create() recorded an Update entry; the object was applied, so restore Apply.
+                if let (Reply::Json(code, object), Some(managed)) = (reply, managed) {
+                    let k = key(&resource, target.namespace(), target.name());
+                    if options.dry_run {
+                        let mut object = object;
+                        object["metadata"]["managedFields"] = managed;
+                        return Ok(Reply::Json(code, object));
+                    }
+                    if let Some(stored) = state.store.get(&k).cloned() {
+                        let mut fixed = (*stored).clone();
+                        fixed["metadata"]["managedFields"] = managed;
+                        let stored = state.store.put(&k, fixed);
+                        return Ok(Reply::Json(code, present(&resource, &stored)));
+                    }
+                    return Ok(Reply::Json(code, object));
+                }
+                Err(ApiError::internal("apply create returned no object"))
+            }
+            Some(old) => {
+                let managed = merged.pointer("/metadata/managedFields").cloned().unwrap_or(json!([]));
+                write_over(state, ctx, target, &old, merged, options, now, Some(managed)).map(|v| Reply::Json(200, v))
+            }
+        };
+    }
+    let Some(old) = old else {
+        return Err(ApiError::not_found(&resource.group, &resource.plural, target.name()));
+    };
+    let patched = patch::apply_patch(kind, &old, body)?;
+    check_strict(&resource, &patched, options)?;
+    if !patched.is_object() {
+        return Err(ApiError::bad_request("the patch produced something that is not an object"));
+    }
+    if let Some(name) = meta_str(&patched, "name")
+        && name != target.name() {
+            return Err(ApiError::bad_request(format!("the name of the object ({name}) does not match the name on the URL ({})", target.name())));
+        }
+    let result = write_over(state, ctx, target, &old, patched, options, now, None)?;
+    Ok(Reply::Json(200, result))
+}
+
+fn scale_of(resource: &Resource, object: &Value) -> Value {
+    let spec = resource.scale.as_ref();
+    let replicas = spec.and_then(|s| object.pointer(&s.spec_replicas)).cloned().unwrap_or(json!(0));
+    let status_replicas = spec.and_then(|s| object.pointer(&s.status_replicas)).cloned().unwrap_or(json!(0));
+    let selector = match spec.and_then(|s| s.label_selector.as_ref()) {
+        Some(pointer) => object.pointer(pointer).and_then(Value::as_str).map(str::to_owned),
+        None => object.pointer("/spec/selector/matchLabels").and_then(Value::as_object).map(|labels| {
+            labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")
+        }),
+    };
+    let mut status = json!({"replicas": status_replicas});
+    if let Some(selector) = selector {
+        status["selector"] = json!(selector);
+    }
+    let meta = &object["metadata"];
+    json!({
+        "apiVersion": "autoscaling/v1",
+        "kind": "Scale",
+        "metadata": {
+            "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
+            "resourceVersion": meta["resourceVersion"], "creationTimestamp": meta["creationTimestamp"],
+        },
+        "spec": {"replicas": replicas},
+        "status": status,
+    })
+}
+
+fn update_scale(state: &mut State, ctx: &Context, target: &Target, scale: Value, options: &WriteOptions, now: &str) -> Result<Reply, ApiError> {
+    let resource = target.resource.clone();
+    let spec = resource.scale.clone().ok_or_else(|| ApiError::path_not_found("scale"))?;
+    let old = current(state, target)?;
+    let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64);
+    let Some(replicas) = replicas.filter(|r| *r >= 0) else {
+        return Err(ApiError::invalid("autoscaling", "Scale", target.name(), vec![("spec.replicas".into(), "Invalid value: must be greater than or equal to 0".into())]));
+    };
+    let mut new = (*old).clone();
+    if let Some(rv) = meta_str(&scale, "resourceVersion").filter(|rv| !rv.is_empty()) {
+        new["metadata"]["resourceVersion"] = json!(rv);
+    }
+    set_pointer(&mut new, &spec.spec_replicas, json!(replicas));
+    let main = Target { sub: None, ..target.clone() };
+    let mut write_options = options.clone();
+    write_options.field_manager = Some(manager(ctx, options));
+    let result = write_over(state, ctx, &main, &old, new, &write_options, now, None)?;
+    let stored = state.store.get(&key(&resource, target.namespace(), target.name())).cloned().unwrap_or_else(|| Arc::new(result));
+    Ok(Reply::Json(200, scale_of(&resource, &stored)))
+}
+
+fn set_pointer(object: &mut Value, pointer: &str, value: Value) {
+    let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
+    let mut current = object;
+    for (i, part) in parts.iter().enumerate() {
+        if !current.is_object() {
+            *current = json!({});
+        }
+        if i == parts.len() - 1 {
+            current[*part] = value;
+            return;
+        }
+        if current.get(*part).is_none() {
+            current[*part] = json!({});
+        }
+        current = &mut current[*part];
+    }
+}
+
+fn delete(state: &mut State, target: &Target, options: &DeleteOptions, now: &str) -> Result<Value, ApiError> {
+    let resource = target.resource.clone();
+    let object = current(state, target)?;
+    if let Some(uid) = &options.uid
+        && meta_str(&object, "uid") != Some(uid.as_str()) {
+            return Err(ApiError::conflict(&resource.group, &resource.plural, target.name(), &format!("Precondition failed: UID in precondition: {uid}, UID in object meta: {}", meta_str(&object, "uid").unwrap_or_default())));
+        }
+    if let Some(rv) = &options.resource_version
+        && meta_str(&object, "resourceVersion") != Some(rv.as_str()) {
+            return Err(ApiError::conflict(&resource.group, &resource.plural, target.name(), &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta_str(&object, "resourceVersion").unwrap_or_default())));
+        }
+    if options.dry_run {
+        return Ok(present(&resource, &object));
+    }
+    let k = key(&resource, target.namespace(), target.name());
+    let result = match (resource.group.as_str(), resource.plural.as_str()) {
+        ("", "namespaces") => {
+            if matches!(target.name(), "default" | "kube-system" | "kube-public") {
+                return Err(ApiError::forbidden("", "delete", "", "namespaces", "", &format!("this namespace may not be deleted: {}", target.name())));
+            }
+            state.delete_namespace(target.name(), now)
+        }
+        ("", "pods") => state.delete_pod(&k, options.grace_period, options.propagation.as_deref(), now),
+        _ => state.delete(&k, options.propagation.as_deref(), now),
+    };
+    let result = result.unwrap_or(object);
+    Ok(present(&resource, &result))
+}
+
+fn delete_collection(state: &mut State, target: &Target, list_options: &ListOptions, options: &DeleteOptions, now: &str) -> Result<Reply, ApiError> {
+    let resource = target.resource.clone();
+    let names: Vec<(String, String)> = state
+        .store
+        .range(&resource.group_resource(), target.namespace.as_deref(), None)
+        .filter(|(_, object)| list_options.labels.matches(object) && list_options.fields.matches(object))
+        .map(|(key, _)| key.clone())
+        .collect();
+    let mut items = Vec::new();
+    for (namespace, name) in names {
+        let one = Target { namespace: if resource.namespaced { Some(namespace) } else { None }, name: Some(name), ..target.clone() };
+        match delete(state, &one, options, now) {
+            Ok(object) => items.push(object),
+            Err(error) if error.code == 404 || error.code == 403 => {}
+            Err(error) => return Err(error),
+        }
+    }
+    Ok(Reply::Json(200, json!({"apiVersion": resource.api_version(), "kind": format!("{}List", resource.kind), "metadata": {"resourceVersion": state.store.resource_version().to_string()}, "items": items})))
+}
+
+fn evict(state: &mut State, target: &Target, body: &Value, now: &str) -> Result<Reply, ApiError> {
+    if let Some(name) = meta_str(body, "name")
+        && name != target.name() {
+            return Err(ApiError::bad_request(format!("name in URL does not match name in Eviction object: {} vs {name}", target.name())));
+        }
+    let pod = current(state, target)?;
+    let done = || Reply::Json(201, success_status(201, json!({"name": target.name(), "kind": "pods"})));
+    if pod.pointer("/metadata/deletionTimestamp").is_some() {
+        return Ok(done());
+    }
+    pdb::check_eviction(state, &pod)?;
+    let grace = body.pointer("/deleteOptions/gracePeriodSeconds").and_then(Value::as_i64);
+    let dry_run = body.pointer("/deleteOptions/dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All"));
+    if dry_run {
+        return Ok(done());
+    }
+    let k = key(&target.resource, target.namespace(), target.name());
+    state.delete_pod(&k, grace, None, now);
+    Ok(done())
+}

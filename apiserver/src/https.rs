@@ -1,0 +1,169 @@
+//! The HTTPS transport: the same axum app on 127.0.0.1 behind TLS, authenticating bearer
+//! tokens, plus kubeconfigs for its users. The listener stops when the [`HttpsServer`] is
+//! dropped.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+
+use base64::Engine;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+
+use crate::auth::User;
+use crate::tls::{self, TlsError};
+use crate::transport::{self, Authenticated};
+use crate::{ApiServer, Core};
+
+/// Starting the HTTPS server or writing a kubeconfig failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Certificates could not be made.
+    #[error("failed to set up TLS")]
+    Tls(#[from] TlsError),
+    /// The listener could not be bound.
+    #[error("failed to listen on {addr}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kubeconfig could not be written.
+    #[error("failed to write kubeconfig {path}")]
+    Kubeconfig {
+        /// Where it was to go.
+        path: String,
+        /// The file error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A kube client could not be built from a kubeconfig.
+    #[error("failed to build a client for user {user}")]
+    Client {
+        /// The user name.
+        user: String,
+        /// kube's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// A running HTTPS endpoint. Dropping it closes the listener and every connection.
+#[derive(Debug)]
+pub struct HttpsServer {
+    server: ApiServer,
+    addr: SocketAddr,
+    ca_pem: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HttpsServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl HttpsServer {
+    /// The bound address (useful with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `https://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("https://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) clients must trust.
+    pub fn ca_pem(&self) -> &str {
+        &self.ca_pem
+    }
+
+    /// A kubeconfig (YAML) for `user`, with a fresh bearer token for it.
+    pub fn kubeconfig(&self, user: &User) -> String {
+        let token = self.server.issue_token(user.clone());
+        let ca = base64::engine::general_purpose::STANDARD.encode(&self.ca_pem);
+        let name = user.name.replace(':', "-");
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: rackproof\n  cluster:\n    server: {url}\n    certificate-authority-data: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: {name}@rackproof\n  context:\n    cluster: rackproof\n    user: {name}\n    namespace: default\ncurrent-context: {name}@rackproof\n",
+            url = self.url(),
+        )
+    }
+
+    /// Writes [`HttpsServer::kubeconfig`] for `user` to `path` (mode 0600).
+    pub fn write_kubeconfig(&self, path: &Path, user: &User) -> Result<(), ServeError> {
+        let error = |source| ServeError::Kubeconfig { path: path.display().to_string(), source };
+        std::fs::write(path, self.kubeconfig(user)).map_err(error)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+        }
+        Ok(())
+    }
+
+    /// A kube client for `user` over HTTPS, built from its kubeconfig.
+    pub async fn client(&self, user: &User) -> Result<kube::Client, ServeError> {
+        let error = |source: Box<dyn std::error::Error + Send + Sync>| ServeError::Client { user: user.name.clone(), source };
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig(user)).map_err(|e| error(Box::new(e)))?;
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await.map_err(|e| error(Box::new(e)))?;
+        kube::Client::try_from(config).map_err(|e| error(Box::new(e)))
+    }
+}
+
+/// Serves `server` over HTTPS on `addr` (use `127.0.0.1:0` for any free port).
+pub(crate) async fn serve(server: ApiServer, addr: SocketAddr) -> Result<HttpsServer, ServeError> {
+    let pki = tls::generate()?;
+    let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+    let acceptor = TlsAcceptor::from(pki.server_config.clone());
+    let core = server.core.clone();
+    let task = tokio::spawn(accept_loop(listener, acceptor, core));
+    Ok(HttpsServer { server, addr: bound, ca_pem: pki.ca_pem, task })
+}
+
+async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, core: Arc<Core>) {
+    let router = transport::app(core.clone());
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let acceptor = acceptor.clone();
+                let router = router.clone();
+                let core = core.clone();
+                connections.spawn(async move {
+                    let Ok(tls) = acceptor.accept(stream).await else {
+                        tracing::debug!(%peer, "TLS handshake failed");
+                        return;
+                    };
+                    let service = tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+                        let router = router.clone();
+                        if let Some(user) = bearer_user(&core, request.headers()) {
+                            request.extensions_mut().insert(Authenticated(user));
+                        }
+                        let request = request.map(axum::body::Body::new);
+                        tower::ServiceExt::oneshot(router, request)
+                    });
+                    let builder = auto::Builder::new(TokioExecutor::new());
+                    if let Err(error) = builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(service)).await {
+                        tracing::debug!(%peer, %error, "connection ended with an error");
+                    }
+                });
+            }
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+}
+
+fn bearer_user(core: &Core, headers: &http::HeaderMap) -> Option<User> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let token = value.strip_prefix("Bearer ")?.trim();
+    core.lock().auth.tokens.get(token).cloned()
+}

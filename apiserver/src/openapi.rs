@@ -1,0 +1,248 @@
+//! OpenAPI documents: v3 (`/openapi/v3` index and one document per group/version) and v2
+//! (`/openapi/v2`, JSON), built from k8s-openapi's schemas for built-in kinds and from CRD
+//! schemas for custom resources. Every kind's schema carries
+//! `x-kubernetes-group-version-kind`; every write operation declares the `fieldValidation`,
+//! `fieldManager` and `dryRun` query parameters, which is what `kubectl apply` and
+//! `kubectl explain` look for.
+
+use std::sync::Arc;
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+use crate::discovery::KUBERNETES_VERSION;
+use crate::registry::{Registry, Resource};
+use crate::types;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavor {
+    V2,
+    V3,
+}
+
+impl Flavor {
+    fn ref_prefix(self) -> &'static str {
+        match self {
+            Flavor::V2 => "#/definitions/",
+            Flavor::V3 => "#/components/schemas/",
+        }
+    }
+}
+
+fn gvk(group: &str, version: &str, kind: &str) -> Value {
+    json!({"group": group, "version": version, "kind": kind})
+}
+
+fn custom_name(resource: &Resource) -> String {
+    let reversed: Vec<&str> = resource.group.split('.').rev().collect();
+    format!("{}.{}.{}", reversed.join("."), resource.version, resource.kind)
+}
+
+/// Each resource with the name of its schema definition.
+type Named = Vec<(Arc<Resource>, String)>;
+
+/// Definitions for `resources`, and each resource's definition name.
+fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Value>, Named) {
+    let settings = match flavor {
+        Flavor::V2 => SchemaSettings::draft07(),
+        Flavor::V3 => SchemaSettings::openapi3(),
+    };
+    let mut generator = settings.into_generator();
+    let meta_name = {
+        use schemars::JsonSchema;
+        generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>();
+        generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::Status>();
+        generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions>();
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta::schema_name().into_owned()
+    };
+    let scale_name = types::schema("autoscaling", "Scale", &mut generator).unwrap_or_default();
+    let mut names = Vec::new();
+    let mut custom = Vec::new();
+    for resource in resources {
+        match types::schema(&resource.group, &resource.kind, &mut generator) {
+            Some(name) if resource.schema.is_none() => names.push((resource.clone(), name)),
+            _ => {
+                let name = custom_name(resource);
+                let mut schema = resource.schema.as_deref().cloned().unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+                if !schema.is_object() {
+                    schema = json!({"type": "object"});
+                }
+                schema["type"] = json!("object");
+                if !schema.get("properties").is_some_and(Value::is_object) {
+                    schema["properties"] = json!({});
+                }
+                schema["properties"]["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."});
+                schema["properties"]["kind"] = json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."});
+                schema["properties"]["metadata"] = json!({"$ref": format!("{}{meta_name}", flavor.ref_prefix()), "description": "Standard object's metadata."});
+                custom.push((name.clone(), schema));
+                names.push((resource.clone(), name));
+            }
+        }
+    }
+    let mut defs = generator.take_definitions(true);
+    for (name, schema) in custom {
+        defs.insert(name, schema);
+    }
+    for (resource, name) in &names {
+        if let Some(def) = defs.get_mut(name).and_then(Value::as_object_mut) {
+            let list = def.entry("x-kubernetes-group-version-kind").or_insert_with(|| json!([]));
+            let entry = gvk(&resource.group, &resource.version, &resource.kind);
+            if let Some(items) = list.as_array_mut()
+                && !items.contains(&entry) {
+                    items.push(entry);
+                }
+        }
+    }
+    if let Some(def) = defs.get_mut(&scale_name).and_then(Value::as_object_mut) {
+        def.insert("x-kubernetes-group-version-kind".to_owned(), json!([gvk("autoscaling", "v1", "Scale")]));
+    }
+    (defs, names)
+}
+
+fn parameter(flavor: Flavor, name: &str, location: &str, description: &str) -> Value {
+    match flavor {
+        Flavor::V2 => json!({"name": name, "in": location, "type": "string", "uniqueItems": true, "description": description, "required": location == "path"}),
+        Flavor::V3 => json!({"name": name, "in": location, "schema": {"type": "string", "uniqueItems": true}, "description": description, "required": location == "path"}),
+    }
+}
+
+fn response(flavor: Flavor, reference: &str) -> Value {
+    match flavor {
+        Flavor::V2 => json!({"200": {"description": "OK", "schema": {"$ref": reference}}, "401": {"description": "Unauthorized"}}),
+        Flavor::V3 => json!({"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": reference}}}}, "401": {"description": "Unauthorized"}}),
+    }
+}
+
+fn operation(flavor: Flavor, action: &str, id: String, kind: &Value, reference: &str, write: bool, patch: Option<bool>) -> Value {
+    let mut parameters = vec![parameter(flavor, "pretty", "query", "If 'true', then the output is pretty printed.")];
+    if write {
+        parameters.push(parameter(flavor, "dryRun", "query", "When present, indicates that modifications should not be persisted."));
+        parameters.push(parameter(flavor, "fieldManager", "query", "fieldManager is a name associated with the actor or entity that is making these changes."));
+        parameters.push(parameter(flavor, "fieldValidation", "query", "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields: Ignore, Warn or Strict."));
+    }
+    if patch.is_some() {
+        parameters.push(parameter(flavor, "force", "query", "Force is going to \"force\" Apply requests."));
+    }
+    let mut op = json!({
+        "operationId": id,
+        "parameters": parameters,
+        "responses": response(flavor, reference),
+        "x-kubernetes-action": action,
+        "x-kubernetes-group-version-kind": kind,
+    });
+    if let Some(strategic) = patch {
+        // Strategic merge is advertised only where it is served: kubectl picks it from here.
+        let mut types = vec!["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+        if strategic {
+            types.push("application/strategic-merge-patch+json");
+        }
+        match flavor {
+            Flavor::V2 => op["consumes"] = json!(types),
+            Flavor::V3 => {
+                let content: Map<String, Value> = types.iter().map(|t| ((*t).to_owned(), json!({"schema": {"type": "object"}}))).collect();
+                op["requestBody"] = json!({"content": content, "required": true});
+            }
+        }
+    }
+    op
+}
+
+fn paths(names: &[(Arc<Resource>, String)], flavor: Flavor, scale_name: &str) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (resource, name) in names {
+        let base = if resource.group.is_empty() { format!("/api/{}", resource.version) } else { format!("/apis/{}/{}", resource.group, resource.version) };
+        let collection = if resource.namespaced { format!("{base}/namespaces/{{namespace}}/{}", resource.plural) } else { format!("{base}/{}", resource.plural) };
+        let item = format!("{collection}/{{name}}");
+        let kind = gvk(&resource.group, &resource.version, &resource.kind);
+        let reference = format!("{}{name}", flavor.ref_prefix());
+        let id = |verb: &str, suffix: &str| format!("{verb}{}{}{suffix}", resource.kind, resource.version);
+        let mut path_params = Vec::new();
+        if resource.namespaced {
+            path_params.push(parameter(flavor, "namespace", "path", "object name and auth scope, such as for teams and projects"));
+        }
+        out.insert(collection.clone(), json!({
+            "get": operation(flavor, "list", id("list", ""), &kind, &reference, false, None),
+            "post": operation(flavor, "post", id("create", ""), &kind, &reference, true, None),
+            "delete": operation(flavor, "deletecollection", id("deleteCollection", ""), &kind, &reference, false, None),
+            "parameters": path_params.clone(),
+        }));
+        let mut item_params = path_params.clone();
+        item_params.push(parameter(flavor, "name", "path", "name of the object"));
+        out.insert(item.clone(), json!({
+            "get": operation(flavor, "get", id("read", ""), &kind, &reference, false, None),
+            "put": operation(flavor, "put", id("replace", ""), &kind, &reference, true, None),
+            "patch": operation(flavor, "patch", id("patch", ""), &kind, &reference, true, Some(resource.strategic)),
+            "delete": operation(flavor, "delete", id("delete", ""), &kind, &reference, false, None),
+            "parameters": item_params.clone(),
+        }));
+        if resource.status {
+            out.insert(format!("{item}/status"), json!({
+                "get": operation(flavor, "get", id("read", "Status"), &kind, &reference, false, None),
+                "put": operation(flavor, "put", id("replace", "Status"), &kind, &reference, true, None),
+                "patch": operation(flavor, "patch", id("patch", "Status"), &kind, &reference, true, Some(resource.strategic)),
+                "parameters": item_params.clone(),
+            }));
+        }
+        if resource.scale.is_some() {
+            let scale_kind = gvk("autoscaling", "v1", "Scale");
+            let scale_ref = format!("{}{scale_name}", flavor.ref_prefix());
+            out.insert(format!("{item}/scale"), json!({
+                "get": operation(flavor, "get", id("read", "Scale"), &scale_kind, &scale_ref, false, None),
+                "put": operation(flavor, "put", id("replace", "Scale"), &scale_kind, &scale_ref, true, None),
+                "patch": operation(flavor, "patch", id("patch", "Scale"), &scale_kind, &scale_ref, true, Some(true)),
+                "parameters": item_params,
+            }));
+        }
+    }
+    out
+}
+
+fn info() -> Value {
+    json!({"title": "Kubernetes", "version": format!("v{}.{}.0", KUBERNETES_VERSION.0, KUBERNETES_VERSION.1)})
+}
+
+/// `/openapi/v2` as JSON.
+pub(crate) fn v2(registry: &Registry) -> Value {
+    let resources: Vec<Arc<Resource>> = registry.all().cloned().collect();
+    let (defs, names) = definitions(&resources, Flavor::V2);
+    let scale = scale_definition(&defs);
+    json!({"swagger": "2.0", "info": info(), "paths": paths(&names, Flavor::V2, &scale), "definitions": defs})
+}
+
+fn scale_definition(defs: &Map<String, Value>) -> String {
+    defs.keys().find(|k| k.ends_with("autoscaling.v1.Scale")).cloned().unwrap_or_default()
+}
+
+fn hash(resources: &[Arc<Resource>]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for resource in resources {
+        let text = format!("{}/{}/{}/{}/{}", resource.group, resource.version, resource.plural, resource.kind, resource.schema.as_ref().map(|s| s.to_string()).unwrap_or_default());
+        for byte in text.bytes() {
+            h ^= u64::from(byte);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016X}")
+}
+
+/// `/openapi/v3`: where each group/version's document lives.
+pub(crate) fn v3_root(registry: &Registry) -> Value {
+    let mut paths = Map::new();
+    for (group, version) in registry.group_versions() {
+        let resources: Vec<Arc<Resource>> = registry.all().filter(|r| r.group == group && r.version == version).cloned().collect();
+        let key = if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") };
+        paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&resources))}));
+    }
+    json!({"paths": paths})
+}
+
+/// `/openapi/v3/api/v1` or `/openapi/v3/apis/GROUP/VERSION`; None when not served.
+pub(crate) fn v3(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let resources: Vec<Arc<Resource>> = registry.all().filter(|r| r.group == group && r.version == version).cloned().collect();
+    if resources.is_empty() {
+        return None;
+    }
+    let (defs, names) = definitions(&resources, Flavor::V3);
+    let scale = scale_definition(&defs);
+    Some(json!({"openapi": "3.0.0", "info": info(), "paths": paths(&names, Flavor::V3, &scale), "components": {"schemas": defs}}))
+}

@@ -1,0 +1,150 @@
+//! PodDisruptionBudgets: the status kube-controller-manager's disruption controller would keep
+//! (kept here synchronously after every pod or budget change), and the eviction decision.
+
+use serde_json::{Value, json};
+
+use crate::error::ApiError;
+use crate::selector::LabelSelector;
+use crate::state::{State, gr, meta_str};
+use crate::store::Key;
+
+fn pod_ready(pod: &Value) -> bool {
+    pod.pointer("/metadata/deletionTimestamp").is_none()
+        && pod
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|c| c.iter().any(|c| c.get("type").and_then(Value::as_str) == Some("Ready") && c.get("status").and_then(Value::as_str) == Some("True")))
+}
+
+/// An int-or-string (`3` or `"50%"`) scaled against `total`.
+fn scaled(value: &Value, total: i64, round_up: bool) -> Option<i64> {
+    match value {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => {
+            let percent: i64 = s.strip_suffix('%')?.parse().ok()?;
+            let product = percent * total;
+            Some(if round_up { (product + 99) / 100 } else { product / 100 })
+        }
+        _ => None,
+    }
+}
+
+/// The status fields computed for `pdb` from `pods` of its namespace.
+fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
+    let selector = pdb.pointer("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok());
+    let matched: Vec<&&Value> = match &selector {
+        // A budget with an empty or missing selector matches no pods (policy/v1 matches all
+        // pods with an empty selector `{}`).
+        Some(selector) => pods.iter().filter(|p| selector.matches(p)).collect(),
+        None => Vec::new(),
+    };
+    let expected = matched.len() as i64;
+    let healthy = matched.iter().filter(|p| pod_ready(p)).count() as i64;
+    let desired = if let Some(min) = pdb.pointer("/spec/minAvailable") {
+        scaled(min, expected, true).unwrap_or(0)
+    } else if let Some(max) = pdb.pointer("/spec/maxUnavailable") {
+        (expected - scaled(max, expected, true).unwrap_or(0)).max(0)
+    } else {
+        0
+    };
+    let allowed = (healthy - desired).max(0);
+    let previous = pdb.pointer("/status/conditions/0");
+    let (status, reason) = if allowed > 0 { ("True", "SufficientPods") } else { ("False", "InsufficientPods") };
+    let transition = match previous {
+        Some(p) if p.get("status").and_then(Value::as_str) == Some(status) => p.get("lastTransitionTime").cloned().unwrap_or(json!(now)),
+        _ => json!(now),
+    };
+    json!({
+        "observedGeneration": pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
+        "conditions": [{
+            "type": "DisruptionAllowed", "status": status, "reason": reason, "message": "",
+            "observedGeneration": pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+            "lastTransitionTime": transition,
+        }],
+    })
+}
+
+/// Recomputes the status of every budget in `namespace`, writing only those that changed.
+pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, now: &str) {
+    let pdbs_gr = gr("policy", "poddisruptionbudgets");
+    let pods_gr = gr("", "pods");
+    let budgets: Vec<(String, Value)> = state.store.range(&pdbs_gr, Some(namespace), None).map(|((_, name), v)| (name.clone(), (**v).clone())).collect();
+    if budgets.is_empty() {
+        return;
+    }
+    let pods: Vec<Value> = state.store.range(&pods_gr, Some(namespace), None).map(|(_, v)| (**v).clone()).collect();
+    let pod_refs: Vec<&Value> = pods.iter().collect();
+    for (name, mut pdb) in budgets {
+        let status = compute(&pdb, &pod_refs, now);
+        let mut comparable = status.clone();
+        if let (Some(old), Some(new)) = (pdb.pointer("/status/conditions/0/lastTransitionTime"), comparable.pointer_mut("/conditions/0/lastTransitionTime")) {
+            *new = old.clone();
+        }
+        if pdb.get("status") == Some(&comparable) {
+            continue;
+        }
+        pdb["status"] = status;
+        state.store.put(&Key { gr: pdbs_gr.clone(), namespace: namespace.to_owned(), name }, pdb);
+    }
+}
+
+/// Whether evicting `pod` is allowed now; Err(429) when a budget forbids it.
+pub(crate) fn check_eviction(state: &State, pod: &Value) -> Result<(), ApiError> {
+    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    if matches!(phase, "Succeeded" | "Failed" | "Pending") {
+        return Ok(());
+    }
+    let namespace = meta_str(pod, "namespace").unwrap_or_default();
+    let matching: Vec<&Value> = state
+        .store
+        .range(&gr("policy", "poddisruptionbudgets"), Some(namespace), None)
+        .map(|(_, v)| &**v)
+        .filter(|pdb| pdb.pointer("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok()).is_some_and(|s| s.matches(pod)))
+        .collect();
+    match matching.as_slice() {
+        [] => Ok(()),
+        [pdb] => {
+            let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+            let healthy = pdb.pointer("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
+            let desired = pdb.pointer("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
+            let always = pdb.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow");
+            if !pod_ready(pod) && (always || healthy >= desired) {
+                return Ok(());
+            }
+            if allowed > 0 {
+                return Ok(());
+            }
+            let name = meta_str(pdb, "name").unwrap_or_default();
+            Err(ApiError::too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.").with_details(json!({
+                "causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {name} needs {desired} healthy pods and has {healthy} currently")}]
+            })))
+        }
+        _ => Err(ApiError::internal("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, ready: bool) -> Value {
+        json!({"metadata": {"name": name, "labels": {"app": "a"}}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})
+    }
+
+    #[test]
+    fn status_follows_min_available_and_max_unavailable() {
+        let pods = [pod("a", true), pod("b", true), pod("c", false)];
+        let refs: Vec<&Value> = pods.iter().collect();
+        let min = json!({"metadata": {"generation": 1}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "a"}}}});
+        let status = compute(&min, &refs, "t");
+        assert_eq!((status["expectedPods"].as_i64(), status["currentHealthy"].as_i64(), status["desiredHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()), (Some(3), Some(2), Some(2), Some(0)));
+        let max = json!({"metadata": {"generation": 1}, "spec": {"maxUnavailable": "34%", "selector": {"matchLabels": {"app": "a"}}}});
+        let status = compute(&max, &refs, "t");
+        assert_eq!(status["desiredHealthy"], 1);
+        assert_eq!(status["disruptionsAllowed"], 1);
+    }
+}

@@ -1,0 +1,468 @@
+//! Turns an HTTP request (method, path, query, content type, body) into a typed [`Action`],
+//! in one place. Everything malformed becomes an [`ApiError`] here, before any state is touched.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::Method;
+use serde_json::Value;
+
+use crate::error::ApiError;
+use crate::patch::PatchType;
+use crate::registry::{Registry, Resource};
+use crate::selector::{FieldSelector, LabelSelector};
+
+/// A subresource path segment we serve.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subresource {
+    Status,
+    Scale,
+    Eviction,
+}
+
+impl Subresource {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Subresource::Status => "status",
+            Subresource::Scale => "scale",
+            Subresource::Eviction => "eviction",
+        }
+    }
+}
+
+/// The object(s) a request addresses.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    pub(crate) resource: Arc<Resource>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) sub: Option<Subresource>,
+}
+
+impl Target {
+    pub(crate) fn namespace(&self) -> &str {
+        self.namespace.as_deref().unwrap_or_default()
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+}
+
+/// Options of list, watch and deletecollection.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ListOptions {
+    pub(crate) labels: LabelSelector,
+    pub(crate) fields: FieldSelector,
+    pub(crate) limit: Option<usize>,
+    pub(crate) continue_token: Option<String>,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) timeout_seconds: Option<u64>,
+    pub(crate) bookmarks: bool,
+    pub(crate) send_initial_events: bool,
+}
+
+/// Options of create, update and patch.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct WriteOptions {
+    pub(crate) field_manager: Option<String>,
+    pub(crate) force: bool,
+    pub(crate) dry_run: bool,
+    /// `fieldValidation=Strict`: unknown fields are an error.
+    pub(crate) strict: bool,
+}
+
+/// `metav1.DeleteOptions`, from the query and the body.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct DeleteOptions {
+    pub(crate) grace_period: Option<i64>,
+    pub(crate) propagation: Option<String>,
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) dry_run: bool,
+}
+
+/// What a request asks for.
+#[derive(Debug, Clone)]
+pub(crate) enum Action {
+    Version,
+    Health,
+    CoreVersions { aggregated: bool },
+    Groups { aggregated: bool },
+    GroupVersions { group: String },
+    Resources { group: String, version: String },
+    OpenApiV2,
+    OpenApiV3Root,
+    OpenApiV3 { group: String, version: String },
+    Get(Target),
+    List(Target, ListOptions),
+    Watch(Target, ListOptions),
+    Create(Target, Value, WriteOptions),
+    Update(Target, Value, WriteOptions),
+    Patch(Target, PatchType, Bytes, WriteOptions),
+    Delete(Target, DeleteOptions),
+    DeleteCollection(Target, ListOptions, DeleteOptions),
+    Evict(Target, Value),
+}
+
+impl Action {
+    /// The Kubernetes verb and target, for authorization (None: discovery and health).
+    pub(crate) fn verb_and_target(&self) -> Option<(&'static str, &Target)> {
+        Some(match self {
+            Action::Get(t) => ("get", t),
+            Action::List(t, _) => ("list", t),
+            Action::Watch(t, _) => ("watch", t),
+            Action::Create(t, _, _) | Action::Evict(t, _) => ("create", t),
+            Action::Update(t, _, _) => ("update", t),
+            Action::Patch(t, _, _, _) => ("patch", t),
+            Action::Delete(t, _) => ("delete", t),
+            Action::DeleteCollection(t, _, _) => ("deletecollection", t),
+            _ => return None,
+        })
+    }
+
+    pub(crate) fn field_selector(&self) -> Option<&FieldSelector> {
+        match self {
+            Action::List(_, o) | Action::Watch(_, o) | Action::DeleteCollection(_, o, _) => Some(&o.fields),
+            _ => None,
+        }
+    }
+}
+
+/// Decoded query parameters, in order.
+fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (percent_decode(k), percent_decode(v))
+        })
+        .collect()
+}
+
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < bytes.len() => {
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                match hex {
+                    Some(b) => {
+                        out.push(b);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+struct Query(Vec<(String, String)>);
+
+impl Query {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    fn flag(&self, key: &str) -> Result<bool, ApiError> {
+        match self.get(key) {
+            None | Some("false") | Some("0") => Ok(false),
+            Some("true") | Some("1") | Some("") => Ok(true),
+            Some(other) => Err(ApiError::bad_request(format!("invalid value for {key}: {other:?} is not a boolean"))),
+        }
+    }
+
+    fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
+        self.get(key)
+            .map(|v| v.parse::<T>().map_err(|_| ApiError::bad_request(format!("invalid value for {key}: {v:?} is not a number"))))
+            .transpose()
+    }
+}
+
+/// The raw parts of a request the parser needs.
+#[derive(Debug)]
+pub(crate) struct RawRequest<'a> {
+    pub(crate) method: &'a Method,
+    pub(crate) path: &'a str,
+    pub(crate) query: &'a str,
+    pub(crate) content_type: &'a str,
+    pub(crate) accept: &'a str,
+    pub(crate) body: Bytes,
+}
+
+/// Whether the Accept header asks for aggregated discovery (apidiscovery.k8s.io/v2).
+fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').any(|media| {
+        let params: Vec<&str> = media.split(';').map(str::trim).collect();
+        params.contains(&"g=apidiscovery.k8s.io") && params.contains(&"v=v2") && params.contains(&"as=APIGroupDiscoveryList")
+    })
+}
+
+/// Parses a request against the served resources.
+pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, ApiError> {
+    let query = Query(query_pairs(raw.query));
+    let segments: Vec<&str> = raw.path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
+    let get_only = |action: Action| if raw.method == Method::GET { Ok(action) } else { Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({} {})", raw.method, raw.path))) };
+    match segments.as_slice() {
+        ["version"] => return get_only(Action::Version),
+        ["healthz" | "readyz" | "livez", ..] => return get_only(Action::Health),
+        ["api"] => return get_only(Action::CoreVersions { aggregated: wants_aggregated(raw.accept) }),
+        ["apis"] => return get_only(Action::Groups { aggregated: wants_aggregated(raw.accept) }),
+        ["openapi", "v2"] | ["swagger.json"] => {
+            // Only JSON is served; a client asking for the protobuf form alone gets 406.
+            let json_ok = raw.accept.is_empty() || raw.accept.split(',').any(|m| m.contains("json") || m.trim().starts_with("*/*"));
+            if !json_ok {
+                return Err(ApiError::not_acceptable(format!("only application/json is supported for the OpenAPI v2 document, not {:?}", raw.accept)));
+            }
+            return get_only(Action::OpenApiV2);
+        }
+        ["openapi", "v3"] => return get_only(Action::OpenApiV3Root),
+        ["openapi", "v3", "api", version] => return get_only(Action::OpenApiV3 { group: String::new(), version: (*version).to_owned() }),
+        ["openapi", "v3", "apis", group, version] => return get_only(Action::OpenApiV3 { group: (*group).to_owned(), version: (*version).to_owned() }),
+        ["apis", group] => {
+            if registry.group_versions().iter().any(|(g, _)| g == group) {
+                return get_only(Action::GroupVersions { group: (*group).to_owned() });
+            }
+            return Err(ApiError::path_not_found(raw.path));
+        }
+        ["api", version] => {
+            if *version == "v1" {
+                return get_only(Action::Resources { group: String::new(), version: (*version).to_owned() });
+            }
+            return Err(ApiError::path_not_found(raw.path));
+        }
+        ["apis", group, version] => {
+            if registry.group_versions().iter().any(|(g, v)| g == group && v == version) {
+                return get_only(Action::Resources { group: (*group).to_owned(), version: (*version).to_owned() });
+            }
+            return Err(ApiError::path_not_found(raw.path));
+        }
+        _ => {}
+    }
+    let (group, version, rest) = match segments.as_slice() {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(ApiError::path_not_found(raw.path)),
+    };
+    let (legacy_watch, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        _ => (false, rest),
+    };
+    // Resolve namespace, resource, name, subresource.
+    let (namespace, plural, name, sub): (Option<&str>, &str, Option<&str>, Option<&str>) = match rest {
+        ["namespaces", ns, sub @ ("status" | "finalize")] => (None, "namespaces", Some(*ns), Some(*sub)),
+        ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
+        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
+        ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
+        [plural] => (None, *plural, None, None),
+        [plural, name] => (None, *plural, Some(*name), None),
+        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
+        _ => return Err(ApiError::path_not_found(raw.path)),
+    };
+    let resource = registry.get(group, version, plural).ok_or_else(|| ApiError::path_not_found(raw.path))?;
+    if namespace.is_some() && !resource.namespaced {
+        return Err(ApiError::path_not_found(raw.path));
+    }
+    let sub = match sub {
+        None => None,
+        Some("status") if resource.status => Some(Subresource::Status),
+        Some("scale") if resource.scale.is_some() => Some(Subresource::Scale),
+        Some("eviction") if resource.eviction => Some(Subresource::Eviction),
+        Some(_) => return Err(ApiError::path_not_found(raw.path)),
+    };
+    if resource.namespaced && name.is_some() && namespace.is_none() {
+        return Err(ApiError::path_not_found(raw.path));
+    }
+    let target = Target { resource: resource.clone(), namespace: namespace.map(str::to_owned), name: name.map(|n| n.to_owned()), sub };
+    let is_watch = legacy_watch || query.flag("watch")?;
+    let method = raw.method;
+    if *method == Method::GET {
+        if name.is_some() && !is_watch {
+            return Ok(Action::Get(target));
+        }
+        if sub.is_some() {
+            return Err(ApiError::method_not_allowed("watch and list are not supported on subresources"));
+        }
+        let mut options = list_options(&query, &resource)?;
+        if let Some(name) = name {
+            let pinned = FieldSelector::parse(&format!("metadata.name={name}"), &["metadata.name"])?;
+            options.fields = if options.fields == FieldSelector::default() { pinned } else { return Err(ApiError::bad_request("a field selector may not be combined with a name in a watch path")) };
+        }
+        return Ok(if is_watch { Action::Watch(target, options) } else { Action::List(target, options) });
+    }
+    let write = WriteOptions {
+        field_manager: query.get("fieldManager").map(str::to_owned),
+        force: query.flag("force")?,
+        dry_run: dry_run(&query)?,
+        strict: match query.get("fieldValidation") {
+            None | Some("" | "Ignore" | "Warn") => false,
+            Some("Strict") => true,
+            Some(other) => return Err(ApiError::bad_request(format!("fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""))),
+        },
+    };
+    if let Some(manager) = &write.field_manager
+        && manager.len() > 128 {
+            return Err(ApiError::invalid(&resource.group, &resource.kind, target.name(), vec![("fieldManager".into(), "Too long: may not be longer than 128".into())]));
+        }
+    match *method {
+        Method::POST => {
+            if sub == Some(Subresource::Eviction) {
+                return Ok(Action::Evict(target, json_body(&raw.body, raw.content_type)?));
+            }
+            if name.is_some() || sub.is_some() {
+                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (post {})", raw.path)));
+            }
+            if resource.namespaced && namespace.is_none() {
+                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (post {})", raw.path)));
+            }
+            Ok(Action::Create(target, json_body(&raw.body, raw.content_type)?, write))
+        }
+        Method::PUT => {
+            if name.is_none() || sub == Some(Subresource::Eviction) {
+                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (put {})", raw.path)));
+            }
+            Ok(Action::Update(target, json_body(&raw.body, raw.content_type)?, write))
+        }
+        Method::PATCH => {
+            if name.is_none() || sub == Some(Subresource::Eviction) {
+                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (patch {})", raw.path)));
+            }
+            let kind = PatchType::from_content_type(raw.content_type).ok_or_else(|| ApiError::unsupported_media_type(raw.content_type))?;
+            if kind == PatchType::Strategic && !resource.strategic {
+                return Err(ApiError::unsupported_media_type(raw.content_type));
+            }
+            if kind == PatchType::Apply && write.field_manager.is_none() {
+                return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requires fieldManager parameter"));
+            }
+            if kind != PatchType::Apply && write.force {
+                return Err(ApiError::bad_request("force may only be specified with an apply patch"));
+            }
+            Ok(Action::Patch(target, kind, raw.body, write))
+        }
+        Method::DELETE => {
+            let delete = delete_options(&query, &raw.body)?;
+            if sub.is_some() {
+                return Err(ApiError::method_not_allowed("delete is not supported on subresources"));
+            }
+            match name {
+                Some(_) => Ok(Action::Delete(target, delete)),
+                None => Ok(Action::DeleteCollection(target.clone(), list_options(&query, &resource)?, delete)),
+            }
+        }
+        _ => Err(ApiError::method_not_allowed(format!("the server does not allow method {method}"))),
+    }
+}
+
+fn dry_run(query: &Query) -> Result<bool, ApiError> {
+    match query.get("dryRun") {
+        None | Some("") => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::bad_request(format!("Invalid value: {other:?}: supported values: \"All\""))),
+    }
+}
+
+fn list_options(query: &Query, resource: &Resource) -> Result<ListOptions, ApiError> {
+    let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?;
+    let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default(), &resource.selectable_fields())?;
+    let limit: Option<i64> = query.number("limit")?;
+    let limit = match limit {
+        Some(n) if n > 0 => Some(n as usize),
+        _ => None,
+    };
+    Ok(ListOptions {
+        labels,
+        fields,
+        limit,
+        continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
+        resource_version: query.get("resourceVersion").map(str::to_owned),
+        timeout_seconds: query.number("timeoutSeconds")?,
+        bookmarks: query.flag("allowWatchBookmarks")?,
+        send_initial_events: query.flag("sendInitialEvents")?,
+    })
+}
+
+fn check_json_media(content_type: &str) -> Result<(), ApiError> {
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    match media {
+        "" | "application/json" | "*/*" => Ok(()),
+        other => Err(ApiError::unsupported_media_type(other)),
+    }
+}
+
+/// Decodes a JSON object body.
+pub(crate) fn json_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+    check_json_media(content_type)?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded: {e}")))?;
+    if !value.is_object() {
+        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+    }
+    Ok(value)
+}
+
+fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
+    let mut options = DeleteOptions { grace_period: query.number("gracePeriodSeconds")?, propagation: query.get("propagationPolicy").map(str::to_owned), uid: None, resource_version: None, dry_run: dry_run(query)? };
+    if query.flag("orphanDependents")? {
+        options.propagation = Some("Orphan".to_owned());
+    }
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded as DeleteOptions: {e}")))?;
+        if let Some(grace) = value.get("gracePeriodSeconds").filter(|v| !v.is_null()) {
+            options.grace_period = Some(grace.as_i64().ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?);
+        }
+        if let Some(policy) = value.get("propagationPolicy").and_then(Value::as_str) {
+            options.propagation = Some(policy.to_owned());
+        }
+        if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
+            options.propagation = Some("Orphan".to_owned());
+        }
+        options.uid = value.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_owned);
+        options.resource_version = value.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_owned);
+        if value.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All")) {
+            options.dry_run = true;
+        }
+    }
+    if let Some(policy) = &options.propagation
+        && !matches!(policy.as_str(), "Foreground" | "Background" | "Orphan") {
+            return Err(ApiError::bad_request(format!("propagationPolicy: Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\"")));
+        }
+    Ok(options)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_get(path: &str, query: &str) -> Result<Action, ApiError> {
+        let registry = Registry::builtin();
+        parse(RawRequest { method: &Method::GET, path, query, content_type: "", accept: "", body: Bytes::new() }, &registry)
+    }
+
+    #[test]
+    fn paths_resolve_to_actions() {
+        assert!(matches!(parse_get("/api/v1/namespaces/default/pods/p", "").unwrap(), Action::Get(t) if t.name() == "p" && t.namespace() == "default"));
+        assert!(matches!(parse_get("/api/v1/pods", "labelSelector=a%3Db&limit=2").unwrap(), Action::List(t, o) if t.namespace.is_none() && o.limit == Some(2)));
+        assert!(matches!(parse_get("/api/v1/nodes/n1/status", "").unwrap(), Action::Get(t) if t.sub == Some(Subresource::Status)));
+        assert!(matches!(parse_get("/apis/apps/v1/namespaces/x/deployments", "watch=true&resourceVersion=5").unwrap(), Action::Watch(_, o) if o.resource_version.as_deref() == Some("5")));
+        assert!(matches!(parse_get("/api/v1/namespaces/n1", "").unwrap(), Action::Get(t) if t.resource.plural == "namespaces"));
+        assert_eq!(parse_get("/api/v1/widgets", "").unwrap_err().code, 404);
+        assert_eq!(parse_get("/api/v1/pods", "labelSelector=in%20(").unwrap_err().code, 400);
+        assert_eq!(parse_get("/api/v1/pods", "fieldSelector=spec.bogus%3D1").unwrap_err().code, 400);
+        assert_eq!(parse_get("/api/v1/nodes/n/eviction", "").unwrap_err().code, 404);
+        assert_eq!(percent_decode("a%3Db+c%2"), "a=b c%2");
+        let registry = Registry::builtin();
+        let protobuf = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/com.github.proto-openapi.spec.v2@v1.0+protobuf", body: Bytes::new() };
+        assert_eq!(parse(protobuf, &registry).unwrap_err().code, 406);
+        let json = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/json", body: Bytes::new() };
+        assert!(matches!(parse(json, &registry).unwrap(), Action::OpenApiV2));
+        assert!(wants_aggregated("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"));
+        assert!(!wants_aggregated("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"));
+    }
+}

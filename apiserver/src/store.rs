@@ -1,0 +1,208 @@
+//! The object store: JSON objects keyed by group/resource, namespace and name; one global
+//! resourceVersion counter; a bounded event log per group/resource for watches; indexes by uid
+//! and by owner uid for garbage collection. Transport-free and synchronous.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::registry::GroupResource;
+
+/// Where an object lives.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Key {
+    pub(crate) gr: GroupResource,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+}
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EventType {
+    Added,
+    Modified,
+    Deleted,
+}
+
+/// One change, as watches replay it.
+#[derive(Debug, Clone)]
+pub(crate) struct Event {
+    pub(crate) rv: u64,
+    pub(crate) kind: EventType,
+    /// The object after the change (for deletions: as it was, with the deletion's rv).
+    pub(crate) object: Arc<Value>,
+    /// The object before the change, for selector transitions.
+    pub(crate) previous: Option<Arc<Value>>,
+}
+
+#[derive(Debug, Default)]
+struct Log {
+    events: VecDeque<Event>,
+    /// Events with rv ≤ this have been dropped.
+    compacted: u64,
+}
+
+/// The store. Every write bumps the global resourceVersion.
+#[derive(Debug)]
+pub(crate) struct Store {
+    objects: BTreeMap<GroupResource, BTreeMap<(String, String), Arc<Value>>>,
+    logs: HashMap<GroupResource, Log>,
+    rv: u64,
+    window: usize,
+    by_uid: HashMap<String, Key>,
+    dependents: HashMap<String, BTreeSet<Key>>,
+}
+
+impl Store {
+    /// An empty store keeping the last `window` events of each resource for watches.
+    pub(crate) fn new(window: usize) -> Self {
+        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new() }
+    }
+
+    pub(crate) fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    pub(crate) fn get(&self, key: &Key) -> Option<&Arc<Value>> {
+        self.objects.get(&key.gr)?.get(&(key.namespace.clone(), key.name.clone()))
+    }
+
+    /// Objects of `gr` (in `namespace`, if given), ordered by namespace then name, starting
+    /// strictly after `after`.
+    pub(crate) fn range<'a>(
+        &'a self,
+        gr: &GroupResource,
+        namespace: Option<&'a str>,
+        after: Option<(String, String)>,
+    ) -> impl Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a {
+        use std::ops::Bound;
+        let start = match after {
+            Some(key) => Bound::Excluded(key),
+            None => match namespace {
+                Some(ns) => Bound::Included((ns.to_owned(), String::new())),
+                None => Bound::Unbounded,
+            },
+        };
+        self.objects
+            .get(gr)
+            .into_iter()
+            .flat_map(move |map| map.range((start.clone(), Bound::Unbounded)))
+            .take_while(move |((ns, _), _)| namespace.is_none_or(|want| ns == want))
+    }
+
+    pub(crate) fn key_of_uid(&self, uid: &str) -> Option<&Key> {
+        self.by_uid.get(uid)
+    }
+
+    /// Keys of objects with an owner reference to `uid`.
+    pub(crate) fn dependents_of(&self, uid: &str) -> Vec<Key> {
+        self.dependents.get(uid).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+    }
+
+    /// Writes `object` (creating or replacing), stamping the next resourceVersion. Returns it.
+    pub(crate) fn put(&mut self, key: &Key, mut object: Value) -> Arc<Value> {
+        self.rv += 1;
+        let rv = self.rv;
+        object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let object = Arc::new(object);
+        let previous = self.objects.entry(key.gr.clone()).or_default().insert((key.namespace.clone(), key.name.clone()), object.clone());
+        if let Some(previous) = &previous {
+            self.unindex(key, previous);
+        }
+        self.index(key, &object);
+        let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
+        self.record(key, Event { rv, kind, object: object.clone(), previous });
+        object
+    }
+
+    /// Removes an object; the deletion gets its own resourceVersion. Returns the object as deleted.
+    pub(crate) fn remove(&mut self, key: &Key) -> Option<Arc<Value>> {
+        let previous = self.objects.get_mut(&key.gr)?.remove(&(key.namespace.clone(), key.name.clone()))?;
+        self.unindex(key, &previous);
+        self.rv += 1;
+        let rv = self.rv;
+        let mut object = (*previous).clone();
+        object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
+        let object = Arc::new(object);
+        self.record(key, Event { rv, kind: EventType::Deleted, object: object.clone(), previous: Some(previous) });
+        Some(object)
+    }
+
+    fn record(&mut self, key: &Key, event: Event) {
+        let window = self.window;
+        let log = self.logs.entry(key.gr.clone()).or_default();
+        log.events.push_back(event);
+        while log.events.len() > window {
+            if let Some(dropped) = log.events.pop_front() {
+                log.compacted = dropped.rv;
+            }
+        }
+    }
+
+    /// Events of `gr` with rv > `since`, or `Err(oldest available)` when some were compacted.
+    pub(crate) fn events_since(&self, gr: &GroupResource, since: u64) -> Result<Vec<Event>, u64> {
+        let Some(log) = self.logs.get(gr) else { return Ok(Vec::new()) };
+        if since < log.compacted {
+            return Err(log.compacted);
+        }
+        let start = log.events.partition_point(|e| e.rv <= since);
+        Ok(log.events.iter().skip(start).cloned().collect())
+    }
+
+    fn index(&mut self, key: &Key, object: &Value) {
+        if let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str) {
+            self.by_uid.insert(uid.to_owned(), key.clone());
+        }
+        for owner in owner_uids(object) {
+            self.dependents.entry(owner).or_default().insert(key.clone());
+        }
+    }
+
+    fn unindex(&mut self, key: &Key, object: &Value) {
+        if let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str)
+            && self.by_uid.get(uid) == Some(key) {
+                self.by_uid.remove(uid);
+            }
+        for owner in owner_uids(object) {
+            if let Some(set) = self.dependents.get_mut(&owner) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.dependents.remove(&owner);
+                }
+            }
+        }
+    }
+}
+
+fn owner_uids(object: &Value) -> Vec<String> {
+    object
+        .pointer("/metadata/ownerReferences")
+        .and_then(Value::as_array)
+        .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn key(name: &str) -> Key {
+        Key { gr: GroupResource { group: String::new(), resource: "pods".into() }, namespace: "default".into(), name: name.into() }
+    }
+
+    #[test]
+    fn writes_bump_the_resource_version_and_are_logged() {
+        let mut store = Store::new(2);
+        let a = store.put(&key("a"), json!({"metadata": {"name": "a"}}));
+        assert_eq!(a["metadata"]["resourceVersion"], "2");
+        store.put(&key("a"), json!({"metadata": {"name": "a"}}));
+        store.remove(&key("a"));
+        let gr = key("a").gr;
+        let events = store.events_since(&gr, 2).unwrap();
+        assert_eq!(events.iter().map(|e| (e.rv, e.kind)).collect::<Vec<_>>(), vec![(3, EventType::Modified), (4, EventType::Deleted)]);
+        assert_eq!(store.events_since(&gr, 1).unwrap_err(), 2);
+    }
+}

@@ -1,0 +1,108 @@
+//! The HTTP edge shared by both transports: an axum [`Router`] whose one handler reads the body
+//! (with kube-apiserver's 3 MiB limit), parses the request, runs it and renders the reply; and
+//! the in-process tower service a `kube::Client` is built on.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use http::{HeaderValue, StatusCode, header};
+
+use crate::Core;
+use crate::auth::User;
+use crate::error::ApiError;
+use crate::handler::{self, Context, Reply};
+use crate::request::{self, RawRequest};
+
+/// Largest request body accepted, as kube-apiserver's default.
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// The authenticated user of a request, set by the transport before the router runs.
+#[derive(Debug, Clone)]
+pub(crate) struct Authenticated(pub(crate) User);
+
+/// The API as an axum app. Requests without an [`Authenticated`] extension get 401.
+pub(crate) fn app(core: Arc<Core>) -> Router {
+    Router::new().fallback(serve).with_state(core)
+}
+
+async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    let user = match parts.extensions.get::<Authenticated>().cloned() {
+        Some(Authenticated(user)) => user,
+        // Like kube-apiserver's system:public-info-viewer: health and version are public.
+        None if matches!(parts.uri.path(), "/healthz" | "/readyz" | "/livez" | "/version") => User::named("system:anonymous", &["system:unauthenticated"]),
+        None => return error_response(&ApiError::unauthorized()),
+    };
+    if parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > MAX_BODY_BYTES) {
+        return error_response(&ApiError::too_large(MAX_BODY_BYTES));
+    }
+    let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
+        Ok(bytes) => bytes,
+        Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
+    };
+    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let parsed = {
+        let state = core.lock();
+        request::parse(
+            RawRequest { method: &parts.method, path: parts.uri.path(), query: parts.uri.query().unwrap_or_default(), content_type, accept, body },
+            &state.registry,
+        )
+    };
+    let action = match parsed {
+        Ok(action) => action,
+        Err(error) => return error_response(&error),
+    };
+    let span = tracing::debug_span!("request", method = %parts.method, path = parts.uri.path(), user = user.name);
+    let _guard = span.enter();
+    match handler::handle(&core, &Context { user, user_agent }, action) {
+        Ok(Reply::Json(code, value)) => json_response(code, &value),
+        Ok(Reply::Typed(code, value, content_type)) => {
+            let mut response = json_response(code, &value);
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            response
+        }
+        Ok(Reply::Watch(stream)) => {
+            let mut response = Response::new(Body::from_stream(stream));
+            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+            response
+        }
+        Err(error) => error_response(&error),
+    }
+}
+
+fn json_response(code: u16, value: &serde_json::Value) -> Response {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    response
+}
+
+pub(crate) fn error_response(error: &ApiError) -> Response {
+    json_response(error.code, &error.status())
+}
+
+/// A `kube::Client` talking to `core` through an in-memory tower service, as `user`.
+pub(crate) fn in_process_client(core: Arc<Core>, user: User) -> kube::Client {
+    let router = app(core);
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let router = router.clone();
+        let user = user.clone();
+        async move {
+            let (mut parts, body) = request.into_parts();
+            parts.extensions.insert(Authenticated(user));
+            let request = http::Request::from_parts(parts, Body::new(body));
+            let response = tower::ServiceExt::oneshot(router, request).await?;
+            Ok::<_, Infallible>(response)
+        }
+    });
+    kube::Client::new(service, "default")
+}

@@ -1,0 +1,89 @@
+//! Property test: malformed paths, bodies, selectors and patches get a `Status` error, never
+//! a panic or a non-Status reply.
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+use crate::{create_pod, raw, server};
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        "[a-z$/.~-]{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            prop::collection::btree_map(
+                prop_oneof![
+                    Just("metadata".to_owned()), Just("spec".to_owned()), Just("status".to_owned()), Just("name".to_owned()),
+                    Just("containers".to_owned()), Just("labels".to_owned()), Just("finalizers".to_owned()), Just("$patch".to_owned()),
+                    Just("op".to_owned()), Just("path".to_owned()), Just("value".to_owned()), Just("apiVersion".to_owned()), Just("kind".to_owned()),
+                    "[a-z]{1,5}"
+                ],
+                inner,
+                0..5
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+fn body() -> impl Strategy<Value = Vec<u8>> {
+    prop_oneof![
+        prop::collection::vec(any::<u8>(), 0..48),
+        json_value().prop_map(|v| v.to_string().into_bytes()),
+        json_value().prop_map(|v| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": v.clone()}, "spec": v}).to_string().into_bytes()),
+        json_value().prop_map(|v| json!([{"op": "replace", "path": "/metadata/labels", "value": v}]).to_string().into_bytes()),
+    ]
+}
+
+fn encode(text: &str) -> String {
+    text.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+}
+
+fn path() -> impl Strategy<Value = String> {
+    let prefix = prop::sample::select(vec!["/api/v1", "/apis/apps/v1", "/apis/policy/v1", "/apis/example.com/v1", "/apis", "/api", "/openapi/v3/apis/apps/v1", "/version", "/apis/coordination.k8s.io/v1"]);
+    let segment = prop::sample::select(vec!["namespaces", "default", "missing", "pods", "p", "status", "eviction", "scale", "deployments", "d", "nodes", "n1", "configmaps", "leases", "watch", "x"]);
+    (prefix, prop::collection::vec(segment, 0..5)).prop_map(|(p, segs)| {
+        let mut out = p.to_owned();
+        for s in segs {
+            out.push('/');
+            out.push_str(s);
+        }
+        out
+    })
+}
+
+#[test]
+fn malformed_requests_get_status_errors() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    let (_server, client) = runtime.block_on(async {
+        let server = server();
+        let client = server.admin_client();
+        create_pod(&client, "p", json!({"app": "web"}), Some("n1")).await;
+        (server, client)
+    });
+    let methods = prop::sample::select(vec!["GET", "POST", "PUT", "PATCH", "DELETE"]);
+    let content_types = prop::sample::select(vec![
+        "application/json", "application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml", "text/plain", "",
+    ]);
+    let selector = "[a-z=!(), .in/-]{0,14}";
+    let config = ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() };
+    proptest!(config, |(method in methods, path in path(), content_type in content_types, body in body(),
+                        labels in selector, fields in selector, rv in "[0-9a-z]{0,3}", watch in any::<bool>(), force in any::<bool>())| {
+        let mut uri = format!("{path}?labelSelector={}&fieldSelector={}&resourceVersion={rv}&fieldManager=fuzz&timeoutSeconds=1", encode(&labels), encode(&fields));
+        if watch { uri.push_str("&watch=true"); }
+        if force { uri.push_str("&force=true"); }
+        let (status, value) = runtime.block_on(raw(&client, method, &uri, content_type, body));
+        prop_assert!((200..600).contains(&status));
+        if status >= 400 {
+            prop_assert_eq!(&value["kind"], "Status", "{} {} gave {}", method, uri, value);
+            prop_assert_eq!(value["code"].as_u64(), Some(u64::from(status)));
+            prop_assert!(value["reason"].as_str().is_some_and(|r| !r.is_empty()));
+        }
+    });
+}

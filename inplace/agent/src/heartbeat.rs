@@ -1,0 +1,298 @@
+//! The kubelet's part on lab nodes that run no kubelet: registration, node status, the node
+//! Lease, and the pods bound to the node.
+//!
+//! Every [`HeartbeatConfig::renew_interval`] (kubelet: 10 s) one [`Heartbeat::beat`]:
+//!
+//! 1. registers the Node if it does not exist (labels: the pool label plus the configured ones);
+//! 2. patches its status (strategic merge, so the orchestrator's `InPlaceUpdate` condition
+//!    stays): `Ready=True` with a fresh `lastHeartbeatTime` (the transition time only moves when
+//!    the status changes), `nodeInfo.osImage = "{prefix} {version}"`, `nodeInfo.kubeletVersion`
+//!    from the platform's kubelet; and the annotation [`ANNOTATION_OS_VERSION`];
+//! 3. renews the Lease `kube-node-lease/{node}` (holder = node, `leaseDurationSeconds` = 40,
+//!    `renewTime` = now, owned by the Node), creating it if needed;
+//! 4. reports each pod bound to the node `Running` and `Ready` (all containers running), and
+//!    completes graceful deletion: a pod with a `deletionTimestamp` is deleted with grace period
+//!    0 (precondition: its uid), as a kubelet does once the containers stopped. Without that a
+//!    drain never finishes.
+//!
+//! A beat that fails is logged and retried at the next tick; the Lease then simply ages, which is
+//! what the dependency watchdog is meant to see.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use rackproof_clock::Clock;
+use serde_json::json;
+
+use crate::config::{AgentConfig, HeartbeatConfig};
+use crate::platform::kubelet::Kubelet;
+use crate::platform::os_version::OsVersionSource;
+
+/// Node annotation with the running OS version (written by the heartbeat).
+pub const ANNOTATION_OS_VERSION: &str = "node-agent.rackproof.dev/os-version";
+/// Namespace of node Leases.
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// A failed heartbeat step.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {action} for node {node}")]
+pub struct HeartbeatError {
+    /// What was attempted.
+    pub action: String,
+    /// The node.
+    pub node: String,
+    /// The cause.
+    #[source]
+    pub source: kube::Error,
+}
+
+/// What one beat did with the pods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodReport {
+    /// Pods newly reported Running/Ready.
+    pub started: usize,
+    /// Terminating pods deleted with grace 0.
+    pub finished: usize,
+}
+
+/// The heartbeat of one node.
+#[derive(Clone)]
+pub struct Heartbeat {
+    client: kube::Client,
+    node: String,
+    pool: String,
+    config: HeartbeatConfig,
+    clock: Clock,
+}
+
+impl std::fmt::Debug for Heartbeat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Heartbeat").field("node", &self.node).field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+fn time_text(ts: jiff::Timestamp) -> String {
+    ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+impl Heartbeat {
+    /// The heartbeat for the agent's node.
+    pub fn new(client: kube::Client, agent: &AgentConfig, config: HeartbeatConfig, clock: Clock) -> Self {
+        Self { client, node: agent.node_name.clone(), pool: agent.pool.clone(), config, clock }
+    }
+
+    fn error(&self, action: &str, source: kube::Error) -> HeartbeatError {
+        HeartbeatError { action: action.to_owned(), node: self.node.clone(), source }
+    }
+
+    /// One beat: registration, status, Lease, pods.
+    pub async fn beat(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<PodReport, HeartbeatError> {
+        let node = self.register().await?;
+        self.report_status(&node, os, kubelet).await?;
+        self.renew_lease(&node).await?;
+        self.handle_pods().await
+    }
+
+    /// Runs [`Heartbeat::beat`] every renew interval until dropped.
+    pub async fn run(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) {
+        let mut ticks = self.clock.interval(self.config.renew_interval);
+        loop {
+            ticks.tick().await;
+            if let Err(e) = self.beat(os, kubelet).await {
+                tracing::warn!(error = %crate::error_chain(&e), "heartbeat failed");
+            }
+        }
+    }
+
+    async fn register(&self) -> Result<Node, HeartbeatError> {
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        if let Some(node) = nodes.get_opt(&self.node).await.map_err(|e| self.error("read the node", e))? {
+            return Ok(node);
+        }
+        let mut labels = self.config.labels.clone();
+        labels.insert(inplace_api::keys::LABEL_WORKER_POOL.to_owned(), self.pool.clone());
+        labels.insert("kubernetes.io/hostname".to_owned(), self.node.clone());
+        labels.insert("kubernetes.io/os".to_owned(), "linux".to_owned());
+        let node = Node {
+            metadata: ObjectMeta { name: Some(self.node.clone()), labels: Some(labels), ..Default::default() },
+            ..Default::default()
+        };
+        match nodes.create(&PostParams::default(), &node).await {
+            Ok(created) => {
+                tracing::info!(node = %self.node, "registered the node");
+                Ok(created)
+            }
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                nodes.get(&self.node).await.map_err(|e| self.error("read the node", e))
+            }
+            Err(e) => Err(self.error("register the node", e)),
+        }
+    }
+
+    async fn report_status(&self, node: &Node, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<(), HeartbeatError> {
+        let now = time_text(self.clock.now());
+        let version = os.running_version().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "running OS version unknown");
+            "unknown".to_owned()
+        });
+        let ready_since = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready" && c.status == "True")
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(|t| time_text(t.0))
+            .unwrap_or_else(|| now.clone());
+        let status = json!({"status": {
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "rackproof-agent heartbeat is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": ready_since,
+            }],
+            "nodeInfo": {
+                "machineID": self.node, "systemUUID": self.node, "bootID": "",
+                "kernelVersion": "", "osImage": format!("{} {version}", self.config.os_image_prefix),
+                "containerRuntimeVersion": "rackproof://heartbeat",
+                "kubeletVersion": kubelet.version().unwrap_or_default(), "kubeProxyVersion": "",
+                "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
+            },
+        }});
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        nodes
+            .patch_status(&self.node, &PatchParams::default(), &Patch::Strategic(&status))
+            .await
+            .map_err(|e| self.error("report the node status", e))?;
+        if crate::node::annotation(node, ANNOTATION_OS_VERSION) != Some(version.as_str()) {
+            let patch = json!({"metadata": {"annotations": {ANNOTATION_OS_VERSION: version}}});
+            nodes
+                .patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| self.error("annotate the OS version", e))?;
+        }
+        Ok(())
+    }
+
+    async fn renew_lease(&self, node: &Node) -> Result<(), HeartbeatError> {
+        let leases: Api<Lease> = Api::namespaced(self.client.clone(), LEASE_NAMESPACE);
+        let now = MicroTime(self.clock.now());
+        let duration = i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX);
+        let spec = LeaseSpec {
+            holder_identity: Some(self.node.clone()),
+            lease_duration_seconds: Some(duration),
+            renew_time: Some(now),
+            ..Default::default()
+        };
+        match leases.get_opt(&self.node).await.map_err(|e| self.error("read the lease", e))? {
+            Some(mut lease) => {
+                let mut spec_now = lease.spec.take().unwrap_or_default();
+                spec_now.holder_identity = spec.holder_identity;
+                spec_now.lease_duration_seconds = spec.lease_duration_seconds;
+                spec_now.renew_time = spec.renew_time;
+                lease.spec = Some(spec_now);
+                leases
+                    .replace(&self.node, &PostParams::default(), &lease)
+                    .await
+                    .map_err(|e| self.error("renew the lease", e))?;
+            }
+            None => {
+                let owner = node.metadata.uid.clone().map(|uid| OwnerReference {
+                    api_version: "v1".to_owned(),
+                    kind: "Node".to_owned(),
+                    name: self.node.clone(),
+                    uid,
+                    ..Default::default()
+                });
+                let lease = Lease {
+                    metadata: ObjectMeta {
+                        name: Some(self.node.clone()),
+                        namespace: Some(LEASE_NAMESPACE.to_owned()),
+                        owner_references: owner.map(|o| vec![o]),
+                        ..Default::default()
+                    },
+                    spec: Some(LeaseSpec { acquire_time: Some(MicroTime(self.clock.now())), ..spec }),
+                };
+                leases.create(&PostParams::default(), &lease).await.map_err(|e| self.error("create the lease", e))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn handle_pods(&self) -> Result<PodReport, HeartbeatError> {
+        let all: Api<Pod> = Api::all(self.client.clone());
+        let params = ListParams::default().fields(&format!("spec.nodeName={}", self.node));
+        let pods = all.list(&params).await.map_err(|e| self.error("list the pods", e))?;
+        let mut report = PodReport::default();
+        for pod in pods.items {
+            let (Some(namespace), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone()) else { continue };
+            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(self.node.as_str()) {
+                continue;
+            }
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+            if pod.metadata.deletion_timestamp.is_some() {
+                let params = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+                    ..Default::default()
+                };
+                match api.delete(&name, &params).await {
+                    Ok(_) => report.finished += 1,
+                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                    Err(e) => return Err(self.error(&format!("finish deleting pod {namespace}/{name}"), e)),
+                }
+                continue;
+            }
+            if pod_ready(&pod) {
+                continue;
+            }
+            let now = time_text(self.clock.now());
+            let containers: Vec<_> = pod
+                .spec
+                .iter()
+                .flat_map(|s| s.containers.iter())
+                .map(|c| {
+                    json!({"name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                        "ready": true, "started": true, "restartCount": 0,
+                        "state": {"running": {"startedAt": now}}})
+                })
+                .collect();
+            let condition = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now});
+            let status = json!({"status": {
+                "phase": "Running",
+                "conditions": [condition("PodScheduled"), condition("Initialized"), condition("ContainersReady"), condition("Ready")],
+                "containerStatuses": containers,
+                "startTime": now,
+                "hostIP": "127.0.0.1",
+            }});
+            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+                Ok(_) => report.started += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(self.error(&format!("report pod {namespace}/{name} running"), e)),
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    let Some(status) = &pod.status else { return false };
+    status.phase.as_deref() == Some("Running")
+        && status.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+/// Labels for [`HeartbeatConfig::labels`] from `key=value` strings.
+pub fn parse_labels(items: &[String]) -> Result<BTreeMap<String, String>, String> {
+    items
+        .iter()
+        .map(|item| {
+            item.split_once('=')
+                .filter(|(k, _)| !k.is_empty())
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .ok_or_else(|| format!("label {item:?} is not KEY=VALUE"))
+        })
+        .collect()
+}

@@ -1,0 +1,151 @@
+//! Where slot artifacts come from: the lab's image server over HTTP, or memory in simulation.
+//!
+//! Layout on the server: `{base}/{version}/{name}` (`manifest.json` and the slot's files).
+//! Errors are classified for the exit-code contract: [`FetchError::Network`] (connection, reset,
+//! timeout, truncated body, HTTP 5xx/408/429) is retriable; [`FetchError::NotFound`] and
+//! [`FetchError::Refused`] (other 4xx) are not.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A failed download.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum FetchError {
+    /// The network failed (retriable).
+    #[error("network problem fetching {url}: {detail}")]
+    Network {
+        /// The URL.
+        url: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The server does not have the file.
+    #[error("{url} not found on the image server")]
+    NotFound {
+        /// The URL.
+        url: String,
+    },
+    /// The server refused the request (4xx other than 404/408/429).
+    #[error("image server refused {url} with HTTP {status}")]
+    Refused {
+        /// The URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+    },
+}
+
+/// A source of slot files.
+#[async_trait::async_trait]
+pub trait ArtifactSource: Send + Sync + std::fmt::Debug {
+    /// The bytes of `{base}/{version}/{name}`.
+    async fn fetch(&self, base: &str, version: &str, name: &str) -> Result<Vec<u8>, FetchError>;
+}
+
+/// The URL of a slot file.
+pub fn artifact_url(base: &str, version: &str, name: &str) -> String {
+    format!("{}/{version}/{name}", base.trim_end_matches('/'))
+}
+
+/// Downloads over HTTP(S) with reqwest (rustls with ring; no OpenSSL).
+#[derive(Debug, Clone)]
+pub struct HttpSource {
+    client: reqwest::Client,
+}
+
+impl HttpSource {
+    /// A client whose every request (connect to last byte) must finish within `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        crate::http::install_crypto_provider();
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout.min(Duration::from_secs(30)))
+            .build()
+            .unwrap_or_default();
+        Self { client }
+    }
+}
+
+#[async_trait::async_trait]
+impl ArtifactSource for HttpSource {
+    async fn fetch(&self, base: &str, version: &str, name: &str) -> Result<Vec<u8>, FetchError> {
+        let url = artifact_url(base, version, name);
+        let network = |e: reqwest::Error| FetchError::Network { url: url.clone(), detail: error_chain(&e) };
+        let response = self.client.get(&url).send().await.map_err(network)?;
+        let status = response.status().as_u16();
+        match status {
+            200..=299 => {}
+            404 => return Err(FetchError::NotFound { url }),
+            408 | 429 | 500..=599 => {
+                return Err(FetchError::Network { url: url.clone(), detail: format!("HTTP {status}") });
+            }
+            _ => return Err(FetchError::Refused { url, status }),
+        }
+        let body = response.bytes().await.map_err(network)?;
+        Ok(body.to_vec())
+    }
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Slot files in memory, for simulated machines; clones share the files and the faults.
+#[derive(Debug, Clone, Default)]
+pub struct MemorySource {
+    inner: Arc<Mutex<MemoryInner>>,
+}
+
+#[derive(Debug, Default)]
+struct MemoryInner {
+    files: BTreeMap<(String, String), Vec<u8>>,
+    failing: BTreeMap<(String, String), u32>,
+    fetches: Vec<(String, String)>,
+}
+
+impl MemorySource {
+    /// No files.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Publishes `name` of `version`.
+    pub fn put(&self, version: &str, name: &str, data: Vec<u8>) {
+        self.inner.lock().expect("source lock").files.insert((version.to_owned(), name.to_owned()), data);
+    }
+
+    /// Makes the next `times` fetches of `name` of `version` fail like a dropped connection.
+    pub fn fail_network(&self, version: &str, name: &str, times: u32) {
+        self.inner.lock().expect("source lock").failing.insert((version.to_owned(), name.to_owned()), times);
+    }
+
+    /// Every `(version, name)` fetched so far, in order.
+    pub fn fetches(&self) -> Vec<(String, String)> {
+        self.inner.lock().expect("source lock").fetches.clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl ArtifactSource for MemorySource {
+    async fn fetch(&self, base: &str, version: &str, name: &str) -> Result<Vec<u8>, FetchError> {
+        let url = artifact_url(base, version, name);
+        let key = (version.to_owned(), name.to_owned());
+        let mut inner = self.inner.lock().expect("source lock");
+        inner.fetches.push(key.clone());
+        if let Some(left) = inner.failing.get_mut(&key)
+            && *left > 0
+        {
+            *left -= 1;
+            return Err(FetchError::Network { url, detail: "connection reset by peer (simulated)".into() });
+        }
+        inner.files.get(&key).cloned().ok_or(FetchError::NotFound { url })
+    }
+}

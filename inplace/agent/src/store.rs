@@ -1,0 +1,199 @@
+//! Persistent key/value storage that survives agent restarts and reboots.
+//!
+//! The agent keeps its progress (last-applied OSC, the computed changes and how far they got, the
+//! OS-update attempt) under a few keys. Two implementations:
+//!
+//! - [`DirStore`]: one file per key in a directory on the node's persistent state partition.
+//!   A write goes to `KEY.tmp`, is fsynced, renamed over `KEY` and the directory is fsynced, so a
+//!   power cut leaves either the old or the new value, never a torn one.
+//! - [`MemoryStore`]: a shared map; a simulated machine keeps one across agent restarts (clones
+//!   share the data), the way a disk outlives the process.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Failure to read or write persistent state.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An I/O error on a file of the state directory.
+    #[error("failed to {action} state file {path}")]
+    Io {
+        /// What was attempted.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A key that is not a plain file name.
+    #[error("invalid state key {0:?}")]
+    InvalidKey(String),
+}
+
+/// Durable storage of small values by key.
+#[async_trait::async_trait]
+pub trait StateStore: Send + Sync + std::fmt::Debug {
+    /// The value under `key`, if any.
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError>;
+    /// Stores `value` under `key` atomically and durably.
+    async fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError>;
+    /// Removes `key` (absent is fine).
+    async fn delete(&self, key: &str) -> Result<(), StoreError>;
+}
+
+fn check_key(key: &str) -> Result<(), StoreError> {
+    let ok = !key.is_empty()
+        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && !key.starts_with('.')
+        && !key.ends_with(".tmp");
+    if ok { Ok(()) } else { Err(StoreError::InvalidKey(key.to_owned())) }
+}
+
+/// A directory of files written atomically (see the module docs).
+#[derive(Debug, Clone)]
+pub struct DirStore {
+    dir: PathBuf,
+}
+
+impl DirStore {
+    /// Uses `dir`, creating it if needed.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let dir = dir.into();
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io { action: "create", path: dir.clone(), source })?;
+        Ok(Self { dir })
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// Writes `data` to `path` atomically: temporary file, fsync, rename, fsync of the directory.
+pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StoreError> {
+    fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
+        let path = path.to_owned();
+        move |source| StoreError::Io { action, path, source }
+    }
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    let mut file = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+    file.write_all(data).map_err(io("write", &tmp))?;
+    file.sync_all().map_err(io("fsync", &tmp))?;
+    drop(file);
+    std::fs::rename(&tmp, path).map_err(io("rename into place", path))?;
+    if let Some(dir) = path.parent() {
+        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("fsync directory of", path))?;
+    }
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl StateStore for DirStore {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        check_key(key)?;
+        let path = self.dir.join(key);
+        match std::fs::read(&path) {
+            Ok(data) => Ok(Some(data)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StoreError::Io { action: "read", path, source }),
+        }
+    }
+
+    async fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        check_key(key)?;
+        write_atomic(&self.dir.join(key), value)
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        check_key(key)?;
+        let path = self.dir.join(key);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(StoreError::Io { action: "remove", path, source }),
+        }
+    }
+}
+
+/// An in-memory store; clones share the same data.
+#[derive(Debug, Clone, Default)]
+pub struct MemoryStore {
+    data: Arc<Mutex<BTreeMap<String, Vec<u8>>>>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of everything stored (for assertions).
+    pub fn snapshot(&self) -> BTreeMap<String, Vec<u8>> {
+        self.data.lock().expect("memory store lock").clone()
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for MemoryStore {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        check_key(key)?;
+        Ok(self.data.lock().expect("memory store lock").get(key).cloned())
+    }
+
+    async fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        check_key(key)?;
+        self.data.lock().expect("memory store lock").insert(key.to_owned(), value.to_vec());
+        Ok(())
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        check_key(key)?;
+        self.data.lock().expect("memory store lock").remove(key);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn exercise(store: &dyn StateStore) {
+        assert_eq!(store.get("state.json").await.unwrap(), None);
+        store.put("state.json", b"one").await.unwrap();
+        store.put("state.json", b"two").await.unwrap();
+        assert_eq!(store.get("state.json").await.unwrap(), Some(b"two".to_vec()));
+        store.delete("state.json").await.unwrap();
+        store.delete("state.json").await.unwrap();
+        assert_eq!(store.get("state.json").await.unwrap(), None);
+        assert!(matches!(store.put("../escape", b"x").await, Err(StoreError::InvalidKey(_))));
+        assert!(matches!(store.get("a.tmp").await, Err(StoreError::InvalidKey(_))));
+    }
+
+    #[tokio::test]
+    async fn the_directory_store_replaces_values_and_leaves_no_temporary_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = DirStore::open(dir.path().join("state")).unwrap();
+        exercise(&store).await;
+        store.put("k", b"v").await.unwrap();
+        let names: Vec<_> = std::fs::read_dir(store.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("k")]);
+        let again = DirStore::open(store.dir()).unwrap();
+        assert_eq!(again.get("k").await.unwrap(), Some(b"v".to_vec()));
+    }
+
+    #[tokio::test]
+    async fn the_memory_store_is_shared_between_clones() {
+        let store = MemoryStore::new();
+        exercise(&store).await;
+        let clone = store.clone();
+        clone.put("k", b"v").await.unwrap();
+        assert_eq!(store.get("k").await.unwrap(), Some(b"v".to_vec()));
+        assert_eq!(store.snapshot().len(), 1);
+    }
+}

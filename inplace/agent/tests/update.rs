@@ -1,0 +1,196 @@
+//! The agent against the embedded API server in virtual time, on a simulated machine (see
+//! `common`): the GEP-31 flows end to end.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{NODE, Sim, annotation, label, osc};
+use inplace_api::keys;
+
+const LIMIT: Duration = Duration::from_secs(3600);
+
+#[tokio::test(start_paused = true)]
+async fn happy_path_updates_the_os_reboots_blesses_and_reports_success() {
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    sim.add_pod("daemon").await;
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    // Nothing happens before ReadyForUpdate.
+    sim.wait_for(|_| false, Duration::from_secs(120)).await;
+    assert!(sim.attempts().is_empty());
+    assert_eq!(sim.reboots, 0);
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL), "{:?}", node.metadata.annotations);
+    assert_eq!(annotation(&node, keys::ANNOTATION_UPDATING_OS_VERSION), None);
+    assert_eq!(annotation(&node, inplace_agent::heartbeat::ANNOTATION_OS_VERSION), Some("2.0.0"));
+    assert!(annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).is_some());
+    assert_eq!(sim.attempts(), vec![1]);
+    assert_eq!(sim.reboots, 1);
+    assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"], "the new entry is blessed");
+    assert_eq!(sim.files.get("/etc/motd"), Some(b"os 2.0.0\n".to_vec()));
+    let info = node.status.unwrap().node_info.unwrap();
+    assert_eq!(info.os_image, "Rackproof 2.0.0");
+    sim.wait_for(|_| false, Duration::from_secs(60)).await;
+    assert!(sim.pod("daemon").await.is_none(), "pods left on the node are deleted (and their deletion completed)");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retriable_failure_is_retried_then_succeeds() {
+    let mut sim = Sim::new().await;
+    sim.runner.script.lock().unwrap().extend([3, 3]);
+    sim.start().await;
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    assert_eq!(sim.attempts(), vec![1, 2, 3]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn retriable_failures_turn_non_retriable_after_the_budget() {
+    let mut sim = Sim::new().await;
+    sim.config.os_update_max_attempts = 3;
+    sim.runner.script.lock().unwrap().extend([3, 3, 3, 3]);
+    sim.start().await;
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_FAILED));
+    let reason = annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON).unwrap();
+    assert!(reason.contains("after 3 attempts") && reason.contains("network problem"), "{reason}");
+    assert_eq!(sim.attempts(), vec![1, 2, 3]);
+    assert_eq!(sim.reboots, 0);
+    assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn non_retriable_exit_codes_fail_at_once() {
+    for (code, words) in [(1, "invalid arguments"), (2, "system failure"), (7, "unspecified")] {
+        let mut sim = Sim::new().await;
+        sim.runner.script.lock().unwrap().push_back(code);
+        sim.start().await;
+        sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+        sim.ready_for_update().await;
+        let node = sim.wait_result(LIMIT).await;
+        assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_FAILED));
+        let reason = annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON).unwrap();
+        assert!(reason.contains("non-retriable") && reason.contains(words), "exit {code}: {reason}");
+        assert_eq!(sim.attempts(), vec![1], "exit {code}");
+        assert_eq!(annotation(&node, keys::ANNOTATION_UPDATING_OS_VERSION), Some("2.0.0"));
+        assert_eq!(sim.reboots, 0);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_boot_into_the_old_slot_is_reported_as_a_rollback_naming_both_versions() {
+    let mut sim = Sim::new().await;
+    sim.broken.insert("2.0.0".into());
+    sim.start().await;
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_FAILED));
+    let reason = annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON).unwrap();
+    assert!(reason.contains("rolled back") && reason.contains("2.0.0") && reason.contains("1.0.0"), "{reason}");
+    // systemd-boot tried the new entry three times, then fell back.
+    assert_eq!(sim.boots, vec!["1.0.0", "2.0.0", "2.0.0", "2.0.0", "1.0.0"]);
+    assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0+0-3.conf"]);
+    assert_eq!(sim.attempts(), vec![1], "the OS update is not run again after a rollback");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_minor_update_needs_no_os_update_and_no_reboot() {
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    sim.set_osc(&osc("1.0.0", "1.31.0", None, None)).await;
+    sim.wait_for(|_| false, Duration::from_secs(60)).await;
+    assert_eq!(sim.kubelet.state().version.as_deref(), Some("1.30.4"), "a minor version waits for the drain");
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    assert_eq!(sim.kubelet.state().version.as_deref(), Some("1.31.0"));
+    assert_eq!(node.status.unwrap().node_info.unwrap().kubelet_version, "1.31.0");
+    assert!(sim.attempts().is_empty());
+    assert_eq!(sim.reboots, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_credentials_rotation_rebootstraps_and_refreshes_tokens_without_reboot() {
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    sim.set_osc(&osc("1.0.0", "1.30.4", Some("2025-01-01T00:10:00Z"), Some("2025-01-01T00:10:00Z"))).await;
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    assert_eq!(sim.kubelet.state().rebootstraps, 1);
+    assert_eq!(sim.files.get("/var/lib/rackproof/token"), Some(b"token-1".to_vec()));
+    assert!(sim.attempts().is_empty());
+    assert_eq!(sim.reboots, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kubelet_patch_version_is_applied_without_waiting_for_ready_for_update() {
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    let before = sim.node().await.unwrap();
+    let old_checksum = annotation(&before, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned);
+    sim.set_osc(&osc("1.0.0", "1.30.5", None, None)).await;
+    let node = sim
+        .wait_for(
+            |n| n.is_some_and(|n| annotation(n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned) != old_checksum),
+            LIMIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(sim.kubelet.state().version.as_deref(), Some("1.30.5"));
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), None, "no in-place update result for a change without drain");
+    assert!(sim.attempts().is_empty());
+    assert_eq!(sim.reboots, 0);
+    assert_eq!(node.metadata.name.as_deref(), Some(NODE));
+}
+
+/// Writes of the agent state in one clean update, for the crash test.
+async fn clean_run_writes() -> u64 {
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    let before = sim.writes.load(std::sync::atomic::Ordering::SeqCst);
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.ready_for_update().await;
+    sim.wait_result(LIMIT).await;
+    sim.writes.load(std::sync::atomic::Ordering::SeqCst) - before
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_at_every_step_reaches_the_same_result_and_never_reruns_an_attempt() {
+    let writes = clean_run_writes().await;
+    assert!(writes >= 6, "a clean update writes its state at every step ({writes})");
+    for crash_at in 1..=writes {
+        let mut sim = Sim::new().await;
+        sim.start().await;
+        let base = sim.writes.load(std::sync::atomic::Ordering::SeqCst);
+        *sim.crash_after.lock().unwrap() = Some(base + crash_at);
+        sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+        sim.ready_for_update().await;
+        sim.wait_result(LIMIT).await;
+        // Let a crash that comes after the result happen too, and the restarted agent settle.
+        let node = sim.wait_for(|_| false, Duration::from_secs(120)).await.unwrap();
+        assert_eq!(
+            label(&node, keys::LABEL_UPDATE_RESULT),
+            Some(keys::UPDATE_RESULT_SUCCESSFUL),
+            "crash after write {crash_at}: {:?}",
+            annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON)
+        );
+        assert_eq!(sim.restarts, 1, "crash after write {crash_at}");
+        let state: serde_json::Value = serde_json::from_slice(&sim.store.snapshot()["agent-state.json"]).unwrap();
+        assert!(state.get("plan").is_none(), "crash after write {crash_at}: the plan is complete: {state}");
+        assert_eq!(sim.reboots, 1, "crash after write {crash_at}");
+        let attempts = sim.attempts();
+        let mut unique = attempts.clone();
+        unique.dedup();
+        assert_eq!(attempts, unique, "crash after write {crash_at}: an attempt ran twice");
+        assert!(attempts.len() <= 2, "crash after write {crash_at}: {attempts:?}");
+        assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"], "crash after write {crash_at}");
+    }
+}

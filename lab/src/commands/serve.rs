@@ -1,0 +1,397 @@
+//! `rackproof lab bmc serve`: BMC emulators in front of simulated machines, so the same BMC
+//! clients, inventory and commands that drive a rack drive them.
+//!
+//! For each machine, in `dir`:
+//! 1. a fresh random password, written with the user name to `NODE.cred` (mode 0600, the
+//!    [`CredentialsRef::File`] format);
+//! 2. a Redfish emulator over HTTPS (its CA in `NODE-redfish-ca.pem`) and/or an IPMI emulator,
+//!    each on an ephemeral port of `bind`;
+//! 3. the machine's console appended to `NODE.console.log`;
+//!
+//! and an inventory per protocol served (`inventory-redfish.yaml`, `inventory-ipmi.yaml`) with
+//! every node, its BMC endpoint, credentials file and console file. Dropping the [`BmcServer`]
+//! stops the emulators and console writers; the files stay (they are the user's to remove).
+
+use std::fmt;
+use std::io::Write as _;
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rackproof_clock::Clock;
+use rackproof_driver::SharedMachine;
+use rackproof_ipmi::{BmcConfig, IpmiEmulator};
+use rackproof_redfish::{Emulator, EmulatorConfig, RunningEmulator};
+use rand::Rng as _;
+use tokio::task::AbortHandle;
+
+use crate::bmc::BmcCredentials;
+use crate::console::ConsoleSource;
+use crate::resource::{
+    BmcDescription, BmcKind, ConsoleDescription, CredentialsRef, Inventory, NodeDescription,
+};
+use crate::sim::SimMachine;
+
+/// Which emulators to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServeKind {
+    Redfish,
+    Ipmi,
+    Both,
+}
+
+impl ServeKind {
+    fn redfish(self) -> bool {
+        matches!(self, Self::Redfish | Self::Both)
+    }
+
+    fn ipmi(self) -> bool {
+        matches!(self, Self::Ipmi | Self::Both)
+    }
+}
+
+/// How to serve.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub kind: ServeKind,
+    /// The address every emulator listens on (ports are chosen by the system).
+    pub bind: IpAddr,
+    /// Where credentials, CA, console and inventory files go (created if missing).
+    pub dir: PathBuf,
+    /// The BMC user name (IPMI allows at most 16 bytes).
+    pub username: String,
+}
+
+/// `bmc serve` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("no machines to serve")]
+    NoMachines,
+    #[error("machine {node}: {problem}")]
+    BadNode { node: String, problem: String },
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("machine {node}: set up the redfish emulator")]
+    RedfishConfig {
+        node: String,
+        #[source]
+        source: rackproof_redfish::ConfigError,
+    },
+    #[error("machine {node}: start the redfish emulator on {bind}")]
+    Redfish {
+        node: String,
+        bind: IpAddr,
+        #[source]
+        source: rackproof_redfish::ServeError,
+    },
+    #[error("machine {node}: ipmi credentials")]
+    IpmiCredentials {
+        node: String,
+        #[source]
+        source: rackproof_ipmi::CredentialsError,
+    },
+    #[error("machine {node}: start the ipmi emulator")]
+    Ipmi {
+        node: String,
+        #[source]
+        source: rackproof_ipmi::EmulatorError,
+    },
+    #[error("serialize the inventory")]
+    Serialize(#[source] serde_saphyr::ser::Error),
+}
+
+/// One machine behind its emulators.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedNode {
+    pub name: String,
+    /// The Redfish base URL.
+    pub redfish: Option<String>,
+    /// The CA that signed the Redfish emulator's certificate.
+    pub redfish_ca_file: Option<PathBuf>,
+    pub ipmi: Option<SocketAddr>,
+    pub credentials_file: PathBuf,
+    pub console_file: PathBuf,
+}
+
+/// Running emulators; dropping this stops them.
+#[derive(Debug)]
+pub struct BmcServer {
+    pub nodes: Vec<ServedNode>,
+    /// The inventories written, by protocol.
+    pub redfish_inventory: Option<PathBuf>,
+    pub ipmi_inventory: Option<PathBuf>,
+    redfish: Vec<(String, Emulator, RunningEmulator)>,
+    ipmi: Vec<IpmiEmulator>,
+    console_writers: Vec<AbortHandle>,
+}
+
+impl BmcServer {
+    /// The Redfish emulator of `node`, to add fault rules or read its journal.
+    pub fn redfish_emulator(&self, node: &str) -> Option<&Emulator> {
+        self.redfish
+            .iter()
+            .find(|(name, _, _)| name == node)
+            .map(|(_, e, _)| e)
+    }
+}
+
+impl Drop for BmcServer {
+    fn drop(&mut self) {
+        for writer in &self.console_writers {
+            writer.abort();
+        }
+    }
+}
+
+impl fmt::Display for BmcServer {
+    /// What `bmc serve` prints: one block per node, then the inventories.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for node in &self.nodes {
+            writeln!(f, "{}:", node.name)?;
+            if let Some(url) = &node.redfish {
+                writeln!(f, "  redfish:     {url}")?;
+            }
+            if let Some(ca) = &node.redfish_ca_file {
+                writeln!(f, "  redfish CA:  {}", ca.display())?;
+            }
+            if let Some(addr) = &node.ipmi {
+                writeln!(
+                    f,
+                    "  ipmi:        {addr} (ipmitool -I lanplus -H {} -p {})",
+                    addr.ip(),
+                    addr.port()
+                )?;
+            }
+            writeln!(f, "  credentials: {}", node.credentials_file.display())?;
+            writeln!(f, "  console:     {}", node.console_file.display())?;
+        }
+        for path in [&self.redfish_inventory, &self.ipmi_inventory]
+            .into_iter()
+            .flatten()
+        {
+            writeln!(f, "inventory: {}", path.display())?;
+        }
+        Ok(())
+    }
+}
+
+fn write_file(path: &Path, text: &str, mode: u32) -> Result<(), ServeError> {
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(mode)
+            .open(path)?;
+        file.write_all(text.as_bytes())?;
+        file.flush()
+    };
+    write().map_err(|source| ServeError::Write {
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn random_password() -> String {
+    rand::rng()
+        .sample_iter(&rand::distr::Alphanumeric)
+        .take(16)
+        .map(char::from)
+        .collect()
+}
+
+/// Starts the emulators (see the module docs).
+pub async fn bmc_serve(
+    machines: Vec<SimMachine>,
+    options: &ServeOptions,
+    clock: Clock,
+) -> Result<BmcServer, ServeError> {
+    if machines.is_empty() {
+        return Err(ServeError::NoMachines);
+    }
+    std::fs::create_dir_all(&options.dir).map_err(|source| ServeError::Write {
+        path: options.dir.clone(),
+        source,
+    })?;
+    let dir = std::path::absolute(&options.dir).map_err(|source| ServeError::Write {
+        path: options.dir.clone(),
+        source,
+    })?;
+    let mut server = BmcServer {
+        nodes: Vec::new(),
+        redfish_inventory: None,
+        ipmi_inventory: None,
+        redfish: Vec::new(),
+        ipmi: Vec::new(),
+        console_writers: Vec::new(),
+    };
+    let mut redfish_nodes = Vec::new();
+    let mut ipmi_nodes = Vec::new();
+    for machine in machines {
+        let name = machine.name().to_owned();
+        let credentials = BmcCredentials::new(options.username.clone(), random_password());
+        let credentials_file = dir.join(format!("{name}.cred"));
+        let console_file = dir.join(format!("{name}.console.log"));
+        let base = NodeDescription {
+            name: name.clone(),
+            bmc: None,
+            console: Some(ConsoleDescription::File {
+                path: console_file.clone(),
+            }),
+            ssh: None,
+            disks: Vec::new(),
+        };
+        base.validate().map_err(|e| ServeError::BadNode {
+            node: name.clone(),
+            problem: e.to_string(),
+        })?;
+        write_file(&credentials_file, &credentials.file_text(), 0o600)?;
+        write_file(&console_file, "", 0o644)?;
+        server
+            .console_writers
+            .push(spawn_console_writer(&machine, console_file.clone()));
+        let shared: SharedMachine = Arc::new(machine.clone());
+        let bmc = |kind, endpoint: String, ca_path| BmcDescription {
+            kind,
+            endpoint,
+            credentials: CredentialsRef::File {
+                path: credentials_file.clone(),
+            },
+            ca_path,
+            insecure_skip_tls_verify: false,
+        };
+        let mut served = ServedNode {
+            name: name.clone(),
+            redfish: None,
+            redfish_ca_file: None,
+            ipmi: None,
+            credentials_file: credentials_file.clone(),
+            console_file,
+        };
+        if options.kind.redfish() {
+            let emulator = Emulator::new(EmulatorConfig::single(
+                shared.clone(),
+                credentials.username(),
+                credentials.password(),
+                clock.clone(),
+            ))
+            .map_err(|source| ServeError::RedfishConfig {
+                node: name.clone(),
+                source,
+            })?;
+            let running = emulator
+                .serve_https(SocketAddr::new(options.bind, 0))
+                .await
+                .map_err(|source| ServeError::Redfish {
+                    node: name.clone(),
+                    bind: options.bind,
+                    source,
+                })?;
+            let ca_file = dir.join(format!("{name}-redfish-ca.pem"));
+            write_file(&ca_file, running.ca_pem().unwrap_or_default(), 0o644)?;
+            let url = running.url();
+            redfish_nodes.push(NodeDescription {
+                bmc: Some(bmc(BmcKind::Redfish, url.clone(), Some(ca_file.clone()))),
+                ..base.clone()
+            });
+            served.redfish = Some(url);
+            served.redfish_ca_file = Some(ca_file);
+            server.redfish.push((name.clone(), emulator, running));
+        }
+        if options.kind.ipmi() {
+            let ipmi_credentials =
+                rackproof_ipmi::Credentials::new(credentials.username(), credentials.password())
+                    .map_err(|source| ServeError::IpmiCredentials {
+                        node: name.clone(),
+                        source,
+                    })?;
+            let emulator = IpmiEmulator::start_with(
+                shared,
+                BmcConfig::new(ipmi_credentials),
+                SocketAddr::new(options.bind, 0),
+                clock.clone(),
+            )
+            .await
+            .map_err(|source| ServeError::Ipmi {
+                node: name.clone(),
+                source,
+            })?;
+            let addr = emulator.local_addr();
+            ipmi_nodes.push(NodeDescription {
+                bmc: Some(bmc(BmcKind::Ipmi, addr.to_string(), None)),
+                ..base.clone()
+            });
+            served.ipmi = Some(addr);
+            server.ipmi.push(emulator);
+        }
+        server.nodes.push(served);
+    }
+    for (nodes, file, slot) in [
+        (
+            redfish_nodes,
+            "inventory-redfish.yaml",
+            &mut server.redfish_inventory,
+        ),
+        (
+            ipmi_nodes,
+            "inventory-ipmi.yaml",
+            &mut server.ipmi_inventory,
+        ),
+    ] {
+        if nodes.is_empty() {
+            continue;
+        }
+        let text = serde_saphyr::to_string(&Inventory { nodes }).map_err(ServeError::Serialize)?;
+        let path = dir.join(file);
+        write_file(&path, &text, 0o644)?;
+        *slot = Some(path);
+    }
+    Ok(server)
+}
+
+/// Appends every console line of `machine` to `path`, as a console server would.
+fn spawn_console_writer(machine: &SimMachine, path: PathBuf) -> AbortHandle {
+    let (backlog, mut receiver) = machine.subscribe();
+    let task = tokio::spawn(async move {
+        let file = tokio::fs::OpenOptions::new().append(true).open(&path).await;
+        let mut file = match file {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot open the console log");
+                return;
+            }
+        };
+        use tokio::io::AsyncWriteExt as _;
+        for line in backlog {
+            if file
+                .write_all(format!("{}\n", line.text).as_bytes())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        loop {
+            let line = match receiver.recv().await {
+                Ok(line) => line,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "console lines lost");
+                    continue;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if let Err(error) = file.write_all(format!("{}\n", line.text).as_bytes()).await {
+                tracing::warn!(path = %path.display(), %error, "console log write failed");
+                return;
+            }
+            // Readers follow the file: make each line visible at once.
+            let _ = file.flush().await;
+        }
+    });
+    task.abort_handle()
+}
