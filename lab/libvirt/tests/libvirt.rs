@@ -1,0 +1,292 @@
+//! Real libvirt domains through the driver traits, and sushy-tools / VirtualBMC in front of them.
+//!
+//! Run with `cargo nextest run -p rackproof-libvirt --features libvirt` after `ci/start-libvirtd`
+//! (installs and starts libvirtd, QEMU, OVMF and the BMC tools). Tests that boot a guest are in
+//! `mod qemu`, so nextest's `qemu` group (at most four guests) applies. Every guest boots an empty
+//! disk: OVMF tries it, then PXE, and ends in its shell; each boot prints `BdsDxe:` lines.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rackproof_clock::Clock;
+use rackproof_driver::{BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState, ResetAction};
+use rackproof_libvirt::{LibvirtMachine, MachineConfig, MachineError, teardown_prefix};
+
+const URI: &str = "qemu:///system";
+const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
+const STATE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A directory libvirt's QEMU user can traverse, removed at the end of the test.
+struct Workspace {
+    dir: tempfile::TempDir,
+    prefix: String,
+}
+
+impl Workspace {
+    fn new(test: &str) -> Self {
+        let dir = tempfile::Builder::new().prefix("rackproof-libvirt-").tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let prefix = format!("rackproof-t{}-{test}-", std::process::id());
+        Self { dir, prefix }
+    }
+
+    /// A node config with an empty 64 MiB qcow2 disk inside the node's directory.
+    fn node(&self, node: &str) -> MachineConfig {
+        let node_dir = self.dir.path().join(node);
+        std::fs::create_dir_all(&node_dir).unwrap();
+        let disk = node_dir.join("disk.qcow2");
+        let out = std::process::Command::new("qemu-img")
+            .args(["create", "-q", "-f", "qcow2"])
+            .arg(&disk)
+            .arg("64M")
+            .output()
+            .unwrap_or_else(|e| panic!("qemu-img is missing ({e}); install it with: apt-get install -y qemu-utils"));
+        assert!(out.status.success(), "qemu-img create failed: {}", String::from_utf8_lossy(&out.stderr));
+        let mut config = MachineConfig::new(node, &node_dir, disk);
+        config.uri = URI.to_owned();
+        config.name_prefix = self.prefix.clone();
+        config
+    }
+}
+
+/// Defines the machine or fails saying how to get libvirt running.
+async fn define(config: MachineConfig) -> LibvirtMachine {
+    match LibvirtMachine::define(config, Clock::wall()).await {
+        Ok(m) => m,
+        Err(e @ MachineError::Connect { .. }) => panic!(
+            "{}\nlibvirtd is not answering on {URI}: install and start it with `ci/start-libvirtd` \
+             (apt-get install -y libvirt-daemon-system libvirt-dev pkg-config tini qemu-system-x86 ovmf qemu-utils)",
+            error_chain(&e)
+        ),
+        Err(e) => panic!("{}", error_chain(&e)),
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// PIDs of processes whose command line mentions `needle` (QEMU carries `guest=NAME`).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if pid == std::process::id() {
+            continue;
+        }
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmdline).contains(needle)
+        {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// PIDs of the processes in process group `pgid`.
+fn group_members(pgid: u32) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // pid (comm) state ppid pgrp …; comm may hold spaces, so split after its ')'.
+        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+        // Zombies have exited; only the reaper (PID 1 here, which is slow) still has to collect them.
+        let zombie = fields.first() == Some(&"Z");
+        if !zombie && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+async fn assert_gone(prefix: &str, name: &str, dir: &Path) {
+    let leftovers = teardown_prefix(URI, prefix).await.unwrap();
+    assert!(leftovers.is_empty(), "domains left behind: {leftovers:?}");
+    assert!(processes_mentioning(&format!("guest={name}")).is_empty(), "a QEMU process of {name} is still running");
+    assert!(!dir.exists(), "node directory {} is still there", dir.display());
+}
+
+fn bds() -> regex::Regex {
+    regex::Regex::new("BdsDxe: ").unwrap()
+}
+
+#[tokio::test]
+async fn define_then_teardown_leaves_no_domain_or_file() {
+    let ws = Workspace::new("define");
+    let config = ws.node("n1");
+    let dir = config.dir.clone();
+    let machine = define(config).await;
+    assert_eq!(machine.power_state().await.unwrap(), PowerState::Off);
+    let xml = machine.defined_xml().await.unwrap();
+    assert!(xml.contains(&format!("<name>{}</name>", machine.name())), "{xml}");
+    assert!(xml.contains("<tb-cache unit='KiB'>65536</tb-cache>"), "{xml}");
+    assert!(dir.join("OVMF_VARS_4M.fd").is_file());
+    let name = machine.name().to_owned();
+    machine.teardown().await.unwrap();
+    assert_gone(&ws.prefix, &name, &dir).await;
+}
+
+#[tokio::test]
+async fn actions_that_need_power_are_refused_while_off_and_off_actions_are_idempotent() {
+    let ws = Workspace::new("refuse");
+    let machine = define(ws.node("n1")).await;
+    for action in [ResetAction::ForceRestart, ResetAction::GracefulRestart, ResetAction::Nmi] {
+        let err = machine.reset(action).await.unwrap_err();
+        assert!(matches!(err, DriverError::Refused { .. }), "{action}: {err}");
+        assert!(err.to_string().contains("the domain is off"), "{err}");
+    }
+    machine.reset(ResetAction::ForceOff).await.unwrap();
+    machine.reset(ResetAction::GracefulShutdown).await.unwrap();
+    assert_eq!(machine.power_state().await.unwrap(), PowerState::Off);
+    let err = machine.set_boot_override(BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Cd }).await.unwrap_err();
+    assert!(matches!(err, DriverError::Unsupported { .. }), "{err}");
+    machine.teardown().await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_a_machine_tears_it_down_and_prefix_teardown_finds_only_its_own() {
+    let ws = Workspace::new("drop");
+    let config = ws.node("n1");
+    let dir = config.dir.clone();
+    let other = Workspace::new("other");
+    let keep = define(other.node("keep")).await;
+    let name = {
+        let machine = define(config).await;
+        machine.name().to_owned()
+    };
+    assert_gone(&ws.prefix, &name, &dir).await;
+    // The other prefix's domain was not touched by either teardown.
+    assert_eq!(keep.power_state().await.unwrap(), PowerState::Off);
+    assert_eq!(teardown_prefix(URI, &other.prefix).await.unwrap(), vec![keep.name().to_owned()]);
+    assert!(teardown_prefix(URI, "").await.is_err());
+}
+
+mod qemu {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn power_on_reset_cycle_and_off_show_on_the_serial_console() {
+        let ws = Workspace::new("power");
+        let mut config = ws.node("n1");
+        let identity = config.dir.join("identity");
+        std::fs::write(&identity, "name=n1\n").unwrap();
+        config.identity = Some(identity);
+        let dir = config.dir.clone();
+        let clock = Clock::wall();
+        let started = clock.instant();
+        let machine = define(config).await;
+        machine.reset(ResetAction::On).await.unwrap();
+        eprintln!("define + start took {:?}", clock.since(started));
+        machine.reset(ResetAction::On).await.unwrap(); // already on: nothing to do
+        assert_eq!(machine.power_state().await.unwrap(), PowerState::On);
+        let console = machine.console();
+        console.wait_for(&bds(), BOOT_TIMEOUT).await.unwrap();
+
+        let mark = console.mark();
+        machine.reset(ResetAction::ForceRestart).await.unwrap();
+        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+        machine.reset(ResetAction::Nmi).await.unwrap();
+
+        let mark = console.mark();
+        machine.reset(ResetAction::PowerCycle).await.unwrap();
+        assert_eq!(machine.power_state().await.unwrap(), PowerState::On);
+        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+
+        let stopping = clock.instant();
+        machine.reset(ResetAction::ForceOff).await.unwrap();
+        eprintln!("destroy took {:?}", clock.since(stopping));
+        machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await.unwrap();
+        let name = machine.name().to_owned();
+        machine.teardown().await.unwrap();
+        assert_gone(&ws.prefix, &name, &dir).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_once_pxe_override_applies_at_the_next_start_and_then_reverts() {
+        let ws = Workspace::new("boot");
+        let machine = define(ws.node("n1")).await;
+        let pxe_once = BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Pxe };
+        machine.set_boot_override(pxe_once).await.unwrap();
+        assert_eq!(machine.boot_override().await.unwrap(), pxe_once);
+        assert!(machine.defined_xml().await.unwrap().contains("bootindex=1"));
+        machine.reset(ResetAction::On).await.unwrap();
+        // The network went first: iPXE speaks before the firmware gives up on the devices.
+        let pxe = regex::Regex::new("iPXE|PXEv4").unwrap();
+        machine.console().wait_for(&pxe, BOOT_TIMEOUT).await.unwrap();
+        assert_eq!(machine.boot_override().await.unwrap(), BootOverride::default());
+        let xml = machine.defined_xml().await.unwrap();
+        assert!(xml.contains("bootindex=2") && !xml.contains("bootindex=1"), "{xml}");
+        machine.teardown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn sushy_tools_powers_the_domain_on_and_off_over_redfish() {
+        use rackproof_libvirt::bmc::{BmcTools, SushyEmulator};
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ws = Workspace::new("sushy");
+        let machine = define(ws.node("n1")).await;
+        let tools = BmcTools::find().unwrap_or_else(|e| panic!("{e}"));
+        let clock = Clock::wall();
+        let sushy = SushyEmulator::start(&tools, URI, machine.uuid(), &ws.dir.path().join("sushy"), &clock).await.unwrap();
+        let http = reqwest::Client::new();
+        let state = async || -> String {
+            let body: serde_json::Value = http.get(sushy.system_url()).send().await.unwrap().json().await.unwrap();
+            body["PowerState"].as_str().unwrap_or_default().to_owned()
+        };
+        assert_eq!(state().await, "Off");
+        for (reset, want, driver_state) in [("On", "On", PowerState::On), ("ForceOff", "Off", PowerState::Off)] {
+            let response = http
+                .post(format!("{}/Actions/ComputerSystem.Reset", sushy.system_url()))
+                .json(&serde_json::json!({ "ResetType": reset }))
+                .send()
+                .await
+                .unwrap();
+            assert!(response.status().is_success(), "{reset}: {}", response.status());
+            machine.wait_for_state(driver_state, STATE_TIMEOUT).await.unwrap();
+            assert_eq!(state().await, want);
+        }
+        let group = sushy.process_group().unwrap();
+        sushy.stop().await;
+        machine.teardown().await.unwrap();
+        assert!(group_members(group).is_empty(), "sushy-emulator processes left: {:?}", group_members(group));
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn virtualbmc_powers_the_domain_on_and_off_over_ipmi() {
+        use rackproof_libvirt::bmc::{BmcTools, VirtualBmc};
+        let ws = Workspace::new("vbmc");
+        let machine = define(ws.node("n1")).await;
+        let tools = BmcTools::find().unwrap_or_else(|e| panic!("{e}"));
+        let vbmc_dir: PathBuf = ws.dir.path().join("vbmc");
+        let bmc = VirtualBmc::start(&tools, URI, machine.name(), &vbmc_dir, &Clock::wall()).await.unwrap();
+        let ipmitool = |args: &[&str]| {
+            let out = std::process::Command::new("ipmitool")
+                .args(bmc.ipmitool_args())
+                .args(args)
+                .output()
+                .unwrap_or_else(|e| panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool"));
+            (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+        };
+        assert_eq!(ipmitool(&["power", "status"]), (true, "Chassis Power is off\n".to_owned()));
+        assert!(ipmitool(&["power", "on"]).0);
+        machine.wait_for_state(PowerState::On, STATE_TIMEOUT).await.unwrap();
+        assert_eq!(ipmitool(&["power", "status"]), (true, "Chassis Power is on\n".to_owned()));
+        // VirtualBMC has no power cycle.
+        assert!(!ipmitool(&["power", "cycle"]).0);
+        assert!(ipmitool(&["power", "off"]).0);
+        machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await.unwrap();
+        let group = bmc.process_group().unwrap();
+        assert!(group_members(group).len() >= 2, "vbmcd runs each BMC as a child process");
+        bmc.stop().await;
+        machine.teardown().await.unwrap();
+        assert!(group_members(group).is_empty(), "VirtualBMC processes left: {:?}", group_members(group));
+    }
+}

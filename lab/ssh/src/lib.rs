@@ -1,0 +1,31 @@
+//! SSH to lab nodes with `russh`: run commands, copy files, collect logs, pin host keys.
+//!
+//! The same code reaches dropbear in the QEMU/libvirt node images and OpenSSH on physical hosts.
+//!
+//! - [`SshTarget`] is the plain-data description (inventory/scenario YAML) of one endpoint.
+//! - [`SshSession::connect`] connects with public-key authentication (ed25519 or RSA keys in
+//!   OpenSSH format), refusing host keys that are not pinned unless the target says
+//!   `accept_unknown_host_key: true` (module `hostkey` has the rules).
+//! - [`SshSession::run`], [`SshSession::upload`], [`SshSession::download`] and
+//!   [`SshSession::collect_logs`] each take a time limit measured on the `rackproof_clock::Clock`.
+//! - Copies go over exec channels and `cat` (module `copy`), not SFTP, because dropbear ships
+//!   without an SFTP server; uploads are atomic (temp file, size check, rename).
+//! - A dropped connection is re-established once for idempotent operations only (module
+//!   `session`).
+//!
+//! Crypto is `ring` (russh's `ring` feature), not aws-lc-rs. Errors name `host:port` and the
+//! operation and never contain key material.
+
+mod copy;
+mod error;
+mod hostkey;
+mod logs;
+mod session;
+mod shell;
+mod target;
+
+pub use error::Error;
+pub use hostkey::{HostKeyTrust, SeenHostKey};
+pub use logs::{CollectedLog, CollectedLogs, MissingLog};
+pub use session::{ExitStatus, Output, SshSession};
+pub use target::{HostKeyPin, SshTarget, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT};
