@@ -39,7 +39,7 @@ impl Check {
                 u32::try_from(n).is_ok_and(|n| n == c.count)
             }
             Condition::RolloutComplete => world.rollout_complete(),
-            Condition::RolloutHalted => world.rollout_halted,
+            Condition::RolloutHalted => world.rollout_halted(),
             Condition::DependentsScaledDown => world.dependents_scaled_down(),
             Condition::DependentsRunning => world.dependents_running(),
         }

@@ -4,5 +4,9 @@
 pub mod conditions;
 pub mod expectations;
 pub mod invariants;
+pub mod judge;
+pub mod objects;
+pub mod observe;
+pub mod sim_nodes;
 pub mod timeline;
 pub mod world;

@@ -98,8 +98,6 @@ pub struct World {
     /// The watchdog's dependents by name, and the replicas they had at the start.
     pub dependents: BTreeMap<String, DependentView>,
     pub dependents_at_start: BTreeMap<String, i32>,
-    /// Whether the rollout reports being halted (MachineDeployment status).
-    pub rollout_halted: bool,
     /// Nodes the harness made unhealthy while they were not being updated (a real outage).
     pub outage: BTreeSet<String>,
 }
@@ -166,6 +164,16 @@ impl World {
             .all(|(name, replicas)| self.dependents.get(name).is_some_and(|d| d.replicas == *replicas))
     }
 
+    /// Whether the rollout is halted: failed nodes reach `maxUnavailable`, nothing is in progress,
+    /// and candidates still wait. Judged from the nodes alone, so it holds for any orchestrator.
+    pub fn rollout_halted(&self) -> bool {
+        let failed = count(self.nodes.values().filter(|v| v.failed()));
+        failed > 0
+            && failed >= self.max_unavailable
+            && !self.nodes.values().any(NodeView::in_progress)
+            && self.nodes.values().any(|v| v.candidate && !v.failed())
+    }
+
     /// Whether every node runs the pool's versions, none is failed and nothing is in progress.
     pub fn rollout_complete(&self) -> bool {
         !self.nodes.is_empty() && self.nodes.keys().all(|n| self.node_is(n, NodeState::Updated))
@@ -189,4 +197,23 @@ pub fn is_daemon_or_mirror(pod: &Pod) -> bool {
         .as_ref()
         .is_some_and(|owners| owners.iter().any(|o| o.kind == "DaemonSet"));
     mirror || daemon
+}
+
+/// The phase a node is drawn in on the report's swimlanes: one word per node at any instant.
+pub fn lane_phase(view: &NodeView) -> &'static str {
+    if !view.registered {
+        return "absent";
+    }
+    if view.failed() {
+        return "failed";
+    }
+    match view.in_place_reason.as_deref() {
+        Some(keys::REASON_READY_FOR_UPDATE) if !view.ready => "rebooting",
+        Some(keys::REASON_READY_FOR_UPDATE) => "updating",
+        Some(keys::REASON_DRAIN_SUCCESSFUL) => "drained",
+        _ if view.selected => "draining",
+        _ if !view.ready => "notReady",
+        _ if view.candidate => "candidate",
+        _ => "ready",
+    }
 }

@@ -20,7 +20,7 @@
 //! 6. **Surplus**: once the new set holds `replicas` (surge machines plus transferred ones) and no
 //!    old node is in progress, old sets go to zero: the `maxSurge` machines the surge replaced are
 //!    terminated.
-//! 7. **Selection** ([`crate::plan`]): Auto labels `selected-for-update` within `maxUnavailable`;
+//! 7. **Selection** (`plan`): Auto labels `selected-for-update` within `maxUnavailable`;
 //!    Manual waits for a person. The halt is reported in status condition
 //!    [`CONDITION_HALTED`] and with Events when it starts and ends.
 //! 8. **Completion**: old sets without machines are deleted, our autoscaler annotations removed.
@@ -54,17 +54,19 @@ use crate::events::Kind;
 use crate::machineset::{LABEL_SCALE_UP_DISABLED, owned};
 use crate::nodeops::{self, ATTEMPTS, NodePatch, is_ready, label};
 use crate::plan::{self, Limits, Member, Orchestration, UpdateResult};
-use crate::{Action, Context};
+use crate::{Action, Context, settings};
 
 /// MachineDeployment status condition: `True` while failed nodes halt the rollout.
 pub const CONDITION_HALTED: &str = "InPlaceUpdateHalted";
 /// Reason of [`CONDITION_HALTED`] while halted.
 pub const REASON_HALTED: &str = "FailedNodesReachedMaxUnavailable";
 
-/// The template hash that names the MachineSet for `template`.
+/// The template hash that names the MachineSet for `template`. The MCM settings (timeouts,
+/// `maxEvictRetries`) are left out, as MCM does: changing them starts no rollout (`settings`).
 pub fn template_hash(template: &MachineTemplateSpec) -> String {
     let mut clean = template.clone();
     clean.metadata.labels.remove(MACHINE_TEMPLATE_HASH_LABEL);
+    clean.spec = settings::without(&clean.spec);
     let bytes = serde_json::to_vec(&clean).unwrap_or_default();
     let digest = Sha256::digest(&bytes);
     hex::encode(digest)[..10].to_owned()
@@ -136,6 +138,18 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         create_set(md, &hash, replicas as i32, ctx).await?;
         return Ok(Action::soon());
     };
+
+    // MCM settings follow the deployment into every set's template.
+    let mut copied = false;
+    for set in std::iter::once(&new).chain(old.iter()) {
+        if !settings::same(&set.spec.template.spec, &md.spec.template.spec) {
+            copy_settings(&sets_api, &set.name_any(), md).await?;
+            copied = true;
+        }
+    }
+    if copied {
+        return Ok(Action::soon());
+    }
 
     let machines_api: Api<Machine> = Api::namespaced(client.clone(), &namespace);
     let machines = machines_api.list(&ListParams::default()).await.map_err(kube(format!("list machines of {namespace}/{name}")))?.items;
@@ -405,6 +419,24 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
         Err(e) if is_conflict(&e) => Ok(()),
         Err(e) => Err(kube(format!("create machineset {namespace}/{set_name}"))(e)),
     }
+}
+
+/// Copies the deployment's MCM settings into a MachineSet's template, re-reading on conflicts.
+async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment) -> Result<(), Error> {
+    for _ in 0..ATTEMPTS {
+        let mut set = match api.get(name).await {
+            Ok(s) => s,
+            Err(e) if is_not_found(&e) => return Ok(()),
+            Err(e) => return Err(kube(format!("read machineset {name}"))(e)),
+        };
+        settings::copy(&md.spec.template.spec, &mut set.spec.template.spec);
+        match api.replace(name, &PostParams::default(), &set).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_conflict(&e) => continue,
+            Err(e) => return Err(kube(format!("copy the machine settings into machineset {name}"))(e)),
+        }
+    }
+    Err(Error::Contended { action: format!("copy the machine settings into machineset {name}") })
 }
 
 /// Sets a MachineSet's replicas to `f(current)`, re-reading on conflicts; returns the new value.

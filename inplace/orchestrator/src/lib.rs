@@ -1,7 +1,9 @@
 //! Orchestrator: the in-place half of machine-controller-manager (MCM) for GEP-31 in-place node
 //! updates — a MachineDeployment controller that rolls a new template out *in place*, a MachineSet
 //! controller, and a Machine controller that walks each node through selection, drain, the node
-//! agent's update and its result.
+//! agent's update and its result — and, in front of them, a WorkerPool controller ([`workerpool`],
+//! in the role of gardenlet and the worker extension) that validates pool changes and renders each
+//! pool into its MachineDeployment and its OperatingSystemConfig Secret.
 //!
 //! # Running it
 //!
@@ -68,6 +70,13 @@
 //! - MCM's `PreferNoSchedule` taint on old nodes and the `critical-components-not-ready` taint after
 //!   an update are not applied (nothing in the lab removes the latter).
 //! - Rolling-update MachineDeployments are left alone (out of scope).
+//! - **MCM settings are not part of the template hash** (`drainTimeout`, `inPlaceUpdateTimeout`,
+//!   `maxEvictRetries`, …): as with MCM, changing them starts no rollout; they are copied from the
+//!   MachineDeployment into its MachineSets and from there into the Machines (`settings`).
+//! - **WorkerPool**: the last accepted spec lives in the pool annotation
+//!   [`workerpool::ANNOTATION_ACCEPTED_SPEC`]; the control-plane version is the fixed setting
+//!   [`Config::control_plane_version`]; the ImageCatalog is [`Config::catalog_name`]. See
+//!   [`workerpool`] for the pass.
 
 pub mod deployment;
 mod drain;
@@ -78,12 +87,15 @@ mod machine;
 mod nodeops;
 mod plan;
 mod runner;
+mod settings;
 mod step;
+pub mod workerpool;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use inplace_api::crd::{Machine, MachineDeployment, MachineSet};
+use inplace_api::crd::{Machine, MachineDeployment, MachineSet, WorkerPool};
+use inplace_api::version::KubeVersion;
 use jiff::Timestamp;
 use kube::{Client, Resource, ResourceExt};
 use rackproof_clock::Clock;
@@ -108,6 +120,20 @@ pub struct Config {
     pub default_in_place_update_timeout: Duration,
     /// Eviction refusals per pod before an Event, when the Machine names none (MCM: 10).
     pub default_max_evict_retries: u32,
+    /// WorkerPool controller: the image server the OS-update command downloads from, passed as
+    /// `--image-server` in the OSC's `status.inPlaceUpdates.osUpdate.args`.
+    pub image_server_url: String,
+    /// WorkerPool controller: the OS-update command (`status.inPlaceUpdates.osUpdate.command`);
+    /// its arguments are `os-update --version <image version> --image-server <image_server_url>`.
+    pub os_update_command: String,
+    /// WorkerPool controller: name of the cluster-scoped ImageCatalog pools are validated against.
+    pub catalog_name: String,
+    /// WorkerPool controller: the control plane's Kubernetes version (inherited by pools that name
+    /// none, and the bound for pool versions). A fixed setting: restart with a new value after a
+    /// control-plane upgrade.
+    pub control_plane_version: KubeVersion,
+    /// WorkerPool controller: namespace of the pools' OSC Secrets (Gardener: the shoot's `kube-system`).
+    pub osc_namespace: String,
 }
 
 impl Default for Config {
@@ -119,6 +145,11 @@ impl Default for Config {
             default_drain_timeout: Duration::from_secs(2 * 3600),
             default_in_place_update_timeout: Duration::from_secs(20 * 60),
             default_max_evict_retries: 10,
+            image_server_url: "http://127.0.0.1:8080".to_owned(),
+            os_update_command: "/opt/rackproof/bin/rackproof-agent".to_owned(),
+            catalog_name: "rackproof".to_owned(),
+            control_plane_version: KubeVersion { major: 1, minor: 31, patch: 1 },
+            osc_namespace: "kube-system".to_owned(),
         }
     }
 }
@@ -127,6 +158,17 @@ impl Default for Config {
 pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Error> {
     if config.sync_period.is_zero() {
         return Err(Error::Config("the sync period must be longer than zero".to_owned()));
+    }
+    if !(config.image_server_url.starts_with("http://") || config.image_server_url.starts_with("https://")) {
+        return Err(Error::Config(format!("the image server URL {:?} is not an http(s) URL", config.image_server_url)));
+    }
+    if !config.os_update_command.starts_with('/') {
+        return Err(Error::Config(format!("the OS-update command {:?} is not an absolute path", config.os_update_command)));
+    }
+    for (what, value) in [("image catalog name", &config.catalog_name), ("OSC namespace", &config.osc_namespace), ("namespace", &config.namespace)] {
+        if value.is_empty() {
+            return Err(Error::Config(format!("the {what} is empty")));
+        }
     }
     let recorder = Recorder::new(client.clone(), clock.clone(), "inplace-orchestrator");
     let ctx = Context { client, clock, config, recorder, refusals: Arc::new(Mutex::new(Default::default())) };
@@ -161,6 +203,10 @@ impl Context {
 
     pub(crate) async fn event_set(&self, set: &MachineSet, kind: Kind, reason: &str, message: &str) {
         self.recorder.publish(&set.object_ref(&()), kind, reason, message).await;
+    }
+
+    pub(crate) async fn event_pool(&self, pool: &WorkerPool, kind: Kind, reason: &str, message: &str) {
+        self.recorder.publish(&pool.object_ref(&()), kind, reason, message).await;
     }
 
     pub(crate) async fn event_deployment(&self, md: &MachineDeployment, kind: Kind, reason: &str, message: &str) {

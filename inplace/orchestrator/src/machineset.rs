@@ -10,7 +10,9 @@
 //!    the surplus, least useful first: unbound, then Failed/Unknown, then Running, then those in
 //!    an in-place update. Machines carrying `update-result=successful` were just moved here and
 //!    are not yet counted in the replicas (MCM's rule).
-//! 4. Deleting a Machine also deletes its Node object; the machine provider powers the machine off
+//! 4. Machines whose MCM settings (timeouts, `maxEvictRetries`) differ from the set's template
+//!    get the template's (`settings`).
+//! 5. Deleting a Machine also deletes its Node object; the machine provider powers the machine off
 //!    when its Machine disappears.
 
 use std::collections::BTreeSet;
@@ -19,12 +21,12 @@ use inplace_api::crd::{Machine, MachineSet, MachineSetStatus};
 use inplace_api::keys::{LABEL_UPDATE_RESULT, MachinePhase, UPDATE_RESULT_SUCCESSFUL};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
 use crate::error::{Error, is_conflict, is_not_found, kube};
 use crate::events::Kind;
-use crate::{Action, Context};
+use crate::{Action, Context, settings};
 
 /// MCM's label that stops a MachineSet from creating machines.
 pub const LABEL_SCALE_UP_DISABLED: &str = "node.machine.sapcloud.io/scale-up-disabled";
@@ -80,6 +82,15 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
                 ctx.event_set(set, Kind::Normal, "MachineDeleted", &format!("deleted machine {} (scale down to {replicas})", machine.name_any())).await;
                 changed = true;
             }
+        }
+    }
+    for machine in &active {
+        if !settings::same(&machine.spec, &set.spec.template.spec) {
+            let patch = settings::merge_patch(&set.spec.template.spec);
+            api.patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .map_err(kube(format!("copy the machine settings of machineset {name} into machine {namespace}/{}", machine.name_any())))?;
+            changed = true;
         }
     }
     update_status(set, &active, ctx).await?;

@@ -1,9 +1,10 @@
-//! `inplace-orchestrator`: runs the in-place rollout controllers against a kubeconfig's cluster.
+//! `inplace-orchestrator`: runs the WorkerPool and in-place rollout controllers against a kubeconfig's cluster.
 
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use inplace_api::version::KubeVersion;
 use inplace_orchestrator::Config;
 use rackproof_clock::{Clock, parse_duration};
 
@@ -32,6 +33,25 @@ struct Args {
     /// Eviction refusals per pod before an Event, for Machines that name none.
     #[arg(long, default_value_t = 10)]
     max_evict_retries: u32,
+    /// Image server URL handed to the OS-update command (`--image-server`).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    image_server_url: String,
+    /// The OS-update command written into each in-place pool's OSC.
+    #[arg(long, default_value = "/opt/rackproof/bin/rackproof-agent")]
+    os_update_command: String,
+    /// Name of the cluster-scoped ImageCatalog pools are validated against.
+    #[arg(long, default_value = "rackproof")]
+    catalog: String,
+    /// The control plane's Kubernetes version (MAJOR.MINOR.PATCH).
+    #[arg(long, default_value = "1.31.1", value_parser = kube_version)]
+    control_plane_version: KubeVersion,
+    /// Namespace of the pools' OSC Secrets.
+    #[arg(long, default_value = "kube-system")]
+    osc_namespace: String,
+}
+
+fn kube_version(text: &str) -> Result<KubeVersion, String> {
+    KubeVersion::parse(text).map_err(|e| e.to_string())
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -60,6 +80,11 @@ async fn main() -> anyhow::Result<()> {
         default_drain_timeout: args.drain_timeout,
         default_in_place_update_timeout: args.in_place_update_timeout,
         default_max_evict_retries: args.max_evict_retries,
+        image_server_url: args.image_server_url,
+        os_update_command: args.os_update_command,
+        catalog_name: args.catalog,
+        control_plane_version: args.control_plane_version,
+        osc_namespace: args.osc_namespace,
     };
     inplace_orchestrator::run(client, Clock::wall(), config).await.context("orchestrator stopped")
 }

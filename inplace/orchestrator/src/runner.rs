@@ -1,7 +1,7 @@
 //! The control loop: level-triggered passes over every object, woken by watches or by the
 //! earliest requeue any reconcile asked for (never later than the sync period).
 //!
-//! A pass reconciles MachineDeployments, then MachineSets, then Machines, each
+//! A pass reconciles WorkerPools, then MachineDeployments, then MachineSets, then Machines, each
 //! object with `reconcile(obj, ctx) -> Result<Action, Error>`; a failed reconcile goes through
 //! [`error_policy`]. Watches only wake the loop; every decision reads the API afresh, so a watch
 //! that drops (and resumes with back-off) costs latency, never correctness.
@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use futures::StreamExt;
-use inplace_api::crd::{Machine, MachineDeployment, MachineSet};
+use inplace_api::crd::{Machine, MachineDeployment, MachineSet, WorkerPool};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -17,7 +17,7 @@ use kube::{Api, ResourceExt};
 use tokio::sync::Notify;
 
 use crate::error::{Error, chain};
-use crate::{Action, Context, deployment, machine, machineset};
+use crate::{Action, Context, deployment, machine, machineset, workerpool};
 
 /// What to do after a failed reconcile: conflicts again soon, everything else after a back-off.
 pub(crate) fn error_policy(error: &Error) -> Action {
@@ -57,8 +57,9 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     let nodes = watcher(Api::<Node>::all(client.clone()), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let machines = watcher(Api::<Machine>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let sets = watcher(Api::<MachineSet>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
-    let deployments = watcher(Api::<MachineDeployment>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
-    let mut all = futures::stream::select_all([nodes, machines, sets, deployments]);
+    let deployments = watcher(Api::<MachineDeployment>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
+    let pools = watcher(Api::<WorkerPool>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
+    let mut all = futures::stream::select_all([nodes, machines, sets, deployments, pools]);
     while all.next().await.is_some() {
         wake.notify_one();
     }
@@ -93,6 +94,7 @@ async fn pass(ctx: &Context) -> Option<Duration> {
             }
         }};
     }
+    each!(WorkerPool, "WorkerPool", workerpool::reconcile);
     each!(MachineDeployment, "MachineDeployment", deployment::reconcile);
     each!(MachineSet, "MachineSet", machineset::reconcile);
     each!(Machine, "Machine", machine::reconcile);

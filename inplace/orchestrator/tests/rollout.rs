@@ -151,3 +151,20 @@ async fn killed_and_restarted_orchestrator_finishes_within_max_unavailable() {
         }
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn max_surge_adds_new_machines_updates_the_rest_in_place_and_terminates_the_surplus() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let _orchestrator = lab.start_orchestrator(Lab::config());
+    lab.create_deployment("workers", 3, "v1", 1, 1, OrchestrationType::Auto).await;
+    lab.wait_running(3).await;
+    let original: Vec<String> = lab.machines().await.iter().map(|m| m.name_any()).collect();
+    lab.change_template("workers", "v2").await;
+    lab.wait_rolled_out("v2", 3, Duration::from_secs(3600)).await;
+    let after: Vec<String> = lab.machines().await.iter().map(|m| m.name_any()).collect();
+    let kept = after.iter().filter(|m| original.contains(m)).count();
+    assert_eq!(kept, 2, "maxSurge 1: two of three machines updated in place, {original:?} → {after:?}");
+    assert_eq!(lab.events_with_reason("MachineMoved").await.len(), 2);
+    assert_eq!(lab.events_with_reason("SurplusTerminated").await.len(), 1);
+}

@@ -4,6 +4,8 @@
 
 #![expect(dead_code, reason = "not every test uses every helper")]
 
+pub(crate) mod pool;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,199 @@
+//! `rackproof lab …`: power, up/down, console and BMC emulators, over `rackproof_lab::commands`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rackproof_clock::Clock;
+use rackproof_lab::bmc::DryRunSink;
+use rackproof_lab::commands::{self, CommandError, LabOptions, PowerCommand, ServeKind, ServeOptions};
+use rackproof_lab::env::Env;
+use rackproof_lab::physical::InventoryFile;
+use rackproof_lab::sim::{Behaviour, Catalog, SimMachine};
+
+use super::{exit, print_error};
+
+/// `rackproof lab`.
+#[derive(Debug, clap::Subcommand)]
+pub(crate) enum LabCommand {
+    /// Power nodes on and wait until their OS is up (seen on the console).
+    Up(NodesArgs),
+    /// Power nodes off.
+    Down(NodesArgs),
+    /// One power action or the power state of a node.
+    Power {
+        #[command(flatten)]
+        inventory: InventoryArgs,
+        /// The node.
+        node: String,
+        /// on, off, cycle, reset or status.
+        action: PowerCommand,
+    },
+    /// Stream a node's console until it closes or Ctrl-C.
+    Console {
+        #[command(flatten)]
+        inventory: InventoryArgs,
+        node: String,
+    },
+    /// Run Redfish and/or IPMI emulators in front of simulated nodes and print their endpoints.
+    BmcServe {
+        /// How many simulated nodes.
+        #[arg(long, default_value_t = 1)]
+        nodes: u32,
+        /// redfish, ipmi or both.
+        #[arg(long, default_value = "both", value_parser = parse_kind)]
+        kind: ServeKind,
+        /// Where credentials, CA, consoles and the generated inventory go.
+        #[arg(long)]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct InventoryArgs {
+    /// The inventory file (YAML) of the rack.
+    #[arg(long)]
+    inventory: PathBuf,
+    /// Print the BMC actions instead of taking them.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub(crate) struct NodesArgs {
+    #[command(flatten)]
+    inventory: InventoryArgs,
+    /// Nodes (all of the inventory when none).
+    nodes: Vec<String>,
+}
+
+fn parse_kind(text: &str) -> Result<ServeKind, String> {
+    match text {
+        "redfish" => Ok(ServeKind::Redfish),
+        "ipmi" => Ok(ServeKind::Ipmi),
+        "both" => Ok(ServeKind::Both),
+        other => Err(format!("unknown BMC kind {other:?}; use redfish, ipmi or both")),
+    }
+}
+
+fn options(args: &InventoryArgs) -> LabOptions {
+    let mut options = LabOptions::new(Env::process(), Clock::wall());
+    if args.dry_run {
+        options.dry_run = Some(DryRunSink::Stdout);
+    }
+    options
+}
+
+fn load(args: &InventoryArgs) -> Result<InventoryFile, ExitCode> {
+    InventoryFile::load(&args.inventory).map_err(|e| {
+        print_error(&e);
+        ExitCode::from(exit::USAGE)
+    })
+}
+
+fn failure(error: &CommandError) -> ExitCode {
+    print_error(error);
+    match error {
+        CommandError::UnknownNode(_) | CommandError::NoConsole { .. } => ExitCode::from(exit::USAGE),
+        _ => ExitCode::from(exit::LAB_FAILED),
+    }
+}
+
+pub(crate) async fn run(command: LabCommand) -> ExitCode {
+    match command {
+        LabCommand::Up(args) => {
+            let inventory = match load(&args.inventory) {
+                Ok(i) => i,
+                Err(code) => return code,
+            };
+            match commands::up(&inventory, &args.nodes, &options(&args.inventory)).await {
+                Ok(outcomes) => report(outcomes),
+                Err(e) => failure(&e),
+            }
+        }
+        LabCommand::Down(args) => {
+            let inventory = match load(&args.inventory) {
+                Ok(i) => i,
+                Err(code) => return code,
+            };
+            match commands::down(&inventory, &args.nodes, &options(&args.inventory)).await {
+                Ok(outcomes) => report(outcomes),
+                Err(e) => failure(&e),
+            }
+        }
+        LabCommand::Power { inventory: args, node, action } => {
+            let inventory = match load(&args) {
+                Ok(i) => i,
+                Err(code) => return code,
+            };
+            match commands::power(&inventory, &node, action, &options(&args)).await {
+                Ok(report) => {
+                    println!("{node}: {report:?}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => failure(&e),
+            }
+        }
+        LabCommand::Console { inventory: args, node } => {
+            let inventory = match load(&args) {
+                Ok(i) => i,
+                Err(code) => return code,
+            };
+            let mut session = match commands::console(&inventory, &node, &options(&args)).await {
+                Ok(session) => session,
+                Err(e) => return failure(&e),
+            };
+            loop {
+                tokio::select! {
+                    line = session.next_line() => match line {
+                        Some(line) => println!("{}", line.text),
+                        None => return ExitCode::SUCCESS,
+                    },
+                    _ = tokio::signal::ctrl_c() => return ExitCode::SUCCESS,
+                }
+            }
+        }
+        LabCommand::BmcServe { nodes, kind, dir } => {
+            let clock = Clock::wall();
+            let mut machines = Vec::new();
+            for i in 1..=nodes {
+                let built = SimMachine::builder(format!("node-{i}"), clock.clone())
+                    .catalog(Catalog::new().with("1.0.0", Behaviour::Boots))
+                    .installed("1.0.0")
+                    .build();
+                match built {
+                    Ok(machine) => machines.push(machine),
+                    Err(e) => {
+                        print_error(&e);
+                        return ExitCode::from(exit::LAB_FAILED);
+                    }
+                }
+            }
+            let options = ServeOptions { kind, bind: IpAddr::V4(Ipv4Addr::LOCALHOST), dir, username: "admin".to_owned() };
+            let server = match commands::bmc_serve(machines, &options, clock).await {
+                Ok(server) => server,
+                Err(e) => {
+                    print_error(&e);
+                    return ExitCode::from(exit::LAB_FAILED);
+                }
+            };
+            println!("{server}");
+            let _ = tokio::signal::ctrl_c().await;
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn report<T: std::fmt::Debug>(outcomes: Vec<commands::NodeOutcome<T>>) -> ExitCode {
+    let mut status = ExitCode::SUCCESS;
+    for outcome in outcomes {
+        match outcome.result {
+            Ok(report) => println!("{}: {report:?}", outcome.node),
+            Err(e) => {
+                eprint!("{}: ", outcome.node);
+                status = failure(&e);
+            }
+        }
+    }
+    status
+}

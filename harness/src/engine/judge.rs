@@ -1,0 +1,208 @@
+//! The judge: applies each observation to the world, records what changed in the timeline, and
+//! checks invariants and expectations at every change.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::conditions::state_name;
+use super::expectations::Expectations;
+use super::invariants::{InvariantChecker, Violation};
+use super::observe::Observation;
+use super::timeline::{EntryKind, Timeline};
+use super::world::{NodeView, World, is_daemon_or_mirror, lane_phase};
+use crate::scenario::{InvariantName, NodeState};
+
+/// Everything judged about one run.
+#[derive(Debug)]
+pub struct Judge {
+    pub world: World,
+    pub timeline: Timeline,
+    pub expectations: Expectations,
+    pub violations: Vec<(Duration, Violation)>,
+    invariants: InvariantChecker,
+    /// Evictable pods by (namespace, name) → node.
+    pods: BTreeMap<(String, String), String>,
+    last_unavailable: u32,
+}
+
+impl Judge {
+    /// A judge for a world whose nodes, targets and limits are already filled in.
+    pub fn new(world: World, expectations: Expectations, invariants: InvariantChecker) -> Self {
+        let mut timeline = Timeline::default();
+        for (name, view) in &world.nodes {
+            timeline.push(Duration::ZERO, Some(name), EntryKind::NodeState, lane_phase(view));
+        }
+        Self { world, timeline, expectations, violations: Vec::new(), invariants, pods: BTreeMap::new(), last_unavailable: 0 }
+    }
+
+    /// Applies one observation at `elapsed` since the start.
+    pub fn observe(&mut self, observation: Observation, elapsed: Duration) {
+        let before = match &observation {
+            Observation::Node(_) | Observation::NodeGone(_) | Observation::Pod(_) | Observation::PodGone { .. } | Observation::Deployment(_) => {
+                self.world.clone()
+            }
+            Observation::WatchError(e) => {
+                self.timeline.push(elapsed, None, EntryKind::Event, format!("watch error (retrying): {e}"));
+                return;
+            }
+        };
+        let changed = self.apply(observation);
+        if !changed {
+            return;
+        }
+        for (name, now) in &self.world.nodes {
+            let was = before.nodes.get(name);
+            if was.map(lane_phase) != Some(lane_phase(now)) {
+                self.timeline.push(elapsed, Some(name), EntryKind::NodeState, lane_phase(now));
+            }
+        }
+        let unavailable = self.world.unavailable();
+        if unavailable != self.last_unavailable {
+            self.timeline.push(elapsed, None, EntryKind::Unavailable, unavailable.to_string());
+            self.last_unavailable = unavailable;
+        }
+        if before.dependents_scaled_down() != self.world.dependents_scaled_down() {
+            let text = if self.world.dependents_scaled_down() { "dependents scaled down" } else { "dependents scaled up" };
+            self.timeline.push(elapsed, None, EntryKind::Watchdog, text);
+        }
+        for violation in self.invariants.check(&before, &self.world) {
+            self.timeline.push(elapsed, violation.node.as_deref(), EntryKind::Violation, format!("{}: {}", invariant_name(violation.invariant), violation.message));
+            self.violations.push((elapsed, violation));
+        }
+        self.judge_expectations(elapsed);
+    }
+
+    /// Evaluates expectations at `elapsed` (also called when time passes without changes).
+    pub fn judge_expectations(&mut self, elapsed: Duration) {
+        let before: Vec<_> = self.expectations.items.iter().map(|i| i.verdict.clone()).collect();
+        for broken in self.expectations.observe(&self.world, elapsed) {
+            self.timeline.push(elapsed, None, EntryKind::ExpectationBroken, broken);
+        }
+        for (item, was) in self.expectations.items.iter().zip(before) {
+            if was == super::expectations::Verdict::Pending && matches!(item.verdict, super::expectations::Verdict::Met { .. }) {
+                self.timeline.push(elapsed, None, EntryKind::ExpectationMet, item.description.clone());
+            }
+        }
+    }
+
+    /// Ends the run at `elapsed`: settles expectations and runs the end-of-run invariants.
+    pub fn finish(&mut self, elapsed: Duration) {
+        self.expectations.finish(elapsed);
+        for item in &self.expectations.items {
+            if let super::expectations::Verdict::Broken { at, why } = &item.verdict {
+                if *at == elapsed {
+                    self.timeline.push(elapsed, None, EntryKind::ExpectationBroken, format!("{}: {why}", item.description));
+                }
+            }
+        }
+        for violation in self.invariants.check_end(&self.world) {
+            self.timeline.push(elapsed, None, EntryKind::Violation, format!("{}: {}", invariant_name(violation.invariant), violation.message));
+            self.violations.push((elapsed, violation));
+        }
+    }
+
+    /// Every failure: violations, then broken expectations.
+    pub fn failures(&self) -> Vec<String> {
+        let mut failures: Vec<String> = self
+            .violations
+            .iter()
+            .map(|(at, v)| format!("at {}: invariant {} broken: {}", rackproof_clock::format_duration(*at), invariant_name(v.invariant), v.message))
+            .collect();
+        failures.extend(self.expectations.failures());
+        failures
+    }
+
+    /// Whether `node` is in `state` now.
+    pub fn node_is(&self, node: &str, state: NodeState) -> bool {
+        self.world.node_is(node, state)
+    }
+
+    fn apply(&mut self, observation: Observation) -> bool {
+        match observation {
+            Observation::Node(node) => {
+                let name = node.metadata.name.clone().unwrap_or_default();
+                let Some(view) = self.world.nodes.get(&name) else { return false };
+                let mut next = NodeView::from_node(&node);
+                next.evictable_pods = view.evictable_pods;
+                if *view == next {
+                    return false;
+                }
+                self.world.nodes.insert(name, next);
+                true
+            }
+            Observation::NodeGone(name) => match self.world.nodes.get_mut(&name) {
+                Some(view) if view.registered => {
+                    *view = NodeView::default();
+                    true
+                }
+                _ => false,
+            },
+            Observation::Pod(pod) => {
+                let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+                let counted = match node {
+                    Some(node) if !is_daemon_or_mirror(&pod) => Some(node),
+                    _ => None,
+                };
+                let previous = match counted {
+                    Some(node) => self.pods.insert(key, node.clone()).map(|old| (old, Some(node))),
+                    None => self.pods.remove(&key).map(|old| (old, None)),
+                };
+                match previous {
+                    Some((old, Some(new))) if old == new => false,
+                    _ => {
+                        self.recount();
+                        true
+                    }
+                }
+            }
+            Observation::PodGone { namespace, name } => {
+                if self.pods.remove(&(namespace, name)).is_some() {
+                    self.recount();
+                    true
+                } else {
+                    false
+                }
+            }
+            Observation::Deployment(deployment) => {
+                let name = deployment.metadata.name.clone().unwrap_or_default();
+                let Some(view) = self.world.dependents.get_mut(&name) else { return false };
+                let replicas = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                if view.replicas == replicas {
+                    return false;
+                }
+                view.replicas = replicas;
+                true
+            }
+            Observation::WatchError(_) => false,
+        }
+    }
+
+    fn recount(&mut self) {
+        for view in self.world.nodes.values_mut() {
+            view.evictable_pods = 0;
+        }
+        for node in self.pods.values() {
+            if let Some(view) = self.world.nodes.get_mut(node) {
+                view.evictable_pods += 1;
+            }
+        }
+    }
+}
+
+/// The scenario-file name of an invariant.
+pub fn invariant_name(name: InvariantName) -> &'static str {
+    match name {
+        InvariantName::MaxUnavailable => "maxUnavailable",
+        InvariantName::DrainedBeforeReady => "drainedBeforeReady",
+        InvariantName::FailedStaysCordoned => "failedStaysCordoned",
+        InvariantName::CleanAfterSuccess => "cleanAfterSuccess",
+        InvariantName::WatchdogIgnoresUpdates => "watchdogIgnoresUpdates",
+        InvariantName::DependentsRestored => "dependentsRestored",
+    }
+}
+
+/// The scenario-file name of a node state (re-exported for the engine's messages).
+pub fn node_state_name(state: NodeState) -> &'static str {
+    state_name(state)
+}

@@ -1,0 +1,128 @@
+//! The Kubernetes objects a scenario starts from, built from its model: the image catalog, the
+//! worker pool, and the watchdog's dependents. Pure functions, so what a scenario means for the
+//! cluster can be read and tested without one.
+
+use std::collections::BTreeMap;
+
+use inplace_api::crd::{
+    CatalogImage, ImageCatalog, ImageCatalogSpec, ImageVersionEntry, InPlaceUpdateSupport, KubernetesVersions,
+    MachineControllerManagerSettings, MachineImage, PoolKubernetes, PoolMachine, VersionEntry, WorkerPool,
+    WorkerPoolSpec,
+};
+use inplace_api::strategy::UpdateStrategy;
+use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::scenario::{IntOrPercent, Scenario, Strategy};
+
+/// Namespace of the pool, its machines and the control-plane components.
+pub const NAMESPACE: &str = "rackproof";
+/// The image name every scenario's versions belong to.
+pub const IMAGE_NAME: &str = "rackproof-os";
+/// The catalog's name.
+pub const CATALOG: &str = "rackproof";
+/// The watchdog's dependents, scaled to zero in an outage, in the order it scales them down.
+pub const DEPENDENTS: [&str; 3] = ["machine-controller-manager", "kube-controller-manager", "cluster-autoscaler"];
+/// The machine type lab nodes are given.
+pub const MACHINE_TYPE: &str = "lab";
+
+fn int_or_percent(value: IntOrPercent) -> IntOrString {
+    match value {
+        IntOrPercent::Int(n) => IntOrString::Int(i32::try_from(n).unwrap_or(i32::MAX)),
+        IntOrPercent::Percent(p) => IntOrString::String(format!("{p}%")),
+    }
+}
+
+/// The pool's update strategy in the API's terms.
+pub fn strategy(strategy: Strategy) -> UpdateStrategy {
+    match strategy {
+        Strategy::AutoRollingUpdate => UpdateStrategy::AutoRollingUpdate,
+        Strategy::AutoInPlaceUpdate => UpdateStrategy::AutoInPlaceUpdate,
+        Strategy::ManualInPlaceUpdate => UpdateStrategy::ManualInPlaceUpdate,
+    }
+}
+
+/// The image catalog: every image version of the scenario, in-place updatable from any other.
+pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
+    let versions = scenario
+        .images
+        .iter()
+        .map(|image| ImageVersionEntry {
+            version: image.version.value.clone(),
+            classification: None,
+            expiration_date: None,
+            in_place_updates: Some(InPlaceUpdateSupport { supported: true, min_version_for_update: None }),
+        })
+        .collect();
+    let mut kubernetes: Vec<String> = vec![scenario.pool.kubernetes.clone()];
+    for step in &scenario.steps {
+        if let crate::scenario::Step::Update(update) = step {
+            kubernetes.extend(update.kubernetes.iter().cloned());
+            kubernetes.extend(update.control_plane.iter().cloned());
+        }
+    }
+    kubernetes.extend(scenario.pool.control_plane.iter().cloned());
+    kubernetes.sort();
+    kubernetes.dedup();
+    let spec = ImageCatalogSpec {
+        kubernetes: KubernetesVersions {
+            versions: kubernetes.into_iter().map(|version| VersionEntry { version, classification: None, expiration_date: None }).collect(),
+        },
+        machine_images: vec![CatalogImage { name: IMAGE_NAME.to_owned(), versions }],
+    };
+    ImageCatalog::new(CATALOG, spec)
+}
+
+/// The worker pool as the scenario starts it.
+pub fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
+    let pool = &scenario.pool;
+    let count = i32::try_from(nodes).unwrap_or(i32::MAX);
+    let spec = WorkerPoolSpec {
+        minimum: count,
+        maximum: count,
+        max_surge: Some(int_or_percent(pool.max_surge)),
+        max_unavailable: Some(int_or_percent(pool.max_unavailable)),
+        update_strategy: Some(strategy(pool.strategy)),
+        machine: PoolMachine {
+            type_: MACHINE_TYPE.to_owned(),
+            image: MachineImage { name: IMAGE_NAME.to_owned(), version: pool.os.value.clone() },
+        },
+        volume: None,
+        cri: None,
+        kubernetes: Some(PoolKubernetes { version: Some(pool.kubernetes.clone()), kubelet: None }),
+        system_components: None,
+        machine_controller_manager: Some(MachineControllerManagerSettings {
+            machine_drain_timeout: Some(pool.machine_drain_timeout.to_string()),
+            machine_in_place_update_timeout: Some(pool.machine_in_place_update_timeout.to_string()),
+            max_evict_retries: Some(i32::try_from(pool.max_evict_retries).unwrap_or(i32::MAX)),
+            ..MachineControllerManagerSettings::default()
+        }),
+        credentials_rotation: None,
+    };
+    let mut object = WorkerPool::new(&pool.name, spec);
+    object.metadata.namespace = Some(NAMESPACE.to_owned());
+    object
+}
+
+/// A dependent Deployment of the watchdog, with one replica.
+pub fn dependent(name: &str) -> Deployment {
+    let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
+    Deployment {
+        metadata: ObjectMeta { name: Some(name.to_owned()), namespace: Some(NAMESPACE.to_owned()), ..ObjectMeta::default() },
+        spec: Some(DeploymentSpec {
+            replicas: Some(1),
+            selector: LabelSelector { match_labels: Some(labels.clone()), ..LabelSelector::default() },
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
+                spec: Some(PodSpec {
+                    containers: vec![Container { name: name.to_owned(), image: Some(format!("{name}:lab")), ..Container::default() }],
+                    ..PodSpec::default()
+                }),
+            },
+            ..DeploymentSpec::default()
+        }),
+        ..Deployment::default()
+    }
+}

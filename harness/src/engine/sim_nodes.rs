@@ -1,0 +1,167 @@
+//! Simulated nodes: one `rackproof_lab::sim::SimMachine` per lab node, each running the real node
+//! agent in-process whenever its OS is up, with the agent's simulated platform (the machine's
+//! ESP, a state store that survives reboots, a reboot that resets the machine) and an in-memory
+//! image server holding signed slots for every version of the scenario.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use inplace_agent::assess::EspAssessor;
+use inplace_agent::assess::booted::{FixedBooted, LoaderHint};
+use inplace_agent::manifest::{BootSpec, SlotKeyPair, SlotManifest};
+use inplace_agent::osupdate::OsUpdateEnv;
+use inplace_agent::osupdate::runner::InProcessRunner;
+use inplace_agent::osupdate::source::MemorySource;
+use inplace_agent::platform::files::MemoryFiles;
+use inplace_agent::platform::kubelet::HeartbeatKubelet;
+use inplace_agent::platform::os_version::FixedOsVersion;
+use inplace_agent::platform::reboot::CallbackReboot;
+use inplace_agent::store::MemoryStore;
+use inplace_agent::{Agent, AgentConfig, HeartbeatConfig, Platform};
+use rackproof_clock::Clock;
+use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimMachine};
+
+use crate::scenario::{BootBehaviour, Scenario};
+
+/// Where the agent finds its pool's OSC Secret.
+#[derive(Debug, Clone)]
+pub struct OscLocation {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// The simulated lab.
+#[derive(Debug)]
+pub struct SimNodes {
+    pub machines: BTreeMap<String, Arc<SimMachine>>,
+}
+
+/// The entry-name prefix the agent uses for the slots it installs.
+const ENTRY_PREFIX: &str = "rackproof";
+
+fn behaviour(boot: &BootBehaviour) -> Behaviour {
+    match boot {
+        BootBehaviour::Ok => Behaviour::Boots,
+        BootBehaviour::Panics => Behaviour::PanicsAtBoot,
+        BootBehaviour::Hangs => Behaviour::HangsAtBoot,
+        BootBehaviour::NeverReports => Behaviour::AgentNeverReports,
+        BootBehaviour::BootsVersion(v) => Behaviour::ReportsVersion(v.clone()),
+    }
+}
+
+/// The scenario's images as a simulated catalog.
+pub fn catalog(scenario: &Scenario) -> Catalog {
+    scenario
+        .images
+        .iter()
+        .fold(Catalog::new(), |catalog, image| catalog.with(&image.version, behaviour(&image.boot)))
+}
+
+/// The image server: a signed slot (kernel, initrd, manifest) for every version in `catalog`.
+pub fn image_server(scenario: &Scenario, catalog: &Catalog, key: &SlotKeyPair) -> Result<MemorySource, String> {
+    let source = MemorySource::new();
+    for image in &scenario.images {
+        let artifact = catalog
+            .artifact(&image.version)
+            .ok_or_else(|| format!("no simulated artifact for image {}", image.version.value))?;
+        let boot = BootSpec { linux: "vmlinuz".into(), initrd: Some("initrd.img".into()), options: "console=ttyS0 panic=10".into() };
+        let files = [("vmlinuz".to_owned(), artifact.kernel.clone()), ("initrd.img".to_owned(), artifact.initrd.clone())];
+        let mut manifest = SlotManifest::describe(&image.version, &files, boot)
+            .map_err(|e| format!("failed to describe the slot of {}: {e}", image.version.value))?;
+        manifest.sign(key.signing());
+        source.put(&image.version, "manifest.json", manifest.to_json());
+        source.put(&image.version, "vmlinuz", artifact.kernel);
+        source.put(&image.version, "initrd.img", artifact.initrd);
+    }
+    Ok(source)
+}
+
+/// The agent as a simulated machine's OS payload.
+pub struct AgentGuest {
+    pub config: AgentConfig,
+    pub client: kube::Client,
+    pub kubelet_version: String,
+    pub store: MemoryStore,
+    pub files: MemoryFiles,
+    pub source: MemorySource,
+    pub key: SlotKeyPair,
+}
+
+impl std::fmt::Debug for AgentGuest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentGuest").field("node", &self.config.node_name).field("pool", &self.config.pool).finish_non_exhaustive()
+    }
+}
+
+impl GuestOs for AgentGuest {
+    fn start(&self, ctx: GuestContext) -> GuestTask {
+        let clock: Clock = ctx.clock.clone();
+        let booted = FixedBooted::new(LoaderHint {
+            boot_count_path: ctx.loader_boot_count_path.clone(),
+            entry_selected: Some(ctx.loader_entry_selected.clone()),
+        });
+        let env = OsUpdateEnv {
+            esp: Some(ctx.esp.clone()),
+            source: Some(Arc::new(self.source.clone())),
+            public_key: Some(self.key.public()),
+            booted: Some(Arc::new(booted.clone())),
+        };
+        let machine = ctx.machine.clone();
+        let platform = Platform {
+            store: Arc::new(self.store.clone()),
+            files: Arc::new(self.files.clone()),
+            kubelet: Arc::new(HeartbeatKubelet::new(self.client.clone(), &self.config.node_name, Some(self.kubelet_version.clone()))),
+            reboot: Arc::new(CallbackReboot::new(move || machine.reboot())),
+            os_version: Arc::new(FixedOsVersion::new(ctx.os_version.clone())),
+            boot: Arc::new(EspAssessor::new(ctx.esp.clone(), Arc::new(booted), ENTRY_PREFIX)),
+            os_update: Arc::new(InProcessRunner::new(env, clock.clone())),
+        };
+        let agent = Agent::new(self.config.clone(), platform, self.client.clone(), clock);
+        Box::pin(async move { agent.run().await })
+    }
+}
+
+/// The agent configuration for a simulated node.
+pub fn agent_config(node: &str, pool: &str, osc: &OscLocation) -> AgentConfig {
+    let mut config = AgentConfig::new(node, pool, &osc.namespace, &osc.name);
+    config.heartbeat = Some(HeartbeatConfig::default());
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use inplace_agent::osupdate::source::ArtifactSource;
+
+    use super::*;
+    use crate::load::load_str;
+
+    const SCENARIO: &str = "lab: { nodes: 2 }\nimages:\n  - version: \"1.0.0\"\n  - version: \"1.1.0\"\n    boot: panics\n  - version: \"1.2.0\"\n    boot: { bootsVersion: \"1.0.0\" }\npool: { strategy: AutoInPlaceUpdate, os: \"1.0.0\", kubernetes: \"1.34.2\" }\n";
+
+    #[test]
+    fn the_catalog_carries_each_image_behaviour() {
+        let loaded = load_str(std::path::Path::new("s.yaml"), SCENARIO).unwrap();
+        let catalog = catalog(&loaded.scenario);
+        assert_eq!(catalog.image("1.0.0").unwrap().behaviour, Behaviour::Boots);
+        assert_eq!(catalog.image("1.1.0").unwrap().behaviour, Behaviour::PanicsAtBoot);
+        assert_eq!(catalog.image("1.2.0").unwrap().behaviour, Behaviour::ReportsVersion("1.0.0".into()));
+    }
+
+    #[tokio::test]
+    async fn the_image_server_offers_a_verifiable_signed_slot_per_version() {
+        let loaded = load_str(std::path::Path::new("s.yaml"), SCENARIO).unwrap();
+        let catalog = catalog(&loaded.scenario);
+        let key = SlotKeyPair::from_seed([7; 32]);
+        let server = image_server(&loaded.scenario, &catalog, &key).unwrap();
+        for version in ["1.0.0", "1.1.0", "1.2.0"] {
+            let manifest = server.fetch("memory://", version, "manifest.json").await.unwrap();
+            let manifest = SlotManifest::parse(&manifest).unwrap();
+            manifest.verify(&key.public()).unwrap();
+            let kernel = server.fetch("memory://", version, "vmlinuz").await.unwrap();
+            assert_eq!(kernel, catalog.artifact(version).unwrap().kernel);
+            manifest.file("vmlinuz").unwrap().check(version, &kernel).unwrap();
+        }
+        let other = SlotKeyPair::from_seed([8; 32]);
+        let manifest = SlotManifest::parse(&server.fetch("memory://", "1.0.0", "manifest.json").await.unwrap()).unwrap();
+        assert!(manifest.verify(&other.public()).is_err(), "a slot verifies only against the lab's key");
+    }
+}
