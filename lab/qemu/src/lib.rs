@@ -1,0 +1,1 @@
+//! QEMU machines for the lab (being built).
