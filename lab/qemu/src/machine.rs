@@ -1,0 +1,506 @@
+//! One QEMU node: a per-node directory (disk copy, OVMF vars copy, identity, QMP socket, serial
+//! and QEMU logs), the QEMU process started and stopped for power actions, and the driver traits.
+//!
+//! Power model (a BMC's view of a VM):
+//! 1. `On` starts QEMU (paused with `-S`, QMP connected, then `cont`, so no event or console line
+//!    is missed), or `cont`s a paused guest; nothing to do when running.
+//! 2. `ForceOff` sends QMP `quit`, waits for the process, then SIGKILLs it; the disk and vars stay.
+//! 3. `ForceRestart` is `system_reset`; `GracefulShutdown` is `system_powerdown` (ACPI button);
+//!    `GracefulRestart` is Ctrl-Alt-Del (`send-key`); `Nmi` is `inject-nmi`; `PowerCycle` is
+//!    `ForceOff` then `On`.
+//!    Caveat: the images' init does not act on the ACPI power button yet, so `GracefulShutdown`
+//!    is sent but the guest keeps running.
+//! 4. A guest that powers itself off ends the QEMU process: the state reads `Off`.
+//! 5. Dropping the machine SIGKILLs QEMU (`kill_on_drop`) and removes the node directory unless a
+//!    work directory was given; [`QemuMachine::shutdown`] does the orderly `quit` first.
+//!
+//! Boots are counted by reason: one per process start, one per `system_reset` we send (some
+//! firmwares report two `RESET` events for one), one per guest-initiated reset (`guest-reset`).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Mutex as StdMutex;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rackproof_clock::Clock;
+use rackproof_driver::{BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState, ResetAction};
+use serde_json::json;
+use tokio::process::{Child, Command};
+use tokio::sync::Mutex;
+
+use crate::console::Console;
+use crate::identity::{FW_CFG_NAME, NodeIdentity};
+use crate::mtools::MtoolsEsp;
+use crate::prereq::Prerequisites;
+use crate::qmp::{Qmp, QmpError, QmpEvent};
+
+/// How long QEMU may take to open its QMP socket.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long `quit` may take before SIGKILL.
+const QUIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a QEMU node is made of.
+#[derive(Debug, Clone)]
+pub struct QemuConfig {
+    /// Node name (logs, errors, QEMU's `-name`).
+    pub name: String,
+    /// A raw disk image built by `images/build-disk`; the node works on its own copy.
+    pub disk: PathBuf,
+    /// Guest memory in MiB.
+    pub memory_mib: u32,
+    /// Handed to the guest through fw_cfg.
+    pub identity: NodeIdentity,
+    /// Keep the node's files here (created if needed) instead of a temporary directory removed
+    /// on drop; for artifacts of failed tests.
+    pub work_dir: Option<PathBuf>,
+}
+
+impl QemuConfig {
+    /// A node with 256 MiB and a minimal identity (name only).
+    pub fn new(name: &str, disk: impl Into<PathBuf>) -> Self {
+        Self {
+            name: name.to_owned(),
+            disk: disk.into(),
+            memory_mib: 256,
+            identity: NodeIdentity { node: name.to_owned(), ..NodeIdentity::default() },
+            work_dir: None,
+        }
+    }
+}
+
+/// Setting up a node failed.
+#[derive(Debug, thiserror::Error)]
+pub enum QemuError {
+    #[error(transparent)]
+    Missing(#[from] crate::prereq::MissingPrerequisite),
+    #[error("prepare node {node}: {what} {path}")]
+    Io {
+        node: String,
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Identity(#[from] crate::identity::IdentityError),
+}
+
+#[derive(Debug)]
+enum NodeDir {
+    Temp(tempfile::TempDir),
+    Kept(PathBuf),
+}
+
+impl NodeDir {
+    fn path(&self) -> &Path {
+        match self {
+            Self::Temp(t) => t.path(),
+            Self::Kept(p) => p,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Running {
+    child: Child,
+    qmp: Qmp,
+    /// Events seen by earlier QMP sessions of this node are in `State::past_events`.
+    resets_sent: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    running: Option<Running>,
+    starts: u64,
+    resets_sent: u64,
+    past_events: Vec<QmpEvent>,
+}
+
+/// A QEMU node. Implements [`Power`] and [`BootControl`].
+#[derive(Debug)]
+pub struct QemuMachine {
+    config: QemuConfig,
+    prereq: Prerequisites,
+    clock: Clock,
+    dir: NodeDir,
+    console: Console,
+    ssh_port: u16,
+    state: Mutex<State>,
+    boot_override: StdMutex<BootOverride>,
+}
+
+impl QemuMachine {
+    /// Prepares the node directory (disk and vars copies, identity file) without starting QEMU.
+    pub fn create(config: QemuConfig, clock: Clock) -> Result<Self, QemuError> {
+        let prereq = Prerequisites::find()?;
+        let node = config.name.clone();
+        let io = |what, path: &Path| {
+            let node = node.clone();
+            let path = path.to_owned();
+            move |source| QemuError::Io { node, what, path, source }
+        };
+        let dir = match &config.work_dir {
+            Some(p) => {
+                std::fs::create_dir_all(p).map_err(io("create work directory", p))?;
+                NodeDir::Kept(p.clone())
+            }
+            None => NodeDir::Temp(
+                tempfile::Builder::new()
+                    .prefix(&format!("rackproof-qemu-{}-", sanitize(&node)))
+                    .tempdir()
+                    .map_err(io("create temporary directory in", &std::env::temp_dir()))?,
+            ),
+        };
+        let root = dir.path().to_owned();
+        std::fs::copy(&config.disk, root.join("disk.raw")).map_err(io("copy disk", &config.disk))?;
+        std::fs::copy(&prereq.ovmf_vars, root.join("vars.fd")).map_err(io("copy OVMF vars", &prereq.ovmf_vars))?;
+        let identity = config.identity.render()?;
+        std::fs::write(root.join("identity"), identity).map_err(io("write identity", &root.join("identity")))?;
+        let ssh_port = free_port().map_err(io("pick a free port on", Path::new("127.0.0.1")))?;
+        let console = Console::new(&node, root.join("serial.log"));
+        Ok(Self {
+            config,
+            prereq,
+            clock,
+            dir,
+            console,
+            ssh_port,
+            state: Mutex::new(State::default()),
+            boot_override: StdMutex::new(BootOverride::default()),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    /// The serial console (spans every QEMU process of this node).
+    pub fn console(&self) -> &Console {
+        &self.console
+    }
+
+    /// The node's directory (disk, vars, logs, QMP socket).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The node's own disk image.
+    pub fn disk_path(&self) -> PathBuf {
+        self.dir().join("disk.raw")
+    }
+
+    /// The ESP on the node's disk. Only consistent while QEMU is not running.
+    pub fn esp(&self) -> MtoolsEsp {
+        MtoolsEsp::on_disk(self.disk_path())
+    }
+
+    /// QEMU's own stderr.
+    pub fn qemu_log(&self) -> PathBuf {
+        self.dir().join("qemu.log")
+    }
+
+    /// The loopback port forwarded to the guest's SSH port 22.
+    pub fn ssh_port(&self) -> u16 {
+        self.ssh_port
+    }
+
+    /// Boots so far, counted by reason (see the module docs).
+    pub async fn boots(&self) -> u64 {
+        let state = self.state.lock().await;
+        let guest_resets = self.all_events(&state).iter().filter(|e| e.event == "RESET" && e.reason() == Some("guest-reset")).count();
+        let running_resets = state.running.as_ref().map_or(0, |r| r.resets_sent);
+        state.starts + state.resets_sent + running_resets + guest_resets as u64
+    }
+
+    /// Every QMP event of every QEMU process of this node, in order.
+    pub async fn events(&self) -> Vec<QmpEvent> {
+        let state = self.state.lock().await;
+        self.all_events(&state)
+    }
+
+    fn all_events(&self, state: &State) -> Vec<QmpEvent> {
+        let mut all = state.past_events.clone();
+        if let Some(r) = &state.running {
+            all.extend(r.qmp.events());
+        }
+        all
+    }
+
+    /// Runs a QMP command on the running QEMU.
+    pub async fn qmp(&self, command: &str, arguments: Option<serde_json::Value>) -> Result<serde_json::Value, DriverError> {
+        let mut state = self.state.lock().await;
+        self.reap(&mut state);
+        let Some(running) = state.running.as_ref() else {
+            return Err(self.refused(command, "powered off"));
+        };
+        running.qmp.execute(command, arguments).await.map_err(|e| self.failed(e))
+    }
+
+    /// Connects or disconnects the NIC (`set_link`).
+    pub async fn set_link(&self, up: bool) -> Result<(), DriverError> {
+        self.qmp("set_link", Some(json!({ "name": "net0", "up": up }))).await.map(|_| ())
+    }
+
+    /// Pauses the guest's CPUs (`stop`); `On` resumes them.
+    pub async fn pause(&self) -> Result<(), DriverError> {
+        self.qmp("stop", None).await.map(|_| ())
+    }
+
+    /// Orderly teardown: QMP `quit`, then SIGKILL if QEMU lingers.
+    pub async fn shutdown(&self) -> Result<(), DriverError> {
+        let mut state = self.state.lock().await;
+        self.stop(&mut state).await
+    }
+
+    fn args(&self) -> Vec<String> {
+        let root = self.dir();
+        let p = |name: &str| root.join(name).display().to_string();
+        let mut args: Vec<String> = vec![
+            "-name".into(),
+            sanitize(&self.config.name),
+            "-machine".into(),
+            "q35".into(),
+            "-accel".into(),
+            "tcg,tb-size=64".into(),
+            "-m".into(),
+            self.config.memory_mib.to_string(),
+            "-smp".into(),
+            "1".into(),
+            "-nodefaults".into(),
+            "-no-user-config".into(),
+            "-display".into(),
+            "none".into(),
+            "-drive".into(),
+            format!("if=pflash,format=raw,unit=0,readonly=on,file={}", self.prereq.ovmf_code.display()),
+            "-drive".into(),
+            format!("if=pflash,format=raw,unit=1,file={}", p("vars.fd")),
+            "-drive".into(),
+            format!("if=none,id=disk0,format=raw,file={}", p("disk.raw")),
+            "-device".into(),
+            "virtio-blk-pci,drive=disk0,bootindex=0".into(),
+            "-netdev".into(),
+            format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", self.ssh_port),
+            "-device".into(),
+            "virtio-net-pci,netdev=net0,romfile=".into(),
+            "-chardev".into(),
+            "stdio,id=ser0,signal=off".into(),
+            "-serial".into(),
+            "chardev:ser0".into(),
+            "-qmp".into(),
+            format!("unix:{},server=on,wait=off", p("qmp.sock")),
+            "-fw_cfg".into(),
+            format!("name={FW_CFG_NAME},file={}", p("identity")),
+            "-S".into(),
+        ];
+        args.shrink_to_fit();
+        args
+    }
+
+    async fn start(&self, state: &mut State) -> Result<(), DriverError> {
+        let sock = self.dir().join("qmp.sock");
+        let _ = std::fs::remove_file(&sock);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.qemu_log())
+            .map_err(|e| self.failed(e))?;
+        let mut child = Command::new(&self.prereq.qemu)
+            .args(self.args())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| self.failed(e))?;
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(self.console.clone().capture(out));
+        }
+        let deadline = self.clock.instant() + START_TIMEOUT;
+        let qmp = loop {
+            if sock.exists() {
+                match Qmp::connect(&sock, self.clock.clone()).await {
+                    Ok(q) => break q,
+                    Err(QmpError::Connect { .. }) => {}
+                    Err(e) => return Err(self.failed(e)),
+                }
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                let tail = std::fs::read_to_string(self.qemu_log()).unwrap_or_default();
+                return Err(self.failed_msg(format!("QEMU exited at start ({status}): {}", tail.trim())));
+            }
+            if self.clock.instant() >= deadline {
+                let _ = child.start_kill();
+                return Err(DriverError::Timeout { target: self.target(), what: "QMP socket".into(), after: START_TIMEOUT });
+            }
+            self.clock.sleep(Duration::from_millis(50)).await;
+        };
+        qmp.execute("cont", None).await.map_err(|e| self.failed(e))?;
+        state.starts += 1;
+        state.running = Some(Running { child, qmp, resets_sent: 0 });
+        let mut o = self.boot_override.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if o.mode == BootOverrideMode::Once {
+            *o = BootOverride::default();
+        }
+        tracing::info!(node = %self.config.name, ssh_port = self.ssh_port, "QEMU started");
+        Ok(())
+    }
+
+    async fn stop(&self, state: &mut State) -> Result<(), DriverError> {
+        self.reap(state);
+        let Some(mut running) = state.running.take() else { return Ok(()) };
+        let _ = running.qmp.execute("quit", None).await;
+        if self.clock.timeout(QUIT_TIMEOUT, running.child.wait()).await.is_err() {
+            tracing::warn!(node = %self.config.name, "QEMU ignored quit; killing it");
+            let _ = running.child.kill().await;
+        }
+        state.resets_sent += running.resets_sent;
+        state.past_events.extend(running.qmp.events());
+        Ok(())
+    }
+
+    /// Forgets a QEMU process that has exited by itself (guest power-off).
+    fn reap(&self, state: &mut State) {
+        let exited = state.running.as_mut().is_some_and(|r| !matches!(r.child.try_wait(), Ok(None)));
+        if exited && let Some(r) = state.running.take() {
+            state.resets_sent += r.resets_sent;
+            state.past_events.extend(r.qmp.events());
+        }
+    }
+
+    async fn on_running(
+        &self,
+        state: &State,
+        action: ResetAction,
+        command: &str,
+        arguments: Option<serde_json::Value>,
+    ) -> Result<(), DriverError> {
+        match state.running.as_ref() {
+            Some(r) => r.qmp.execute(command, arguments).await.map(|_| ()).map_err(|e| self.failed(e)),
+            None => Err(self.refused(action.as_str(), "powered off")),
+        }
+    }
+
+    fn target(&self) -> String {
+        format!("qemu node {}", self.config.name)
+    }
+
+    fn failed(&self, e: impl std::error::Error + Send + Sync + 'static) -> DriverError {
+        DriverError::Failed { target: self.target(), message: e.to_string(), source: Some(Box::new(e)) }
+    }
+
+    fn failed_msg(&self, message: String) -> DriverError {
+        DriverError::Failed { target: self.target(), message, source: None }
+    }
+
+    fn refused(&self, action: &str, reason: &str) -> DriverError {
+        DriverError::Refused { action: action.to_owned(), target: self.target(), reason: reason.to_owned() }
+    }
+}
+
+#[async_trait]
+impl Power for QemuMachine {
+    async fn power_state(&self) -> Result<PowerState, DriverError> {
+        let mut state = self.state.lock().await;
+        self.reap(&mut state);
+        let Some(running) = state.running.as_ref() else { return Ok(PowerState::Off) };
+        match running.qmp.status().await {
+            Ok(s) if s == "running" => Ok(PowerState::On),
+            Ok(s) if s == "shutdown" => Ok(PowerState::PoweringOff),
+            // Paused CPUs (`stop`) are off to a BMC; `On` resumes them.
+            Ok(_) => Ok(PowerState::Off),
+            Err(QmpError::Closed { .. }) => Ok(PowerState::PoweringOff),
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    async fn reset(&self, action: ResetAction) -> Result<(), DriverError> {
+        let mut state = self.state.lock().await;
+        self.reap(&mut state);
+        tracing::info!(node = %self.config.name, %action, "power action");
+        let on = state.running.is_some();
+        match action {
+            ResetAction::On if on => {
+                let status = state.running.as_ref().map(|r| &r.qmp);
+                if let Some(q) = status
+                    && q.status().await.map_err(|e| self.failed(e))? == "paused"
+                {
+                    q.execute("cont", None).await.map_err(|e| self.failed(e))?;
+                }
+                Ok(())
+            }
+            ResetAction::On => self.start(&mut state).await,
+            ResetAction::ForceOff => self.stop(&mut state).await,
+            ResetAction::GracefulShutdown if !on => Ok(()),
+            ResetAction::GracefulShutdown => self.on_running(&state, action, "system_powerdown", None).await,
+            ResetAction::GracefulRestart => {
+                let keys = json!({ "keys": [
+                    { "type": "qcode", "data": "ctrl" },
+                    { "type": "qcode", "data": "alt" },
+                    { "type": "qcode", "data": "delete" }
+                ]});
+                self.on_running(&state, action, "send-key", Some(keys)).await
+            }
+            ResetAction::ForceRestart => {
+                self.on_running(&state, action, "system_reset", None).await?;
+                if let Some(r) = state.running.as_mut() {
+                    r.resets_sent += 1;
+                }
+                Ok(())
+            }
+            ResetAction::PowerCycle => {
+                self.stop(&mut state).await?;
+                self.start(&mut state).await
+            }
+            ResetAction::Nmi => self.on_running(&state, action, "inject-nmi", None).await,
+        }
+    }
+
+    fn allowed_resets(&self) -> Vec<ResetAction> {
+        ResetAction::ALL.to_vec()
+    }
+}
+
+#[async_trait]
+impl BootControl for QemuMachine {
+    async fn boot_override(&self) -> Result<BootOverride, DriverError> {
+        Ok(*self.boot_override.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    /// `None` and `Hdd` (the disk's ESP, which is what the node boots anyway) are accepted and
+    /// recorded; the NIC has no option ROM, so `Pxe`/`UefiHttp` are not offered, nor is `Cd`.
+    async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
+        match setting.target {
+            BootTarget::None | BootTarget::Hdd => {
+                *self.boot_override.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = setting;
+                Ok(())
+            }
+            other => Err(DriverError::Unsupported {
+                action: format!("boot override to {}", other.as_str()),
+                target: self.target(),
+            }),
+        }
+    }
+}
+
+/// A port on 127.0.0.1 nobody listens on right now.
+fn free_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Letters, digits, `-` and `_` only (for file and process names).
+fn sanitize(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_sanitized_for_files_and_processes() {
+        assert_eq!(sanitize("node a/1"), "node_a_1");
+        assert_ne!(free_port().unwrap(), 0);
+    }
+}
