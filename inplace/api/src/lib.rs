@@ -38,6 +38,7 @@
 
 pub mod classify;
 pub mod crd;
+pub mod events;
 pub mod hash;
 pub mod keys;
 pub mod osc;
