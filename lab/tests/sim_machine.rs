@@ -629,3 +629,54 @@ async fn unknown_versions_are_refused_at_build() {
         "node node-1: version 9.9.9 is not in the image catalog"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_killed_guest_stays_dead_until_restarted_while_the_os_stays_up() {
+    let rec = Arc::new(Recorder::default());
+    let m = machine(Some(rec.clone()));
+    let ctl = control(&m);
+    ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
+    assert!(!m.restart_guest(), "nothing to restart while the guest runs");
+    assert!(m.kill_guest());
+    tokio::task::yield_now().await;
+    assert_eq!(rec.running.load(Ordering::SeqCst), 0, "the agent is gone");
+    assert!(!m.kill_guest(), "a dead guest cannot be killed twice");
+    assert!(matches!(m.phase(), Phase::Up { .. }), "the OS stays up");
+    assert!(m.restart_guest());
+    tokio::task::yield_now().await;
+    assert_eq!(rec.running.load(Ordering::SeqCst), 1);
+    assert_eq!(rec.starts.lock().unwrap().len(), 2, "the same boot's context started again");
+    assert_eq!(m.boots(), 1, "no reboot");
+    // A kill followed by a power-off: the next boot starts the guest normally.
+    assert!(m.kill_guest());
+    m.reset(ResetAction::ForceOff).await.unwrap();
+    assert!(!m.restart_guest(), "a powered-off machine runs no guest");
+    ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
+    tokio::task::yield_now().await;
+    assert_eq!(rec.running.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_behaviour_override_applies_to_this_machine_only() {
+    let m = machine(None);
+    let other = machine(None);
+    m.override_behaviour("2.0.0", Behaviour::PanicsAtBoot);
+    for machine in [&m, &other] {
+        let ctl = NodeControl::new("node-1", Arc::new(machine.clone()), Arc::new(machine.clone()), clock());
+        ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
+        install_version(machine, "2.0.0");
+        machine.reset(ResetAction::ForceRestart).await.unwrap();
+    }
+    settle().await;
+    settle().await;
+    assert!(
+        matches!(m.phase(), Phase::Up { ref version, .. } if version == "1.0.0"),
+        "the overridden machine panicked and fell back: {:?}",
+        m.phase()
+    );
+    assert!(
+        matches!(other.phase(), Phase::Up { ref version, .. } if version == "2.0.0"),
+        "the other machine boots the catalog's behaviour: {:?}",
+        other.phase()
+    );
+}

@@ -3,8 +3,14 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use std::time::Duration;
+
+use rackproof_clock::{Clock, format_duration};
+
 use super::exit;
+use crate::engine::{self, Verdict, artifacts};
 use crate::load;
+use crate::scenario::Backend;
 
 /// Scenario paths.
 #[derive(Debug, clap::Args)]
@@ -20,16 +26,92 @@ pub(crate) struct RunArgs {
     /// Scenario files or directories.
     #[arg(default_value = "scenarios")]
     paths: Vec<PathBuf>,
+    /// Run on this backend instead of the scenario's `lab.backend`.
+    #[arg(long, value_parser = parse_backend)]
+    backend: Option<Backend>,
+    /// Where each run's artifacts go (`<dir>/<scenario>/<backend>/`).
+    #[arg(long, default_value = "target/rackproof-runs")]
+    artifacts: PathBuf,
+    /// Print every timeline entry of each run.
+    #[arg(long, short)]
+    verbose: bool,
+}
+
+fn parse_backend(text: &str) -> Result<Backend, String> {
+    [Backend::Sim, Backend::Qemu, Backend::Libvirt, Backend::Physical]
+        .into_iter()
+        .find(|b| b.as_str() == text)
+        .ok_or_else(|| format!("unknown backend {text:?}; expected one of sim, qemu, libvirt, physical"))
 }
 
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
-    let shown: Vec<String> = args.paths.iter().map(|p| p.display().to_string()).collect();
-    println!(
-        "rackproof: scenario runs are not yet available in this build (asked to run {}); \
-         `rackproof validate` checks scenario files",
-        shown.join(", ")
-    );
-    ExitCode::SUCCESS
+    let files = match discover(&args.paths) {
+        Ok(files) => files,
+        Err(code) => return code,
+    };
+    let mut loaded = Vec::new();
+    for file in &files {
+        match load::load(file) {
+            Ok(scenario) => loaded.push(scenario),
+            Err(e) => {
+                eprintln!("{e}\n");
+                return ExitCode::from(exit::USAGE);
+            }
+        }
+    }
+    let (mut passed, mut failed, mut lab_failed) = (0, 0, 0);
+    let wall = Clock::wall();
+    for scenario in &loaded {
+        let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
+        println!("▶ {} on {}", scenario.name, backend.as_str());
+        let started = wall.instant();
+        let result = match engine::run_scenario(scenario, backend) {
+            Ok(result) => result,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(exit::USAGE);
+            }
+        };
+        let took = wall.since(started);
+        if args.verbose {
+            for entry in &result.timeline.entries {
+                let at = format_duration(Duration::from_millis(entry.at_ms));
+                println!("  {at:>8} {:<8} {:?}: {}", entry.node.as_deref().unwrap_or("-"), entry.kind, entry.text);
+            }
+        }
+        let dir = args.artifacts.join(&scenario.name).join(backend.as_str());
+        let report = artifacts::write_all(&dir, &scenario.name, backend.as_str(), &result);
+        match result.verdict {
+            Verdict::Passed => passed += 1,
+            Verdict::Failed => failed += 1,
+            Verdict::LabFailed => lab_failed += 1,
+        }
+        println!(
+            "  {} after {} of {} time in {:.1}s",
+            result.verdict.as_str(),
+            format_duration(result.elapsed),
+            if backend == Backend::Sim { "virtual" } else { "real" },
+            took.as_secs_f64()
+        );
+        for failure in &result.failures {
+            println!("  ✗ {failure}");
+        }
+        match report {
+            Ok(path) => println!("  report: {}", path.display()),
+            Err(e) => {
+                super::print_error(&e);
+                lab_failed += 1;
+            }
+        }
+    }
+    println!("{} scenarios: {passed} passed, {failed} failed, {lab_failed} lab failures", loaded.len());
+    if lab_failed > 0 {
+        ExitCode::from(exit::LAB_FAILED)
+    } else if failed > 0 {
+        ExitCode::from(exit::SCENARIO_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ExitCode> {

@@ -33,9 +33,9 @@ impl Check {
                         (Some(_), None) => false,
                     }
             }
-            Condition::AllNodes(all) => !world.nodes.is_empty() && world.nodes.keys().all(|n| world.node_is(n, all.are)),
+            Condition::AllNodes(all) => world.registered().next().is_some() && world.registered().all(|n| world.node_is(n, all.are)),
             Condition::Count(c) => {
-                let n = world.nodes.keys().filter(|n| world.node_is(n, c.are)).count();
+                let n = world.registered().filter(|n| world.node_is(n, c.are)).count();
                 u32::try_from(n).is_ok_and(|n| n == c.count)
             }
             Condition::RolloutComplete => world.rollout_complete(),

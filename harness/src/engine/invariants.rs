@@ -140,24 +140,22 @@ impl InvariantChecker {
 
 fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
     let limit = after.max_unavailable;
-    if after.taken_out() > limit && after.taken_out() > before.taken_out() {
-        found.push(Violation {
-            invariant: InvariantName::MaxUnavailable,
-            node: None,
-            message: format!("{} nodes are in update or failed, above maxUnavailable {limit}", after.taken_out()),
-        });
-    }
+    let floor = after.pool_size.saturating_sub(limit);
     for (name, now) in &after.nodes {
         let newly_selected = now.in_progress() && before.nodes.get(name).is_some_and(|was| !was.in_progress());
         if !newly_selected {
             continue;
         }
-        let others = after.nodes.iter().filter(|(n, v)| *n != name && v.unavailable()).count();
-        if u32::try_from(others).unwrap_or(u32::MAX) >= limit {
+        let available = after.available();
+        if available < floor {
             found.push(Violation {
                 invariant: InvariantName::MaxUnavailable,
                 node: Some(name.clone()),
-                message: format!("{name} was taken out for update while {others} other nodes were unavailable (maxUnavailable {limit})"),
+                message: format!(
+                    "{name} was taken out for update leaving {available} of {} nodes available (maxUnavailable {limit}; unavailable now: {})",
+                    after.pool_size,
+                    after.unavailable()
+                ),
             });
         }
     }
@@ -173,6 +171,7 @@ mod tests {
             nodes: nodes.iter().map(|(n, v)| ((*n).to_owned(), v.clone())).collect(),
             target_os: "1.1.0".into(),
             max_unavailable,
+            pool_size: u32::try_from(nodes.len()).unwrap(),
             ..World::default()
         }
     }

@@ -45,6 +45,13 @@ impl Judge {
                 self.timeline.push(elapsed, None, EntryKind::Event, format!("watch error (retrying): {e}"));
                 return;
             }
+            Observation::KubeEvent { object, reason, message, warning } => {
+                let node = object.strip_prefix("Node/");
+                let node = node.filter(|n| self.world.nodes.contains_key(*n));
+                let kind = if *warning { "Warning" } else { "Normal" };
+                self.timeline.push(elapsed, node, EntryKind::Event, format!("{kind} {reason} {object}: {message}"));
+                return;
+            }
         };
         let changed = self.apply(observation);
         if !changed {
@@ -174,7 +181,7 @@ impl Judge {
                 view.replicas = replicas;
                 true
             }
-            Observation::WatchError(_) => false,
+            Observation::WatchError(_) | Observation::KubeEvent { .. } => false,
         }
     }
 

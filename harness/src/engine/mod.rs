@@ -1,12 +1,71 @@
 //! The scenario engine: brings up the lab and the cluster, starts the components, runs steps and
 //! faults, watches everything into one timeline, and judges expectations and invariants.
+//!
+//! [`run_scenario`] is the entry point; [`run`] has the sequence of one simulated run.
 
+pub mod artifacts;
 pub mod conditions;
 pub mod expectations;
+pub mod faults;
 pub mod invariants;
 pub mod judge;
+pub mod lifecycle;
 pub mod objects;
 pub mod observe;
+pub mod run;
+pub mod setup;
+pub mod shared;
+pub mod sim_lab;
 pub mod sim_nodes;
+pub mod steps;
+pub mod supervisor;
 pub mod timeline;
 pub mod world;
+
+use crate::load::LoadedScenario;
+use crate::scenario::Backend;
+pub use run::{RunResult, Verdict};
+
+/// Why a scenario could not be run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The scenario asks for something the chosen backend cannot do.
+    #[error("scenario {scenario} cannot run on backend {backend}:\n  - {}", problems.join("\n  - "))]
+    Unsupported { scenario: String, backend: &'static str, problems: Vec<String> },
+    /// The async runtime could not start.
+    #[error("failed to start the async runtime")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// The backends the engine runs scenarios on in this build.
+pub const RUNNABLE_BACKENDS: [Backend; 1] = [Backend::Sim];
+
+/// Runs one scenario on `backend` to its verdict, on a runtime of its own (a paused,
+/// single-threaded one for `sim`).
+pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResult, RunError> {
+    let problems = match backend {
+        Backend::Sim => run::sim_unsupported(&loaded.scenario),
+        other => vec![format!(
+            "the engine runs scenarios on {} only in this build; backend {} is driven by `rackproof lab` but not yet by scenarios",
+            RUNNABLE_BACKENDS.iter().map(|b| b.as_str()).collect::<Vec<_>>().join(", "),
+            other.as_str()
+        )],
+    };
+    if !problems.is_empty() {
+        return Err(RunError::Unsupported { scenario: loaded.name.clone(), backend: backend.as_str(), problems });
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().map_err(RunError::Runtime)?;
+    Ok(runtime.block_on(run::run_sim(loaded)))
+}
+
+/// An error and its sources on one line: `a: b: c`.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

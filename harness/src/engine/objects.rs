@@ -44,8 +44,9 @@ pub fn strategy(strategy: Strategy) -> UpdateStrategy {
     }
 }
 
-/// The image catalog: every image version of the scenario, in-place updatable from any other.
+/// The image catalog: every image version of the scenario, in-place updatable from the oldest on.
 pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
+    let oldest = scenario.images.iter().map(|i| i.version.value.as_str()).min_by(|a, b| version_order(a, b)).map(str::to_owned);
     let versions = scenario
         .images
         .iter()
@@ -53,7 +54,7 @@ pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
             version: image.version.value.clone(),
             classification: None,
             expiration_date: None,
-            in_place_updates: Some(InPlaceUpdateSupport { supported: true, min_version_for_update: None }),
+            in_place_updates: Some(InPlaceUpdateSupport { supported: true, min_version_for_update: oldest.clone() }),
         })
         .collect();
     let mut kubernetes: Vec<String> = vec![scenario.pool.kubernetes.clone()];
@@ -73,6 +74,12 @@ pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
         machine_images: vec![CatalogImage { name: IMAGE_NAME.to_owned(), versions }],
     };
     ImageCatalog::new(CATALOG, spec)
+}
+
+/// Orders versions by their dot-separated numeric parts (`1.10.0` after `1.9.0`).
+fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
+    let parts = |v: &str| v.split('.').map(|p| p.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    parts(a).cmp(&parts(b))
 }
 
 /// The worker pool as the scenario starts it.

@@ -1,9 +1,10 @@
 //! Watches what the harness judges — Nodes, Pods, the watchdog's dependents — and turns every
 //! change into one stream of observations, in the order the API server delivered them.
 
-use futures::{Stream, StreamExt, TryStreamExt, stream};
+use futures::{Stream, StreamExt, stream};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 
@@ -17,6 +18,8 @@ pub enum Observation {
     Pod(Box<Pod>),
     PodGone { namespace: String, name: String },
     Deployment(Box<Deployment>),
+    /// A Kubernetes Event (from the orchestrator, the watchdog, the agents).
+    KubeEvent { object: String, reason: String, message: String, warning: bool },
     /// A watch failed; it is retried with backoff by the stream itself.
     WatchError(String),
 }
@@ -24,12 +27,12 @@ pub enum Observation {
 fn flatten<K, F, G>(events: impl Stream<Item = Result<Event<K>, watcher::Error>>, applied: F, deleted: G) -> impl Stream<Item = Observation>
 where
     F: Fn(K) -> Observation + Copy,
-    G: Fn(K) -> Observation + Copy,
+    G: Fn(K) -> Option<Observation> + Copy,
 {
     events.flat_map(move |event| {
         let items: Vec<Observation> = match event {
             Ok(Event::Apply(object) | Event::InitApply(object)) => vec![applied(object)],
-            Ok(Event::Delete(object)) => vec![deleted(object)],
+            Ok(Event::Delete(object)) => deleted(object).into_iter().collect(),
             Ok(Event::Init | Event::InitDone) => Vec::new(),
             Err(e) => vec![Observation::WatchError(e.to_string())],
         };
@@ -37,20 +40,32 @@ where
     })
 }
 
-/// Every observation from now on, merged.
+/// Every observation from now on, merged. Failed watches are retried with backoff.
 pub fn observe(client: &Client) -> impl Stream<Item = Observation> + Send + 'static {
     let config = watcher::Config::default();
-    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), config.clone()).map_err(|e| e);
-    let pods = watcher::watcher(Api::<Pod>::all(client.clone()), config.clone());
-    let deployments = watcher::watcher(Api::<Deployment>::namespaced(client.clone(), NAMESPACE), config);
+    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), config.clone()).default_backoff();
+    let pods = watcher::watcher(Api::<Pod>::all(client.clone()), config.clone()).default_backoff();
+    let deployments = watcher::watcher(Api::<Deployment>::namespaced(client.clone(), NAMESPACE), config.clone()).default_backoff();
+    let events = watcher::watcher(Api::<KubeEvent>::all(client.clone()), config).default_backoff();
     stream::select_all([
-        flatten(nodes, |n| Observation::Node(Box::new(n)), |n: Node| Observation::NodeGone(n.name_any())).boxed(),
+        flatten(nodes, |n| Observation::Node(Box::new(n)), |n: Node| Some(Observation::NodeGone(n.name_any()))).boxed(),
         flatten(
             pods,
             |p| Observation::Pod(Box::new(p)),
-            |p: Pod| Observation::PodGone { namespace: p.namespace().unwrap_or_default(), name: p.name_any() },
+            |p: Pod| Some(Observation::PodGone { namespace: p.namespace().unwrap_or_default(), name: p.name_any() }),
         )
         .boxed(),
-        flatten(deployments, |d| Observation::Deployment(Box::new(d)), |d| Observation::Deployment(Box::new(d))).boxed(),
+        flatten(deployments, |d| Observation::Deployment(Box::new(d)), |d| Some(Observation::Deployment(Box::new(d)))).boxed(),
+        flatten(events, kube_event, |_| None).boxed(),
     ])
+}
+
+fn kube_event(event: KubeEvent) -> Observation {
+    let involved = &event.involved_object;
+    Observation::KubeEvent {
+        object: format!("{}/{}", involved.kind.as_deref().unwrap_or("?"), involved.name.as_deref().unwrap_or("?")),
+        reason: event.reason.unwrap_or_default(),
+        message: event.message.unwrap_or_default(),
+        warning: event.type_.as_deref() == Some("Warning"),
+    }
 }

@@ -3,23 +3,24 @@
 //! ESP, a state store that survives reboots, a reboot that resets the machine) and an in-memory
 //! image server holding signed slots for every version of the scenario.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use inplace_agent::assess::EspAssessor;
 use inplace_agent::assess::booted::{FixedBooted, LoaderHint};
 use inplace_agent::manifest::{BootSpec, SlotKeyPair, SlotManifest};
 use inplace_agent::osupdate::OsUpdateEnv;
 use inplace_agent::osupdate::runner::InProcessRunner;
-use inplace_agent::osupdate::source::MemorySource;
+use inplace_agent::osupdate::source::{ArtifactSource, FetchError, MemorySource};
 use inplace_agent::platform::files::MemoryFiles;
 use inplace_agent::platform::kubelet::HeartbeatKubelet;
 use inplace_agent::platform::os_version::FixedOsVersion;
 use inplace_agent::platform::reboot::CallbackReboot;
 use inplace_agent::store::MemoryStore;
 use inplace_agent::{Agent, AgentConfig, HeartbeatConfig, Platform};
+use ed25519_dalek::VerifyingKey;
 use rackproof_clock::Clock;
-use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimMachine};
+use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle};
 
 use crate::scenario::{BootBehaviour, Scenario};
 
@@ -30,16 +31,10 @@ pub struct OscLocation {
     pub name: String,
 }
 
-/// The simulated lab.
-#[derive(Debug)]
-pub struct SimNodes {
-    pub machines: BTreeMap<String, Arc<SimMachine>>,
-}
-
 /// The entry-name prefix the agent uses for the slots it installs.
 const ENTRY_PREFIX: &str = "rackproof";
 
-fn behaviour(boot: &BootBehaviour) -> Behaviour {
+pub fn behaviour(boot: &BootBehaviour) -> Behaviour {
     match boot {
         BootBehaviour::Ok => Behaviour::Boots,
         BootBehaviour::Panics => Behaviour::PanicsAtBoot,
@@ -76,25 +71,91 @@ pub fn image_server(scenario: &Scenario, catalog: &Catalog, key: &SlotKeyPair) -
     Ok(source)
 }
 
-/// The agent as a simulated machine's OS payload.
+/// The image server as one node sees it: the lab's server, through a switch that cuts the
+/// node's power in the middle of the next download (fault `powerCut: {during: download}`).
+#[derive(Debug, Clone)]
+pub struct NodeSource {
+    inner: MemorySource,
+    cut_next_download: Arc<AtomicBool>,
+    machine: Arc<Mutex<Option<SimHandle>>>,
+}
+
+impl NodeSource {
+    fn new(inner: MemorySource) -> Self {
+        Self { inner, cut_next_download: Arc::default(), machine: Arc::default() }
+    }
+}
+
+#[async_trait::async_trait]
+impl ArtifactSource for NodeSource {
+    async fn fetch(&self, base: &str, version: &str, name: &str) -> Result<Vec<u8>, FetchError> {
+        if self.cut_next_download.swap(false, Ordering::SeqCst) {
+            let machine = self.machine.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            if let Some(machine) = machine {
+                machine.print(&format!("rackproof-agent: downloading {version}/{name}"));
+                machine.cut_power();
+            }
+            std::future::pending::<()>().await;
+        }
+        self.inner.fetch(base, version, name).await
+    }
+}
+
+/// The agent as a simulated machine's OS payload. What lives on the node's disk (the state
+/// store, the files, the kubelet's version) outlives reboots; the binding (which pool, which
+/// OSC Secret) is set by the machine provider when it hands the machine to a Machine object.
 pub struct AgentGuest {
-    pub config: AgentConfig,
+    pub node: String,
+    pub binding: Arc<Mutex<Option<AgentConfig>>>,
     pub client: kube::Client,
-    pub kubelet_version: String,
+    pub kubelet: HeartbeatKubelet,
     pub store: MemoryStore,
     pub files: MemoryFiles,
-    pub source: MemorySource,
-    pub key: SlotKeyPair,
+    pub source: NodeSource,
+    pub public_key: VerifyingKey,
+}
+
+impl AgentGuest {
+    /// The agent of `node`, talking to the API server as that node, with the kubelet at
+    /// `kubelet_version`.
+    pub fn new(node: &str, client: kube::Client, kubelet_version: &str, source: MemorySource, public_key: VerifyingKey) -> Self {
+        Self {
+            node: node.to_owned(),
+            binding: Arc::default(),
+            kubelet: HeartbeatKubelet::new(client.clone(), node, Some(kubelet_version.to_owned())),
+            client,
+            store: MemoryStore::new(),
+            files: MemoryFiles::new(),
+            source: NodeSource::new(source),
+            public_key,
+        }
+    }
+
+    /// Binds the node to a pool: the next boot's agent runs with `config`.
+    pub fn bind(&self, config: Option<AgentConfig>) {
+        *self.binding.lock().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+
+    /// Arms the download power cut.
+    pub fn cut_power_at_next_download(&self) {
+        self.source.cut_next_download.store(true, Ordering::SeqCst);
+    }
 }
 
 impl std::fmt::Debug for AgentGuest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentGuest").field("node", &self.config.node_name).field("pool", &self.config.pool).finish_non_exhaustive()
+        f.debug_struct("AgentGuest").field("node", &self.node).finish_non_exhaustive()
     }
 }
 
 impl GuestOs for AgentGuest {
     fn start(&self, ctx: GuestContext) -> GuestTask {
+        let Some(config) = self.binding.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+            // A machine no Machine object owns: the OS is up, but nothing tells it where to go.
+            ctx.machine.print("rackproof-agent: no node configuration; not starting");
+            return Box::pin(std::future::pending());
+        };
+        *self.source.machine.lock().unwrap_or_else(|p| p.into_inner()) = Some(ctx.machine.clone());
         let clock: Clock = ctx.clock.clone();
         let booted = FixedBooted::new(LoaderHint {
             boot_count_path: ctx.loader_boot_count_path.clone(),
@@ -103,20 +164,20 @@ impl GuestOs for AgentGuest {
         let env = OsUpdateEnv {
             esp: Some(ctx.esp.clone()),
             source: Some(Arc::new(self.source.clone())),
-            public_key: Some(self.key.public()),
+            public_key: Some(self.public_key),
             booted: Some(Arc::new(booted.clone())),
         };
         let machine = ctx.machine.clone();
         let platform = Platform {
             store: Arc::new(self.store.clone()),
             files: Arc::new(self.files.clone()),
-            kubelet: Arc::new(HeartbeatKubelet::new(self.client.clone(), &self.config.node_name, Some(self.kubelet_version.clone()))),
+            kubelet: Arc::new(self.kubelet.clone()),
             reboot: Arc::new(CallbackReboot::new(move || machine.reboot())),
             os_version: Arc::new(FixedOsVersion::new(ctx.os_version.clone())),
             boot: Arc::new(EspAssessor::new(ctx.esp.clone(), Arc::new(booted), ENTRY_PREFIX)),
             os_update: Arc::new(InProcessRunner::new(env, clock.clone())),
         };
-        let agent = Agent::new(self.config.clone(), platform, self.client.clone(), clock);
+        let agent = Agent::new(config, platform, self.client.clone(), clock);
         Box::pin(async move { agent.run().await })
     }
 }
@@ -130,7 +191,6 @@ pub fn agent_config(node: &str, pool: &str, osc: &OscLocation) -> AgentConfig {
 
 #[cfg(test)]
 mod tests {
-    use inplace_agent::osupdate::source::ArtifactSource;
 
     use super::*;
     use crate::load::load_str;

@@ -28,6 +28,10 @@ pub enum EntryKind {
     Unavailable,
     Step,
     Fault,
+    /// The lab: machines provisioned, powered, up.
+    Lab,
+    /// A component started, stopped or killed.
+    Component,
     Bmc,
     Console,
     Event,

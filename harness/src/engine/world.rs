@@ -8,6 +8,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::scenario::NodeState;
 
+/// Node annotation in which the node agent reports the OS version it runs.
+pub const ANNOTATION_OS_VERSION: &str = inplace_agent::heartbeat::ANNOTATION_OS_VERSION;
+
 /// What the harness knows about one node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NodeView {
@@ -42,6 +45,9 @@ impl NodeView {
             .find(|c| c.type_ == keys::CONDITION_IN_PLACE_UPDATE)
             .and_then(|c| c.reason.clone());
         let node_info = status.node_info;
+        let os_version = annotations.get(ANNOTATION_OS_VERSION).cloned().or_else(|| {
+            node_info.as_ref().map(|i| i.os_image.strip_prefix("Rackproof ").unwrap_or(&i.os_image).to_owned())
+        });
         Self {
             registered: true,
             ready,
@@ -51,7 +57,7 @@ impl NodeView {
             result: labels.get(keys::LABEL_UPDATE_RESULT).cloned(),
             failed_reason: annotations.get(keys::ANNOTATION_UPDATE_FAILED_REASON).cloned(),
             in_place_reason,
-            os_version: node_info.as_ref().map(|i| i.os_image.clone()),
+            os_version,
             kubelet_version: node_info.as_ref().map(|i| i.kubelet_version.clone()),
             evictable_pods: 0,
         }
@@ -72,9 +78,15 @@ impl NodeView {
                 ))
     }
 
-    /// Whether the node counts against `maxUnavailable`: in progress, failed, or not Ready.
+    /// Whether the node is registered and counts against `maxUnavailable`: in progress, failed,
+    /// or not Ready.
     pub fn unavailable(&self) -> bool {
-        self.in_progress() || self.failed() || !self.ready
+        self.registered && (self.in_progress() || self.failed() || !self.ready)
+    }
+
+    /// Whether the node is registered, Ready, and neither in update nor failed.
+    pub fn available(&self) -> bool {
+        self.registered && self.ready && !self.in_progress() && !self.failed()
     }
 }
 
@@ -93,8 +105,12 @@ pub struct World {
     /// The pool's target OS version and Kubernetes version.
     pub target_os: String,
     pub target_kubernetes: String,
+    /// A step asked for an update (before that, no node is `updated`).
+    pub update_requested: bool,
     /// `maxUnavailable`, resolved to a count.
     pub max_unavailable: u32,
+    /// The pool's node count (the MachineDeployment's replicas).
+    pub pool_size: u32,
     /// The watchdog's dependents by name, and the replicas they had at the start.
     pub dependents: BTreeMap<String, DependentView>,
     pub dependents_at_start: BTreeMap<String, i32>,
@@ -131,13 +147,16 @@ impl World {
             NodeState::Ready => view.registered && view.ready,
             NodeState::NotReady => !(view.registered && view.ready),
             NodeState::Updated => {
-                view.registered
+                self.update_requested
+                    && view.registered
                     && view.ready
                     && !view.candidate
                     && !view.selected
                     && view.result.is_none()
                     && !view.unschedulable
                     && view.os_version.as_deref() == Some(self.target_os.as_str())
+                    && (self.target_kubernetes.is_empty()
+                        || view.kubelet_version.as_deref().map(|v| v.trim_start_matches('v')) == Some(self.target_kubernetes.trim_start_matches('v')))
             }
         }
     }
@@ -145,6 +164,16 @@ impl World {
     /// How many nodes count against `maxUnavailable`.
     pub fn unavailable(&self) -> u32 {
         count(self.nodes.values().filter(|v| v.unavailable()))
+    }
+
+    /// How many nodes are available (registered, Ready, not in update, not failed).
+    pub fn available(&self) -> u32 {
+        count(self.nodes.values().filter(|v| v.available()))
+    }
+
+    /// The registered nodes (the pool's members now; spare lab machines are not registered).
+    pub fn registered(&self) -> impl Iterator<Item = &str> {
+        self.nodes.iter().filter(|(_, v)| v.registered).map(|(n, _)| n.as_str())
     }
 
     /// How many nodes are in progress or failed (the orchestrator's own doing).
@@ -176,7 +205,9 @@ impl World {
 
     /// Whether every node runs the pool's versions, none is failed and nothing is in progress.
     pub fn rollout_complete(&self) -> bool {
-        !self.nodes.is_empty() && self.nodes.keys().all(|n| self.node_is(n, NodeState::Updated))
+        let members: Vec<&str> = self.registered().collect();
+        u32::try_from(members.len()).is_ok_and(|n| n == self.pool_size && n > 0)
+            && members.iter().all(|n| self.node_is(n, NodeState::Updated))
     }
 }
 

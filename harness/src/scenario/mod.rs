@@ -251,9 +251,14 @@ pub struct Pool {
     /// Nodes that may be unavailable at once (updating plus failed). An integer or a percentage.
     #[serde(default = "default_one")]
     pub max_unavailable: IntOrPercent,
-    /// New machines added during the update. An integer or a percentage.
+    /// New machines added during the update. An integer or a percentage. Each needs a spare lab
+    /// node (see `size`).
     #[serde(default = "default_zero")]
     pub max_surge: IntOrPercent,
+    /// Nodes in the pool; defaults to every lab node. Lab nodes beyond it are spares the
+    /// machine provider hands out for `maxSurge` and replacements.
+    #[serde(default)]
+    pub size: Option<u32>,
     /// The OS version the nodes run at the start (must be one of `images`).
     pub os: Located<String>,
     /// The Kubernetes (kubelet) version at the start.

@@ -12,6 +12,7 @@
 //! 4. The image's behaviour: up (`rackproof-os VERSION: up`, the guest starts), panic (reboot
 //!    after the panic delay), or hang.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
@@ -118,6 +119,13 @@ struct State {
     last_boot: Option<BootRecord>,
     history: Vec<ConsoleLine>,
     ignore_power_on: u32,
+    /// Per-machine boot behaviours that replace the catalog's (fault: "this version panics on
+    /// this node only").
+    overrides: BTreeMap<String, Behaviour>,
+    /// The running guest (the agent) and what it was started with, while the OS is up.
+    guest: Option<(AbortHandle, GuestContext)>,
+    /// The guest was killed and not started again.
+    guest_killed: bool,
 }
 
 /// An in-process machine. Clones share the machine.
@@ -249,6 +257,9 @@ impl SimMachineBuilder {
                 last_boot: None,
                 history: Vec::new(),
                 ignore_power_on: 0,
+                overrides: BTreeMap::new(),
+                guest: None,
+                guest_killed: false,
             }),
         });
         let weak = Arc::downgrade(&inner);
@@ -342,6 +353,39 @@ impl SimMachine {
         self.inner.esp.cut_power_after(n);
     }
 
+    /// Fault: from now on `version` boots like `behaviour` on this machine only (the catalog
+    /// stays as it is for the others).
+    pub fn override_behaviour(&self, version: &str, behaviour: Behaviour) {
+        self.inner.lock().overrides.insert(version.to_owned(), behaviour);
+    }
+
+    /// Fault: kills the guest (the agent process) while the OS stays up. Returns whether one ran.
+    pub fn kill_guest(&self) -> bool {
+        let mut s = self.inner.lock();
+        match s.guest.as_ref() {
+            Some((task, _)) if !s.guest_killed => {
+                task.abort();
+                s.guest_killed = true;
+                Inner::print(&self.inner, &mut s, "rackproof-os: rackproof-agent.service: killed".to_owned());
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Starts the guest again after [`SimMachine::kill_guest`] (systemd restarting the unit), if
+    /// the OS is still up. Returns whether it started.
+    pub fn restart_guest(&self) -> bool {
+        let mut s = self.inner.lock();
+        if !s.guest_killed {
+            return false;
+        }
+        let Some((_, ctx)) = s.guest.take() else { return false };
+        Inner::print(&self.inner, &mut s, "rackproof-os: rackproof-agent.service: started".to_owned());
+        Inner::start_guest(&self.inner, &mut s, ctx);
+        true
+    }
+
     /// A handle for code running inside the machine.
     pub fn handle(&self) -> SimHandle {
         SimHandle {
@@ -371,6 +415,14 @@ impl SimHandle {
                 Inner::print(&inner, &mut s, "rackproof-os: powering off".to_owned());
                 Inner::power_off(&inner, &mut s, "firmware: power off");
             }
+        }
+    }
+
+    /// Fault: the machine loses power at this very moment (what runs inside stops).
+    pub fn cut_power(&self) {
+        if let Some(inner) = self.inner.upgrade() {
+            let mut s = inner.lock();
+            Inner::power_off(&inner, &mut s, "firmware: power lost");
         }
     }
 
@@ -410,7 +462,19 @@ impl Inner {
         for task in s.tasks.drain(..) {
             task.abort();
         }
+        if let Some((task, _)) = s.guest.take() {
+            task.abort();
+        }
+        s.guest_killed = false;
         s.generation
+    }
+
+    fn start_guest(inner: &Arc<Inner>, s: &mut State, ctx: GuestContext) {
+        if let Some(guest) = &inner.guest {
+            let task = tokio::spawn(guest.start(ctx.clone()));
+            s.guest = Some((task.abort_handle(), ctx));
+            s.guest_killed = false;
+        }
     }
 
     fn power_off(inner: &Arc<Inner>, s: &mut State, line: &str) {
@@ -557,7 +621,9 @@ impl Inner {
             let version = kernel.as_deref().and_then(kernel_version);
             let entry = record.current_name().file_name().to_owned();
             let behaviour = match &version {
-                Some(v) => inner.catalog.image(v).map(|i| i.behaviour.clone()),
+                Some(v) => Self::current(&inner, generation, |s| s.overrides.get(v).cloned())
+                    .flatten()
+                    .or_else(|| inner.catalog.image(v).map(|i| i.behaviour.clone())),
                 None => None,
             };
             let shown = version.clone().unwrap_or_else(|| "?".to_owned());
@@ -623,7 +689,7 @@ impl Inner {
                             version: running.clone(),
                         };
                         Self::print(&inner, s, format!("rackproof-os {running}: up"));
-                        if start_guest && let Some(guest) = &inner.guest {
+                        if start_guest {
                             let ctx = GuestContext {
                                 node: inner.name.clone(),
                                 booted_entry: record.current_name().clone(),
@@ -636,8 +702,7 @@ impl Inner {
                                     inner: Arc::downgrade(&inner),
                                 },
                             };
-                            let task = tokio::spawn(guest.start(ctx));
-                            s.tasks.push(task.abort_handle());
+                            Self::start_guest(&inner, s, ctx);
                         }
                     });
                 }

@@ -1,0 +1,302 @@
+//! One scenario run on the `sim` backend with the embedded API server, from bring-up to verdict,
+//! in virtual time: tokio's paused clock on a single thread, so a run of hours takes seconds and
+//! the same seed gives the same timeline.
+//!
+//! 1. The API server starts with the scenario's objects (`setup::cluster`).
+//! 2. The lab's machines are built powered off; the components start under the `supervisor`; the
+//!    machine provider (`sim_lab`) binds the orchestrator's Machines to lab machines and powers
+//!    them on; their agents register the Nodes.
+//! 3. Once the pool's nodes are Ready, the workloads are placed, the faults are armed and the
+//!    steps run. Every watched change goes through the judge (invariants, expectations).
+//! 4. After the steps, the run waits for pending expectations (up to their limits), settles
+//!    them, and tears everything down.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use inplace_api::version::KubeVersion;
+use kube::Client;
+use rackproof_apiserver::ApiServer;
+use rackproof_clock::Clock;
+
+use super::expectations::Expectations;
+use super::invariants::InvariantChecker;
+use super::judge::Judge;
+use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
+use super::shared::Shared;
+use super::sim_lab::{EPOCH, SimLab};
+use super::supervisor::Supervisor;
+use super::timeline::{EntryKind, Timeline};
+use super::world::{DependentView, NodeView, World};
+use super::{faults, observe, setup, steps};
+use crate::load::LoadedScenario;
+use crate::scenario::{Cluster, FaultAction, Implementation, Scenario, Step};
+
+/// How long the pool's nodes may take to come up at the start.
+const BRING_UP: Duration = Duration::from_secs(1800);
+/// How often expectations with deadlines are re-evaluated while nothing changes.
+const TICK: Duration = Duration::from_secs(1);
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Every step, expectation and invariant held.
+    Passed,
+    /// The system under test misbehaved.
+    Failed,
+    /// The lab or the cluster failed before the system under test could be judged.
+    LabFailed,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Passed => "passed",
+            Self::Failed => "failed",
+            Self::LabFailed => "lab failed",
+        }
+    }
+}
+
+/// Everything a run produced.
+#[derive(Debug)]
+pub struct RunResult {
+    pub verdict: Verdict,
+    pub failures: Vec<String>,
+    pub timeline: Timeline,
+    /// Virtual duration of the run.
+    pub elapsed: Duration,
+    pub nodes: Vec<String>,
+    pub max_unavailable: u32,
+    /// Console lines per node, each prefixed with its time since the start.
+    pub consoles: BTreeMap<String, Vec<String>>,
+    /// Each expectation and how it ended.
+    pub expectations: Vec<(String, String)>,
+}
+
+/// What the tasks of a run act through.
+pub struct Ctx {
+    pub client: Client,
+    pub shared: Shared,
+    pub lab: Arc<SimLab>,
+    pub supervisor: Arc<Mutex<Supervisor>>,
+    pub scenario: Arc<Scenario>,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx").field("scenario", &self.scenario.name).finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    /// Lets the supervisor match the components to the world now.
+    pub fn reconcile(&self) {
+        let elapsed = self.shared.elapsed();
+        self.supervisor.lock().unwrap_or_else(|p| p.into_inner()).reconcile(&self.shared, elapsed);
+    }
+}
+
+/// What the `sim` backend cannot do for this scenario, one sentence each (empty: it can run).
+pub fn sim_unsupported(scenario: &Scenario) -> Vec<String> {
+    let mut problems = Vec::new();
+    if scenario.cluster != Cluster::Embedded {
+        problems.push("the sim backend runs with the embedded API server only (`cluster: embedded`)".to_owned());
+    }
+    for (what, implementation) in [
+        ("orchestrator", &scenario.components.orchestrator),
+        ("agent", &scenario.components.agent),
+        ("watchdog", &scenario.components.watchdog),
+    ] {
+        if let Implementation::Command(_) = implementation {
+            problems.push(format!("the {what} as an external command needs a backend with a reachable API endpoint, not sim"));
+        }
+    }
+    if scenario.components.agent == Implementation::Off {
+        problems.push("the sim backend's nodes run the builtin agent; `agent: off` leaves them without a kubelet".to_owned());
+    }
+    let actions = scenario.faults.iter().map(|f| &f.action).chain(scenario.steps.iter().filter_map(|s| match s {
+        Step::Fault(a) => Some(a),
+        _ => None,
+    }));
+    for action in actions {
+        if let FaultAction::Partition(p) = action {
+            problems.push(format!("a network partition of {} needs QEMU's set_link (backend qemu)", p.node.value));
+        }
+    }
+    if scenario.steps.iter().any(|s| matches!(s, Step::Run(_))) {
+        problems.push("`run` steps need a backend with an API endpoint outside the process, not sim".to_owned());
+    }
+    problems
+}
+
+/// The pool's size: `pool.size`, else every lab node.
+pub fn pool_size(scenario: &Scenario) -> u32 {
+    scenario.pool.size.unwrap_or_else(|| u32::try_from(scenario.lab.node_names().len()).unwrap_or(u32::MAX))
+}
+
+fn initial_world(scenario: &Scenario) -> World {
+    let size = pool_size(scenario);
+    let dependents: BTreeMap<String, i32> = DEPENDENTS.iter().map(|d| ((*d).to_owned(), 1)).collect();
+    World {
+        nodes: scenario.lab.node_names().into_iter().map(|n| (n, NodeView::default())).collect(),
+        target_os: scenario.pool.os.value.clone(),
+        target_kubernetes: scenario.pool.kubernetes.clone(),
+        max_unavailable: scenario.pool.max_unavailable.resolve(size, true),
+        pool_size: size,
+        update_requested: false,
+        dependents: dependents.iter().map(|(n, r)| (n.clone(), DependentView { replicas: *r })).collect(),
+        dependents_at_start: dependents,
+        outage: Default::default(),
+    }
+}
+
+/// Runs `loaded` on the sim backend. Must be called on a current-thread runtime with the clock
+/// paused (see [`super::run_blocking`]).
+pub async fn run_sim(loaded: &LoadedScenario) -> RunResult {
+    let scenario = Arc::new(loaded.scenario.clone());
+    let clock = Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp"));
+    let server = ApiServer::with_watch_window(clock.clone(), rackproof_apiserver::DEFAULT_WATCH_WINDOW, scenario.seed);
+    let client = server.admin_client();
+    let world = initial_world(&scenario);
+    let (nodes, max_unavailable) = (world.nodes.keys().cloned().collect::<Vec<_>>(), world.max_unavailable);
+    let judge = Judge::new(world, Expectations::new(&scenario.expect), InvariantChecker::new(&scenario.invariants));
+    let shared = Shared::new(judge, clock.clone());
+    let consoles = Arc::new(Mutex::new(BTreeMap::new()));
+
+    let mut tasks = Vec::new();
+    let outcome = drive(&scenario, &server, &client, &clock, &shared, &consoles, &mut tasks).await;
+    for task in &tasks {
+        task.abort();
+    }
+
+    let elapsed = shared.elapsed();
+    let mut judge = shared.judge();
+    let (verdict, mut failures) = match outcome {
+        Err(lab) => (Verdict::LabFailed, vec![lab]),
+        Ok(step_failure) => {
+            judge.finish(elapsed);
+            let mut failures: Vec<String> = step_failure.into_iter().collect();
+            failures.extend(judge.failures());
+            (if failures.is_empty() { Verdict::Passed } else { Verdict::Failed }, failures)
+        }
+    };
+    failures.dedup();
+    let expectations = judge
+        .expectations
+        .items
+        .iter()
+        .map(|item| {
+            let verdict = match &item.verdict {
+                super::expectations::Verdict::Pending => "pending".to_owned(),
+                super::expectations::Verdict::Met { at } => format!("met at {}", rackproof_clock::format_duration(*at)),
+                super::expectations::Verdict::Broken { at, why } => format!("broken at {}: {why}", rackproof_clock::format_duration(*at)),
+            };
+            (item.description.clone(), verdict)
+        })
+        .collect();
+    let timeline = std::mem::take(&mut judge.timeline);
+    drop(judge);
+    let consoles = std::mem::take(&mut *consoles.lock().unwrap_or_else(|p| p.into_inner()));
+    RunResult { verdict, failures, timeline, elapsed, nodes, max_unavailable, consoles, expectations }
+}
+
+/// Brings up the lab, runs the steps and waits for the expectations. `Err` is a lab failure;
+/// `Ok(Some(..))` a failed step.
+async fn drive(
+    scenario: &Arc<Scenario>,
+    server: &ApiServer,
+    client: &Client,
+    clock: &Clock,
+    shared: &Shared,
+    consoles: &Arc<Mutex<BTreeMap<String, Vec<String>>>>,
+    tasks: &mut Vec<tokio::task::JoinHandle<()>>,
+) -> Result<Option<String>, String> {
+    let size = pool_size(scenario);
+    setup::cluster(client, scenario, size).await.map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
+    let lab = Arc::new(SimLab::build(scenario, server, clock, shared)?);
+    tasks.extend(lab.capture_consoles(consoles, shared));
+
+    let control_plane = scenario.pool.control_plane.as_deref().unwrap_or(&scenario.pool.kubernetes);
+    let orchestrator = inplace_orchestrator::Config {
+        namespace: NAMESPACE.to_owned(),
+        image_server_url: "http://images.lab/slots".to_owned(),
+        catalog_name: CATALOG.to_owned(),
+        control_plane_version: KubeVersion::parse(control_plane).map_err(|e| format!("control-plane version {control_plane:?}: {e}"))?,
+        ..inplace_orchestrator::Config::default()
+    };
+    let watchdog = inplace_watchdog::Config {
+        namespace: NAMESPACE.to_owned(),
+        machine_namespace: NAMESPACE.to_owned(),
+        dependents: DEPENDENTS.iter().map(|d| (*d).to_owned()).collect(),
+        probe_interval: scenario.watchdog.probe_interval.get(),
+        kcm_node_monitor_grace: scenario.watchdog.kcm_node_monitor_grace_duration.get(),
+        node_lease_failure_fraction: scenario.watchdog.node_lease_failure_fraction,
+        ..inplace_watchdog::Config::default()
+    };
+    let supervisor = Arc::new(Mutex::new(Supervisor::new(client.clone(), clock.clone(), scenario, orchestrator, watchdog)));
+    let ctx = Arc::new(Ctx { client: client.clone(), shared: shared.clone(), lab: lab.clone(), supervisor: supervisor.clone(), scenario: scenario.clone() });
+
+    // Everything the judge sees, and the supervisor following the dependents' replicas.
+    let observer = ctx.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut stream = observe::observe(&observer.client).boxed();
+        while let Some(observation) = stream.next().await {
+            observer.shared.observe(observation);
+            observer.reconcile();
+        }
+    }));
+    let ticker = ctx.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut ticks = ticker.shared.clock().interval(TICK);
+        loop {
+            ticks.tick().await;
+            ticker.shared.tick();
+            ticker.reconcile();
+        }
+    }));
+    tasks.push(tokio::spawn(lab.clone().provide(client.clone(), shared.clone())));
+    ctx.reconcile();
+    for fault in &scenario.faults {
+        let (ctx, fault) = (ctx.clone(), fault.clone());
+        tasks.push(tokio::spawn(async move { faults::arm(&ctx, &fault).await }));
+    }
+
+    let brought_up = shared
+        .wait_until(BRING_UP, |judge| {
+            let world = &judge.world;
+            let ready = world.nodes.values().filter(|v| v.registered && v.ready).count();
+            u32::try_from(ready).is_ok_and(|n| n >= world.pool_size)
+        })
+        .await;
+    if !brought_up {
+        let judge = shared.judge();
+        let missing: Vec<String> = judge.world.nodes.iter().filter(|(_, v)| !(v.registered && v.ready)).map(|(n, v)| format!("{n} ({})", if v.registered { "NotReady" } else { "not registered" })).collect();
+        return Err(format!(
+            "the pool's {} nodes did not come up within {}; not up: {}",
+            judge.world.pool_size,
+            rackproof_clock::format_duration(BRING_UP),
+            missing.join(", ")
+        ));
+    }
+    let members: Vec<String> = shared.judge().world.registered().map(str::to_owned).collect();
+    shared.record(None, EntryKind::Lab, format!("the pool's {} nodes are up", members.len()));
+    setup::workloads(client, scenario, &members).await.map_err(|e| format!("placing the workloads failed: {}", super::error_chain(&e)))?;
+
+    let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
+    let step_failure = match clock.timeout(limit, steps::run(&ctx)).await {
+        Ok(Ok(())) => None,
+        Ok(Err(failure)) => Some(failure),
+        Err(_) => Some(format!("the scenario did not finish within its timeout of {}", scenario.timeout)),
+    };
+    if let Some(failure) = &step_failure {
+        shared.record(None, EntryKind::Step, failure.clone());
+    }
+    let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
+    shared.wait_until(limit, |judge| !judge.expectations.waiting()).await;
+    supervisor.lock().unwrap_or_else(|p| p.into_inner()).stop_all();
+    lab.tear_down().await;
+    Ok(step_failure)
+}

@@ -1,0 +1,159 @@
+//! Putting a scenario's starting objects into the cluster: the CRDs, the namespaces, the image
+//! catalog, the watchdog's dependents and the worker pool; later, once the nodes are up, the
+//! workloads on them (pods, PodDisruptionBudgets, DaemonSet pods, pods with local storage).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
+use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Namespace, Pod, PodSpec, PodTemplateSpec, Volume};
+use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::PostParams;
+use kube::{Api, Client, Resource, ResourceExt};
+
+use super::objects::{self, DEPENDENTS, NAMESPACE};
+use crate::scenario::{Scenario, Workload};
+
+/// Namespace of the workload pods.
+pub const WORKLOAD_NAMESPACE: &str = "apps";
+
+/// A failed setup request.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to {what}")]
+pub struct SetupError {
+    what: String,
+    #[source]
+    source: kube::Error,
+}
+
+async fn create<K>(api: &Api<K>, object: &K, what: impl Into<String>) -> Result<K, SetupError>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), object).await.map_err(|source| SetupError { what: what.into(), source })
+}
+
+fn namespace(name: &str) -> Namespace {
+    Namespace { metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() }, ..Namespace::default() }
+}
+
+/// The cluster as the scenario starts it, before any machine exists.
+pub async fn cluster(client: &Client, scenario: &Scenario, pool_size: u32) -> Result<(), SetupError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in inplace_api::crd::crds() {
+        let name = crd.name_any();
+        create(&crds, &crd, format!("install CRD {name}")).await?;
+    }
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in [NAMESPACE, WORKLOAD_NAMESPACE] {
+        create(&namespaces, &namespace(name), format!("create namespace {name}")).await?;
+    }
+    let catalogs = Api::all(client.clone());
+    create(&catalogs, &objects::image_catalog(scenario), "create the image catalog").await?;
+    let deployments = Api::namespaced(client.clone(), NAMESPACE);
+    for name in DEPENDENTS {
+        create(&deployments, &objects::dependent(name), format!("create deployment {NAMESPACE}/{name}")).await?;
+    }
+    let pools = Api::namespaced(client.clone(), NAMESPACE);
+    create(&pools, &objects::worker_pool(scenario, pool_size), format!("create worker pool {}", scenario.pool.name)).await?;
+    Ok(())
+}
+
+fn labels(app: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([("app".to_owned(), app.to_owned())])
+}
+
+fn pod(name: String, app: &str, node: &str) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(WORKLOAD_NAMESPACE.to_owned()),
+            labels: Some(labels(app)),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            node_name: Some(node.to_owned()),
+            containers: vec![Container { name: app.to_owned(), image: Some(format!("{app}:lab")), ..Container::default() }],
+            ..PodSpec::default()
+        }),
+        ..Pod::default()
+    }
+}
+
+/// The workloads on `nodes`: created once, when the pool's nodes are up.
+pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -> Result<(), SetupError> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    for workload in &scenario.workloads {
+        match workload {
+            Workload::Pods(w) => {
+                if let Some(max_unavailable) = w.pdb_max_unavailable {
+                    let pdb = PodDisruptionBudget {
+                        metadata: ObjectMeta { name: Some(w.name.clone()), ..ObjectMeta::default() },
+                        spec: Some(PodDisruptionBudgetSpec {
+                            max_unavailable: Some(IntOrString::Int(i32::try_from(max_unavailable).unwrap_or(i32::MAX))),
+                            selector: Some(LabelSelector { match_labels: Some(labels(&w.name)), ..LabelSelector::default() }),
+                            ..PodDisruptionBudgetSpec::default()
+                        }),
+                        ..PodDisruptionBudget::default()
+                    };
+                    let api = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+                    create(&api, &pdb, format!("create PodDisruptionBudget {}", w.name)).await?;
+                }
+                for node in nodes {
+                    for i in 1..=w.per_node {
+                        let pod = pod(format!("{}-{node}-{i}", w.name), &w.name, node);
+                        create(&pods, &pod, format!("create pod {} on {node}", w.name)).await?;
+                    }
+                }
+            }
+            Workload::DaemonSet(w) => {
+                let daemon_set = DaemonSet {
+                    metadata: ObjectMeta { name: Some(w.name.clone()), ..ObjectMeta::default() },
+                    spec: Some(DaemonSetSpec {
+                        selector: LabelSelector { match_labels: Some(labels(&w.name)), ..LabelSelector::default() },
+                        template: PodTemplateSpec {
+                            metadata: Some(ObjectMeta { labels: Some(labels(&w.name)), ..ObjectMeta::default() }),
+                            spec: Some(PodSpec {
+                                containers: vec![Container { name: w.name.clone(), image: Some(format!("{}:lab", w.name)), ..Container::default() }],
+                                ..PodSpec::default()
+                            }),
+                        },
+                        ..DaemonSetSpec::default()
+                    }),
+                    ..DaemonSet::default()
+                };
+                let api = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+                let created = create(&api, &daemon_set, format!("create DaemonSet {}", w.name)).await?;
+                let owner = OwnerReference {
+                    api_version: "apps/v1".to_owned(),
+                    kind: "DaemonSet".to_owned(),
+                    name: w.name.clone(),
+                    uid: created.uid().unwrap_or_default(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                };
+                for node in nodes {
+                    let mut pod = pod(format!("{}-{node}", w.name), &w.name, node);
+                    pod.metadata.owner_references = Some(vec![owner.clone()]);
+                    create(&pods, &pod, format!("create DaemonSet pod {} on {node}", w.name)).await?;
+                }
+            }
+            Workload::LocalStorage(w) => {
+                for node in nodes {
+                    let mut pod = pod(format!("{}-{node}", w.name), &w.name, node);
+                    if let Some(spec) = pod.spec.as_mut() {
+                        spec.volumes = Some(vec![Volume {
+                            name: "scratch".to_owned(),
+                            empty_dir: Some(EmptyDirVolumeSource::default()),
+                            ..Volume::default()
+                        }]);
+                    }
+                    create(&pods, &pod, format!("create pod {} with local storage on {node}", w.name)).await?;
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! What the tasks of one run share: the judge (world, timeline, verdicts), the clock and the
+//! start time, and a change counter that wakes everyone waiting for a condition.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use jiff::Timestamp;
+use rackproof_clock::Clock;
+use tokio::sync::watch;
+
+use super::judge::Judge;
+use super::observe::Observation;
+use super::timeline::EntryKind;
+
+/// A handle on the run's shared state. Clones share it.
+#[derive(Debug, Clone)]
+pub struct Shared {
+    judge: Arc<Mutex<Judge>>,
+    clock: Clock,
+    start: Timestamp,
+    changes: Arc<watch::Sender<u64>>,
+}
+
+impl Shared {
+    /// Shares `judge`; the run starts now.
+    pub fn new(judge: Judge, clock: Clock) -> Self {
+        let start = clock.now();
+        let (changes, _) = watch::channel(0);
+        Self { judge: Arc::new(Mutex::new(judge)), clock, start, changes: Arc::new(changes) }
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// Time since the run started (virtual on `sim`).
+    pub fn elapsed(&self) -> Duration {
+        let now = self.clock.now();
+        now.duration_since(self.start).unsigned_abs()
+    }
+
+    /// The judge, locked. Never held across an `.await`.
+    pub fn judge(&self) -> MutexGuard<'_, Judge> {
+        self.judge.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a timeline entry now.
+    pub fn record(&self, node: Option<&str>, kind: EntryKind, text: impl Into<String>) {
+        let text = text.into();
+        tracing::info!(node = node.unwrap_or("-"), kind = ?kind, "{text}");
+        let at = self.elapsed();
+        self.judge().timeline.push(at, node, kind, text);
+        self.notify();
+    }
+
+    /// Applies an observation and wakes the waiters.
+    pub fn observe(&self, observation: Observation) {
+        let at = self.elapsed();
+        self.judge().observe(observation, at);
+        self.notify();
+    }
+
+    /// Re-evaluates the expectations as time passes.
+    pub fn tick(&self) {
+        let at = self.elapsed();
+        self.judge().judge_expectations(at);
+    }
+
+    fn notify(&self) {
+        self.changes.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Waits until `check` holds on the judge, at most `within`. Returns whether it held.
+    pub async fn wait_until(&self, within: Duration, check: impl Fn(&Judge) -> bool) -> bool {
+        let mut changes = self.changes.subscribe();
+        let waiting = async {
+            loop {
+                if check(&self.judge()) {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        self.clock.timeout(within, waiting).await.is_ok()
+    }
+}

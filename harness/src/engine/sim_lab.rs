@@ -1,0 +1,379 @@
+//! The `sim` backend's lab: one simulated machine per lab node, each running the real node agent
+//! in-process (talking to the API server as that node), a BMC in front of each machine with the
+//! scenario's quirks, and the machine provider that hands machines to the orchestrator's Machine
+//! objects (the contract in `inplace_orchestrator`'s docs: bind by labelling `node: NAME`, power
+//! off when the Machine goes away).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use inplace_agent::manifest::SlotKeyPair;
+use inplace_api::crd::Machine;
+use inplace_orchestrator::workerpool::ANNOTATION_OSC_SECRET;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, ResourceExt};
+use rackproof_apiserver::ApiServer;
+use rackproof_clock::Clock;
+use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
+use rackproof_lab::console::{ConsoleLine, ConsoleSource};
+use rackproof_lab::sim::{Behaviour, Phase, SimMachine};
+use rackproof_lab::strategy::{NodeControl, WaitOptions};
+use serde_json::json;
+
+use super::objects::NAMESPACE;
+use super::shared::Shared;
+use super::sim_nodes::{self, AgentGuest, OscLocation};
+use super::timeline::EntryKind;
+use crate::scenario::{BmcKind, BmcQuirk, PowerAction, Scenario};
+
+/// The epoch every simulated run starts at (virtual time).
+pub const EPOCH: &str = "2026-01-01T00:00:00Z";
+
+/// One lab node.
+#[derive(Debug)]
+pub struct SimNode {
+    pub machine: SimMachine,
+    pub guest: Arc<AgentGuest>,
+    pub bmc: Arc<SimBmc>,
+}
+
+/// The simulated lab.
+#[derive(Debug)]
+pub struct SimLab {
+    pub nodes: BTreeMap<String, SimNode>,
+    server: ApiServer,
+    clock: Clock,
+    pool: String,
+    bindings: Mutex<Bindings>,
+}
+
+#[derive(Debug, Default)]
+struct Bindings {
+    /// Machine object name → lab node.
+    by_machine: BTreeMap<String, String>,
+    free: BTreeSet<String>,
+}
+
+impl SimLab {
+    /// Builds every lab node, powered off, with the pool's starting OS installed.
+    pub fn build(scenario: &Scenario, server: &ApiServer, clock: &Clock, shared: &Shared) -> Result<Self, String> {
+        let catalog = sim_nodes::catalog(scenario);
+        let key = SlotKeyPair::from_seed(seed_bytes(scenario.seed));
+        let source = sim_nodes::image_server(scenario, &catalog, &key)?;
+        let mut nodes = BTreeMap::new();
+        for name in scenario.lab.node_names() {
+            let guest = Arc::new(AgentGuest::new(&name, server.node_client(&name), &scenario.pool.kubernetes, source.clone(), key.public()));
+            let machine = SimMachine::builder(name.clone(), clock.clone())
+                .catalog(catalog.clone())
+                .installed(&scenario.pool.os.value)
+                .guest(guest.clone())
+                .build()
+                .map_err(|e| format!("failed to build simulated machine {name}: {e}"))?;
+            let bmc = Arc::new(SimBmc { node: name.clone(), kind: scenario.lab.bmc, machine: machine.clone(), clock: clock.clone(), shared: shared.clone(), quirks: Mutex::default() });
+            nodes.insert(name, SimNode { machine, guest, bmc });
+        }
+        let free = nodes.keys().cloned().collect();
+        Ok(Self {
+            nodes,
+            server: server.clone(),
+            clock: clock.clone(),
+            pool: scenario.pool.name.clone(),
+            bindings: Mutex::new(Bindings { by_machine: BTreeMap::new(), free }),
+        })
+    }
+
+    /// The node called `name` (names were validated against the lab when the scenario loaded).
+    pub fn node(&self, name: &str) -> Option<&SimNode> {
+        self.nodes.get(name)
+    }
+
+    fn control(&self, node: &SimNode) -> NodeControl {
+        NodeControl::new(node.machine.name(), node.bmc.clone(), Arc::new(node.machine.clone()), self.clock.clone())
+    }
+
+    /// Powers a node on through its BMC and waits until its OS is up, retrying a power-on the BMC
+    /// accepted but ignored. Errors are recorded in the timeline.
+    pub async fn power_on_and_wait(&self, name: &str, shared: &Shared) {
+        let Some(node) = self.node(name) else { return };
+        let options = WaitOptions { deadline: Duration::from_secs(900), ..WaitOptions::default() };
+        match self.control(node).power_on_and_wait_until_up(options).await {
+            Ok(version) => shared.record(Some(name), EntryKind::Lab, format!("OS {version} is up")),
+            Err(e) => shared.record(Some(name), EntryKind::Lab, format!("power-on failed: {}", super::error_chain(&e))),
+        }
+    }
+
+    /// A power action through the node's BMC, recorded in the timeline.
+    pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
+        let Some(node) = self.node(name) else { return };
+        let reset = match action {
+            PowerAction::On => ResetAction::On,
+            PowerAction::Off => ResetAction::ForceOff,
+            PowerAction::Cycle => ResetAction::PowerCycle,
+            PowerAction::Reset => ResetAction::ForceRestart,
+            PowerAction::GracefulShutdown => ResetAction::GracefulShutdown,
+        };
+        if let Err(e) = node.bmc.reset(reset).await {
+            shared.record(Some(name), EntryKind::Bmc, format!("{reset} failed: {}", super::error_chain(&e)));
+        }
+    }
+
+    /// Watches Machines and binds each new one to a free lab machine; powers a machine off when
+    /// its Machine goes away. Runs until dropped.
+    pub async fn provide(self: Arc<Self>, client: Client, shared: Shared) {
+        let api: Api<Machine> = Api::namespaced(client, NAMESPACE);
+        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Apply(machine) | Event::InitApply(machine)) => {
+                    if machine.metadata.deletion_timestamp.is_some() {
+                        self.release(&machine.name_any(), &shared).await;
+                    } else if machine.node_name().is_none() {
+                        self.clone().bind(&api, &machine, &shared).await;
+                    }
+                }
+                Ok(Event::Delete(machine)) => self.release(&machine.name_any(), &shared).await,
+                Ok(Event::Init | Event::InitDone) => {}
+                Err(e) => shared.record(None, EntryKind::Lab, format!("machine provider: watch failed (retrying): {e}")),
+            }
+        }
+    }
+
+    async fn bind(self: Arc<Self>, api: &Api<Machine>, machine: &Machine, shared: &Shared) {
+        let machine_name = machine.name_any();
+        let Some(osc) = machine.annotations().get(ANNOTATION_OSC_SECRET).and_then(|v| v.split_once('/')) else {
+            shared.record(None, EntryKind::Lab, format!("machine provider: Machine {machine_name} has no {ANNOTATION_OSC_SECRET} annotation; left unbound"));
+            return;
+        };
+        let osc = OscLocation { namespace: osc.0.to_owned(), name: osc.1.to_owned() };
+        let (node, new) = {
+            let mut bindings = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(node) = bindings.by_machine.get(&machine_name) {
+                (node.clone(), false)
+            } else if let Some(node) = bindings.free.pop_first() {
+                bindings.by_machine.insert(machine_name.clone(), node.clone());
+                (node, true)
+            } else {
+                drop(bindings);
+                shared.record(None, EntryKind::Lab, format!("machine provider: no free lab machine for Machine {machine_name}"));
+                return;
+            }
+        };
+        if new {
+            self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
+            if let Some(lab_node) = self.node(&node) {
+                lab_node.guest.bind(Some(sim_nodes::agent_config(&node, &self.pool, &osc)));
+            }
+        }
+        let patch = json!({ "metadata": { "labels": { inplace_api::keys::MACHINE_LABEL_NODE: node } } });
+        if let Err(e) = api.patch(&machine_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            shared.record(Some(&node), EntryKind::Lab, format!("machine provider: failed to bind Machine {machine_name}: {e}"));
+            return;
+        }
+        if new {
+            shared.record(Some(&node), EntryKind::Lab, format!("provisioned for Machine {machine_name}; powering on"));
+            let shared = shared.clone();
+            tokio::spawn(async move { self.power_on_and_wait(&node, &shared).await });
+        }
+    }
+
+    async fn release(&self, machine_name: &str, shared: &Shared) {
+        let node = {
+            let mut bindings = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+            let node = bindings.by_machine.remove(machine_name);
+            if let Some(node) = &node {
+                bindings.free.insert(node.clone());
+            }
+            node
+        };
+        let Some(node) = node else { return };
+        if let Some(lab_node) = self.node(&node) {
+            lab_node.guest.bind(None);
+            shared.record(Some(&node), EntryKind::Lab, format!("Machine {machine_name} deleted; powering off"));
+            if let Err(e) = lab_node.bmc.reset(ResetAction::ForceOff).await {
+                shared.record(Some(&node), EntryKind::Bmc, format!("power-off failed: {}", super::error_chain(&e)));
+            }
+        }
+    }
+
+    /// Fault: the next OS version installed on `name` (any version but the one it runs now)
+    /// boots like `behaviour`.
+    pub fn break_next_version(&self, name: &str, behaviour: &Behaviour, versions: &[String]) {
+        let Some(node) = self.node(name) else { return };
+        let running = match node.machine.phase() {
+            Phase::Up { version, .. } | Phase::Kernel { version, .. } | Phase::Hung { version, .. } => Some(version),
+            _ => None,
+        };
+        for version in versions.iter().filter(|v| Some(*v) != running.as_ref()) {
+            node.machine.override_behaviour(version, behaviour.clone());
+        }
+    }
+
+    /// Records every console line of every node into `logs` (the run's console artifacts).
+    pub fn capture_consoles(&self, logs: &Arc<Mutex<BTreeMap<String, Vec<String>>>>, shared: &Shared) -> Vec<tokio::task::JoinHandle<()>> {
+        self.nodes
+            .iter()
+            .map(|(name, node)| {
+                let (history, mut lines) = node.machine.subscribe();
+                let logs = logs.clone();
+                let name = name.clone();
+                let shared = shared.clone();
+                let write = move |line: ConsoleLine| {
+                    let at = rackproof_clock::format_duration(shared.elapsed());
+                    logs.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().push(format!("[{at}] {}", line.text));
+                };
+                for line in history {
+                    write(line);
+                }
+                tokio::spawn(async move {
+                    loop {
+                        match lines.recv().await {
+                            Ok(line) => write(line),
+                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        }
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// Powers every machine off (the end of a run).
+    pub async fn tear_down(&self) {
+        for node in self.nodes.values() {
+            let _ = node.machine.reset(ResetAction::ForceOff).await;
+        }
+    }
+}
+
+fn seed_bytes(seed: u64) -> [u8; 32] {
+    let mut bytes = [0u8; 32];
+    for chunk in bytes.chunks_mut(8) {
+        chunk.copy_from_slice(&seed.to_le_bytes());
+    }
+    bytes
+}
+
+/// A BMC in front of a simulated machine (Redfish or IPMI by the scenario's `lab.bmc`), with
+/// the quirks a scenario sets. The client side is modelled too: 5xx answers are retried with
+/// backoff, an expired session is logged into again, as `rackproof-redfish`'s client does.
+#[derive(Debug)]
+pub struct SimBmc {
+    node: String,
+    kind: BmcKind,
+    machine: SimMachine,
+    clock: Clock,
+    shared: Shared,
+    quirks: Mutex<Vec<ActiveQuirk>>,
+}
+
+#[derive(Debug, Clone)]
+struct ActiveQuirk {
+    quirk: BmcQuirk,
+    /// Requests still affected (`None`: all).
+    remaining: Option<u32>,
+}
+
+/// Retries of one request answered with a 5xx before the client gives up.
+const SERVER_ERROR_RETRIES: u32 = 4;
+
+impl SimBmc {
+    /// Sets a quirk for the next `count` requests (all, when absent).
+    pub fn add_quirk(&self, quirk: &BmcQuirk, count: Option<u32>) {
+        if let BmcQuirk::IgnorePowerOn = quirk {
+            self.machine.ignore_power_on(count.unwrap_or(u32::MAX));
+            return;
+        }
+        self.quirks.lock().unwrap_or_else(|p| p.into_inner()).push(ActiveQuirk { quirk: quirk.clone(), remaining: count });
+    }
+
+    /// The quirks affecting the next request (and uses one of each count).
+    fn take_quirks(&self) -> Vec<BmcQuirk> {
+        let mut quirks = self.quirks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut now = Vec::new();
+        for active in quirks.iter_mut() {
+            match &mut active.remaining {
+                Some(0) => continue,
+                Some(n) => *n -= 1,
+                None => {}
+            }
+            now.push(active.quirk.clone());
+        }
+        quirks.retain(|q| q.remaining != Some(0));
+        now
+    }
+
+    fn describe(&self, action: ResetAction) -> String {
+        match self.kind {
+            BmcKind::Redfish => format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}"),
+            BmcKind::Ipmi => format!("ipmi: chassis control {}", ipmi_name(action)),
+        }
+    }
+}
+
+fn ipmi_name(action: ResetAction) -> &'static str {
+    match action {
+        ResetAction::On => "power on",
+        ResetAction::ForceOff => "power off",
+        ResetAction::GracefulShutdown => "soft",
+        ResetAction::GracefulRestart | ResetAction::ForceRestart => "reset",
+        ResetAction::PowerCycle => "power cycle",
+        ResetAction::Nmi => "diag",
+    }
+}
+
+#[async_trait]
+impl Power for SimBmc {
+    async fn power_state(&self) -> Result<PowerState, DriverError> {
+        self.machine.power_state().await
+    }
+
+    async fn reset(&self, action: ResetAction) -> Result<(), DriverError> {
+        let request = self.describe(action);
+        let mut attempt = 0;
+        loop {
+            let quirks = self.take_quirks();
+            for quirk in &quirks {
+                match quirk {
+                    BmcQuirk::Latency(span) => self.clock.sleep(span.get()).await,
+                    BmcQuirk::ExpireSessions => {
+                        self.shared.record(Some(&self.node), EntryKind::Bmc, "session expired (401); logged in again");
+                    }
+                    _ => {}
+                }
+            }
+            let status = quirks.iter().find_map(|q| match q {
+                BmcQuirk::Status(code) => Some(*code),
+                _ => None,
+            });
+            match status {
+                Some(code) if (500..600).contains(&code) && attempt < SERVER_ERROR_RETRIES => {
+                    attempt += 1;
+                    let backoff = Duration::from_secs(1 << attempt);
+                    self.shared.record(
+                        Some(&self.node),
+                        EntryKind::Bmc,
+                        format!("{request} → {code}; retrying in {}", rackproof_clock::format_duration(backoff)),
+                    );
+                    self.clock.sleep(backoff).await;
+                }
+                Some(code) if code >= 400 => {
+                    self.shared.record(Some(&self.node), EntryKind::Bmc, format!("{request} → {code}; giving up"));
+                    return Err(DriverError::Refused { action: action.to_string(), target: self.node.clone(), reason: format!("the BMC answered {code}") });
+                }
+                _ => {
+                    self.shared.record(Some(&self.node), EntryKind::Bmc, request);
+                    return self.machine.reset(action).await;
+                }
+            }
+        }
+    }
+
+    fn allowed_resets(&self) -> Vec<ResetAction> {
+        self.machine.allowed_resets()
+    }
+}

@@ -1,0 +1,226 @@
+//! Running a scenario's steps, one after the other, as a person at the cluster would: edit the
+//! pool, label nodes, remove failed marks, scale, wait.
+
+use std::time::Duration;
+
+use inplace_api::crd::WorkerPool;
+use inplace_api::keys;
+use inplace_api::version::KubeVersion;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use regex::Regex;
+use serde_json::{Value, json};
+
+use super::conditions::{Check, describe};
+use super::faults;
+use super::objects::NAMESPACE;
+use super::run::Ctx;
+use super::timeline::EntryKind;
+use crate::scenario::{NodeName, PoolUpdate, Step};
+
+/// How long the WorkerPool controller may take to accept or refuse a change.
+const VALIDATION_WAIT: Duration = Duration::from_secs(300);
+
+/// Runs every step. The first step that fails ends the sequence with its message.
+pub async fn run(ctx: &Ctx) -> Result<(), String> {
+    for (index, step) in ctx.scenario.steps.iter().enumerate() {
+        let number = index + 1;
+        ctx.shared.record(None, EntryKind::Step, format!("step {number}: {}", summary(step)));
+        one(ctx, step).await.map_err(|e| format!("step {number} ({}) failed: {e}", summary(step)))?;
+    }
+    Ok(())
+}
+
+/// A one-line description of a step for the timeline.
+pub fn summary(step: &Step) -> String {
+    let names = |nodes: &[NodeName]| nodes.iter().map(|n| n.value.as_str()).collect::<Vec<_>>().join(", ");
+    match step {
+        Step::Update(u) => {
+            let mut parts = Vec::new();
+            if let Some(os) = &u.os {
+                parts.push(format!("os {}", os.value));
+            }
+            if let Some(k) = &u.kubernetes {
+                parts.push(format!("kubernetes {k}"));
+            }
+            if let Some(k) = &u.control_plane {
+                parts.push(format!("control plane {k}"));
+            }
+            if u.kubelet_config.is_some() {
+                parts.push("kubelet config".to_owned());
+            }
+            if u.rotate_ca {
+                parts.push("CA rotation".to_owned());
+            }
+            if u.rotate_service_account_key {
+                parts.push("service-account key rotation".to_owned());
+            }
+            if u.force {
+                parts.push("forced".to_owned());
+            }
+            format!("update the pool: {}", parts.join(", "))
+        }
+        Step::Select(n) => format!("select {}", names(n)),
+        Step::Unselect(n) => format!("unselect {}", names(n)),
+        Step::ClearFailed(n) => format!("remove the failed mark of {}", names(n)),
+        Step::Scale(n) => format!("scale the pool to {n}"),
+        Step::Sleep(d) => format!("sleep {d}"),
+        Step::WaitUntil(w) => format!("wait until {} (at most {})", describe(&w.until), w.within),
+        Step::Run(r) => format!("run {}", r.command.join(" ")),
+        Step::Fault(_) => "fire a fault".to_owned(),
+    }
+}
+
+async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
+    match step {
+        Step::Update(update) => update_pool(ctx, update).await,
+        Step::Select(nodes) => label_nodes(ctx, nodes, keys::LABEL_SELECTED_FOR_UPDATE, Some("true")).await,
+        Step::Unselect(nodes) => label_nodes(ctx, nodes, keys::LABEL_SELECTED_FOR_UPDATE, None).await,
+        Step::ClearFailed(nodes) => label_nodes(ctx, nodes, keys::LABEL_UPDATE_RESULT, None).await,
+        Step::Scale(count) => {
+            let count_i32 = i32::try_from(*count).map_err(|_| format!("{count} nodes is too many"))?;
+            patch_pool(ctx, json!({"spec": {"minimum": count_i32, "maximum": count_i32}})).await?;
+            ctx.shared.judge().world.pool_size = *count;
+            Ok(())
+        }
+        Step::Sleep(span) => {
+            ctx.shared.clock().sleep(span.get()).await;
+            Ok(())
+        }
+        Step::WaitUntil(wait) => {
+            let check = Check::new(&wait.until);
+            if ctx.shared.wait_until(wait.within.get(), |judge| check.holds(&judge.world)).await {
+                Ok(())
+            } else {
+                Err(format!("{} did not hold within {}", check.describe(), wait.within))
+            }
+        }
+        Step::Run(_) => Err("`run` steps need a backend with an API endpoint outside the process; not available on sim".to_owned()),
+        Step::Fault(action) => {
+            faults::fire(ctx, action).await;
+            Ok(())
+        }
+    }
+}
+
+async fn label_nodes(ctx: &Ctx, nodes: &[NodeName], key: &str, value: Option<&str>) -> Result<(), String> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    for node in nodes {
+        let patch = json!({"metadata": {"labels": {key: value}}});
+        api.patch(&node.value, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| format!("failed to label node {}: {e}", node.value))?;
+    }
+    Ok(())
+}
+
+async fn patch_pool(ctx: &Ctx, patch: Value) -> Result<(), String> {
+    let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+    api.patch(&ctx.scenario.pool.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("failed to change worker pool {}: {e}", ctx.scenario.pool.name))
+}
+
+async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
+    let control_plane = update.control_plane.as_ref().or(update.kubernetes.as_ref());
+    if let Some(version) = control_plane {
+        let parsed = KubeVersion::parse(version).map_err(|e| format!("control-plane version {version:?}: {e}"))?;
+        let mut supervisor = ctx.supervisor.lock().unwrap_or_else(|p| p.into_inner());
+        supervisor.set_control_plane_version(parsed, &ctx.shared);
+    }
+    let now = jiff::fmt::temporal::DateTimePrinter::new().precision(Some(0)).timestamp_to_string(&ctx.shared.clock().now());
+    let mut spec = serde_json::Map::new();
+    if let Some(os) = &update.os {
+        spec.insert("machine".into(), json!({"image": {"version": os.value}}));
+    }
+    let mut kubernetes = serde_json::Map::new();
+    if let Some(version) = &update.kubernetes {
+        kubernetes.insert("version".into(), json!(version));
+    }
+    if let Some(kubelet) = &update.kubelet_config {
+        kubernetes.insert("kubelet".into(), Value::Object(kubelet.clone()));
+    }
+    if !kubernetes.is_empty() {
+        spec.insert("kubernetes".into(), Value::Object(kubernetes));
+    }
+    let mut rotation = serde_json::Map::new();
+    if update.rotate_ca {
+        rotation.insert("certificateAuthorities".into(), json!({"lastInitiationTime": now}));
+    }
+    if update.rotate_service_account_key {
+        rotation.insert("serviceAccountKey".into(), json!({"lastInitiationTime": now}));
+    }
+    if !rotation.is_empty() {
+        spec.insert("credentialsRotation".into(), Value::Object(rotation));
+    }
+    let mut patch = json!({"spec": spec});
+    if update.force {
+        patch["metadata"] = json!({"annotations": {keys::ANNOTATION_OPERATION: keys::OPERATION_FORCE_IN_PLACE_UPDATE}});
+    }
+    let generation = current_generation(ctx).await?;
+    patch_pool(ctx, patch).await?;
+    let verdict = wait_validated(ctx, generation).await?;
+    match (&update.expect_refused, verdict) {
+        (None, Validation::Accepted) => {
+            let mut judge = ctx.shared.judge();
+            judge.world.update_requested = true;
+            if let Some(os) = &update.os {
+                judge.world.target_os = os.value.clone();
+            }
+            if let Some(version) = &update.kubernetes {
+                judge.world.target_kubernetes = version.clone();
+            }
+            Ok(())
+        }
+        (None, Validation::Refused { reason, message }) => Err(format!("the pool refused the change: {reason}: {message}")),
+        (Some(pattern), Validation::Accepted) => Err(format!("the pool accepted the change; expected a refusal matching /{pattern}/")),
+        (Some(pattern), Validation::Refused { reason, message }) => {
+            let regex = Regex::new(pattern).map_err(|e| format!("expectRefused {pattern:?} is not a regex: {e}"))?;
+            if regex.is_match(&reason) || regex.is_match(&message) {
+                ctx.shared.record(None, EntryKind::Step, format!("refused as expected: {reason}: {message}"));
+                Ok(())
+            } else {
+                Err(format!("refused, but neither reason nor message matches /{pattern}/: {reason}: {message}"))
+            }
+        }
+    }
+}
+
+/// What the WorkerPool controller said about a change.
+enum Validation {
+    Accepted,
+    Refused { reason: String, message: String },
+}
+
+async fn current_generation(ctx: &Ctx) -> Result<i64, String> {
+    let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+    let pool = api.get(&ctx.scenario.pool.name).await.map_err(|e| format!("failed to read worker pool {}: {e}", ctx.scenario.pool.name))?;
+    Ok(pool.metadata.generation.unwrap_or(0))
+}
+
+/// Waits until the WorkerPool controller judged a generation newer than `before` (condition
+/// `Valid` with a newer `observedGeneration`).
+async fn wait_validated(ctx: &Ctx, before: i64) -> Result<Validation, String> {
+    let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+    let clock = ctx.shared.clock().clone();
+    let deadline = clock.instant() + VALIDATION_WAIT;
+    let mut last = String::from("no Valid condition");
+    while clock.instant() < deadline {
+        let pool = api.get(&ctx.scenario.pool.name).await.map_err(|e| format!("failed to read worker pool: {e}"))?;
+        let valid = pool.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == inplace_orchestrator::workerpool::CONDITION_VALID));
+        if let Some(valid) = valid {
+            last = format!("Valid={} reason {} ({})", valid.status, valid.reason, valid.message);
+            if valid.observed_generation.unwrap_or(0) > before {
+                match valid.status.as_str() {
+                    "True" => return Ok(Validation::Accepted),
+                    "False" => return Ok(Validation::Refused { reason: valid.reason.clone(), message: valid.message.clone() }),
+                    _ => {}
+                }
+            }
+        }
+        clock.sleep(Duration::from_secs(1)).await;
+    }
+    Err(format!("the orchestrator did not judge the change within {}; last seen: {last}", rackproof_clock::format_duration(VALIDATION_WAIT)))
+}
