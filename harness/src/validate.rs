@@ -110,6 +110,18 @@ impl Checker<'_> {
     fn pool(&mut self) {
         let pool = &self.loaded.scenario.pool;
         self.known_version(&pool.os, "the pool's OS version");
+        let lab_nodes = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
+        let size = pool.size.unwrap_or(lab_nodes);
+        if size == 0 || size > lab_nodes {
+            self.top(format!("`pool.size` is {size} but the lab has {lab_nodes} nodes"), "give a size between 1 and the lab's node count");
+        }
+        let surge = pool.max_surge.resolve(size, false);
+        if surge > 0 && size.saturating_add(surge) > lab_nodes {
+            self.top(
+                format!("`maxSurge` {surge} needs {surge} spare lab nodes, but the pool takes {size} of the lab's {lab_nodes}"),
+                format!("set `lab.nodes` to {} and `pool.size` to {size}", size + surge),
+            );
+        }
         let fraction = self.loaded.scenario.watchdog.node_lease_failure_fraction;
         if !(fraction > 0.0 && fraction <= 1.0) {
             self.top(format!("`watchdog.nodeLeaseFailureFraction` is {fraction}"), "use a fraction in (0, 1], e.g. 0.6");
@@ -173,6 +185,7 @@ impl Checker<'_> {
                 (_, None) => {}
             },
             FaultAction::NodesDie(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
+            FaultAction::ImageServer(f) => self.known_node(&f.node),
         }
     }
 

@@ -680,3 +680,17 @@ async fn a_behaviour_override_applies_to_this_machine_only() {
         other.phase()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn reimaging_leaves_one_good_entry_of_the_new_version() {
+    let m = machine(None);
+    let ctl = control(&m);
+    ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
+    assert!(m.reimage("2.0.0").is_err(), "refused while on");
+    install_version(&m, "2.1.0");
+    m.reset(ResetAction::ForceOff).await.unwrap();
+    m.reimage("2.0.0").unwrap();
+    assert_eq!(entries(&m), ["rackproof-2.0.0.conf"]);
+    assert_eq!(ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap(), "2.0.0");
+    assert!(m.reimage("9.9.9").is_err(), "unknown versions are refused");
+}

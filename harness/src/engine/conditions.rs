@@ -34,6 +34,7 @@ impl Check {
                     }
             }
             Condition::AllNodes(all) => world.registered().next().is_some() && world.registered().all(|n| world.node_is(n, all.are)),
+            Condition::AnyNode(any) => world.registered().any(|n| world.node_is(n, any.are)),
             Condition::Count(c) => {
                 let n = world.registered().filter(|n| world.node_is(n, c.are)).count();
                 u32::try_from(n).is_ok_and(|n| n == c.count)
@@ -62,6 +63,7 @@ pub fn describe(condition: &Condition) -> String {
             text
         }
         Condition::AllNodes(all) => format!("all nodes are {}", state_name(all.are)),
+        Condition::AnyNode(any) => format!("some node is {}", state_name(any.are)),
         Condition::Count(c) => format!("exactly {} nodes are {}", c.count, state_name(c.are)),
         Condition::RolloutComplete => "the rollout is complete".to_owned(),
         Condition::RolloutHalted => "the rollout is halted".to_owned(),

@@ -154,6 +154,13 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
                 }
             }
         }
+        FaultAction::ImageServer(fault) => {
+            let node = fault.node.value.as_str();
+            let Some(lab_node) = ctx.lab.node(node) else { return };
+            let count = fault.count.map_or_else(|| "every request".to_owned(), |n| format!("the next {n} requests"));
+            shared.record(Some(node), EntryKind::Fault, format!("the image server answers {:?} to {count}", fault.answer));
+            lab_node.guest.image_server_fault(fault.answer, fault.count);
+        }
         FaultAction::NodesDie(nodes) => {
             for node in nodes {
                 shared.record(Some(&node.value), EntryKind::Fault, "dies (not under update): power lost");

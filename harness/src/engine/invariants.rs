@@ -57,7 +57,7 @@ impl InvariantChecker {
     /// The violations that the change from `before` to `after` shows.
     pub fn check(&self, before: &World, after: &World) -> Vec<Violation> {
         let mut found = Vec::new();
-        if self.on(InvariantName::MaxUnavailable) {
+        if self.on(InvariantName::MaxUnavailable) && !after.manual {
             max_unavailable(before, after, &mut found);
         }
         for (name, now) in &after.nodes {

@@ -147,6 +147,7 @@ fn initial_world(scenario: &Scenario) -> World {
         max_unavailable: scenario.pool.max_unavailable.resolve(size, true),
         pool_size: size,
         update_requested: false,
+        manual: scenario.pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
         dependents: dependents.iter().map(|(n, r)| (n.clone(), DependentView { replicas: *r })).collect(),
         dependents_at_start: dependents,
         outage: Default::default(),
@@ -284,6 +285,7 @@ async fn drive(
     let members: Vec<String> = shared.judge().world.registered().map(str::to_owned).collect();
     shared.record(None, EntryKind::Lab, format!("the pool's {} nodes are up", members.len()));
     setup::workloads(client, scenario, &members).await.map_err(|e| format!("placing the workloads failed: {}", super::error_chain(&e)))?;
+    setup::wait_workloads_running(client, clock, BRING_UP).await?;
 
     let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
     let step_failure = match clock.timeout(limit, steps::run(&ctx)).await {

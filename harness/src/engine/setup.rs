@@ -157,3 +157,27 @@ pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -
     }
     Ok(())
 }
+
+/// Waits until every workload pod runs and is Ready (the nodes' kubelets started them), so a
+/// PodDisruptionBudget counts them as healthy before anything is drained.
+pub async fn wait_workloads_running(client: &Client, clock: &rackproof_clock::Clock, within: std::time::Duration) -> Result<(), String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    let deadline = clock.instant() + within;
+    loop {
+        let list = pods.list(&kube::api::ListParams::default()).await.map_err(|e| format!("failed to list the workload pods: {e}"))?;
+        let waiting: Vec<String> = list.items.iter().filter(|p| !ready(p)).map(ResourceExt::name_any).collect();
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        if clock.instant() >= deadline {
+            return Err(format!("workload pods did not start within {}: {}", rackproof_clock::format_duration(within), waiting.join(", ")));
+        }
+        clock.sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+fn ready(pod: &Pod) -> bool {
+    pod.status.as_ref().is_some_and(|s| {
+        s.phase.as_deref() == Some("Running") && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}

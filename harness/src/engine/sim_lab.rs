@@ -13,6 +13,7 @@ use futures::StreamExt;
 use inplace_agent::manifest::SlotKeyPair;
 use inplace_api::crd::Machine;
 use inplace_orchestrator::workerpool::ANNOTATION_OSC_SECRET;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -74,6 +75,7 @@ impl SimLab {
                 .guest(guest.clone())
                 .build()
                 .map_err(|e| format!("failed to build simulated machine {name}: {e}"))?;
+            guest.attach_disk(machine.esp().clone());
             let bmc = Arc::new(SimBmc { node: name.clone(), kind: scenario.lab.bmc, machine: machine.clone(), clock: clock.clone(), shared: shared.clone(), quirks: Mutex::default() });
             nodes.insert(name, SimNode { machine, guest, bmc });
         }
@@ -166,6 +168,19 @@ impl SimLab {
         if new {
             self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
             if let Some(lab_node) = self.node(&node) {
+                // A new machine gets a fresh disk with the pool's current OS version.
+                match self.pool_os_version(&osc).await {
+                    Ok(version) => {
+                        if let Err(e) = lab_node.machine.reimage(&version) {
+                            shared.record(Some(&node), EntryKind::Lab, format!("provisioning failed: {}", super::error_chain(&e)));
+                            return;
+                        }
+                    }
+                    Err(e) => {
+                        shared.record(Some(&node), EntryKind::Lab, format!("provisioning failed: {e}"));
+                        return;
+                    }
+                }
                 lab_node.guest.bind(Some(sim_nodes::agent_config(&node, &self.pool, &osc)));
             }
         }
@@ -179,6 +194,19 @@ impl SimLab {
             let shared = shared.clone();
             tokio::spawn(async move { self.power_on_and_wait(&node, &shared).await });
         }
+    }
+
+    /// The OS version the pool's OSC asks for: what a new machine is provisioned with.
+    async fn pool_os_version(&self, osc: &OscLocation) -> Result<String, String> {
+        let secrets: Api<Secret> = Api::namespaced(self.server.admin_client(), &osc.namespace);
+        let secret = secrets.get(&osc.name).await.map_err(|e| format!("failed to read the OSC secret {}/{}: {e}", osc.namespace, osc.name))?;
+        let decoded = inplace_api::osc::secret::decode_secret(&secret).map_err(|e| super::error_chain(&e))?;
+        decoded
+            .osc
+            .spec
+            .in_place_updates
+            .map(|u| u.operating_system_version)
+            .ok_or_else(|| format!("the OSC in {}/{} names no operating system version", osc.namespace, osc.name))
     }
 
     async fn release(&self, machine_name: &str, shared: &Shared) {
@@ -204,11 +232,14 @@ impl SimLab {
     /// boots like `behaviour`.
     pub fn break_next_version(&self, name: &str, behaviour: &Behaviour, versions: &[String]) {
         let Some(node) = self.node(name) else { return };
-        let running = match node.machine.phase() {
-            Phase::Up { version, .. } | Phase::Kernel { version, .. } | Phase::Hung { version, .. } => Some(version),
-            _ => None,
+        let mut present: BTreeSet<String> = match inplace_boot::load_menu(node.machine.esp()) {
+            Ok((menu, _)) => menu.entries().iter().filter_map(|e| e.conf.version.clone()).collect(),
+            Err(_) => BTreeSet::new(),
         };
-        for version in versions.iter().filter(|v| Some(*v) != running.as_ref()) {
+        if let Phase::Up { version, .. } | Phase::Kernel { version, .. } | Phase::Hung { version, .. } = node.machine.phase() {
+            present.insert(version);
+        }
+        for version in versions.iter().filter(|v| !present.contains(*v)) {
             node.machine.override_behaviour(version, behaviour.clone());
         }
     }

@@ -16,13 +16,14 @@ use inplace_agent::platform::files::MemoryFiles;
 use inplace_agent::platform::kubelet::HeartbeatKubelet;
 use inplace_agent::platform::os_version::FixedOsVersion;
 use inplace_agent::platform::reboot::CallbackReboot;
-use inplace_agent::store::MemoryStore;
+use inplace_agent::store::{MemoryStore, StateStore, StoreError};
+use inplace_boot::MemEsp;
 use inplace_agent::{Agent, AgentConfig, HeartbeatConfig, Platform};
 use ed25519_dalek::VerifyingKey;
 use rackproof_clock::Clock;
 use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle};
 
-use crate::scenario::{BootBehaviour, Scenario};
+use crate::scenario::{BootBehaviour, ImageServerAnswer, Scenario};
 
 /// Where the agent finds its pool's OSC Secret.
 #[derive(Debug, Clone)]
@@ -30,6 +31,9 @@ pub struct OscLocation {
     pub namespace: String,
     pub name: String,
 }
+
+/// The slot manifest's file name on the image server.
+const MANIFEST: &str = "manifest.json";
 
 /// The entry-name prefix the agent uses for the slots it installs.
 const ENTRY_PREFIX: &str = "rackproof";
@@ -64,7 +68,7 @@ pub fn image_server(scenario: &Scenario, catalog: &Catalog, key: &SlotKeyPair) -
         let mut manifest = SlotManifest::describe(&image.version, &files, boot)
             .map_err(|e| format!("failed to describe the slot of {}: {e}", image.version.value))?;
         manifest.sign(key.signing());
-        source.put(&image.version, "manifest.json", manifest.to_json());
+        source.put(&image.version, MANIFEST, manifest.to_json());
         source.put(&image.version, "vmlinuz", artifact.kernel);
         source.put(&image.version, "initrd.img", artifact.initrd);
     }
@@ -78,11 +82,28 @@ pub struct NodeSource {
     inner: MemorySource,
     cut_next_download: Arc<AtomicBool>,
     machine: Arc<Mutex<Option<SimHandle>>>,
+    /// A bad answer for the next requests (`None` count: all of them).
+    fault: Arc<Mutex<Option<(ImageServerAnswer, Option<u32>)>>>,
 }
 
 impl NodeSource {
     fn new(inner: MemorySource) -> Self {
-        Self { inner, cut_next_download: Arc::default(), machine: Arc::default() }
+        Self { inner, cut_next_download: Arc::default(), machine: Arc::default(), fault: Arc::default() }
+    }
+
+    /// The bad answer for this request, if one is set (and counts it).
+    fn take_fault(&self) -> Option<ImageServerAnswer> {
+        let mut fault = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        let (answer, remaining) = (*fault)?;
+        match remaining {
+            Some(0) => {
+                *fault = None;
+                return None;
+            }
+            Some(n) => *fault = Some((answer, Some(n - 1))),
+            None => {}
+        }
+        Some(answer)
     }
 }
 
@@ -97,7 +118,58 @@ impl ArtifactSource for NodeSource {
             }
             std::future::pending::<()>().await;
         }
-        self.inner.fetch(base, version, name).await
+        let url = inplace_agent::osupdate::source::artifact_url(base, version, name);
+        match self.take_fault() {
+            None => self.inner.fetch(base, version, name).await,
+            Some(ImageServerAnswer::Unreachable) => Err(FetchError::Network { url, detail: "connection refused (lab fault)".to_owned() }),
+            Some(ImageServerAnswer::Status(404)) => Err(FetchError::NotFound { url }),
+            Some(ImageServerAnswer::Status(status @ (408 | 429 | 500..=599))) => Err(FetchError::Network { url, detail: format!("HTTP {status}") }),
+            Some(ImageServerAnswer::Status(status)) => Err(FetchError::Refused { url, status }),
+            Some(ImageServerAnswer::Corrupt) => {
+                let mut bytes = self.inner.fetch(base, version, name).await?;
+                // The manifest stays intact so the slot's own checksums catch the damage.
+                if name != MANIFEST
+                    && let Some(last) = bytes.last_mut()
+                {
+                    *last ^= 0xff;
+                }
+                Ok(bytes)
+            }
+        }
+    }
+}
+
+/// The agent's state store on the node's disk: once the machine has lost power, nothing more is
+/// written (the process is dead; in the simulation its task only stops at its next await).
+#[derive(Debug, Clone)]
+pub struct DiskStore {
+    inner: MemoryStore,
+    disk: Arc<Mutex<Option<MemEsp>>>,
+}
+
+impl DiskStore {
+    async fn powered(&self) {
+        let disk = self.disk.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if disk.is_some_and(|esp| !esp.is_powered()) {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for DiskStore {
+    async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.inner.get(key).await
+    }
+
+    async fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
+        self.powered().await;
+        self.inner.put(key, value).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.powered().await;
+        self.inner.delete(key).await
     }
 }
 
@@ -109,7 +181,7 @@ pub struct AgentGuest {
     pub binding: Arc<Mutex<Option<AgentConfig>>>,
     pub client: kube::Client,
     pub kubelet: HeartbeatKubelet,
-    pub store: MemoryStore,
+    pub store: DiskStore,
     pub files: MemoryFiles,
     pub source: NodeSource,
     pub public_key: VerifyingKey,
@@ -124,16 +196,26 @@ impl AgentGuest {
             binding: Arc::default(),
             kubelet: HeartbeatKubelet::new(client.clone(), node, Some(kubelet_version.to_owned())),
             client,
-            store: MemoryStore::new(),
+            store: DiskStore { inner: MemoryStore::new(), disk: Arc::default() },
             files: MemoryFiles::new(),
             source: NodeSource::new(source),
             public_key,
         }
     }
 
+    /// The machine's disk, whose power state the store follows.
+    pub fn attach_disk(&self, esp: MemEsp) {
+        *self.store.disk.lock().unwrap_or_else(|p| p.into_inner()) = Some(esp);
+    }
+
     /// Binds the node to a pool: the next boot's agent runs with `config`.
     pub fn bind(&self, config: Option<AgentConfig>) {
         *self.binding.lock().unwrap_or_else(|p| p.into_inner()) = config;
+    }
+
+    /// Makes the image server answer this node's next `count` requests (all, when absent) badly.
+    pub fn image_server_fault(&self, answer: ImageServerAnswer, count: Option<u32>) {
+        *self.source.fault.lock().unwrap_or_else(|p| p.into_inner()) = Some((answer, count));
     }
 
     /// Arms the download power cut.

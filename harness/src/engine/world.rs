@@ -111,6 +111,9 @@ pub struct World {
     pub max_unavailable: u32,
     /// The pool's node count (the MachineDeployment's replicas).
     pub pool_size: u32,
+    /// The pool is updated by a person (`ManualInPlaceUpdate`): they decide how many nodes go
+    /// at once, so `maxUnavailable` is not the orchestrator's to keep.
+    pub manual: bool,
     /// The watchdog's dependents by name, and the replicas they had at the start.
     pub dependents: BTreeMap<String, DependentView>,
     pub dependents_at_start: BTreeMap<String, i32>,

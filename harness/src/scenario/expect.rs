@@ -35,6 +35,8 @@ pub enum Condition {
     Node(NodeCondition),
     /// Every node of the pool is in a state.
     AllNodes(NodesCondition),
+    /// At least one node of the pool is in a state.
+    AnyNode(NodesCondition),
     /// Exactly `count` nodes of the pool are in a state.
     Count(CountCondition),
     /// The pool's rollout finished: every node runs the pool's versions and none is failed.

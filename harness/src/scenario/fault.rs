@@ -74,6 +74,32 @@ pub enum FaultAction {
     Kill(Kill),
     /// These nodes die (power off; their leases expire) although they are not being updated.
     NodesDie(Vec<NodeName>),
+    /// The image server answers this node's downloads badly.
+    ImageServer(ImageServerFault),
+}
+
+/// The image server misbehaving towards one node.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ImageServerFault {
+    pub node: NodeName,
+    pub answer: ImageServerAnswer,
+    /// How many requests it affects (absent: all from now on).
+    #[serde(default)]
+    pub count: Option<u32>,
+}
+
+/// A bad answer of the image server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum ImageServerAnswer {
+    /// The connection fails (a retriable error).
+    Unreachable,
+    /// This HTTP status (5xx, 408 and 429 are retriable; other 4xx are not).
+    Status(u16),
+    /// The slot's files (not its manifest) arrive with a flipped byte: their checksums fail,
+    /// which is not retriable.
+    Corrupt,
 }
 
 /// A power action on a node.

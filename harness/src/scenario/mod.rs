@@ -25,7 +25,7 @@ pub use expect::{
     NodeState, NodesCondition, Timed,
 };
 pub use fault::{
-    BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction, Kill, NodeEvent, Partition,
+    BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction, ImageServerAnswer, ImageServerFault, Kill, NodeEvent, Partition,
     PowerAction, PowerCut, PowerCutPoint, PowerFault, Trigger,
 };
 pub use located::{Located, Position};

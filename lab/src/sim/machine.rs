@@ -162,6 +162,8 @@ impl std::fmt::Debug for SimHandle {
 pub enum SimError {
     #[error("node {node}: version {version} is not in the image catalog")]
     UnknownVersion { node: String, version: String },
+    #[error("node {node}: cannot re-image a machine that is powered on; power it off first")]
+    PoweredOn { node: String },
     #[error("node {node}: prepare the ESP")]
     Esp {
         node: String,
@@ -384,6 +386,39 @@ impl SimMachine {
         Inner::print(&self.inner, &mut s, "rackproof-os: rackproof-agent.service: started".to_owned());
         Inner::start_guest(&self.inner, &mut s, ctx);
         true
+    }
+
+    /// Provisions a fresh disk, as a machine provider does for a new machine: every file on the
+    /// ESP but `loader.conf` is removed, and `version` installed as the one good entry. Refused
+    /// while the machine is on.
+    pub fn reimage(&self, version: &str) -> Result<(), SimError> {
+        let node = self.inner.name.clone();
+        if self.inner.lock().power == PowerState::On {
+            return Err(SimError::PoweredOn { node });
+        }
+        let artifact = self.inner.catalog.artifact(version).ok_or_else(|| SimError::UnknownVersion {
+            node: node.clone(),
+            version: version.to_owned(),
+        })?;
+        let esp_err = |source| SimError::Esp { node: node.clone(), source };
+        let esp = &self.inner.esp;
+        let mut dirs = vec![String::new()];
+        while let Some(dir) = dirs.pop() {
+            let entries = esp.list(&dir).map_err(|e| esp_err(e.into()))?;
+            for entry in entries {
+                let path = if dir.is_empty() { entry.name.clone() } else { format!("{dir}/{}", entry.name) };
+                if entry.is_dir {
+                    dirs.push(path);
+                } else if path != inplace_boot::LOADER_CONF_PATH {
+                    esp.remove(&path).map_err(|e| esp_err(e.into()))?;
+                }
+            }
+        }
+        let stem = artifact.stem();
+        let name = install_entry(esp, &artifact.new_entry(&stem), None).map_err(esp_err)?;
+        bless(esp, &name).map_err(esp_err)?;
+        self.inner.lock().vars = LoaderVars::default();
+        Ok(())
     }
 
     /// A handle for code running inside the machine.
