@@ -1,0 +1,91 @@
+//! The engine's own guarantees, on small simulated runs: determinism from the seed, failures
+//! reported as failures, lab trouble reported as a lab failure, and backends it cannot drive
+//! refused before anything starts.
+
+use std::path::Path;
+
+use rackproof_harness::engine::{self, RunError, Verdict};
+use rackproof_harness::load::{LoadedScenario, load_str};
+use rackproof_harness::scenario::Backend;
+
+const BASE: &str = r#"
+lab: { nodes: 3 }
+images:
+  - version: "1.0.0"
+  - version: "1.1.0"
+pool: { strategy: AutoInPlaceUpdate, os: "1.0.0", kubernetes: "1.34.2" }
+workloads:
+  - pods: { name: web, perNode: 1, pdbMaxUnavailable: 1 }
+steps:
+  - update: { os: "1.1.0" }
+  - waitUntil: { until: rolloutComplete, within: 1h }
+"#;
+
+fn scenario(extra: &str) -> LoadedScenario {
+    load_str(Path::new("engine-test.yaml"), &format!("{BASE}{extra}")).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_same_seed_gives_the_same_timeline() {
+    let loaded = scenario("");
+    let first = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    let second = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(first.verdict, Verdict::Passed, "{:?}", first.failures);
+    let json = |r: &engine::RunResult| serde_json::to_string(&r.timeline).unwrap();
+    assert_eq!(json(&first), json(&second));
+    assert_eq!(first.elapsed, second.elapsed);
+}
+
+#[test]
+fn an_expectation_that_does_not_hold_fails_the_run_and_says_which() {
+    let loaded = scenario("expect:\n  - eventually: { that: { node: { name: node-2, is: failed } }, within: 30m }\n");
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Failed);
+    assert!(result.failures.iter().any(|f| f.contains("node-2 is failed") && f.contains("not observed within 30m")), "{:?}", result.failures);
+}
+
+#[test]
+fn a_step_that_never_comes_true_fails_the_run_with_the_step() {
+    let loaded = scenario("faults:\n  - when: { after: 0s }\n    do: { bootFailure: { node: node-1, boot: panics } }\n");
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Failed);
+    assert!(result.failures.iter().any(|f| f.starts_with("step 2") && f.contains("rollout is complete")), "{:?}", result.failures);
+}
+
+#[test]
+fn a_machine_that_never_powers_on_is_a_lab_failure() {
+    let loaded = scenario("faults:\n  - when: { after: 0s }\n    do: { bmc: { node: node-2, quirk: ignorePowerOn } }\n");
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::LabFailed);
+    assert!(result.failures[0].contains("node-2 (not registered)"), "{:?}", result.failures);
+    assert!(
+        result.timeline.entries.iter().any(|e| e.node.as_deref() == Some("node-2") && e.text.contains("stayed off after 3 power-on requests")),
+        "the timeline says why"
+    );
+}
+
+#[test]
+fn backends_the_engine_cannot_drive_are_refused_before_anything_starts() {
+    let loaded = scenario("");
+    let error = engine::run_scenario(&loaded, Backend::Physical).unwrap_err();
+    assert!(matches!(error, RunError::Unsupported { .. }));
+    let partition = scenario("faults:\n  - when: { after: 1m }\n    do: { partition: { node: node-1, for: 1m } }\n");
+    let error = engine::run_scenario(&partition, Backend::Sim).unwrap_err().to_string();
+    assert!(error.contains("set_link"), "{error}");
+}
+
+#[test]
+fn the_artifacts_hold_the_report_timeline_and_consoles() {
+    let loaded = scenario("");
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let report = engine::artifacts::write_all(dir.path(), "engine-test", "sim", &result).unwrap();
+    let html = std::fs::read_to_string(report).unwrap();
+    assert!(html.contains("node-3") && html.contains("<svg"), "the report draws the lanes");
+    let timeline: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("timeline.json")).unwrap()).unwrap();
+    assert!(timeline["entries"].as_array().unwrap().iter().any(|e| e["text"] == "updating"));
+    let console = std::fs::read_to_string(dir.path().join("console/node-1.log")).unwrap();
+    assert!(console.contains("systemd-boot: selected entry rackproof-1.1.0+3.conf"), "{console}");
+    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("result.json")).unwrap()).unwrap();
+    assert_eq!(summary["verdict"], "passed");
+}
