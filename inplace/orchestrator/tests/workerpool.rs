@@ -285,3 +285,38 @@ async fn mcm_setting_change_reaches_the_machines_without_a_rollout() {
     let wp = lab.pool(POOL).await;
     assert_eq!(pending(&wp), (vec![], vec![]), "a settings change is no in-place update");
 }
+
+#[tokio::test(start_paused = true)]
+async fn control_plane_version_comes_from_the_config_and_bounds_the_pool_version() {
+    let lab = Lab::new().await;
+    // The cluster reports a newer version than the configured control plane: it must not matter.
+    let reported = lab.client.apiserver_version().await.unwrap();
+    assert_eq!((reported.major.as_str(), reported.minor.as_str()), ("1", "35"));
+    let config = Config { control_plane_version: inplace_api::version::KubeVersion::parse("1.30.4").unwrap(), ..config() };
+    let _orchestrator = lab.start_orchestrator(config);
+    lab.create_catalog().await;
+
+    // A pool naming 1.31.1 (in the catalog, below what the cluster reports, above the setting).
+    let mut above = pool(POOL, "AutoInPlaceUpdate");
+    above["spec"]["kubernetes"]["version"] = json!("1.31.1");
+    lab.create_pool(above).await;
+    let valid = lab
+        .wait_for("the refusal", Duration::from_secs(120), || async { lab.pool_condition(POOL, CONDITION_VALID).await })
+        .await;
+    assert_eq!((valid.status.as_str(), valid.reason.as_str()), ("False", "AboveControlPlane"));
+    assert!(valid.message.contains("1.31.1") && valid.message.contains("1.30.4"), "{}", valid.message);
+    lab.clock.sleep(Duration::from_secs(30)).await;
+    assert!(lab.deployment_opt(POOL).await.is_none(), "nothing is rendered from a refused pool");
+    assert!(lab.osc_secrets(POOL).await.is_empty());
+    assert_eq!(lab.events_with_reason("SpecRefused").await.len(), 1);
+
+    // A pool that names no version inherits the configured one, not the cluster's.
+    let mut inherit = pool("pool-b", "AutoInPlaceUpdate");
+    inherit["spec"]["kubernetes"] = json!({});
+    lab.create_pool(inherit).await;
+    lab.wait_pool_rendered("pool-b").await;
+    let valid = lab.pool_condition("pool-b", CONDITION_VALID).await.unwrap();
+    assert_eq!(valid.status, "True", "{}", valid.message);
+    let (_, osc) = lab.osc("pool-b").await;
+    assert_eq!(osc.spec.in_place_updates.unwrap().kubelet.version, "1.30.4");
+}
