@@ -249,3 +249,42 @@ async fn rolled_out_but(lab: &Lab, failing: &str) -> bool {
     }
     true
 }
+
+#[tokio::test(start_paused = true)]
+async fn failing_watches_resume_and_cost_no_correctness() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    // For the first ten minutes every watch the orchestrator opens fails; then they work again.
+    let broken = Arc::new(Mutex::new(true));
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let watches = {
+        let broken = broken.clone();
+        hook(move |seen: Seen| {
+            let broken = broken.clone();
+            async move {
+                if seen.is_watch() && *broken.lock().unwrap() {
+                    Verdict::Fail(500, "watch cache is not ready".to_owned())
+                } else {
+                    Verdict::Forward
+                }
+            }
+        })
+    };
+    let _orchestrator = lab.start_orchestrator_with(faulty_client(lab.client.clone(), watches, log.clone()), Lab::config());
+    lab.create_deployment("workers", 3, "v1", 1, 0, OrchestrationType::Auto).await;
+    lab.wait_running(3).await;
+    lab.change_template("workers", "v2").await;
+    // Without watches the periodic passes carry the rollout.
+    lab.wait_for("the first machine to move without watches", Duration::from_secs(550), || async {
+        (!lab.events_with_reason("MachineMoved").await.is_empty()).then_some(())
+    })
+    .await;
+    assert!(*broken.lock().unwrap());
+    let failed_watches = log.lock().unwrap().iter().filter(|r| r.watch && r.code == 500).count();
+    assert!(failed_watches >= 5, "the watches were retried ({failed_watches} failures)");
+    *broken.lock().unwrap() = false;
+    lab.wait_rolled_out("v2", 3, Duration::from_secs(3600)).await;
+    let resumed = log.lock().unwrap().iter().filter(|r| r.watch && r.code == 200).count();
+    assert!(resumed >= 5, "every watch resumed once the server served them again ({resumed})");
+    assert_eq!(lab.events_with_reason("MachineMoved").await.len(), 3);
+}

@@ -6,11 +6,11 @@ mod support;
 use std::time::Duration;
 
 use inplace_api::crd::{MachineDeploymentStrategyType, WorkerPool};
-use inplace_api::keys::{CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED, LABEL_SELECTED_FOR_UPDATE, LABEL_WORKER_POOL};
+use inplace_api::keys::{CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED, LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT, LABEL_WORKER_POOL};
 use inplace_api::pool::ResolvedPool;
 use inplace_api::strategy::OrchestrationType;
 use inplace_orchestrator::Config;
-use inplace_orchestrator::deployment::template_hash;
+use inplace_orchestrator::deployment::{CONDITION_HALTED, REASON_HALTED, template_hash};
 use inplace_orchestrator::workerpool::{ANNOTATION_ACCEPTED_SPEC, CONDITION_VALID, osc_secret_name};
 use kube::ResourceExt;
 use serde_json::json;
@@ -319,4 +319,42 @@ async fn control_plane_version_comes_from_the_config_and_bounds_the_pool_version
     assert_eq!(valid.status, "True", "{}", valid.message);
     let (_, osc) = lab.osc("pool-b").await;
     assert_eq!(osc.spec.in_place_updates.unwrap().kubelet.version, "1.30.4");
+}
+
+#[tokio::test(start_paused = true)]
+async fn halted_rollout_is_reported_in_the_pool_status() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let _orchestrator = lab.start_orchestrator(config());
+    lab.create_catalog().await;
+    lab.create_pool(pool(POOL, "AutoInPlaceUpdate")).await;
+    lab.wait_pool_rendered(POOL).await;
+    lab.wait_running(3).await;
+    for node in lab.nodes().await {
+        lab.outcomes.lock().unwrap().insert(node.name_any(), support::Outcome::Fail("new slot did not boot: rolled back".into()));
+    }
+    lab.patch_pool(POOL, json!({ "spec": { "machine": { "image": { "version": "1631.0.0" } } } })).await;
+    // maxUnavailable 1: the first failure halts the rollout, and the pool says so.
+    let halted = lab
+        .wait_for("the pool to report the halt", Duration::from_secs(1800), || async {
+            lab.pool_condition(POOL, CONDITION_HALTED).await.filter(|c| c.status == "True")
+        })
+        .await;
+    assert_eq!(halted.reason, REASON_HALTED);
+    assert!(halted.message.contains("1 failed node(s) reached maxUnavailable 1"), "{}", halted.message);
+    assert_eq!(pending(&lab.pool(POOL).await), (vec![POOL.to_owned()], vec![]), "the update is still pending");
+    let failed = lab.nodes().await.into_iter().filter(|n| n.labels().get(LABEL_UPDATE_RESULT).map(String::as_str) == Some("failed")).count();
+    assert_eq!(failed, 1);
+
+    // A person fixes the cause and removes the mark: the pool reports the rollout proceeding.
+    lab.outcomes.lock().unwrap().clear();
+    let marked = lab.nodes().await.into_iter().find(|n| n.labels().contains_key(LABEL_UPDATE_RESULT)).unwrap().name_any();
+    lab.label_node(&marked, LABEL_UPDATE_RESULT, None).await;
+    lab.wait_for("the pool to report the update done", Duration::from_secs(3600), || async {
+        let wp = lab.pool(POOL).await;
+        (pending(&wp) == (vec![], vec![])).then_some(())
+    })
+    .await;
+    let condition = lab.pool_condition(POOL, CONDITION_HALTED).await.unwrap();
+    assert_eq!(condition.status, "False", "{}", condition.message);
 }

@@ -398,3 +398,55 @@ async fn failing_api_server_probe_skips_the_lease_probe_and_scales_nothing() {
     cluster.clock.sleep(Duration::from_secs(30)).await;
     assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())));
 }
+
+#[tokio::test(start_paused = true)]
+async fn scaling_that_conflicts_with_a_concurrent_writer_is_retried_and_keeps_the_replicas() {
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    // Another writer changes each dependent between the watchdog's read and its first write.
+    let admin = cluster.client.clone();
+    let raced: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let writes = Arc::new(Mutex::new(0usize));
+    let race = hook(move |seen: Seen| {
+        let (admin, raced, writes) = (admin.clone(), raced.clone(), writes.clone());
+        async move {
+            if seen.method == http::Method::PUT && seen.path.contains("/deployments/") {
+                let lose = {
+                    let mut raced = raced.lock().unwrap();
+                    if raced.remove(&seen.path) { false } else { raced.insert(seen.path.clone()) }
+                };
+                if lose {
+                    let n = {
+                        let mut writes = writes.lock().unwrap();
+                        *writes += 1;
+                        *writes
+                    };
+                    let patch = json!({ "metadata": { "labels": { "touched-by": format!("writer-{n}") } } });
+                    let request = http::Request::patch(seen.path.as_str())
+                        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+                        .body(serde_json::to_vec(&patch).unwrap())
+                        .unwrap();
+                    admin.request_text(request).await.expect("the concurrent write lands");
+                }
+            }
+            Verdict::Forward
+        }
+    });
+    let _watchdog = cluster.start_watchdog_with(faulty_client(cluster.client.clone(), race, log.clone()), Cluster::config());
+    cluster.clock.sleep(Duration::from_secs(30)).await;
+    cluster.dead.lock().unwrap().extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    cluster.clock.sleep(Duration::from_secs(120)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("cluster-autoscaler").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (0, Some("2".into())));
+    cluster.dead.lock().unwrap().clear();
+    cluster.clock.sleep(Duration::from_secs(60)).await;
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (2, None));
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None));
+    let conflicts = log.lock().unwrap().iter().filter(|r| r.code == 409).count();
+    assert_eq!(conflicts, 6, "every scale-down and scale-up write lost one race and was retried");
+    assert_eq!(events_with_reason(&cluster, "ProbeFailed").await, 0, "a conflict is retried at once, not a failed probe");
+}

@@ -17,11 +17,18 @@ use serde_json::{Value, json};
 pub(crate) struct Seen {
     pub(crate) method: http::Method,
     pub(crate) path: String,
+    /// The query string (without `?`).
+    pub(crate) query: String,
     /// The body as JSON, if it is JSON.
     pub(crate) body: Option<Value>,
 }
 
 impl Seen {
+    /// Whether this is a watch request.
+    pub(crate) fn is_watch(&self) -> bool {
+        self.query.split('&').any(|p| p == "watch=true" || p == "watch=1")
+    }
+
     pub(crate) fn is_write(&self) -> bool {
         !matches!(self.method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS)
     }
@@ -64,6 +71,7 @@ pub(crate) enum Verdict {
 pub(crate) struct Record {
     pub(crate) method: http::Method,
     pub(crate) path: String,
+    pub(crate) watch: bool,
     pub(crate) code: u16,
 }
 
@@ -85,9 +93,9 @@ pub(crate) fn faulty_client(inner: Client, hook: Hook, log: Arc<Mutex<Vec<Record
         async move {
             let (parts, body) = request.into_parts();
             let bytes = body.collect().await?.to_bytes();
-            let seen = Seen { method: parts.method.clone(), path: parts.uri.path().to_owned(), body: serde_json::from_slice(&bytes).ok() };
+            let seen = Seen { method: parts.method.clone(), path: parts.uri.path().to_owned(), query: parts.uri.query().unwrap_or_default().to_owned(), body: serde_json::from_slice(&bytes).ok() };
             let verdict = hook(seen.clone()).await;
-            let record = |code: u16| log.lock().unwrap().push(Record { method: seen.method.clone(), path: seen.path.clone(), code });
+            let record = |code: u16| log.lock().unwrap().push(Record { method: seen.method.clone(), path: seen.path.clone(), watch: seen.is_watch(), code });
             match verdict {
                 Verdict::Fail(code, message) => {
                     record(code);
