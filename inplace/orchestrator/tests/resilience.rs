@@ -104,6 +104,9 @@ fn kill_point(seen: &Seen) -> Option<&'static str> {
     if seen.sets_node_label(LABEL_SELECTED_FOR_UPDATE, "true") {
         return Some("selected label");
     }
+    if seen.sets_node_label(LABEL_UPDATE_RESULT, "failed") {
+        return Some("timeout mark");
+    }
     let body = seen.body.as_ref()?;
     if seen.method == http::Method::PATCH && seen.node().is_some() && body.pointer("/spec/unschedulable") == Some(&json!(true)) {
         return Some("cordon");
@@ -131,16 +134,19 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
     let mut lab = Lab::new().await;
     lab.update_time = Duration::from_secs(20);
     let _doubles = lab.start_doubles();
-    let max_unavailable = 2;
-    lab.create_deployment("workers", 5, "v1", max_unavailable, 0, OrchestrationType::Auto).await;
+    let max_unavailable = 3;
+    lab.create_deployment("workers", 6, "v1", max_unavailable, 0, OrchestrationType::Auto).await;
     let first = lab.start_orchestrator(Lab::config());
-    lab.wait_running(5).await;
+    lab.wait_running(6).await;
     first.abort();
     let _ = first.await;
     let mut names: Vec<String> = lab.nodes().await.iter().map(|n| n.name_any()).collect();
     names.sort();
-    let failing = names[1].clone();
-    lab.outcomes.lock().unwrap().insert(failing.clone(), Outcome::Fail("new slot did not boot: rolled back".into()));
+    // One node reports a failed update; one never reports anything (the orchestrator marks it
+    // failed when machineInPlaceUpdateTimeout passes).
+    let failing = [names[1].clone(), names[2].clone()];
+    lab.outcomes.lock().unwrap().insert(failing[0].clone(), Outcome::Fail("new slot did not boot: rolled back".into()));
+    lab.outcomes.lock().unwrap().insert(failing[1].clone(), Outcome::Silent);
 
     // The hook kills the orchestrator right after the server applied the first write of each kind
     // for each object (the write lands, the answer never comes), and reports which.
@@ -167,7 +173,7 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
     lab.change_template("workers", "v2").await;
 
     let mut hits: BTreeMap<String, usize> = BTreeMap::new();
-    let mut failed_seen = false;
+    let mut failed_seen: BTreeSet<String> = BTreeSet::new();
     let limit = lab.clock.now().checked_add(Duration::from_secs(3600)).unwrap();
     loop {
         tokio::select! {
@@ -180,10 +186,14 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
                     let reason = support::condition_reason(node);
                     assert!(!support::is_cordoned(node) || reason.is_some(), "after {point}: node {} cordoned without a reason", node.name_any());
                 }
-                let failing_node = nodes.iter().find(|n| n.name_any() == failing).unwrap();
-                let marked = failing_node.labels().get(LABEL_UPDATE_RESULT).map(String::as_str) == Some("failed");
-                assert!(marked || !failed_seen, "after {point}: the failed mark of {failing} was lost");
-                failed_seen |= marked;
+                for name in &failing {
+                    let node = nodes.iter().find(|n| n.name_any() == *name).unwrap();
+                    let marked = node.labels().get(LABEL_UPDATE_RESULT).map(String::as_str) == Some("failed");
+                    assert!(marked || !failed_seen.contains(name), "after {point}: the failed mark of {name} was lost");
+                    if marked {
+                        failed_seen.insert(name.clone());
+                    }
+                }
                 *hits.entry(point).or_default() += 1;
                 orchestrator.abort();
                 let _ = orchestrator.await;
@@ -203,7 +213,7 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
     let all = [
         "candidate label", "CandidateForUpdate", "selected label", "SelectedForUpdate", "cordon", "phase InPlaceUpdating",
         "DrainSuccessful", "ReadyForUpdate", "phase InPlaceUpdateSuccessful", "UpdateSuccessful", "machine moved", "uncordon",
-        "phase InPlaceUpdateFailed", "UpdateFailed",
+        "phase InPlaceUpdateFailed", "UpdateFailed", "timeout mark",
     ];
     for point in all {
         assert!(hits.contains_key(point), "never killed after {point}: {hits:?}");
@@ -212,7 +222,7 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
     assert!(max <= max_unavailable as usize, "at most maxUnavailable nodes selected at once across restarts, saw {max}");
     for node in lab.nodes().await {
         let name = node.name_any();
-        if name == failing {
+        if failing.contains(&name) {
             assert_eq!(node.labels().get(LABEL_UPDATE_RESULT).map(String::as_str), Some("failed"));
             assert!(support::is_cordoned(&node));
             assert_eq!(support::condition_reason(&node).as_deref(), Some("UpdateFailed"));
@@ -222,12 +232,12 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
         }
     }
     let sets = lab.sets().await;
-    assert_eq!(sets.len(), 2, "the old set keeps the failed machine");
+    assert_eq!(sets.len(), 2, "the old set keeps the failed machines");
 }
 
-/// Whether every machine but the one of `failing` is in the new (v2) set with a clean node, and
-/// `failing` has its failure recorded.
-async fn rolled_out_but(lab: &Lab, failing: &str) -> bool {
+/// Whether every machine but those of `failing` is in the new (v2) set with a clean node, and
+/// each of `failing` has its failure recorded.
+async fn rolled_out_but(lab: &Lab, failing: &[String]) -> bool {
     let Some(new) = lab.sets().await.into_iter().find(|s| s.spec.template.spec.class.as_ref().is_some_and(|c| c.name == "v2")) else {
         return false;
     };
@@ -235,7 +245,7 @@ async fn rolled_out_but(lab: &Lab, failing: &str) -> bool {
     for machine in lab.machines().await {
         let Some(node_name) = machine.node_name() else { return false };
         let node = lab.node(node_name).await;
-        if node_name == failing {
+        if failing.iter().any(|f| f == node_name) {
             if support::condition_reason(&node).as_deref() != Some("UpdateFailed") || machine.phase().map(|p| p.as_str()) != Some("InPlaceUpdateFailed") {
                 return false;
             }
