@@ -18,7 +18,12 @@
 //! 6. no result `machineInPlaceUpdateTimeout` after phase `InPlaceUpdating` → the orchestrator
 //!    writes the failed mark itself (label + reason annotation naming the timeout), then 5;
 //! 7. a person removes the failed mark (the `update-result` label) → the node is reset to a plain
-//!    candidate: selection label, reason annotation and condition reset, node uncordoned.
+//!    candidate: selection label, reason annotation and condition reset, node uncordoned;
+//! 8. leftovers of a step cut short by a restart are finished: a node that is no candidate any
+//!    more while its Machine still says `InPlaceUpdateSuccessful` (cleared by the
+//!    MachineDeployment before the condition was written) loses its condition and the Machine
+//!    goes back to `Running`; a candidate whose Machine still has an in-place phase after a reset
+//!    is reset again.
 
 use std::time::Duration;
 

@@ -31,6 +31,14 @@ async fn auto_rollout_updates_every_node_within_max_unavailable() {
     assert!(max >= 1);
     assert_eq!(lab.events_with_reason("MachineMoved").await.len(), 5);
     assert_eq!(lab.events_with_reason("ReadyForUpdate").await.len(), 5);
+    // Every transition of every node has its Event.
+    for reason in ["Cordoned", "DrainSuccessful", "UpdateSuccessful", "Uncordoned", "InPlaceUpdateCleared"] {
+        assert_eq!(lab.events_with_reason(reason).await.len(), 5, "{reason} Events");
+    }
+    // Twice per node: the label (on the MachineDeployment) and the condition (on the Machine).
+    for reason in ["CandidateForUpdate", "SelectedForUpdate"] {
+        assert_eq!(lab.events_with_reason(reason).await.len(), 10, "{reason} Events");
+    }
 }
 
 #[tokio::test(start_paused = true)]
