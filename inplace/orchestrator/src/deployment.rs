@@ -363,7 +363,9 @@ fn member(old: bool, node: Option<&Node>) -> Member {
         old,
         ready: node.is_some_and(is_ready),
         candidate: node.is_some_and(|n| label(n, LABEL_CANDIDATE_FOR_UPDATE).is_some()),
-        selected: node.is_some_and(|n| label(n, LABEL_SELECTED_FOR_UPDATE).is_some()),
+        // A person's selected-for-update label on a node that is no candidate is ignored: it
+        // neither starts an update nor counts the node unavailable.
+        selected: node.is_some_and(|n| label(n, LABEL_SELECTED_FOR_UPDATE).is_some() && label(n, LABEL_CANDIDATE_FOR_UPDATE).is_some()),
         result,
     }
 }

@@ -50,6 +50,9 @@
 //!   unavailable. **The halt**: failed nodes ≥ `maxUnavailable` (at least one) selects nothing even
 //!   when surge capacity exists; the MachineDeployment condition `InPlaceUpdateHalted` and Events
 //!   `RolloutHalted` / `RolloutResumed` report it.
+//! - **`selected-for-update` on a node that is no candidate** (e.g. one already updated) is
+//!   ignored: it starts nothing and does not count the node unavailable (MCM's Manual mode
+//!   likewise acts only on candidates). The label is left where the person put it.
 //! - **Removing a failed mark** (the `update-result` label) resets the node to a plain candidate:
 //!   `selected-for-update` and the reason annotation removed, condition back to
 //!   `CandidateForUpdate`, node uncordoned, Machine `Running`. MCM leaves the node selected; the

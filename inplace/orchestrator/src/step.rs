@@ -18,7 +18,12 @@
 //! 6. no result `machineInPlaceUpdateTimeout` after phase `InPlaceUpdating` → the orchestrator
 //!    writes the failed mark itself (label + reason annotation naming the timeout), then 5;
 //! 7. a person removes the failed mark (the `update-result` label) → the node is reset to a plain
-//!    candidate: selection label, reason annotation and condition reset, node uncordoned.
+//!    candidate: selection label, reason annotation and condition reset, node uncordoned;
+//! 8. leftovers of a step cut short by a restart are finished: a node that is no candidate any
+//!    more while its Machine still says `InPlaceUpdateSuccessful` (cleared by the
+//!    MachineDeployment before the condition was written) loses its condition and the Machine
+//!    goes back to `Running`; a candidate whose Machine still has an in-place phase after a reset
+//!    is reset again.
 
 use std::time::Duration;
 
@@ -127,12 +132,18 @@ pub(crate) fn next_step(facts: &NodeFacts, now: Timestamp, drain_timeout: Durati
     if !facts.candidate {
         return match reason {
             Some(Reason::CandidateForUpdate | Reason::SelectedForUpdate | Reason::UpdateSuccessful) => Step::ClearCondition,
+            // The node was cleared after a success whose last writes were cut short (a restart
+            // between the Machine phase and the condition, or between removing the condition and
+            // resetting the phase): the update is over, finish the clean-up.
+            _ if facts.phase == InPlacePhase::Successful => Step::ClearCondition,
             _ => Step::Nothing,
         };
     }
     match facts.condition {
         None | Some((Reason::UpdateSuccessful, _)) => Step::SetCondition(Reason::CandidateForUpdate),
         Some((Reason::CandidateForUpdate, _)) if facts.selected => Step::SetCondition(Reason::SelectedForUpdate),
+        // A reset to candidate cut short before the Machine phase was reset.
+        Some((Reason::CandidateForUpdate, _)) if facts.phase != InPlacePhase::Other => Step::ResetToCandidate,
         Some((Reason::CandidateForUpdate, _)) => Step::Nothing,
         Some((Reason::SelectedForUpdate, _)) if !facts.selected => Step::ResetToCandidate,
         Some((Reason::SelectedForUpdate, since)) => {
@@ -223,6 +234,33 @@ mod tests {
         f.condition = Some((Reason::UpdateFailed, t(0)));
         f.phase = InPlacePhase::Failed;
         assert_eq!(next_step(&f, t(1), D, U), Step::ResetToCandidate);
+    }
+
+    #[test]
+    fn clean_up_cut_short_by_a_restart_is_finished() {
+        // Cleared (labels gone) while the condition still says ReadyForUpdate.
+        let mut f = facts();
+        f.candidate = false;
+        f.condition = Some((Reason::ReadyForUpdate, t(0)));
+        f.phase = InPlacePhase::Successful;
+        assert_eq!(next_step(&f, t(1), D, U), Step::ClearCondition);
+        // Condition removed, phase not yet back to Running.
+        f.condition = None;
+        assert_eq!(next_step(&f, t(1), D, U), Step::ClearCondition);
+        // A candidate again, but the phase still says the update failed.
+        let mut f = facts();
+        f.condition = Some((Reason::CandidateForUpdate, t(0)));
+        f.phase = InPlacePhase::Failed;
+        assert_eq!(next_step(&f, t(1), D, U), Step::ResetToCandidate);
+        // Without a stale phase nothing happens.
+        f.phase = InPlacePhase::Other;
+        assert_eq!(next_step(&f, t(1), D, U), Step::Nothing);
+        // A node that is no candidate mid-update (someone removed the label) is left alone.
+        let mut f = facts();
+        f.candidate = false;
+        f.condition = Some((Reason::ReadyForUpdate, t(0)));
+        f.phase = InPlacePhase::Updating;
+        assert_eq!(next_step(&f, t(1), D, U), Step::Nothing);
     }
 
     #[test]

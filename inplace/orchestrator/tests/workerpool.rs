@@ -6,11 +6,11 @@ mod support;
 use std::time::Duration;
 
 use inplace_api::crd::{MachineDeploymentStrategyType, WorkerPool};
-use inplace_api::keys::{CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED, LABEL_SELECTED_FOR_UPDATE, LABEL_WORKER_POOL};
+use inplace_api::keys::{CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED, LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT, LABEL_WORKER_POOL};
 use inplace_api::pool::ResolvedPool;
 use inplace_api::strategy::OrchestrationType;
 use inplace_orchestrator::Config;
-use inplace_orchestrator::deployment::template_hash;
+use inplace_orchestrator::deployment::{CONDITION_HALTED, REASON_HALTED, template_hash};
 use inplace_orchestrator::workerpool::{ANNOTATION_ACCEPTED_SPEC, CONDITION_VALID, osc_secret_name};
 use kube::ResourceExt;
 use serde_json::json;
@@ -284,4 +284,77 @@ async fn mcm_setting_change_reaches_the_machines_without_a_rollout() {
     assert!(lab.nodes().await.iter().all(|n| !n.labels().contains_key(LABEL_SELECTED_FOR_UPDATE)), "no node selected");
     let wp = lab.pool(POOL).await;
     assert_eq!(pending(&wp), (vec![], vec![]), "a settings change is no in-place update");
+}
+
+#[tokio::test(start_paused = true)]
+async fn control_plane_version_comes_from_the_config_and_bounds_the_pool_version() {
+    let lab = Lab::new().await;
+    // The cluster reports a newer version than the configured control plane: it must not matter.
+    let reported = lab.client.apiserver_version().await.unwrap();
+    assert_eq!((reported.major.as_str(), reported.minor.as_str()), ("1", "35"));
+    let config = Config { control_plane_version: inplace_api::version::KubeVersion::parse("1.30.4").unwrap(), ..config() };
+    let _orchestrator = lab.start_orchestrator(config);
+    lab.create_catalog().await;
+
+    // A pool naming 1.31.1 (in the catalog, below what the cluster reports, above the setting).
+    let mut above = pool(POOL, "AutoInPlaceUpdate");
+    above["spec"]["kubernetes"]["version"] = json!("1.31.1");
+    lab.create_pool(above).await;
+    let valid = lab
+        .wait_for("the refusal", Duration::from_secs(120), || async { lab.pool_condition(POOL, CONDITION_VALID).await })
+        .await;
+    assert_eq!((valid.status.as_str(), valid.reason.as_str()), ("False", "AboveControlPlane"));
+    assert!(valid.message.contains("1.31.1") && valid.message.contains("1.30.4"), "{}", valid.message);
+    lab.clock.sleep(Duration::from_secs(30)).await;
+    assert!(lab.deployment_opt(POOL).await.is_none(), "nothing is rendered from a refused pool");
+    assert!(lab.osc_secrets(POOL).await.is_empty());
+    assert_eq!(lab.events_with_reason("SpecRefused").await.len(), 1);
+
+    // A pool that names no version inherits the configured one, not the cluster's.
+    let mut inherit = pool("pool-b", "AutoInPlaceUpdate");
+    inherit["spec"]["kubernetes"] = json!({});
+    lab.create_pool(inherit).await;
+    lab.wait_pool_rendered("pool-b").await;
+    let valid = lab.pool_condition("pool-b", CONDITION_VALID).await.unwrap();
+    assert_eq!(valid.status, "True", "{}", valid.message);
+    let (_, osc) = lab.osc("pool-b").await;
+    assert_eq!(osc.spec.in_place_updates.unwrap().kubelet.version, "1.30.4");
+}
+
+#[tokio::test(start_paused = true)]
+async fn halted_rollout_is_reported_in_the_pool_status() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let _orchestrator = lab.start_orchestrator(config());
+    lab.create_catalog().await;
+    lab.create_pool(pool(POOL, "AutoInPlaceUpdate")).await;
+    lab.wait_pool_rendered(POOL).await;
+    lab.wait_running(3).await;
+    for node in lab.nodes().await {
+        lab.outcomes.lock().unwrap().insert(node.name_any(), support::Outcome::Fail("new slot did not boot: rolled back".into()));
+    }
+    lab.patch_pool(POOL, json!({ "spec": { "machine": { "image": { "version": "1631.0.0" } } } })).await;
+    // maxUnavailable 1: the first failure halts the rollout, and the pool says so.
+    let halted = lab
+        .wait_for("the pool to report the halt", Duration::from_secs(1800), || async {
+            lab.pool_condition(POOL, CONDITION_HALTED).await.filter(|c| c.status == "True")
+        })
+        .await;
+    assert_eq!(halted.reason, REASON_HALTED);
+    assert!(halted.message.contains("1 failed node(s) reached maxUnavailable 1"), "{}", halted.message);
+    assert_eq!(pending(&lab.pool(POOL).await), (vec![POOL.to_owned()], vec![]), "the update is still pending");
+    let failed = lab.nodes().await.into_iter().filter(|n| n.labels().get(LABEL_UPDATE_RESULT).map(String::as_str) == Some("failed")).count();
+    assert_eq!(failed, 1);
+
+    // A person fixes the cause and removes the mark: the pool reports the rollout proceeding.
+    lab.outcomes.lock().unwrap().clear();
+    let marked = lab.nodes().await.into_iter().find(|n| n.labels().contains_key(LABEL_UPDATE_RESULT)).unwrap().name_any();
+    lab.label_node(&marked, LABEL_UPDATE_RESULT, None).await;
+    lab.wait_for("the pool to report the update done", Duration::from_secs(3600), || async {
+        let wp = lab.pool(POOL).await;
+        (pending(&wp) == (vec![], vec![])).then_some(())
+    })
+    .await;
+    let condition = lab.pool_condition(POOL, CONDITION_HALTED).await.unwrap();
+    assert_eq!(condition.status, "False", "{}", condition.message);
 }

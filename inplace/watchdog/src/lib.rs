@@ -183,12 +183,20 @@ impl Watchdog {
         self.client.apiserver_version().await.map_err(Error::ApiServer)?;
         let probe = self.probe_leases().await?;
         let decision = probe::decide(&probe, self.config.node_lease_failure_fraction);
-        let (last, mut actions) = match decision {
-            Decision::Skip => (Last::Skip, Vec::new()),
-            Decision::ScaleDown { .. } => (Last::Down, self.scale(true).await?),
-            Decision::ScaleUp { .. } => (Last::Up, self.scale(false).await?),
-        };
         let status = Status::decided(&probe, decision, self.config.node_lease_failure_fraction);
+        // Each dependent's Event is published as soon as it is scaled, so a later failure (a 429
+        // on the next dependent) never swallows the Event of one already scaled.
+        let last = match decision {
+            Decision::Skip => Last::Skip,
+            Decision::ScaleDown { .. } => {
+                self.scale(true, &status.message).await?;
+                Last::Down
+            }
+            Decision::ScaleUp { .. } => {
+                self.scale(false, &status.message).await?;
+                Last::Up
+            }
+        };
         self.write_status(&status, Some(&probe)).await;
         if self.last != Some(last) {
             let (kind, reason) = match last {
@@ -198,13 +206,6 @@ impl Watchdog {
             };
             self.event(kind, reason, &status.message).await;
             self.last = Some(last);
-        }
-        for (name, outcome) in actions.drain(..) {
-            if let Outcome::Scaled { from, to } = outcome {
-                let reason = if to == 0 { "ScaledDown" } else { "ScaledUp" };
-                let message = format!("scaled deployment {name} from {from} to {to} replicas: {}", status.message);
-                self.deployment_event(&name, reason, &message).await;
-            }
         }
         Ok(())
     }
@@ -240,18 +241,23 @@ impl Watchdog {
         Ok(probe::probe_leases(&nodes.items, &machines, &leases.items, &filter, self.config.kcm_node_monitor_grace, self.clock.now()))
     }
 
-    async fn scale(&self, down: bool) -> Result<Vec<(String, Outcome)>, Error> {
+    /// Scales every dependent down (or back up, in reverse order), publishing an Event for each
+    /// one scaled; stops at the first failure.
+    async fn scale(&self, down: bool, why: &str) -> Result<(), Error> {
         let api: Api<Deployment> = Api::namespaced(self.client.clone(), &self.config.namespace);
         let mut order: Vec<&String> = self.config.dependents.iter().collect();
         if !down {
             order.reverse();
         }
-        let mut outcomes = Vec::new();
         for name in order {
             let outcome = if down { scale::scale_down(&api, name).await? } else { scale::scale_up(&api, name).await? };
-            outcomes.push((name.clone(), outcome));
+            if let Outcome::Scaled { from, to } = outcome {
+                let reason = if to == 0 { "ScaledDown" } else { "ScaledUp" };
+                let message = format!("scaled deployment {name} from {from} to {to} replicas: {why}");
+                self.deployment_event(name, reason, &message).await;
+            }
         }
-        Ok(outcomes)
+        Ok(())
     }
 
     fn status_reference(&self) -> ObjectReference {

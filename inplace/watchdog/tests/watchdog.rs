@@ -17,6 +17,13 @@ use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
 use serde_json::json;
 
+use faults::{Record, Seen, Verdict, faulty_client, hook};
+
+// The orchestrator's tests hold the fault-injecting client; the watchdog uses the same one.
+#[path = "../../orchestrator/tests/support/faults.rs"]
+#[expect(dead_code, reason = "the watchdog's tests use only part of the fault client")]
+mod faults;
+
 const NS: &str = "kube-system";
 
 struct Cluster {
@@ -107,9 +114,17 @@ impl Cluster {
         })
     }
 
+    fn config() -> Config {
+        Config { namespace: NS.into(), machine_namespace: NS.into(), ..Config::default() }
+    }
+
     fn start_watchdog(&self) -> tokio::task::JoinHandle<()> {
-        let (client, clock) = (self.client.clone(), self.clock.clone());
-        let config = Config { namespace: NS.into(), machine_namespace: NS.into(), ..Config::default() };
+        self.start_watchdog_with(self.client.clone(), Self::config())
+    }
+
+    /// Starts the watchdog with its own client (e.g. a fault-injecting one) and configuration.
+    fn start_watchdog_with(&self, client: Client, config: Config) -> tokio::task::JoinHandle<()> {
+        let clock = self.clock.clone();
         tokio::spawn(async move { inplace_watchdog::run(client, clock, config).await.unwrap() })
     }
 
@@ -193,4 +208,245 @@ async fn a_single_candidate_never_scales_down() {
     cluster.clock.sleep(Duration::from_secs(300)).await;
     assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None));
     assert_eq!(cluster.status().await["decision"], "Skip");
+}
+
+/// Names of the dependents scaled by ScaledDown Events, oldest first.
+async fn scaled_down(cluster: &Cluster) -> Vec<String> {
+    let mut events = Api::<k8s_openapi::api::core::v1::Event>::all(cluster.client.clone()).list(&Default::default()).await.unwrap().items;
+    events.sort_by_key(|e| e.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()));
+    events.iter().filter(|e| e.reason.as_deref() == Some("ScaledDown")).map(|e| e.involved_object.name.clone().unwrap()).collect()
+}
+
+async fn events_with_reason(cluster: &Cluster, reason: &str) -> usize {
+    let events = Api::<k8s_openapi::api::core::v1::Event>::all(cluster.client.clone()).list(&Default::default()).await.unwrap().items;
+    events.iter().filter(|e| e.reason.as_deref() == Some(reason)).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_leases_of_nodes_under_update_are_ignored_but_as_many_real_deaths_scale_down_and_recovery_restores() {
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    let _watchdog = cluster.start_watchdog();
+    cluster.clock.sleep(Duration::from_secs(30)).await;
+
+    // 1. Three of five nodes are under in-place update (rebooting, or failed) and renew nothing:
+    //    3/5 = 0.6 would reach the threshold if they counted.
+    cluster.set_condition("n0", "InPlaceUpdate", "True", "ReadyForUpdate").await;
+    cluster.set_condition("n1", "InPlaceUpdate", "True", "ReadyForUpdate").await;
+    cluster.set_condition("n2", "InPlaceUpdate", "True", "UpdateFailed").await;
+    cluster.dead.lock().unwrap().extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    for _ in 0..30 {
+        cluster.clock.sleep(Duration::from_secs(10)).await;
+        assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None), "no scale-down for nodes under update");
+    }
+    let status = cluster.status().await;
+    assert_eq!((status["decision"].as_str(), status["candidates"].as_str(), status["expired"].as_str()), ("ScaleUp", "n3,n4", ""));
+    assert!(status["excluded"].contains("n0: under in-place update"), "{status:?}");
+    assert!(scaled_down(&cluster).await.is_empty());
+
+    // 2. The update is over (conditions gone, leases renewed); then the same number of nodes not
+    //    under update really die.
+    for node in ["n0", "n1", "n2"] {
+        cluster.set_condition(node, "InPlaceUpdate", "False", "UpdateSuccessful").await;
+    }
+    cluster.dead.lock().unwrap().clear();
+    cluster.clock.sleep(Duration::from_secs(60)).await;
+    assert_eq!(cluster.status().await["decision"], "ScaleUp");
+    cluster.dead.lock().unwrap().extend(["n2".to_owned(), "n3".to_owned(), "n4".to_owned()]);
+    cluster.clock.sleep(Duration::from_secs(120)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("cluster-autoscaler").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (0, Some("2".into())));
+    let status = cluster.status().await;
+    assert_eq!((status["decision"].as_str(), status["expired"].as_str()), ("ScaleDown", "n2,n3,n4"));
+    assert_eq!(scaled_down(&cluster).await, ["machine-controller-manager", "cluster-autoscaler", "kube-controller-manager"]);
+
+    // 3. They come back: the remembered replicas are restored, the annotations removed.
+    cluster.dead.lock().unwrap().clear();
+    cluster.clock.sleep(Duration::from_secs(60)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None));
+    assert_eq!(cluster.replicas("cluster-autoscaler").await, (1, None));
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (2, None));
+    assert_eq!(events_with_reason(&cluster, "ScaledUp").await, 3);
+}
+
+/// A fault hook that answers 429 to requests matching `matches` while `throttled` is set.
+fn throttle(throttled: Arc<Mutex<bool>>, matches: fn(&Seen) -> bool) -> faults::Hook {
+    hook(move |seen: Seen| {
+        let throttled = throttled.clone();
+        async move {
+            if *throttled.lock().unwrap() && matches(&seen) {
+                Verdict::Fail(429, "too many requests, please try again later".to_owned())
+            } else {
+                Verdict::Forward
+            }
+        }
+    })
+}
+
+fn count(log: &Mutex<Vec<Record>>, method: http::Method, path: &str) -> usize {
+    log.lock().unwrap().iter().filter(|r| r.method == method && r.path == path).count()
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttled_probe_backs_off_and_decides_nothing_until_the_throttling_ends() {
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    cluster.dead.lock().unwrap().extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    let throttled = Arc::new(Mutex::new(true));
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases";
+    let client = faulty_client(cluster.client.clone(), throttle(throttled.clone(), |s| s.path == LEASES), log.clone());
+    let config = Config { throttle_backoff: Duration::from_secs(60), ..Cluster::config() };
+    let _watchdog = cluster.start_watchdog_with(client, config);
+
+    // Three of five leases expire while every lease list is answered with 429.
+    cluster.clock.sleep(Duration::from_secs(350)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None), "no decision without a lease probe");
+    let status = cluster.status().await;
+    assert_eq!(status["decision"], "ProbeFailed");
+    assert!(status["message"].contains("throttled: backing off"), "{}", status["message"]);
+    assert_eq!(events_with_reason(&cluster, "ProbeFailed").await, 1, "one Event for the failing probe, not one per probe");
+    // Every 429 waits out the back-off (60 s) on top of the probe interval (10 s): one try per 70 s
+    // (at 0, 70, …, 350 s), where an unthrottled prober would have tried 36 times.
+    let tries = count(&log, http::Method::GET, LEASES);
+    assert!((4..=6).contains(&tries), "{tries} lease lists in 350 s");
+
+    // The throttling ends: the next probe decides, and the real outage scales down.
+    *throttled.lock().unwrap() = false;
+    cluster.clock.sleep(Duration::from_secs(90)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (0, Some("2".into())));
+    assert_eq!(cluster.status().await["decision"], "ScaleDown");
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttled_scaling_backs_off_and_completes_in_order_without_losing_replicas() {
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    let throttled = Arc::new(Mutex::new(true));
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    const AUTOSCALER: &str = "/apis/apps/v1/namespaces/kube-system/deployments/cluster-autoscaler";
+    let writes = |s: &Seen| s.is_write() && s.path.starts_with(AUTOSCALER);
+    let client = faulty_client(cluster.client.clone(), throttle(throttled.clone(), writes), log.clone());
+    let config = Config { throttle_backoff: Duration::from_secs(60), ..Cluster::config() };
+    let _watchdog = cluster.start_watchdog_with(client, config);
+    cluster.clock.sleep(Duration::from_secs(30)).await;
+
+    // A real outage, but scaling the second dependent is throttled.
+    cluster.dead.lock().unwrap().extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    cluster.clock.sleep(Duration::from_secs(400)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())), "the first dependent is down");
+    assert_eq!(cluster.replicas("cluster-autoscaler").await, (1, None), "the throttled one is untouched");
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (2, None), "in order: nothing after the throttled one");
+    let status = cluster.status().await;
+    assert_eq!(status["decision"], "ProbeFailed");
+    assert!(status["message"].contains("cluster-autoscaler") && status["message"].contains("throttled"), "{}", status["message"]);
+    let tries = count(&log, http::Method::PUT, AUTOSCALER);
+    assert!((3..=7).contains(&tries), "{tries} throttled writes in 400 s: the prober backs off between them");
+
+    // The throttling ends: the rest go down in order, the first one keeps its remembered replicas.
+    *throttled.lock().unwrap() = false;
+    cluster.clock.sleep(Duration::from_secs(90)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("cluster-autoscaler").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (0, Some("2".into())));
+    assert_eq!(scaled_down(&cluster).await, ["machine-controller-manager", "cluster-autoscaler", "kube-controller-manager"]);
+    cluster.dead.lock().unwrap().clear();
+    cluster.clock.sleep(Duration::from_secs(60)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None));
+    assert_eq!(cluster.replicas("cluster-autoscaler").await, (1, None));
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (2, None));
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_api_server_probe_skips_the_lease_probe_and_scales_nothing() {
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    cluster.dead.lock().unwrap().extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    let failing = Arc::new(Mutex::new(true));
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let down = failing.clone();
+    let version = hook(move |seen: Seen| {
+        let down = down.clone();
+        async move {
+            if *down.lock().unwrap() && seen.path == "/version" {
+                Verdict::Fail(500, "etcd is unavailable".to_owned())
+            } else {
+                Verdict::Forward
+            }
+        }
+    });
+    let _watchdog = cluster.start_watchdog_with(faulty_client(cluster.client.clone(), version, log.clone()), Cluster::config());
+    cluster.clock.sleep(Duration::from_secs(300)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None));
+    let status = cluster.status().await;
+    assert_eq!(status["decision"], "ProbeFailed");
+    assert!(status["message"].contains("failed to probe the API server"), "{}", status["message"]);
+    assert_eq!(count(&log, http::Method::GET, "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"), 0, "leases are probed only after the API server");
+    assert!(count(&log, http::Method::GET, "/version") >= 20, "the API server probe is retried every probe interval");
+
+    *failing.lock().unwrap() = false;
+    cluster.clock.sleep(Duration::from_secs(30)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())));
+}
+
+#[tokio::test(start_paused = true)]
+async fn scaling_that_conflicts_with_a_concurrent_writer_is_retried_and_keeps_the_replicas() {
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    // Another writer changes each dependent between the watchdog's read and its first write.
+    let admin = cluster.client.clone();
+    let raced: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let writes = Arc::new(Mutex::new(0usize));
+    let race = hook(move |seen: Seen| {
+        let (admin, raced, writes) = (admin.clone(), raced.clone(), writes.clone());
+        async move {
+            if seen.method == http::Method::PUT && seen.path.contains("/deployments/") {
+                let lose = {
+                    let mut raced = raced.lock().unwrap();
+                    if raced.remove(&seen.path) { false } else { raced.insert(seen.path.clone()) }
+                };
+                if lose {
+                    let n = {
+                        let mut writes = writes.lock().unwrap();
+                        *writes += 1;
+                        *writes
+                    };
+                    let patch = json!({ "metadata": { "labels": { "touched-by": format!("writer-{n}") } } });
+                    let request = http::Request::patch(seen.path.as_str())
+                        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+                        .body(serde_json::to_vec(&patch).unwrap())
+                        .unwrap();
+                    admin.request_text(request).await.expect("the concurrent write lands");
+                }
+            }
+            Verdict::Forward
+        }
+    });
+    let _watchdog = cluster.start_watchdog_with(faulty_client(cluster.client.clone(), race, log.clone()), Cluster::config());
+    cluster.clock.sleep(Duration::from_secs(30)).await;
+    cluster.dead.lock().unwrap().extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    cluster.clock.sleep(Duration::from_secs(120)).await;
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("cluster-autoscaler").await, (0, Some("1".into())));
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (0, Some("2".into())));
+    cluster.dead.lock().unwrap().clear();
+    cluster.clock.sleep(Duration::from_secs(60)).await;
+    assert_eq!(cluster.replicas("kube-controller-manager").await, (2, None));
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None));
+    let conflicts = log.lock().unwrap().iter().filter(|r| r.code == 409).count();
+    assert_eq!(conflicts, 6, "every scale-down and scale-up write lost one race and was retried");
+    assert_eq!(events_with_reason(&cluster, "ProbeFailed").await, 0, "a conflict is retried at once, not a failed probe");
 }

@@ -4,7 +4,9 @@
 
 #![expect(dead_code, reason = "not every test uses every helper")]
 
+pub(crate) mod faults;
 pub(crate) mod pool;
+pub(crate) mod workload;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
@@ -85,6 +87,14 @@ impl Lab {
     /// Starts the orchestrator as a task the test can abort.
     pub(crate) fn start_orchestrator(&self, config: Config) -> JoinHandle<()> {
         let (client, clock) = (self.client.clone(), self.clock.clone());
+        tokio::spawn(async move {
+            inplace_orchestrator::run(client, clock, config).await.expect("orchestrator config is valid");
+        })
+    }
+
+    /// Starts the orchestrator with its own client (e.g. a fault-injecting one).
+    pub(crate) fn start_orchestrator_with(&self, client: Client, config: Config) -> JoinHandle<()> {
+        let clock = self.clock.clone();
         tokio::spawn(async move {
             inplace_orchestrator::run(client, clock, config).await.expect("orchestrator config is valid");
         })
