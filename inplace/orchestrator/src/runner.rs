@@ -6,6 +6,8 @@
 //! [`error_policy`]. Watches only wake the loop; every decision reads the API afresh, so a watch
 //! that drops (and resumes with back-off) costs latency, never correctness.
 
+use std::collections::HashMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -54,7 +56,22 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     let ns = ctx.config.namespace.clone();
     let client = ctx.client.clone();
     let cfg = watcher::Config::default();
-    let nodes = watcher(Api::<Node>::all(client.clone()), cfg.clone()).default_backoff().map(|_| ()).boxed();
+    // Kubelet heartbeats rewrite every Node every few seconds; only changes the controllers act on
+    // wake a pass (with a thousand nodes, waking on each heartbeat would mean a pass all the time).
+    let mut fingerprints: HashMap<String, u64> = HashMap::new();
+    let nodes = watcher(Api::<Node>::all(client.clone()), cfg.clone())
+        .default_backoff()
+        .filter_map(move |event| {
+            let relevant = match &event {
+                Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => {
+                    let fingerprint = node_fingerprint(node);
+                    fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint)
+                }
+                _ => true,
+            };
+            std::future::ready(relevant.then_some(()))
+        })
+        .boxed();
     let machines = watcher(Api::<Machine>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let sets = watcher(Api::<MachineSet>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let deployments = watcher(Api::<MachineDeployment>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
@@ -63,6 +80,20 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     while all.next().await.is_some() {
         wake.notify_one();
     }
+}
+
+/// What the controllers read of a Node: labels, annotations, the cordon, deletion, and each
+/// condition's type, status and reason (not the heartbeat times).
+fn node_fingerprint(node: &Node) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    node.metadata.labels.hash(&mut hasher);
+    node.metadata.annotations.hash(&mut hasher);
+    node.metadata.deletion_timestamp.is_some().hash(&mut hasher);
+    node.spec.as_ref().and_then(|s| s.unschedulable).hash(&mut hasher);
+    for condition in node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+        (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
+    }
+    hasher.finish()
 }
 
 /// One pass; returns the earliest requeue asked for.
