@@ -15,8 +15,8 @@ pub(crate) type Path = Vec<String>;
 pub(crate) struct Shape<'a> {
     /// A CRD's `openAPIV3Schema`; `None` for built-in types (merge keys by field name).
     pub(crate) schema: Option<&'a Value>,
-    /// Only `status` (a status subresource write), or everything but `status` when the
-    /// resource has a status subresource.
+    /// Only `status` (a status subresource write; with `metadata` for built-in types), or
+    /// everything but `status` when the resource has a status subresource.
     pub(crate) scope: Scope,
 }
 
@@ -89,6 +89,9 @@ pub(crate) fn field_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
         let include = match key.as_str() {
             "apiVersion" | "kind" => false,
             "status" => shape.scope != Scope::NoStatus,
+            // Status writes of built-in types may change metadata too (their status strategies
+            // reset only the spec); a custom resource's status write changes only status.
+            "metadata" => shape.scope != Scope::StatusOnly || builtin,
             _ => shape.scope != Scope::StatusOnly,
         };
         if !include {

@@ -56,7 +56,14 @@
 //!   confirming); no pod garbage collector removes pods of vanished nodes.
 //! - No controllers besides garbage collection, namespace cleanup, PDB status and CRD
 //!   establishment: Deployments do not create ReplicaSets or pods; Deployment status is what
-//!   clients write.
+//!   clients write. New Nodes get the `node.kubernetes.io/not-ready:NoSchedule` taint as from
+//!   kube-apiserver's TaintNodesByCondition admission, and since no node lifecycle controller
+//!   runs, nothing removes it.
+//! - Admission: of kube-apiserver's default plugins, NamespaceLifecycle, Priority,
+//!   DefaultTolerationSeconds, TaintNodesByCondition and NodeRestriction are emulated. Priority
+//!   knows only the built-in classes `system-node-critical` and `system-cluster-critical`
+//!   (PriorityClasses are not served; other names get 403). There is no ServiceAccount
+//!   admission (no `serviceAccountName` default or token volume), LimitRanger or ResourceQuota.
 //! - Validation covers names, labels, pod containers, workload selectors and CRD schemas
 //!   (type, required, enum, bounds, lengths; no `pattern`, `format` or CEL rules). Pod spec
 //!   immutability is not enforced.
@@ -68,6 +75,18 @@
 //!   the namespace when it is empty, without a `finalize` subresource.
 //! - Authorization knows two kinds of identity: `system:masters` (everything) and nodes
 //!   (Node authorizer + NodeRestriction rules); there is no RBAC.
+//!
+//! Found by the differential suite against kube-apiserver v1.20.2 (`rackproof-cluster`'s
+//! `tests/differential.rs`, which uses the same labels):
+//!
+//! - V1: namespaces carry the label `kubernetes.io/metadata.name` (Kubernetes 1.21+).
+//! - V2: pods carry `metadata.generation` (Kubernetes 1.33+).
+//! - V3: `managedFields` entries of subresource writes name their `subresource` (1.22+);
+//!   v1.20 folds them into the main resource's entries.
+//! - V4: a malformed JSON merge patch gets 400 BadRequest; v1.20 answers 500.
+//! - R1: `managedFields[].fieldsV1` marks an owned map or list item with `"."` only when it
+//!   has owned children and is itself in the set; kube-apiserver writes `"."` for every
+//!   non-struct map (`labels`, `data`, ...) and list item it owns.
 
 mod apply;
 mod auth;
