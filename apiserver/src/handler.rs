@@ -34,13 +34,15 @@ pub(crate) enum Reply {
     Json(u16, Value),
     /// JSON with a specific media type (aggregated discovery).
     Typed(u16, Value, &'static str),
+    /// JSON already encoded (lists and gets spliced from the store's cached encodings).
+    Encoded(u16, Bytes),
     Watch(futures::stream::BoxStream<'static, Result<Bytes, std::convert::Infallible>>),
 }
 
 impl std::fmt::Debug for Reply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Reply::Json(code, _) | Reply::Typed(code, _, _) => write!(f, "Reply::Json({code})"),
+            Reply::Json(code, _) | Reply::Typed(code, _, _) | Reply::Encoded(code, _) => write!(f, "Reply::Json({code})"),
             Reply::Watch(_) => f.write_str("Reply::Watch"),
         }
     }
@@ -58,6 +60,25 @@ pub(crate) fn present(resource: &Resource, object: &Value) -> Value {
         }
     }
     Value::Object(ordered)
+}
+
+/// Appends `object` as served at `resource`'s version, from the object's encoded members
+/// (see [`crate::store::Slot`]): the same text as encoding [`present`]'s result.
+pub(crate) fn splice_object(out: &mut Vec<u8>, resource: &Resource, members: &[u8]) {
+    out.extend_from_slice(b"{\"apiVersion\":");
+    write_json_str(out, &resource.api_version());
+    out.extend_from_slice(b",\"kind\":");
+    write_json_str(out, &resource.kind);
+    if !members.is_empty() {
+        out.push(b',');
+        out.extend_from_slice(members);
+    }
+    out.push(b'}');
+}
+
+fn write_json_str(out: &mut Vec<u8>, text: &str) {
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
 }
 
 /// Runs `action` for `ctx`.
@@ -103,8 +124,8 @@ pub(crate) fn handle(core: &Arc<Core>, ctx: &Context, action: Action) -> Result<
 
 fn execute(state: &mut State, ctx: &Context, action: Action, now: &str) -> Result<Reply, ApiError> {
     match action {
-        Action::Get(target) => get(state, &target).map(|v| Reply::Json(200, v)),
-        Action::List(target, options) => list(state, &target, &options).map(|v| Reply::Json(200, v)),
+        Action::Get(target) => get(state, &target),
+        Action::List(target, options) => list(state, &target, &options),
         Action::Create(target, body, options) => create(state, ctx, &target, body, &options, now),
         Action::Update(target, body, options) => update(state, ctx, &target, body, &options, now),
         Action::Patch(target, kind, body, options) => patch(state, ctx, &target, kind, &body, &options, now),
@@ -120,15 +141,22 @@ fn current(state: &State, target: &Target) -> Result<Arc<Value>, ApiError> {
     state.store.get(&k).cloned().ok_or_else(|| ApiError::not_found(&target.resource.group, &target.resource.plural, target.name()))
 }
 
-fn get(state: &State, target: &Target) -> Result<Value, ApiError> {
-    let object = current(state, target)?;
+fn get(state: &State, target: &Target) -> Result<Reply, ApiError> {
+    let k = key(&target.resource, target.namespace(), target.name());
+    let slot = state.store.slot(&k).ok_or_else(|| ApiError::not_found(&target.resource.group, &target.resource.plural, target.name()))?;
     match target.sub {
-        Some(Subresource::Scale) => Ok(scale_of(&target.resource, &object)),
-        _ => Ok(present(&target.resource, &object)),
+        Some(Subresource::Scale) => Ok(Reply::Json(200, scale_of(&target.resource, &slot.object))),
+        _ => {
+            let members = slot.members_json();
+            let mut body = Vec::with_capacity(members.len() + 64);
+            splice_object(&mut body, &target.resource, members);
+            Ok(Reply::Encoded(200, Bytes::from(body)))
+        }
     }
 }
 
-fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Value, ApiError> {
+/// A list, encoded by splicing each item's cached encoding (see [`crate::store::Slot`]).
+fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Reply, ApiError> {
     let resource = &target.resource;
     let (list_rv, after) = match &options.continue_token {
         Some(token) => decode_continue(token)?,
@@ -141,7 +169,8 @@ fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Value, 
     let mut last_key = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for ((ns, name), object) in state.store.range(&resource.group_resource(), target.namespace.as_deref(), after) {
+    for (key, slot) in state.store.slots(&resource.group_resource(), target.namespace.as_deref(), after) {
+        let object = &slot.object;
         if !(options.labels.matches(object) && options.fields.matches(object)) {
             continue;
         }
@@ -150,16 +179,33 @@ fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Value, 
             remaining += 1;
             continue;
         }
-        items.push(present(resource, object));
-        last_key = Some((ns.clone(), name.clone()));
+        items.push(slot.members_json());
+        last_key = Some(key);
     }
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
     if more
         && let Some(last) = last_key {
-            metadata["continue"] = json!(encode_continue(list_rv, &last));
+            metadata["continue"] = json!(encode_continue(list_rv, last));
             metadata["remainingItemCount"] = json!(remaining);
         }
-    Ok(json!({"apiVersion": resource.api_version(), "kind": format!("{}List", resource.kind), "metadata": metadata, "items": items}))
+    let api_version = resource.api_version();
+    let per_item = api_version.len() + resource.kind.len() + 32;
+    let mut body = Vec::with_capacity(items.iter().map(|m| m.len() + per_item).sum::<usize>() + 256);
+    body.extend_from_slice(b"{\"apiVersion\":");
+    write_json_str(&mut body, &api_version);
+    body.extend_from_slice(b",\"kind\":");
+    write_json_str(&mut body, &format!("{}List", resource.kind));
+    body.extend_from_slice(b",\"metadata\":");
+    let _ = serde_json::to_writer(&mut body, &metadata);
+    body.extend_from_slice(b",\"items\":[");
+    for (i, members) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        splice_object(&mut body, resource, members);
+    }
+    body.extend_from_slice(b"]}");
+    Ok(Reply::Encoded(200, Bytes::from(body)))
 }
 
 fn encode_continue(rv: u64, last: &(String, String)) -> String {
@@ -747,4 +793,26 @@ fn evict(state: &mut State, target: &Target, body: &Value, now: &str) -> Result<
     let k = key(&target.resource, target.namespace(), target.name());
     state.delete_pod(&k, grace, None, now);
     Ok(done())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::Registry;
+
+    #[test]
+    fn spliced_objects_encode_as_presented_objects() {
+        let nodes = Registry::builtin().get("", "v1", "nodes").expect("nodes are built in");
+        for object in [
+            json!({"metadata": {"name": "n", "labels": {"a": "\"quoted\" \\ ü"}}, "kind": "Stale", "spec": {"taints": []}, "apiVersion": "old/v0"}),
+            json!({"metadata": {"name": "n"}}),
+            json!({}),
+        ] {
+            let mut spliced = Vec::new();
+            splice_object(&mut spliced, &nodes, &crate::store::members_json(&object));
+            assert_eq!(String::from_utf8(spliced).unwrap(), serde_json::to_string(&present(&nodes, &object)).unwrap());
+        }
+    }
 }
