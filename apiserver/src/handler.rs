@@ -313,6 +313,7 @@ fn create(state: &mut State, ctx: &Context, target: &Target, mut body: Value, op
         return Err(ApiError::already_exists(&resource.group, &resource.plural, &name));
     }
     let mut object = prepare_create(state, &resource, body, now);
+    kinds::finish(&resource, &mut object);
     // As kube-apiserver: the request's fields (with defaults) are recorded before admission
     // and the create strategy change the object, against the kind's zero value.
     let writer = Writer { manager: &manager(ctx, options), api_version: &resource.api_version(), time: now, subresource: None };
@@ -463,6 +464,7 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         map.insert("kind".to_owned(), json!(resource.kind));
     }
     kinds::default(&resource, &mut new);
+    kinds::finish(&resource, &mut new);
     // Fields are recorded before admission and the update strategy change the object.
     match applied_fields {
         Some(managed) => new["metadata"]["managedFields"] = managed,

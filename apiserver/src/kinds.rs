@@ -218,6 +218,7 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
                 // A Pod's own default (SetDefaults_Pod), not one of pod templates.
                 set_default(spec, "/enableServiceLinks", json!(true));
             }
+            null_condition_times(object, &["lastProbeTime", "lastTransitionTime"]);
         }
         // NodeStatus' structs without omitempty: always written, zero-valued if unset.
         ("", "Node") if object.get("status").is_none_or(Value::is_object) => {
@@ -225,9 +226,18 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
             for field in ["machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture"] {
                 set_default(object, &format!("/status/nodeInfo/{field}"), json!(""));
             }
+            null_condition_times(object, &["lastHeartbeatTime", "lastTransitionTime"]);
         }
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             set_default(object, "/spec/conversion", json!({"strategy": "None"}));
+            let storage: Vec<Value> = object
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .map(|versions| versions.iter().filter(|v| v.get("storage") == Some(&json!(true))).filter_map(|v| v.get("name").cloned()).collect())
+                .unwrap_or_default();
+            if !storage.is_empty() && object.pointer("/status/storedVersions").and_then(Value::as_array).is_none_or(Vec::is_empty) && object.get("status").is_none_or(Value::is_object) {
+                object["status"]["storedVersions"] = Value::Array(storage);
+            }
         }
         ("apps", "Deployment") => {
             set_default(object, "/spec/replicas", json!(1));
@@ -264,7 +274,7 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
             }
         }
         ("", "Namespace") => {
-            set_default(object, "/spec/finalizers", json!(["kubernetes"]));
+            set_default(object, "/status/phase", json!("Active"));
             let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
             if name.is_string() {
                 if !object.pointer("/metadata/labels").is_some_and(Value::is_object) {
@@ -281,10 +291,24 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
     }
 }
 
+/// Condition times are `metav1.Time` values (not pointers): unset, they are written as `null`.
+fn null_condition_times(object: &mut Value, fields: &[&str]) {
+    let Some(conditions) = object.pointer_mut("/status/conditions").and_then(Value::as_array_mut) else { return };
+    for condition in conditions.iter_mut().filter(|c| c.is_object()) {
+        for field in fields {
+            set_default(condition, &format!("/{field}"), Value::Null);
+        }
+    }
+}
+
 /// The kind's zero value as far as it shows in JSON: what a create's managedFields are
 /// compared against (kube-apiserver compares with a new, empty object of the kind).
 pub(crate) fn zero(resource: &Resource) -> Value {
-    let mut zero = json!({});
+    if resource.schema.is_some() {
+        return json!({});
+    }
+    // Built-in kinds' `spec` and `status` are structs, present (empty) in a new object.
+    let mut zero = json!({"spec": {}, "status": {}});
     if resource.group.is_empty() && resource.kind == "Node" {
         default(resource, &mut zero);
     }
@@ -338,8 +362,9 @@ const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] = &[("system-node-critical", 2_000
 /// How long pods tolerate `not-ready` and `unreachable` nodes unless they say otherwise.
 const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 
-/// The mutating admission plugins of kube-apiserver's default set that change what clients
-/// write, for a create (`old` None) or an update of the main resource:
+/// What changes an object after its fields are tracked, for a create (`old` None) or an update
+/// of the main resource: the namespace strategy's finalizer, and the mutating admission plugins
+/// of kube-apiserver's default set that change what clients write:
 /// - Priority: a pod's `priority` and `preemptionPolicy` from its PriorityClass (0 and
 ///   `PreemptLowerPriority` without one); kept from the old pod on updates.
 /// - DefaultTolerationSeconds: pods tolerate `not-ready` and `unreachable` NoExecute taints
@@ -351,6 +376,13 @@ pub(crate) fn admit(resource: &Resource, object: &mut Value, old: Option<&Value>
             admit_priority(object, old)?;
             default_tolerations(&mut object["spec"]);
         }
+        // The namespace strategy (after field tracking, like admission): the `kubernetes`
+        // finalizer on create, kept from the old namespace on updates.
+        ("", "Namespace") if object.get("spec").is_none_or(Value::is_object) => match old.and_then(|old| old.pointer("/spec/finalizers")) {
+            Some(finalizers) => object["spec"]["finalizers"] = finalizers.clone(),
+            None if old.is_none() => set_default(object, "/spec/finalizers", json!(["kubernetes"])),
+            None => {}
+        },
         ("", "Node") if old.is_none() => {
             let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
             if !object.get("spec").is_none_or(Value::is_object) {

@@ -84,9 +84,9 @@
 //! - V3: `managedFields` entries of subresource writes name their `subresource` (1.22+);
 //!   v1.20 folds them into the main resource's entries.
 //! - V4: a malformed JSON merge patch gets 400 BadRequest; v1.20 answers 500.
-//! - R1: `managedFields[].fieldsV1` marks an owned map or list item with `"."` only when it
-//!   has owned children and is itself in the set; kube-apiserver writes `"."` for every
-//!   non-struct map (`labels`, `data`, ...) and list item it owns.
+//! - V5: v1.20 records in `managedFields` what a write sets in the part its endpoint ignores
+//!   (status through the main resource, spec through `status`) and drops what such a write
+//!   removes; this server, like Kubernetes 1.22+, ignores both.
 
 mod apply;
 mod auth;

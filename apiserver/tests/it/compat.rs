@@ -142,7 +142,36 @@ async fn empty_maps_and_lists_of_built_in_kinds_are_left_out() {
     let (code, created) = raw(&client, "POST", "/api/v1/namespaces/default/configmaps", JSON, body).await;
     assert_eq!(code, 201);
     assert!(created.get("data").is_none() && created["metadata"].get("labels").is_none() && created["metadata"].get("finalizers").is_none(), "{created}");
-    assert!(created["metadata"]["managedFields"][0]["fieldsV1"]["f:data"].is_object(), "the empty map was written by the client: {created}");
+    assert!(created["metadata"].get("managedFields").is_none(), "empty fields are not owned: {created}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn managed_fields_mark_added_maps_and_lists_as_kube_apiserver() {
+    let server = server();
+    let client = server.admin_client();
+    let body = json!({"metadata": {"generateName": "cm-", "labels": {"a": "1"}, "finalizers": ["example.com/x"]}, "data": {"k": "v"}}).to_string().into_bytes();
+    let (_, created) = raw(&client, "POST", "/api/v1/namespaces/default/configmaps", JSON, body).await;
+    assert_eq!(
+        created["metadata"]["managedFields"][0]["fieldsV1"],
+        json!({"f:metadata": {"f:generateName": {}, "f:labels": {".": {}, "f:a": {}}, "f:finalizers": {".": {}, "v:\"example.com/x\"": {}}}, "f:data": {".": {}, "f:k": {}}}),
+        "{created}"
+    );
+    let name = created["metadata"]["name"].as_str().unwrap();
+    let patch = json!({"data": {"k2": "v"}}).to_string().into_bytes();
+    let (_, patched) = raw(&client, "PATCH", &format!("/api/v1/namespaces/default/configmaps/{name}?fieldManager=other"), "application/merge-patch+json", patch).await;
+    let other = patched["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["manager"] == "other").cloned().unwrap();
+    assert_eq!(other["fieldsV1"], json!({"f:data": {"f:k2": {}}}), "a map that was there already is not added again");
+
+    let pods = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "i"}]}}).to_string().into_bytes();
+    assert_eq!(raw(&client, "POST", "/api/v1/namespaces/default/pods", JSON, pods).await.0, 201);
+    let status = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}).to_string().into_bytes();
+    let (_, pod) = raw(&client, "PATCH", "/api/v1/namespaces/default/pods/p/status", "application/merge-patch+json", status).await;
+    assert_eq!(pod["status"]["conditions"][0]["lastProbeTime"], Value::Null);
+    let entry = pod["metadata"]["managedFields"].as_array().unwrap().iter().find(|e| e["subresource"] == "status").cloned().unwrap();
+    assert_eq!(
+        entry["fieldsV1"]["f:status"]["f:conditions"],
+        json!({".": {}, "k:{\"type\":\"Ready\"}": {".": {}, "f:lastProbeTime": {}, "f:lastTransitionTime": {}, "f:status": {}, "f:type": {}}})
+    );
 }
 
 #[tokio::test(start_paused = true)]
