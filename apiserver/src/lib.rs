@@ -15,7 +15,9 @@
 //! # Layers
 //!
 //! - `store`: objects as JSON keyed by group/resource, namespace and name; one global
-//!   resourceVersion; a bounded event log per resource (older watch starts get 410 Gone).
+//!   resourceVersion; a bounded event log per resource (older watch starts get 410 Gone). Each
+//!   object's JSON encoding is cached until its next write, so lists, gets and the start of a
+//!   watch splice bytes instead of re-encoding objects.
 //! - `request`: HTTP request → typed `Action`; `handler`: runs it; `transport`: the axum app,
 //!   shared by the in-process tower transport ([`ApiServer::client`]) and HTTPS.
 //! - `openapi`, `discovery`: OpenAPI v2/v3 documents and (aggregated) discovery.
