@@ -72,7 +72,8 @@ pub(crate) fn apply(live: Option<&Value>, applied: &Value, writer: &Writer<'_>, 
     }
 
     list.retain(|e| !is_mine(e));
-    let all = fields::field_set(&merged, Shape { schema: shape.schema, scope: fields::Scope::All });
+    let mut all = fields::field_set(&merged, Shape { schema: shape.schema, scope: fields::Scope::All });
+    all.extend(fields::container_set(&merged, Shape { schema: shape.schema, scope: fields::Scope::All }));
     for entry in &mut list {
         entry.fields.retain(|p| all.contains(p));
     }

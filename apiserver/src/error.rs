@@ -22,7 +22,12 @@ impl ApiError {
         Self { code, reason, message: message.into(), details: None }
     }
 
-    pub(crate) fn with_details(mut self, details: Value) -> Self {
+    /// Sets `details`, leaving out an empty `name` or `group` as kube-apiserver does (both are
+    /// `omitempty` in `metav1.StatusDetails`).
+    pub(crate) fn with_details(mut self, mut details: Value) -> Self {
+        if let Some(map) = details.as_object_mut() {
+            map.retain(|key, value| !(matches!(key.as_str(), "name" | "group") && value == ""));
+        }
         self.details = Some(details);
         self
     }
@@ -46,7 +51,9 @@ impl ApiError {
             .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
-    pub(crate) fn apply_conflict(group: &str, kind: &str, name: &str, causes: Vec<(String, String)>) -> Self {
+    /// 409 for a server-side apply conflict: like kube-apiserver, `details` carry only the
+    /// causes (`reason: FieldManagerConflict`), no name, group or kind.
+    pub(crate) fn apply_conflict(causes: Vec<(String, String)>) -> Self {
         let lines: Vec<String> = causes.iter().map(|(_, message)| message.clone()).collect();
         let message = if lines.len() == 1 {
             format!("Apply failed with 1 conflict: {}", lines[0])
@@ -55,18 +62,21 @@ impl ApiError {
         };
         let causes: Vec<Value> = causes
             .into_iter()
-            .map(|(field, message)| json!({"type": "FieldManagerConflict", "message": message, "field": field}))
+            .map(|(field, message)| json!({"reason": "FieldManagerConflict", "message": message, "field": field}))
             .collect();
-        Self::new(409, "Conflict", message).with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+        Self::new(409, "Conflict", message).with_details(json!({"causes": causes}))
     }
 
+    /// 422 Invalid. Each cause is `(field, message)`; the message starts with the error type
+    /// as `field.Error` prints it (`Required value`, `Unsupported value: ...`), which gives the
+    /// cause's `reason` (see [`cause_reason`]).
     pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: Vec<(String, String)>) -> Self {
         let text: Vec<String> = causes.iter().map(|(field, msg)| format!("{field}: {msg}")).collect();
         let message = format!("{kind}.{} \"{name}\" is invalid: {}", if group.is_empty() { "" } else { group }, text.join(", "));
         let message = message.replace(". \"", " \"");
         let causes: Vec<Value> = causes
             .into_iter()
-            .map(|(field, msg)| json!({"reason": "FieldValueInvalid", "message": msg, "field": field}))
+            .map(|(field, msg)| json!({"reason": cause_reason(&msg), "message": msg, "field": field}))
             .collect();
         Self::new(422, "Invalid", message).with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
     }
@@ -85,6 +95,12 @@ impl ApiError {
 
     pub(crate) fn too_many_requests(message: impl Into<String>) -> Self {
         Self::new(429, "TooManyRequests", message)
+    }
+
+    /// 403 from an admission plugin: `pods "x" is forbidden: <why>`.
+    pub(crate) fn forbidden_by_admission(group: &str, resource: &str, name: &str, why: &str) -> Self {
+        Self::new(403, "Forbidden", format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource)))
+            .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
     pub(crate) fn forbidden(user: &str, verb: &str, group: &str, resource: &str, namespace: &str, why: &str) -> Self {
@@ -149,6 +165,22 @@ impl ApiError {
 /// `resource.group` as kube-apiserver prints it in messages (`pods`, `deployments.apps`).
 pub(crate) fn qualified(group: &str, resource: &str) -> String {
     if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
+}
+
+/// The `metav1.CauseType` of a field error, from the words its message starts with (the
+/// `field.ErrorType` strings of k8s.io/apimachinery).
+pub(crate) fn cause_reason(message: &str) -> &'static str {
+    const TYPES: &[(&str, &str)] = &[
+        ("Required value", "FieldValueRequired"),
+        ("Unsupported value", "FieldValueNotSupported"),
+        ("Duplicate value", "FieldValueDuplicate"),
+        ("Forbidden", "FieldValueForbidden"),
+        ("Too long", "FieldValueTooLong"),
+        ("Too many", "FieldValueTooMany"),
+        ("Not found", "FieldValueNotFound"),
+        ("Internal error", "InternalError"),
+    ];
+    TYPES.iter().find(|(prefix, _)| message.starts_with(prefix)).map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
 /// A successful `metav1.Status`.

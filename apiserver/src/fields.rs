@@ -15,8 +15,8 @@ pub(crate) type Path = Vec<String>;
 pub(crate) struct Shape<'a> {
     /// A CRD's `openAPIV3Schema`; `None` for built-in types (merge keys by field name).
     pub(crate) schema: Option<&'a Value>,
-    /// Only `status` (a status subresource write), or everything but `status` when the
-    /// resource has a status subresource.
+    /// Only `status` (a status subresource write; with `metadata` for built-in types), or
+    /// everything but `status` when the resource has a status subresource.
     pub(crate) scope: Scope,
 }
 
@@ -89,6 +89,9 @@ pub(crate) fn field_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
         let include = match key.as_str() {
             "apiVersion" | "kind" => false,
             "status" => shape.scope != Scope::NoStatus,
+            // Status writes of built-in types may change metadata too (their status strategies
+            // reset only the spec); a custom resource's status write changes only status.
+            "metadata" => shape.scope != Scope::StatusOnly || builtin,
             _ => shape.scope != Scope::StatusOnly,
         };
         if !include {
@@ -96,7 +99,7 @@ pub(crate) fn field_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
         }
         let path = vec![format!("f:{key}")];
         if key == "metadata" {
-            for meta_key in ["labels", "annotations", "finalizers", "ownerReferences"] {
+            for meta_key in ["generateName", "labels", "annotations", "finalizers", "ownerReferences"] {
                 if let Some(value) = value.get(meta_key) {
                     walk(value, vec![path[0].clone(), format!("f:{meta_key}")], meta_key, None, true, &mut out);
                 }
@@ -110,7 +113,7 @@ pub(crate) fn field_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
 
 fn walk(value: &Value, path: Path, field: &str, schema: Option<&Value>, builtin: bool, out: &mut BTreeSet<Path>) {
     match value {
-        Value::Object(map) if !map.is_empty() && !preserves_unknown_as_leaf(schema) => {
+        Value::Object(map) if walks_into(map, schema, field, builtin) => {
             for (key, child) in map {
                 let mut child_path = path.clone();
                 child_path.push(format!("f:{key}"));
@@ -151,6 +154,92 @@ fn walk(value: &Value, path: Path, field: &str, schema: Option<&Value>, builtin:
             out.insert(path);
         }
     }
+}
+
+/// Fields of the built-in types that are atomic structs (`+structType=atomic`: a
+/// `LabelSelector`), owned as a whole.
+const ATOMIC_STRUCTS: &[&str] = &["selector"];
+
+/// Fields of the built-in types whose values are Go maps, pointers or `omitempty` lists: absent
+/// from a new, empty object, so that writing them adds the field itself (a `"."` entry in
+/// `FieldsV1`) and not only its members.
+const OPTIONAL_CONTAINERS: &[&str] = &[
+    "labels", "annotations", "finalizers", "ownerReferences", "data", "binaryData", "matchLabels", "nodeSelector", "limits", "requests",
+    "capacity", "allocatable", "conditions", "addresses", "env", "ports", "volumeMounts", "volumes", "rollingUpdate", "conversion",
+];
+
+/// The maps and lists of `object` (within `shape.scope`) that kube's field tracking counts as
+/// fields of their own when they are added: every one of a custom resource, the
+/// [`OPTIONAL_CONTAINERS`] of built-in types. List items are in [`field_set`] already.
+pub(crate) fn container_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
+    fn visit(value: &Value, path: &mut Path, field: &str, schema: Option<&Value>, builtin: bool, out: &mut BTreeSet<Path>) {
+        let counts = !path.is_empty() && (!builtin || OPTIONAL_CONTAINERS.contains(&field));
+        match value {
+            Value::Object(map) if walks_into(map, schema, field, builtin) => {
+                if counts {
+                    out.insert(path.clone());
+                }
+                for (key, child) in map {
+                    path.push(format!("f:{key}"));
+                    visit(child, path, key, child_schema(schema, key), builtin, out);
+                    path.pop();
+                }
+            }
+            Value::Array(items) if !items.is_empty() => {
+                let keys = match list_kind(field, schema, builtin) {
+                    ListKind::Atomic => return,
+                    ListKind::Set => None,
+                    ListKind::Map(keys) => Some(keys),
+                };
+                if counts {
+                    out.insert(path.clone());
+                }
+                if let Some(keys) = keys {
+                    for item in items {
+                        let (Some(step), Some(map)) = (item_step(item, &keys), item.as_object()) else { continue };
+                        path.push(step);
+                        for (key, child) in map {
+                            path.push(format!("f:{key}"));
+                            visit(child, path, key, child_schema(items_schema(schema), key), builtin, out);
+                            path.pop();
+                        }
+                        path.pop();
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    let Some(map) = object.as_object() else { return out };
+    let builtin = shape.schema.is_none();
+    for (key, value) in map {
+        let include = match key.as_str() {
+            "apiVersion" | "kind" => false,
+            "status" => shape.scope != Scope::NoStatus,
+            "metadata" => shape.scope != Scope::StatusOnly || builtin,
+            _ => shape.scope != Scope::StatusOnly,
+        };
+        if !include {
+            continue;
+        }
+        if key == "metadata" {
+            for meta_key in ["labels", "annotations", "finalizers", "ownerReferences"] {
+                if let Some(value) = value.get(meta_key) {
+                    visit(value, &mut vec!["f:metadata".to_owned(), format!("f:{meta_key}")], meta_key, None, true, &mut out);
+                }
+            }
+            continue;
+        }
+        visit(value, &mut vec![format!("f:{key}")], key, child_schema(shape.schema, key), builtin, &mut out);
+    }
+    out
+}
+
+/// Whether an object's members are fields of their own (not an empty or atomic value).
+fn walks_into(map: &Map<String, Value>, schema: Option<&Value>, field: &str, builtin: bool) -> bool {
+    let atomic = preserves_unknown_as_leaf(schema) || builtin && ATOMIC_STRUCTS.contains(&field);
+    !map.is_empty() && !atomic
 }
 
 fn preserves_unknown_as_leaf(schema: Option<&Value>) -> bool {
@@ -345,12 +434,15 @@ pub(crate) struct Writer<'a> {
 pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>, shape: Shape<'_>) {
     let mut list = old.map(entries).unwrap_or_default();
     let new_fields = field_set(new, shape);
-    let changed: BTreeSet<Path> = new_fields
+    let mut changed: BTreeSet<Path> = new_fields
         .iter()
         .filter(|path| old.is_none_or(|old| lookup(old, path) != lookup(new, path)))
         .cloned()
         .collect();
-    let all_new = field_set(new, Shape { schema: shape.schema, scope: Scope::All });
+    // Maps and lists that were not there before are fields of their own.
+    changed.extend(container_set(new, shape).into_iter().filter(|path| old.is_none_or(|old| lookup(old, path).is_none())));
+    let mut all_new = field_set(new, Shape { schema: shape.schema, scope: Scope::All });
+    all_new.extend(container_set(new, Shape { schema: shape.schema, scope: Scope::All }));
     for entry in &mut list {
         entry.fields.retain(|p| all_new.contains(p) && !changed.contains(p));
     }

@@ -34,13 +34,15 @@ pub(crate) enum Reply {
     Json(u16, Value),
     /// JSON with a specific media type (aggregated discovery).
     Typed(u16, Value, &'static str),
+    /// JSON already encoded (lists and gets spliced from the store's cached encodings).
+    Encoded(u16, Bytes),
     Watch(futures::stream::BoxStream<'static, Result<Bytes, std::convert::Infallible>>),
 }
 
 impl std::fmt::Debug for Reply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Reply::Json(code, _) | Reply::Typed(code, _, _) => write!(f, "Reply::Json({code})"),
+            Reply::Json(code, _) | Reply::Typed(code, _, _) | Reply::Encoded(code, _) => write!(f, "Reply::Json({code})"),
             Reply::Watch(_) => f.write_str("Reply::Watch"),
         }
     }
@@ -58,6 +60,25 @@ pub(crate) fn present(resource: &Resource, object: &Value) -> Value {
         }
     }
     Value::Object(ordered)
+}
+
+/// Appends `object` as served at `resource`'s version, from the object's encoded members
+/// (see [`crate::store::Slot`]): the same text as encoding [`present`]'s result.
+pub(crate) fn splice_object(out: &mut Vec<u8>, resource: &Resource, members: &[u8]) {
+    out.extend_from_slice(b"{\"apiVersion\":");
+    write_json_str(out, &resource.api_version());
+    out.extend_from_slice(b",\"kind\":");
+    write_json_str(out, &resource.kind);
+    if !members.is_empty() {
+        out.push(b',');
+        out.extend_from_slice(members);
+    }
+    out.push(b'}');
+}
+
+fn write_json_str(out: &mut Vec<u8>, text: &str) {
+    // Writing a string into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, text);
 }
 
 /// Runs `action` for `ctx`.
@@ -103,12 +124,12 @@ pub(crate) fn handle(core: &Arc<Core>, ctx: &Context, action: Action) -> Result<
 
 fn execute(state: &mut State, ctx: &Context, action: Action, now: &str) -> Result<Reply, ApiError> {
     match action {
-        Action::Get(target) => get(state, &target).map(|v| Reply::Json(200, v)),
-        Action::List(target, options) => list(state, &target, &options).map(|v| Reply::Json(200, v)),
+        Action::Get(target) => get(state, &target),
+        Action::List(target, options) => list(state, &target, &options),
         Action::Create(target, body, options) => create(state, ctx, &target, body, &options, now),
         Action::Update(target, body, options) => update(state, ctx, &target, body, &options, now),
         Action::Patch(target, kind, body, options) => patch(state, ctx, &target, kind, &body, &options, now),
-        Action::Delete(target, options) => delete(state, &target, &options, now).map(|v| Reply::Json(200, v)),
+        Action::Delete(target, options) => delete(state, &target, &options, now).map(|deleted| Reply::Json(200, deleted.answer(&target))),
         Action::DeleteCollection(target, list_options, options) => delete_collection(state, &target, &list_options, &options, now),
         Action::Evict(target, body) => evict(state, &target, &body, now),
         _ => Err(ApiError::internal("unexpected action")),
@@ -120,15 +141,22 @@ fn current(state: &State, target: &Target) -> Result<Arc<Value>, ApiError> {
     state.store.get(&k).cloned().ok_or_else(|| ApiError::not_found(&target.resource.group, &target.resource.plural, target.name()))
 }
 
-fn get(state: &State, target: &Target) -> Result<Value, ApiError> {
-    let object = current(state, target)?;
+fn get(state: &State, target: &Target) -> Result<Reply, ApiError> {
+    let k = key(&target.resource, target.namespace(), target.name());
+    let slot = state.store.slot(&k).ok_or_else(|| ApiError::not_found(&target.resource.group, &target.resource.plural, target.name()))?;
     match target.sub {
-        Some(Subresource::Scale) => Ok(scale_of(&target.resource, &object)),
-        _ => Ok(present(&target.resource, &object)),
+        Some(Subresource::Scale) => Ok(Reply::Json(200, scale_of(&target.resource, &slot.object))),
+        _ => {
+            let members = slot.members_json();
+            let mut body = Vec::with_capacity(members.len() + 64);
+            splice_object(&mut body, &target.resource, members);
+            Ok(Reply::Encoded(200, Bytes::from(body)))
+        }
     }
 }
 
-fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Value, ApiError> {
+/// A list, encoded by splicing each item's cached encoding (see [`crate::store::Slot`]).
+fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Reply, ApiError> {
     let resource = &target.resource;
     let (list_rv, after) = match &options.continue_token {
         Some(token) => decode_continue(token)?,
@@ -141,7 +169,8 @@ fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Value, 
     let mut last_key = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for ((ns, name), object) in state.store.range(&resource.group_resource(), target.namespace.as_deref(), after) {
+    for (key, slot) in state.store.slots(&resource.group_resource(), target.namespace.as_deref(), after) {
+        let object = &slot.object;
         if !(options.labels.matches(object) && options.fields.matches(object)) {
             continue;
         }
@@ -150,16 +179,33 @@ fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Value, 
             remaining += 1;
             continue;
         }
-        items.push(present(resource, object));
-        last_key = Some((ns.clone(), name.clone()));
+        items.push(slot.members_json());
+        last_key = Some(key);
     }
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
     if more
         && let Some(last) = last_key {
-            metadata["continue"] = json!(encode_continue(list_rv, &last));
+            metadata["continue"] = json!(encode_continue(list_rv, last));
             metadata["remainingItemCount"] = json!(remaining);
         }
-    Ok(json!({"apiVersion": resource.api_version(), "kind": format!("{}List", resource.kind), "metadata": metadata, "items": items}))
+    let api_version = resource.api_version();
+    let per_item = api_version.len() + resource.kind.len() + 32;
+    let mut body = Vec::with_capacity(items.iter().map(|m| m.len() + per_item).sum::<usize>() + 256);
+    body.extend_from_slice(b"{\"apiVersion\":");
+    write_json_str(&mut body, &api_version);
+    body.extend_from_slice(b",\"kind\":");
+    write_json_str(&mut body, &format!("{}List", resource.kind));
+    body.extend_from_slice(b",\"metadata\":");
+    let _ = serde_json::to_writer(&mut body, &metadata);
+    body.extend_from_slice(b",\"items\":[");
+    for (i, members) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        splice_object(&mut body, resource, members);
+    }
+    body.extend_from_slice(b"]}");
+    Ok(Reply::Encoded(200, Bytes::from(body)))
 }
 
 fn encode_continue(rv: u64, last: &(String, String)) -> String {
@@ -266,11 +312,27 @@ fn create(state: &mut State, ctx: &Context, target: &Target, mut body: Value, op
     if !name.is_empty() && state.store.get(&k).is_some() {
         return Err(ApiError::already_exists(&resource.group, &resource.plural, &name));
     }
-    let object = prepare_create(state, &resource, body, now);
-    kinds::validate(&resource, &object)?;
-    let mut object = object;
+    let mut object = prepare_create(state, &resource, body, now);
+    kinds::finish(&resource, &mut object);
+    // As kube-apiserver: the request's fields (with defaults) are recorded before admission
+    // and the create strategy change the object, against the kind's zero value.
     let writer = Writer { manager: &manager(ctx, options), api_version: &resource.api_version(), time: now, subresource: None };
-    fields::record_update(None, &mut object, &writer, Shape { schema: resource.schema.as_deref(), scope: Scope::All });
+    fields::record_update(Some(&kinds::zero(&resource)), &mut object, &writer, Shape { schema: resource.schema.as_deref(), scope: Scope::All });
+    kinds::admit(&resource, &mut object, None)?;
+    match kinds::initial_status(&resource, &object) {
+        Some(_) if !resource.strategic => {
+            if let Some(map) = object.as_object_mut() {
+                map.remove("status");
+            }
+        }
+        Some(status) => object["status"] = status,
+        None => {}
+    }
+    if resource.group == "apiextensions.k8s.io" {
+        object["status"] = crate::crd::accepted_status(&object, now);
+    }
+    kinds::finish(&resource, &mut object);
+    kinds::validate(&resource, &object)?;
     if options.dry_run {
         return Ok(Reply::Json(201, present(&resource, &object)));
     }
@@ -278,6 +340,7 @@ fn create(state: &mut State, ctx: &Context, target: &Target, mut body: Value, op
     Ok(Reply::Json(201, present(&resource, &stored)))
 }
 
+/// System metadata of a new object, and the kind's defaults.
 fn prepare_create(state: &mut State, resource: &Resource, mut body: Value, now: &str) -> Value {
     let uid = state.uid();
     if let Some(meta) = body["metadata"].as_object_mut() {
@@ -292,19 +355,7 @@ fn prepare_create(state: &mut State, resource: &Resource, mut body: Value, now: 
             meta.remove("generation");
         }
     }
-    match kinds::initial_status(resource, &body) {
-        Some(_) if !resource.strategic => {
-            if let Some(map) = body.as_object_mut() {
-                map.remove("status");
-            }
-        }
-        Some(status) => body["status"] = status,
-        None => {}
-    }
     kinds::default(resource, &mut body);
-    if resource.group == "apiextensions.k8s.io" {
-        body["status"] = crate::crd::accepted_status(&body, now);
-    }
     body
 }
 
@@ -368,6 +419,20 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
     let mut new = match target.sub {
         Some(Subresource::Status) => {
             let mut new = (**old).clone();
+            // Built-in status strategies keep the object's metadata from the request (labels,
+            // annotations, ...) and reset only the spec; custom resources keep only status.
+            if resource.schema.is_none() {
+                let mut meta = incoming.get("metadata").cloned().unwrap_or_else(|| json!({}));
+                keep_system_metadata(&mut meta, old);
+                let (group, kind) = (resource.group.as_str(), resource.kind.as_str());
+                if group == "apps" && kind == "Deployment" {
+                    copy_field(&mut meta, old, "labels");
+                }
+                if group.is_empty() && kind == "Pod" {
+                    copy_field(&mut meta, old, "ownerReferences");
+                }
+                new["metadata"] = meta;
+            }
             match incoming.get("status") {
                 Some(status) => new["status"] = status.clone(),
                 None => {
@@ -380,16 +445,7 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         }
         _ => {
             let mut new = incoming;
-            for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace", "managedFields"] {
-                match old.pointer(&format!("/metadata/{field}")) {
-                    Some(value) => new["metadata"][field] = value.clone(),
-                    None => {
-                        if let Some(meta) = new["metadata"].as_object_mut() {
-                            meta.remove(field);
-                        }
-                    }
-                }
-            }
+            keep_system_metadata(&mut new["metadata"], old);
             if resource.status {
                 match old.get("status") {
                     Some(status) => new["status"] = status.clone(),
@@ -408,9 +464,22 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         map.insert("kind".to_owned(), json!(resource.kind));
     }
     kinds::default(&resource, &mut new);
+    kinds::finish(&resource, &mut new);
+    // Fields are recorded before admission and the update strategy change the object.
+    match applied_fields {
+        Some(managed) => new["metadata"]["managedFields"] = managed,
+        None => {
+            let writer = Writer { manager: &manager(ctx, options), api_version: &resource.api_version(), time: now, subresource: target.sub.map(Subresource::as_str) };
+            fields::record_update(Some(old), &mut new, &writer, shape(&resource, target.sub));
+        }
+    }
+    if target.sub.is_none() {
+        kinds::admit(&resource, &mut new, Some(old))?;
+    }
     if resource.group == "apiextensions.k8s.io" {
         new["status"] = crate::crd::accepted_status(&new, now);
     }
+    kinds::finish(&resource, &mut new);
     if old.pointer("/metadata/deletionTimestamp").is_some() {
         let old_fins: Vec<&Value> = old.pointer("/metadata/finalizers").and_then(Value::as_array).map(|f| f.iter().collect()).unwrap_or_default();
         let added = new.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| f.iter().any(|x| !old_fins.contains(&x)));
@@ -423,14 +492,6 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         new["metadata"]["generation"] = json!(generation);
     }
     kinds::validate(&resource, &new)?;
-    let sub_name = target.sub.map(Subresource::as_str);
-    match applied_fields {
-        Some(managed) => new["metadata"]["managedFields"] = managed,
-        None => {
-            let writer = Writer { manager: &manager(ctx, options), api_version: &resource.api_version(), time: now, subresource: sub_name };
-            fields::record_update(Some(old), &mut new, &writer, shape(&resource, target.sub));
-        }
-    }
     if same_ignoring_bookkeeping(old, &new) {
         return Ok(present(&resource, old));
     }
@@ -440,6 +501,25 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
     let k = key(&resource, target.namespace(), target.name());
     let stored = state.write(&resource, &k, new, now)?;
     Ok(present(&resource, &stored))
+}
+
+/// The metadata a write may not change, taken from `old`.
+fn keep_system_metadata(meta: &mut Value, old: &Value) {
+    for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace", "managedFields"] {
+        copy_field(meta, old, field);
+    }
+}
+
+/// Sets `meta[field]` to `old`'s `metadata[field]`, or removes it when `old` has none.
+fn copy_field(meta: &mut Value, old: &Value, field: &str) {
+    match old.get("metadata").and_then(|m| m.get(field)) {
+        Some(value) => meta[field] = value.clone(),
+        None => {
+            if let Some(map) = meta.as_object_mut() {
+                map.remove(field);
+            }
+        }
+    }
 }
 
 fn spec_of(object: &Value) -> Value {
@@ -500,7 +580,7 @@ fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, bod
         let field_manager = manager(ctx, options);
         let writer = Writer { manager: &field_manager, api_version: &resource.api_version(), time: now, subresource: target.sub.map(Subresource::as_str) };
         let merged = apply::apply(old.as_deref(), &applied, &writer, options.force, shape(&resource, target.sub))
-            .map_err(|conflicts| ApiError::apply_conflict(&resource.group, &resource.plural, target.name(), conflicts))?;
+            .map_err(ApiError::apply_conflict)?;
         return match old {
             None => {
                 let mut body = merged;
@@ -569,7 +649,8 @@ fn scale_of(resource: &Resource, object: &Value) -> Value {
             "name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"],
             "resourceVersion": meta["resourceVersion"], "creationTimestamp": meta["creationTimestamp"],
         },
-        "spec": {"replicas": replicas},
+        // `replicas` is `omitempty` in autoscaling/v1 ScaleSpec.
+        "spec": if replicas == json!(0) { json!({}) } else { json!({"replicas": replicas}) },
         "status": status,
     })
 }
@@ -578,7 +659,8 @@ fn update_scale(state: &mut State, ctx: &Context, target: &Target, scale: Value,
     let resource = target.resource.clone();
     let spec = resource.scale.clone().ok_or_else(|| ApiError::path_not_found("scale"))?;
     let old = current(state, target)?;
-    let replicas = scale.pointer("/spec/replicas").and_then(Value::as_i64);
+    // An absent `replicas` is 0 (it is `omitempty`).
+    let replicas = scale.pointer("/spec/replicas").filter(|r| !r.is_null()).map_or(Some(0), Value::as_i64);
     let Some(replicas) = replicas.filter(|r| *r >= 0) else {
         return Err(ApiError::invalid("autoscaling", "Scale", target.name(), vec![("spec.replicas".into(), "Invalid value: must be greater than or equal to 0".into())]));
     };
@@ -613,7 +695,37 @@ fn set_pointer(object: &mut Value, pointer: &str, value: Value) {
     }
 }
 
-fn delete(state: &mut State, target: &Target, options: &DeleteOptions, now: &str) -> Result<Value, ApiError> {
+/// What a DELETE did.
+struct Deleted {
+    /// The object as last stored (or as it would be, for a dry run).
+    object: Value,
+    /// Whether the object went away at once (no finalizers, no grace period).
+    gone: bool,
+}
+
+impl Deleted {
+    /// The response body: resources whose storage returns the deleted object (pods, service
+    /// accounts) and objects that stay (finalizers, graceful pod deletion, namespaces) answer
+    /// the object; everything else deleted at once answers `Status` `Success` naming it, as
+    /// kube-apiserver's generic registry does.
+    fn answer(self, target: &Target) -> Value {
+        let resource = &target.resource;
+        let returns_object = resource.group.is_empty() && matches!(resource.plural.as_str(), "pods" | "serviceaccounts" | "namespaces");
+        if !self.gone || returns_object {
+            return self.object;
+        }
+        let mut details = json!({"name": target.name(), "kind": resource.plural});
+        if !resource.group.is_empty() {
+            details["group"] = json!(resource.group);
+        }
+        if let Some(uid) = meta_str(&self.object, "uid") {
+            details["uid"] = json!(uid);
+        }
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+    }
+}
+
+fn delete(state: &mut State, target: &Target, options: &DeleteOptions, now: &str) -> Result<Deleted, ApiError> {
     let resource = target.resource.clone();
     let object = current(state, target)?;
     if let Some(uid) = &options.uid
@@ -625,7 +737,7 @@ fn delete(state: &mut State, target: &Target, options: &DeleteOptions, now: &str
             return Err(ApiError::conflict(&resource.group, &resource.plural, target.name(), &format!("Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}", meta_str(&object, "resourceVersion").unwrap_or_default())));
         }
     if options.dry_run {
-        return Ok(present(&resource, &object));
+        return Ok(Deleted { object: present(&resource, &object), gone: false });
     }
     let k = key(&resource, target.namespace(), target.name());
     let result = match (resource.group.as_str(), resource.plural.as_str()) {
@@ -638,8 +750,10 @@ fn delete(state: &mut State, target: &Target, options: &DeleteOptions, now: &str
         ("", "pods") => state.delete_pod(&k, options.grace_period, options.propagation.as_deref(), now),
         _ => state.delete(&k, options.propagation.as_deref(), now),
     };
+    let uid = meta_str(&object, "uid");
+    let gone = state.store.get(&k).is_none_or(|now_stored| meta_str(now_stored, "uid") != uid);
     let result = result.unwrap_or(object);
-    Ok(present(&resource, &result))
+    Ok(Deleted { object: present(&resource, &result), gone })
 }
 
 fn delete_collection(state: &mut State, target: &Target, list_options: &ListOptions, options: &DeleteOptions, now: &str) -> Result<Reply, ApiError> {
@@ -654,7 +768,7 @@ fn delete_collection(state: &mut State, target: &Target, list_options: &ListOpti
     for (namespace, name) in names {
         let one = Target { namespace: if resource.namespaced { Some(namespace) } else { None }, name: Some(name), ..target.clone() };
         match delete(state, &one, options, now) {
-            Ok(object) => items.push(object),
+            Ok(deleted) => items.push(deleted.object),
             Err(error) if error.code == 404 || error.code == 403 => {}
             Err(error) => return Err(error),
         }
@@ -681,4 +795,26 @@ fn evict(state: &mut State, target: &Target, body: &Value, now: &str) -> Result<
     let k = key(&target.resource, target.namespace(), target.name());
     state.delete_pod(&k, grace, None, now);
     Ok(done())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::registry::Registry;
+
+    #[test]
+    fn spliced_objects_encode_as_presented_objects() {
+        let nodes = Registry::builtin().get("", "v1", "nodes").expect("nodes are built in");
+        for object in [
+            json!({"metadata": {"name": "n", "labels": {"a": "\"quoted\" \\ ü"}}, "kind": "Stale", "spec": {"taints": []}, "apiVersion": "old/v0"}),
+            json!({"metadata": {"name": "n"}}),
+            json!({}),
+        ] {
+            let mut spliced = Vec::new();
+            splice_object(&mut spliced, &nodes, &crate::store::members_json(&object));
+            assert_eq!(String::from_utf8(spliced).unwrap(), serde_json::to_string(&present(&nodes, &object)).unwrap());
+        }
+    }
 }

@@ -21,6 +21,55 @@ fn is_dns_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(is_dns_label)
 }
 
+/// Total size of an object's annotations kube-apiserver accepts.
+const MAX_ANNOTATIONS_BYTES: usize = 256 * 1024;
+
+const NAME_PART_RULE: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, the name part of qualified names and label values.
+fn is_name_part(text: &str) -> bool {
+    !text.is_empty()
+        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// What is wrong with `key` as a qualified name (`[prefix/]name`, kube's `IsQualifiedName`):
+/// label and annotation keys.
+pub(crate) fn qualified_name_problems(key: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let (prefix, name) = match key.split('/').collect::<Vec<_>>().as_slice() {
+        [name] => (None, *name),
+        [prefix, name] => (Some(*prefix), *name),
+        _ => {
+            problems.push(String::from("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+            return problems;
+        }
+    };
+    match prefix {
+        Some("") => problems.push("prefix part must be non-empty".to_owned()),
+        Some(prefix) if !is_dns_subdomain(prefix) => problems.push("prefix part a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')".to_owned()),
+        _ => {}
+    }
+    if name.is_empty() {
+        problems.push("name part must be non-empty".to_owned());
+    } else if name.len() > 63 {
+        problems.push("name part must be no more than 63 characters".to_owned());
+    }
+    if !name.is_empty() && !is_name_part(name) {
+        problems.push(NAME_PART_RULE.to_owned());
+    }
+    problems
+}
+
+/// What is wrong with `value` as a label value (kube's `IsValidLabelValue`), if anything.
+pub(crate) fn label_value_problem(value: &str) -> Option<String> {
+    if value.len() > 63 {
+        return Some("must be no more than 63 characters".to_owned());
+    }
+    (!value.is_empty() && !is_name_part(value)).then(|| "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')".to_owned())
+}
+
 /// Validates `object` (after defaulting) as kube-apiserver would; 422 with the causes otherwise.
 pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiError> {
     let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
@@ -38,12 +87,32 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
         match labels.as_object() {
             Some(map) => {
                 for (key, value) in map {
-                    if !value.is_string() {
-                        causes.push((format!("metadata.labels.{key}"), "Invalid value: label values must be strings".into()));
+                    for problem in qualified_name_problems(key) {
+                        causes.push(("metadata.labels".into(), format!("Invalid value: {key:?}: {problem}")));
+                    }
+                    match value.as_str() {
+                        Some(text) => {
+                            if let Some(problem) = label_value_problem(text) {
+                                causes.push(("metadata.labels".into(), format!("Invalid value: {text:?}: {problem}")));
+                            }
+                        }
+                        None => causes.push((format!("metadata.labels.{key}"), "Invalid value: label values must be strings".into())),
                     }
                 }
             }
             None => causes.push(("metadata.labels".into(), "Invalid value: must be an object".into())),
+        }
+    }
+    if let Some(annotations) = object.pointer("/metadata/annotations").and_then(Value::as_object) {
+        let mut total = 0;
+        for (key, value) in annotations {
+            for problem in qualified_name_problems(&key.to_lowercase()) {
+                causes.push(("metadata.annotations".into(), format!("Invalid value: {key:?}: {problem}")));
+            }
+            total += key.len() + value.as_str().map_or(0, str::len);
+        }
+        if total > MAX_ANNOTATIONS_BYTES {
+            causes.push(("metadata.annotations".into(), format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes")));
         }
     }
     match (resource.group.as_str(), resource.kind.as_str()) {
@@ -79,8 +148,10 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<(String,
         Some(list) if list.is_empty() => causes.push((format!("{path}.containers"), "Required value".into())),
         Some(list) => {
             for (i, container) in list.iter().enumerate() {
-                if container.get("name").and_then(Value::as_str).is_none_or(|n| !is_dns_label(n)) {
-                    causes.push((format!("{path}.containers[{i}].name"), "Required value".into()));
+                match container.get("name").and_then(Value::as_str) {
+                    None | Some("") => causes.push((format!("{path}.containers[{i}].name"), "Required value".into())),
+                    Some(name) if !is_dns_label(name) => causes.push((format!("{path}.containers[{i}].name"), format!("Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"))),
+                    Some(_) => {}
                 }
                 if container.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
                     causes.push((format!("{path}.containers[{i}].image"), "Required value".into()));
@@ -120,7 +191,6 @@ fn default_pod_spec(spec: &mut Value) {
     set_default(spec, "/dnsPolicy", json!("ClusterFirst"));
     set_default(spec, "/schedulerName", json!("default-scheduler"));
     set_default(spec, "/securityContext", json!({}));
-    set_default(spec, "/enableServiceLinks", json!(true));
     for list in ["containers", "initContainers"] {
         if let Some(containers) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for container in containers {
@@ -145,6 +215,28 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
         ("", "Pod") => {
             if let Some(spec) = object.get_mut("spec") {
                 default_pod_spec(spec);
+                // A Pod's own default (SetDefaults_Pod), not one of pod templates.
+                set_default(spec, "/enableServiceLinks", json!(true));
+            }
+            null_condition_times(object, &["lastProbeTime", "lastTransitionTime"]);
+        }
+        // NodeStatus' structs without omitempty: always written, zero-valued if unset.
+        ("", "Node") if object.get("status").is_none_or(Value::is_object) => {
+            set_default(object, "/status/daemonEndpoints/kubeletEndpoint/Port", json!(0));
+            for field in ["machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture"] {
+                set_default(object, &format!("/status/nodeInfo/{field}"), json!(""));
+            }
+            null_condition_times(object, &["lastHeartbeatTime", "lastTransitionTime"]);
+        }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            set_default(object, "/spec/conversion", json!({"strategy": "None"}));
+            let storage: Vec<Value> = object
+                .pointer("/spec/versions")
+                .and_then(Value::as_array)
+                .map(|versions| versions.iter().filter(|v| v.get("storage") == Some(&json!(true))).filter_map(|v| v.get("name").cloned()).collect())
+                .unwrap_or_default();
+            if !storage.is_empty() && object.pointer("/status/storedVersions").and_then(Value::as_array).is_none_or(Vec::is_empty) && object.get("status").is_none_or(Value::is_object) {
+                object["status"]["storedVersions"] = Value::Array(storage);
             }
         }
         ("apps", "Deployment") => {
@@ -182,7 +274,7 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
             }
         }
         ("", "Namespace") => {
-            set_default(object, "/spec/finalizers", json!(["kubernetes"]));
+            set_default(object, "/status/phase", json!("Active"));
             let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
             if name.is_string() {
                 if !object.pointer("/metadata/labels").is_some_and(Value::is_object) {
@@ -196,6 +288,175 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
     if let Some(root) = &resource.schema {
         schema::prune(object, root, true);
         schema::default(object, root);
+    }
+}
+
+/// Condition times are `metav1.Time` values (not pointers): unset, they are written as `null`.
+fn null_condition_times(object: &mut Value, fields: &[&str]) {
+    let Some(conditions) = object.pointer_mut("/status/conditions").and_then(Value::as_array_mut) else { return };
+    for condition in conditions.iter_mut().filter(|c| c.is_object()) {
+        for field in fields {
+            set_default(condition, &format!("/{field}"), Value::Null);
+        }
+    }
+}
+
+/// The kind's zero value as far as it shows in JSON: what a create's managedFields are
+/// compared against (kube-apiserver compares with a new, empty object of the kind).
+pub(crate) fn zero(resource: &Resource) -> Value {
+    if resource.schema.is_some() {
+        return json!({});
+    }
+    // Built-in kinds' `spec` and `status` are structs, present (empty) in a new object.
+    let mut zero = json!({"spec": {}, "status": {}});
+    if resource.group.is_empty() && resource.kind == "Node" {
+        default(resource, &mut zero);
+    }
+    zero
+}
+
+/// The last step before a built-in object is stored: what its serialization leaves out.
+pub(crate) fn finish(resource: &Resource, object: &mut Value) {
+    if resource.schema.is_none() {
+        drop_empty(resource, object);
+    }
+}
+
+/// Built-in types serialize empty maps and lists of `omitempty` fields (and `false` of
+/// `omitempty` booleans) as absent: removes those kube-apiserver would not write back.
+fn drop_empty(resource: &Resource, object: &mut Value) {
+    let empty = |v: &Value| v.as_object().is_some_and(serde_json::Map::is_empty) || v.as_array().is_some_and(Vec::is_empty) || v.is_null();
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        for field in ["labels", "annotations", "finalizers", "ownerReferences", "managedFields"] {
+            if meta.get(field).is_some_and(empty) {
+                meta.remove(field);
+            }
+        }
+    }
+    let Some(map) = object.as_object_mut() else { return };
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "ConfigMap" | "Secret") => {
+            for field in ["data", "binaryData"] {
+                if map.get(field).is_some_and(empty) {
+                    map.remove(field);
+                }
+            }
+        }
+        ("", "Node") => {
+            if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut) {
+                if spec.get("unschedulable") == Some(&Value::Bool(false)) {
+                    spec.remove("unschedulable");
+                }
+                if spec.get("taints").is_some_and(empty) {
+                    spec.remove("taints");
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Well-known PriorityClasses kube-apiserver creates at startup, with their values.
+const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] = &[("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)];
+
+/// How long pods tolerate `not-ready` and `unreachable` nodes unless they say otherwise.
+const DEFAULT_TOLERATION_SECONDS: i64 = 300;
+
+/// What changes an object after its fields are tracked, for a create (`old` None) or an update
+/// of the main resource: the namespace strategy's finalizer, and the mutating admission plugins
+/// of kube-apiserver's default set that change what clients write:
+/// - Priority: a pod's `priority` and `preemptionPolicy` from its PriorityClass (0 and
+///   `PreemptLowerPriority` without one); kept from the old pod on updates.
+/// - DefaultTolerationSeconds: pods tolerate `not-ready` and `unreachable` NoExecute taints
+///   for 300 s unless they already tolerate them.
+/// - TaintNodesByCondition: a new Node gets the `node.kubernetes.io/not-ready:NoSchedule` taint.
+pub(crate) fn admit(resource: &Resource, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Pod") if object.get("spec").is_some_and(Value::is_object) => {
+            admit_priority(object, old)?;
+            default_tolerations(&mut object["spec"]);
+        }
+        // The namespace strategy (after field tracking, like admission): the `kubernetes`
+        // finalizer on create, kept from the old namespace on updates.
+        ("", "Namespace") if object.get("spec").is_none_or(Value::is_object) => match old.and_then(|old| old.pointer("/spec/finalizers")) {
+            Some(finalizers) => object["spec"]["finalizers"] = finalizers.clone(),
+            None if old.is_none() => set_default(object, "/spec/finalizers", json!(["kubernetes"])),
+            None => {}
+        },
+        ("", "Node") if old.is_none() => {
+            let taint = json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
+            if !object.get("spec").is_none_or(Value::is_object) {
+                return Ok(());
+            }
+            let taints = object["spec"].get("taints").cloned().unwrap_or(json!([]));
+            if let Some(list) = taints.as_array() {
+                let present = list.iter().any(|t| t.get("key") == taint.get("key") && t.get("effect") == taint.get("effect"));
+                if !present {
+                    let mut list = list.clone();
+                    list.push(taint);
+                    object["spec"]["taints"] = Value::Array(list);
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn admit_priority(pod: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let spec = &mut pod["spec"];
+    if let Some(old) = old {
+        for field in ["priority", "preemptionPolicy"] {
+            if let Some(value) = old.pointer(&format!("/spec/{field}")) {
+                spec[field] = value.clone();
+            }
+        }
+        return Ok(());
+    }
+    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let spec = &mut pod["spec"];
+    let class = spec.get("priorityClassName").and_then(Value::as_str).unwrap_or_default();
+    let priority = if class.is_empty() {
+        0
+    } else {
+        match SYSTEM_PRIORITY_CLASSES.iter().find(|(known, _)| *known == class) {
+            Some((_, value)) => *value,
+            None => return Err(ApiError::forbidden_by_admission("", "pods", &name, &format!("no PriorityClass with name {class} was found"))),
+        }
+    };
+    if let Some(given) = spec.get("priority").filter(|p| !p.is_null())
+        && given.as_i64() != Some(priority)
+    {
+        return Err(ApiError::forbidden_by_admission("", "pods", &name, &format!("the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name")));
+    }
+    spec["priority"] = json!(priority);
+    match spec.get("preemptionPolicy").and_then(Value::as_str) {
+        None => spec["preemptionPolicy"] = json!("PreemptLowerPriority"),
+        Some("PreemptLowerPriority") => {}
+        Some(other) => {
+            return Err(ApiError::forbidden_by_admission("", "pods", &name, &format!("the string value of PreemptionPolicy ({other}) must not be provided in pod spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name")));
+        }
+    }
+    Ok(())
+}
+
+fn default_tolerations(spec: &mut Value) {
+    let existing = spec.get("tolerations").and_then(Value::as_array).cloned().unwrap_or_default();
+    let tolerates = |key: &str| {
+        existing.iter().any(|t| {
+            let t_key = t.get("key").and_then(Value::as_str).unwrap_or_default();
+            let effect = t.get("effect").and_then(Value::as_str).unwrap_or_default();
+            (t_key == key || t_key.is_empty()) && (effect == "NoExecute" || effect.is_empty())
+        })
+    };
+    let mut tolerations = existing.clone();
+    for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+        if !tolerates(key) {
+            tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": DEFAULT_TOLERATION_SECONDS}));
+        }
+    }
+    if tolerations.len() != existing.len() {
+        spec["tolerations"] = Value::Array(tolerations);
     }
 }
 

@@ -15,7 +15,9 @@
 //! # Layers
 //!
 //! - `store`: objects as JSON keyed by group/resource, namespace and name; one global
-//!   resourceVersion; a bounded event log per resource (older watch starts get 410 Gone).
+//!   resourceVersion; a bounded event log per resource (older watch starts get 410 Gone). Each
+//!   object's JSON encoding is cached until its next write, so lists, gets and the start of a
+//!   watch splice bytes instead of re-encoding objects.
 //! - `request`: HTTP request → typed `Action`; `handler`: runs it; `transport`: the axum app,
 //!   shared by the in-process tower transport ([`ApiServer::client`]) and HTTPS.
 //! - `openapi`, `discovery`: OpenAPI v2/v3 documents and (aggregated) discovery.
@@ -56,7 +58,14 @@
 //!   confirming); no pod garbage collector removes pods of vanished nodes.
 //! - No controllers besides garbage collection, namespace cleanup, PDB status and CRD
 //!   establishment: Deployments do not create ReplicaSets or pods; Deployment status is what
-//!   clients write.
+//!   clients write. New Nodes get the `node.kubernetes.io/not-ready:NoSchedule` taint as from
+//!   kube-apiserver's TaintNodesByCondition admission, and since no node lifecycle controller
+//!   runs, nothing removes it.
+//! - Admission: of kube-apiserver's default plugins, NamespaceLifecycle, Priority,
+//!   DefaultTolerationSeconds, TaintNodesByCondition and NodeRestriction are emulated. Priority
+//!   knows only the built-in classes `system-node-critical` and `system-cluster-critical`
+//!   (PriorityClasses are not served; other names get 403). There is no ServiceAccount
+//!   admission (no `serviceAccountName` default or token volume), LimitRanger or ResourceQuota.
 //! - Validation covers names, labels, pod containers, workload selectors and CRD schemas
 //!   (type, required, enum, bounds, lengths; no `pattern`, `format` or CEL rules). Pod spec
 //!   immutability is not enforced.
@@ -68,6 +77,18 @@
 //!   the namespace when it is empty, without a `finalize` subresource.
 //! - Authorization knows two kinds of identity: `system:masters` (everything) and nodes
 //!   (Node authorizer + NodeRestriction rules); there is no RBAC.
+//!
+//! Found by the differential suite against kube-apiserver v1.20.2 (`rackproof-cluster`'s
+//! `tests/differential.rs`, which uses the same labels):
+//!
+//! - V1: namespaces carry the label `kubernetes.io/metadata.name` (Kubernetes 1.21+).
+//! - V2: pods carry `metadata.generation` (Kubernetes 1.33+).
+//! - V3: `managedFields` entries of subresource writes name their `subresource` (1.22+);
+//!   v1.20 folds them into the main resource's entries.
+//! - V4: a malformed JSON merge patch gets 400 BadRequest; v1.20 answers 500.
+//! - V5: v1.20 records in `managedFields` what a write sets in the part its endpoint ignores
+//!   (status through the main resource, spec through `status`) and drops what such a write
+//!   removes; this server, like Kubernetes 1.22+, ignores both.
 
 mod apply;
 mod auth;

@@ -340,7 +340,7 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
                 return Err(ApiError::unsupported_media_type(raw.content_type));
             }
             if kind == PatchType::Apply && write.field_manager.is_none() {
-                return Err(ApiError::bad_request("PATCH, application/apply-patch+yaml requires fieldManager parameter"));
+                return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![("fieldManager".into(), "Required value: is required for apply patch".into())]));
             }
             if kind != PatchType::Apply && write.force {
                 return Err(ApiError::bad_request("force may only be specified with an apply patch"));

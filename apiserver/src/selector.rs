@@ -77,7 +77,10 @@ impl LabelSelector {
 
     /// Whether `object`'s `metadata.labels` satisfy every requirement.
     pub(crate) fn matches(&self, object: &Value) -> bool {
-        let labels = object.pointer("/metadata/labels");
+        if self.requirements.is_empty() {
+            return true;
+        }
+        let labels = object.get("metadata").and_then(|m| m.get("labels"));
         let get = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
         self.requirements.iter().all(|requirement| match requirement {
             Requirement::Equals(k, v) => get(k) == Some(v.as_str()),

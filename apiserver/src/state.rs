@@ -102,6 +102,15 @@ impl State {
         if resource.group == "apiextensions.k8s.io" && resource.plural == "customresourcedefinitions" {
             self.serve_crd(&object)?;
         }
+        let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
+        let grace_over = object.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
+        if deleting && grace_over && finalizers(&object).is_empty() && self.store.get(key).is_some() {
+            // The write removes the last finalizer: like kube-apiserver, the object is deleted
+            // instead of stored (watchers see only DELETED, with the object as last stored), and
+            // the writer gets the object it wrote.
+            self.purge(key, now);
+            return Ok(Arc::new(object));
+        }
         let stored = self.store.put(key, object);
         self.after_change(key, now);
         Ok(stored)
@@ -216,12 +225,15 @@ impl State {
                 grace = grace.min(existing);
             }
         if grace == 0 {
-            if current.pointer("/metadata/deletionTimestamp").is_some() {
-                let mut object = (*current).clone();
-                object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
-                if *current != object {
-                    self.store.put(key, object);
-                }
+            // As kube-apiserver: the pod is first stored with deletionTimestamp now and grace
+            // period 0 (watchers see it MODIFIED), then deleted unless finalizers hold it.
+            let mut object = (*current).clone();
+            if object.pointer("/metadata/deletionTimestamp").is_none() {
+                object["metadata"]["deletionTimestamp"] = Value::String(now.to_owned());
+            }
+            object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
+            if *current != object {
+                self.store.put(key, object);
             }
             return self.delete(key, propagation, now);
         }
@@ -366,7 +378,6 @@ impl State {
         if current.pointer("/metadata/deletionTimestamp").is_none() {
             let mut object = (*current).clone();
             object["metadata"]["deletionTimestamp"] = Value::String(now.to_owned());
-            object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
             object["status"]["phase"] = json!("Terminating");
             self.store.put(&ns_key, object);
         }

@@ -3,8 +3,9 @@
 //! and by owner uid for garbage collection. Transport-free and synchronous.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
+use bytes::Bytes;
 use serde_json::Value;
 
 use crate::registry::GroupResource;
@@ -43,10 +44,53 @@ struct Log {
     compacted: u64,
 }
 
+/// A stored object and, once first read, its JSON serialization without `apiVersion` and
+/// `kind` (the fields a response sets per served version), so that lists and gets splice bytes
+/// instead of cloning and re-encoding every object. A write replaces the slot, and with it the
+/// cached bytes.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) object: Arc<Value>,
+    json: OnceLock<Bytes>,
+}
+
+impl Slot {
+    fn new(object: Arc<Value>) -> Self {
+        Self { object, json: OnceLock::new() }
+    }
+
+    /// The object's members except `apiVersion` and `kind`, as JSON text without the
+    /// surrounding braces (empty for an object with no other members).
+    pub(crate) fn members_json(&self) -> &Bytes {
+        self.json.get_or_init(|| members_json(&self.object))
+    }
+}
+
+/// `object`'s members except `apiVersion` and `kind`, encoded, without the braces.
+pub(crate) fn members_json(object: &Value) -> Bytes {
+    struct Members<'a>(&'a serde_json::Map<String, Value>);
+    impl serde::Serialize for Members<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeMap;
+            let mut map = serializer.serialize_map(None)?;
+            for (key, value) in self.0.iter().filter(|(key, _)| !matches!(key.as_str(), "apiVersion" | "kind")) {
+                map.serialize_entry(key, value)?;
+            }
+            map.end()
+        }
+    }
+    let Some(map) = object.as_object() else { return Bytes::new() };
+    let mut text = serde_json::to_vec(&Members(map)).unwrap_or_else(|_| b"{}".to_vec());
+    // `{...}` → `...`
+    text.pop();
+    text.remove(0);
+    Bytes::from(text)
+}
+
 /// The store. Every write bumps the global resourceVersion.
 #[derive(Debug)]
 pub(crate) struct Store {
-    objects: BTreeMap<GroupResource, BTreeMap<(String, String), Arc<Value>>>,
+    objects: BTreeMap<GroupResource, BTreeMap<(String, String), Slot>>,
     logs: HashMap<GroupResource, Log>,
     rv: u64,
     window: usize,
@@ -65,6 +109,10 @@ impl Store {
     }
 
     pub(crate) fn get(&self, key: &Key) -> Option<&Arc<Value>> {
+        self.slot(key).map(|slot| &slot.object)
+    }
+
+    pub(crate) fn slot(&self, key: &Key) -> Option<&Slot> {
         self.objects.get(&key.gr)?.get(&(key.namespace.clone(), key.name.clone()))
     }
 
@@ -76,6 +124,16 @@ impl Store {
         namespace: Option<&'a str>,
         after: Option<(String, String)>,
     ) -> impl Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a {
+        self.slots(gr, namespace, after).map(|(key, slot)| (key, &slot.object))
+    }
+
+    /// Like [`Store::range`], with the slots (for their cached JSON).
+    pub(crate) fn slots<'a>(
+        &'a self,
+        gr: &GroupResource,
+        namespace: Option<&'a str>,
+        after: Option<(String, String)>,
+    ) -> impl Iterator<Item = (&'a (String, String), &'a Slot)> + 'a {
         use std::ops::Bound;
         let start = match after {
             Some(key) => Bound::Excluded(key),
@@ -106,7 +164,7 @@ impl Store {
         let rv = self.rv;
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(object);
-        let previous = self.objects.entry(key.gr.clone()).or_default().insert((key.namespace.clone(), key.name.clone()), object.clone());
+        let previous = self.objects.entry(key.gr.clone()).or_default().insert((key.namespace.clone(), key.name.clone()), Slot::new(object.clone())).map(|slot| slot.object);
         if let Some(previous) = &previous {
             self.unindex(key, previous);
         }
@@ -118,7 +176,7 @@ impl Store {
 
     /// Removes an object; the deletion gets its own resourceVersion. Returns the object as deleted.
     pub(crate) fn remove(&mut self, key: &Key) -> Option<Arc<Value>> {
-        let previous = self.objects.get_mut(&key.gr)?.remove(&(key.namespace.clone(), key.name.clone()))?;
+        let previous = self.objects.get_mut(&key.gr)?.remove(&(key.namespace.clone(), key.name.clone()))?.object;
         self.unindex(key, &previous);
         self.rv += 1;
         let rv = self.rv;

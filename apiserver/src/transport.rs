@@ -62,6 +62,7 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
     let _guard = span.enter();
     match handler::handle(&core, &Context { user, user_agent }, action) {
         Ok(Reply::Json(code, value)) => json_response(code, &value),
+        Ok(Reply::Encoded(code, body)) => encoded_response(code, body),
         Ok(Reply::Typed(code, value, content_type)) => {
             let mut response = json_response(code, &value);
             response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -78,7 +79,10 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
 }
 
 fn json_response(code: u16, value: &serde_json::Value) -> Response {
-    let body = serde_json::to_vec(value).unwrap_or_default();
+    encoded_response(code, bytes::Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+}
+
+fn encoded_response(code: u16, body: bytes::Bytes) -> Response {
     let mut response = Response::new(Body::from(body));
     *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));

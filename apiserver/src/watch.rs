@@ -72,9 +72,15 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
         None | Some("0") => {
             cursor.rv = state.store.resource_version();
             let gr = resource.group_resource();
-            for (_, object) in state.store.range(&gr, cursor.namespace.as_deref(), None) {
-                if cursor.matches(object) {
-                    cursor.pending.push_back(line("ADDED", &crate::handler::present(&resource, object)));
+            for (_, slot) in state.store.slots(&gr, cursor.namespace.as_deref(), None) {
+                if cursor.matches(&slot.object) {
+                    // The object's cached encoding, spliced (see `store::Slot`).
+                    let members = slot.members_json();
+                    let mut text = Vec::with_capacity(members.len() + 96);
+                    text.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
+                    crate::handler::splice_object(&mut text, &resource, members);
+                    text.extend_from_slice(b"}\n");
+                    cursor.pending.push_back(Bytes::from(text));
                 }
             }
             if cursor.options.send_initial_events {

@@ -76,19 +76,23 @@ fn merge_value(original: Option<&Value>, patch: &Value) -> Result<Option<Value>,
                     result.remove(key);
                     continue;
                 }
+                let order = patch_map.get(&format!("$setElementOrder/{key}")).and_then(Value::as_array).map_or(items_of(value), Vec::as_slice);
                 let merged = match (value, list_strategy(key)) {
                     (Value::Array(items), ListStrategy::Keyed(merge_key)) => {
-                        let current = result.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
-                        Some(Value::Array(merge_keyed(current, items, merge_key, key)?))
+                        let original = result.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+                        let replaced = items.iter().any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"));
+                        let merged = merge_keyed(original.clone(), items, merge_key, key)?;
+                        Some(Value::Array(if replaced { merged } else { element_order(merged, order, &original, Some(merge_key)) }))
                     }
                     (Value::Array(items), ListStrategy::Set) => {
-                        let mut current = result.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+                        let original = result.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+                        let mut merged = original.clone();
                         for item in items {
-                            if !current.contains(item) {
-                                current.push(item.clone());
+                            if !merged.contains(item) {
+                                merged.push(item.clone());
                             }
                         }
-                        Some(Value::Array(current))
+                        Some(Value::Array(element_order(merged, order, &original, None)))
                     }
                     _ => merge_value(result.get(key), value)?,
                 };
@@ -109,6 +113,42 @@ fn merge_value(original: Option<&Value>, patch: &Value) -> Result<Option<Value>,
         }
         other => Ok(Some(other.clone())),
     }
+}
+
+fn items_of(value: &Value) -> &[Value] {
+    value.as_array().map_or(&[], Vec::as_slice)
+}
+
+/// Where `item` is in `list`: by `merge_key` for lists of objects, by value otherwise.
+fn position_in(list: &[Value], item: &Value, merge_key: Option<&str>) -> Option<usize> {
+    match merge_key {
+        Some(key) => {
+            let wanted = item.get(key)?;
+            list.iter().position(|other| other.get(key) == Some(wanted))
+        }
+        None => list.iter().position(|other| other == item),
+    }
+}
+
+/// Orders a merged list as kube's strategic merge does: the items named in the patch (or in
+/// its `$setElementOrder`) in that order, the other items in their original order, the two
+/// interleaved by the original order where both are known and patch items first otherwise.
+fn element_order(merged: Vec<Value>, order: &[Value], original: &[Value], merge_key: Option<&str>) -> Vec<Value> {
+    let (mut patched, server_only): (Vec<Value>, Vec<Value>) = merged.into_iter().partition(|item| position_in(order, item, merge_key).is_some());
+    patched.sort_by_key(|item| position_in(order, item, merge_key));
+    let mut out = Vec::with_capacity(patched.len() + server_only.len());
+    let (mut left, mut right) = (server_only.into_iter().peekable(), patched.into_iter().peekable());
+    loop {
+        let take_left = match (left.peek(), right.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some(l), Some(r)) => matches!((position_in(original, l, merge_key), position_in(original, r, merge_key)), (Some(li), Some(ri)) if li < ri),
+        };
+        let next = if take_left { left.next() } else { right.next() };
+        out.extend(next);
+    }
+    out
 }
 
 fn merge_keyed(mut current: Vec<Value>, patch: &[Value], merge_key: &str, field: &str) -> Result<Vec<Value>, ApiError> {
@@ -174,10 +214,22 @@ mod tests {
             "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Other", "$patch": "delete"}]}
         });
         let merged = merge(&original, &patch).unwrap();
-        assert_eq!(merged["metadata"], json!({"finalizers": ["a", "b"], "labels": {}}));
-        assert_eq!(merged["spec"]["containers"], json!([{"name": "c", "image": "new", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]));
+        assert_eq!(merged["metadata"], json!({"finalizers": ["b", "a"], "labels": {}}), "patch items come first, as in kube");
+        assert_eq!(merged["spec"]["containers"], json!([{"name": "c", "image": "new", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]}]));
         assert_eq!(merged["spec"]["tolerations"], json!([{"key": "u"}]));
         assert_eq!(merged["status"]["conditions"], json!([{"type": "Ready", "status": "True"}]));
+    }
+
+    #[test]
+    fn merged_lists_keep_the_original_order_around_patched_items() {
+        let original = json!({"status": {"conditions": [{"type": "A"}, {"type": "B"}, {"type": "C"}]}, "metadata": {"finalizers": ["x", "y"]}});
+        let patch = json!({"status": {"conditions": [{"type": "B", "status": "True"}, {"type": "D"}]}, "metadata": {"finalizers": ["y", "z"]}});
+        let merged = merge(&original, &patch).unwrap();
+        let types: Vec<&str> = merged["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        assert_eq!(types, ["A", "B", "D", "C"]);
+        assert_eq!(merged["metadata"]["finalizers"], json!(["x", "y", "z"]));
+        let ordered = json!({"metadata": {"$setElementOrder/finalizers": ["y", "x"], "finalizers": ["x"]}});
+        assert_eq!(merge(&original, &ordered).unwrap()["metadata"]["finalizers"], json!(["y", "x"]));
     }
 
     #[test]

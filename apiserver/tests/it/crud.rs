@@ -131,7 +131,7 @@ async fn updates_check_resource_versions_and_bump_generation_on_spec_changes_onl
     assert_eq!(scale.spec.unwrap().replicas, Some(3));
     assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=d"));
     let patched = deployments.patch_scale("d", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(json!({"spec": {"replicas": 0}}))).await.unwrap();
-    assert_eq!(patched.spec.unwrap().replicas, Some(0));
+    assert_eq!(patched.spec.unwrap().replicas, None, "zero replicas are omitted from a Scale (omitempty)");
     assert_eq!(deployments.get("d").await.unwrap().spec.unwrap().replicas, Some(0));
 }
 

@@ -1,6 +1,7 @@
 //! Integration tests: kube-rs clients against the embedded server over the in-process
 //! transport, in virtual time.
 
+mod compat;
 mod crd;
 mod crud;
 mod delete;

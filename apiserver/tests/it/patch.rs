@@ -28,7 +28,7 @@ async fn merge_json_and_strategic_patches() {
         .await
         .unwrap();
     let containers: Vec<(String, String)> = strategic.spec.unwrap().containers.into_iter().map(|c| (c.name, c.image.unwrap())).collect();
-    assert_eq!(containers, vec![("main".into(), "busybox:2".into()), ("side".into(), "s:1".into())]);
+    assert_eq!(containers, vec![("side".into(), "s:1".into()), ("main".into(), "busybox:2".into())], "the patch's order, as kube's strategic merge");
 
     let status = pods
         .patch_status("p", &params, &Patch::Strategic(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}]}})))
@@ -82,5 +82,5 @@ async fn server_side_apply_tracks_managers_and_conflicts() {
     let error = maps.patch("cm", &PatchParams::apply("bob"), &Patch::Apply(config(json!({"a": "bob"})))).await.unwrap_err();
     assert!(matches!(error, kube::Error::Api(ref s) if s.code == 409 && s.message.contains("conflict with \"carol\" using v1")), "{error:?}");
     let (status, _) = raw(&client, "PATCH", "/api/v1/namespaces/default/configmaps/cm", "application/apply-patch+yaml", b"data: {}".to_vec()).await;
-    assert_eq!(status, 400, "apply needs a fieldManager");
+    assert_eq!(status, 422, "apply needs a fieldManager (422 Invalid on PatchOptions, as kube-apiserver)");
 }
