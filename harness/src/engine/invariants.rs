@@ -54,14 +54,15 @@ impl InvariantChecker {
         self.enabled.contains(&key(name))
     }
 
-    /// The violations that the change from `before` to `after` shows.
+    /// The violations that the change from `before` to `after` shows. `before` may hold only the
+    /// nodes that changed: only those are compared.
     pub fn check(&self, before: &World, after: &World) -> Vec<Violation> {
         let mut found = Vec::new();
         if self.on(InvariantName::MaxUnavailable) && !after.manual {
             max_unavailable(before, after, &mut found);
         }
-        for (name, now) in &after.nodes {
-            let Some(was) = before.nodes.get(name) else { continue };
+        for (name, was) in &before.nodes {
+            let Some(now) = after.nodes.get(name) else { continue };
             let node = Some(name.clone());
             let became_ready_for_update = now.in_place_reason.as_deref() == Some(inplace_api::keys::REASON_READY_FOR_UPDATE)
                 && was.in_place_reason != now.in_place_reason;
@@ -141,8 +142,9 @@ impl InvariantChecker {
 fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
     let limit = after.max_unavailable;
     let floor = after.pool_size.saturating_sub(limit);
-    for (name, now) in &after.nodes {
-        let newly_selected = now.in_progress() && before.nodes.get(name).is_some_and(|was| !was.in_progress());
+    for (name, was) in &before.nodes {
+        let Some(now) = after.nodes.get(name) else { continue };
+        let newly_selected = now.in_progress() && !was.in_progress();
         if !newly_selected {
             continue;
         }

@@ -37,9 +37,23 @@ impl Judge {
 
     /// Applies one observation at `elapsed` since the start.
     pub fn observe(&mut self, observation: Observation, elapsed: Duration) {
+        // The world before the change, with only the nodes this observation can change (the
+        // invariants compare those; everything else is equal by construction).
+        let touched: Vec<String> = match &observation {
+            Observation::Node(node) => node.metadata.name.iter().cloned().collect(),
+            Observation::NodeGone(name) => vec![name.clone()],
+            Observation::Pod(pod) => {
+                let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                let now = pod.spec.as_ref().and_then(|s| s.node_name.clone());
+                self.pods.get(&key).cloned().into_iter().chain(now).collect()
+            }
+            Observation::PodGone { namespace, name } => self.pods.get(&(namespace.clone(), name.clone())).cloned().into_iter().collect(),
+            Observation::Deployment(_) => Vec::new(),
+            Observation::WatchError(_) | Observation::KubeEvent { .. } => Vec::new(),
+        };
         let before = match &observation {
             Observation::Node(_) | Observation::NodeGone(_) | Observation::Pod(_) | Observation::PodGone { .. } | Observation::Deployment(_) => {
-                self.world.clone()
+                self.world.with_only(&touched)
             }
             Observation::WatchError(e) => {
                 self.timeline.push(elapsed, None, EntryKind::Event, format!("watch error (retrying): {e}"));
@@ -57,9 +71,9 @@ impl Judge {
         if !changed {
             return;
         }
-        for (name, now) in &self.world.nodes {
-            let was = before.nodes.get(name);
-            if was.map(lane_phase) != Some(lane_phase(now)) {
+        for (name, was) in &before.nodes {
+            let Some(now) = self.world.nodes.get(name) else { continue };
+            if lane_phase(was) != lane_phase(now) {
                 self.timeline.push(elapsed, Some(name), EntryKind::NodeState, lane_phase(now));
             }
         }

@@ -122,6 +122,22 @@ pub struct World {
 }
 
 impl World {
+    /// A copy with only the named nodes (for comparing one change without copying the whole pool).
+    pub fn with_only(&self, names: &[String]) -> Self {
+        Self {
+            nodes: names.iter().filter_map(|n| self.nodes.get(n).map(|v| (n.clone(), v.clone()))).collect(),
+            target_os: self.target_os.clone(),
+            target_kubernetes: self.target_kubernetes.clone(),
+            update_requested: self.update_requested,
+            max_unavailable: self.max_unavailable,
+            pool_size: self.pool_size,
+            manual: self.manual,
+            dependents: self.dependents.clone(),
+            dependents_at_start: self.dependents_at_start.clone(),
+            outage: self.outage.clone(),
+        }
+    }
+
     /// Recounts the evictable pods of every node from the pods bound to it.
     pub fn count_pods<'a>(&mut self, pods: impl IntoIterator<Item = &'a Pod>) {
         for view in self.nodes.values_mut() {

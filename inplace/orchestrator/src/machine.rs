@@ -6,6 +6,7 @@
 //! `InPlaceUpdateSuccessful`, `InPlaceUpdateFailed` during an update. The node's conditions are
 //! copied onto the Machine (as MCM does), without heartbeat times.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use inplace_api::crd::Machine;
@@ -14,18 +15,19 @@ use inplace_api::keys::{
     MachineOperationType, MachinePhase, MachineState, UPDATE_RESULT_FAILED, UPDATE_RESULT_SUCCESSFUL,
 };
 use k8s_openapi::api::core::v1::Node;
-use kube::{Api, ResourceExt};
+use kube::ResourceExt;
 use rackproof_clock::format_duration;
 
 use crate::drain::drain_round;
-use crate::error::{Error, is_not_found, kube};
+use crate::error::Error;
 use crate::events::Kind;
 use crate::nodeops::{self, NodePatch, PhaseChange, in_place_condition, is_ready, label};
 use crate::plan::UpdateResult;
 use crate::step::{InPlacePhase, NodeFacts, Reason, Step, next_step};
 use crate::{Action, Context};
 
-pub(crate) async fn reconcile(machine: &Machine, ctx: &Context) -> Result<Action, Error> {
+/// Reconciles `machine` against its Node as read at the start of this pass (`nodes`, by name).
+pub(crate) async fn reconcile(machine: &Machine, nodes: &HashMap<String, Node>, ctx: &Context) -> Result<Action, Error> {
     let namespace = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let now = ctx.clock.now();
@@ -40,13 +42,8 @@ pub(crate) async fn reconcile(machine: &Machine, ctx: &Context) -> Result<Action
         }
         return Ok(Action::idle(ctx));
     };
-    let nodes: Api<Node> = Api::all(ctx.client.clone());
-    let node = match nodes.get(&node_name).await {
-        Ok(node) => node,
-        Err(e) if is_not_found(&e) => return Ok(Action::idle(ctx)),
-        Err(e) => return Err(kube(format!("read node {node_name} of machine {namespace}/{name}"))(e)),
-    };
-    let ready = is_ready(&node);
+    let Some(node) = nodes.get(&node_name) else { return Ok(Action::idle(ctx)) };
+    let ready = is_ready(node);
     let current = machine.phase().cloned();
     // Health phases outside an update.
     let in_place = current.as_ref().is_some_and(MachinePhase::is_in_place);
@@ -58,7 +55,7 @@ pub(crate) async fn reconcile(machine: &Machine, ctx: &Context) -> Result<Action
             change = Some(phase(want, &description, MachineState::Successful, MachineOperationType::HealthCheck));
         }
     }
-    let mirrored = nodeops::mirrored_conditions(&node);
+    let mirrored = nodeops::mirrored_conditions(node);
     let conditions_differ = machine.status.as_ref().map(|s| &s.conditions) != Some(&mirrored);
     if change.is_some() || conditions_differ {
         nodeops::update_machine_status(&ctx.client, &namespace, &name, change.as_ref(), Some(&mirrored), now).await?;
@@ -67,11 +64,11 @@ pub(crate) async fn reconcile(machine: &Machine, ctx: &Context) -> Result<Action
         }
     }
 
-    let facts = facts(machine, &node);
+    let facts = facts(machine, node);
     let drain_timeout = ctx.duration(machine.spec.drain_timeout.as_deref(), ctx.config.default_drain_timeout, machine)?;
     let update_timeout = ctx.duration(machine.spec.in_place_update_timeout.as_deref(), ctx.config.default_in_place_update_timeout, machine)?;
     let step = next_step(&facts, now, drain_timeout, update_timeout);
-    run_step(step, machine, &node, ctx).await
+    run_step(step, machine, node, ctx).await
 }
 
 fn phase(phase: MachinePhase, description: &str, state: MachineState, operation: MachineOperationType) -> PhaseChange {

@@ -104,12 +104,12 @@ async fn pass(ctx: &Context) -> Option<Duration> {
     };
     let ns = &ctx.config.namespace;
     macro_rules! each {
-        ($kind:ty, $what:literal, $reconcile:path) => {{
+        ($kind:ty, $what:literal, $reconcile:path $(, $extra:expr)*) => {{
             let api: Api<$kind> = Api::namespaced(ctx.client.clone(), ns);
             match api.list(&ListParams::default()).await {
                 Ok(list) => {
                     for object in &list.items {
-                        match $reconcile(object, ctx).await {
+                        match $reconcile(object, $($extra,)* ctx).await {
                             Ok(action) => merge(action),
                             Err(error) => {
                                 tracing::warn!(kind = $what, object = %object.name_any(), error = %chain(&error), "reconcile failed");
@@ -128,6 +128,17 @@ async fn pass(ctx: &Context) -> Option<Duration> {
     each!(WorkerPool, "WorkerPool", workerpool::reconcile);
     each!(MachineDeployment, "MachineDeployment", deployment::reconcile);
     each!(MachineSet, "MachineSet", machineset::reconcile);
-    each!(Machine, "Machine", machine::reconcile);
+    // Machines are reconciled against one read of every Node, taken after the MachineDeployments
+    // and MachineSets changed what they change.
+    match Api::<Node>::all(ctx.client.clone()).list(&ListParams::default()).await {
+        Ok(list) => {
+            let nodes: HashMap<String, Node> = list.items.into_iter().map(|n| (n.name_any(), n)).collect();
+            each!(Machine, "Machine", machine::reconcile, &nodes);
+        }
+        Err(error) => {
+            tracing::debug!(kind = "Node", error = %error, "list failed");
+            merge(Action::after(Duration::from_secs(5)));
+        }
+    }
     next
 }
