@@ -106,7 +106,9 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
             if !cursor.pending.is_empty() || cursor.done {
                 continue;
             }
+            // Biased (changes first): reproducible under a simulated clock.
             tokio::select! {
+                biased;
                 changed = cursor.changed.changed() => {
                     if changed.is_err() {
                         cursor.done = true;

@@ -198,7 +198,8 @@ pub async fn run_sim(loaded: &LoadedScenario) -> RunResult {
             (item.description.clone(), verdict)
         })
         .collect();
-    let timeline = std::mem::take(&mut judge.timeline);
+    let mut timeline = std::mem::take(&mut judge.timeline);
+    timeline.canonicalize();
     drop(judge);
     let consoles = std::mem::take(&mut *consoles.lock().unwrap_or_else(|p| p.into_inner()));
     RunResult { verdict, failures, timeline, elapsed, nodes, max_unavailable, consoles, expectations }

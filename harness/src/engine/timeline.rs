@@ -54,8 +54,67 @@ impl Timeline {
         self.entries.push(Entry { at_ms, node: node.map(str::to_owned), kind, text: text.into() });
     }
 
+    /// Puts entries of the same millisecond in a fixed order: by node, kind, then text, except
+    /// that one node's state changes keep the order they happened in; and of several unavailable
+    /// counts in one millisecond only the last is kept. Tasks that act at the same virtual
+    /// instant are scheduled in no particular order; this makes the same seed give the same
+    /// timeline, byte for byte.
+    pub fn canonicalize(&mut self) {
+        let key = |e: &Entry| {
+            let text = if e.kind == EntryKind::NodeState { String::new() } else { e.text.clone() };
+            (e.at_ms, e.node.clone(), e.kind as u8, text)
+        };
+        // Unavailable counts: the last of each millisecond, in the order observed.
+        let mut last_count: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+        for (i, e) in self.entries.iter().enumerate() {
+            if e.kind == EntryKind::Unavailable {
+                last_count.insert(e.at_ms, i);
+            }
+        }
+        let entries = std::mem::take(&mut self.entries);
+        self.entries = entries
+            .into_iter()
+            .enumerate()
+            .filter(|(i, e)| e.kind != EntryKind::Unavailable || last_count.get(&e.at_ms) == Some(i))
+            .map(|(_, e)| e)
+            .collect();
+        self.entries.sort_by_key(key);
+    }
+
     /// The entries of one kind.
     pub fn of(&self, kind: EntryKind) -> impl Iterator<Item = &Entry> {
         self.entries.iter().filter(move |e| e.kind == kind)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_order_keeps_a_nodes_states_in_sequence_and_the_last_count() {
+        let mut a = Timeline::default();
+        let ms = Duration::from_millis(10);
+        a.push(ms, None, EntryKind::Event, "b");
+        a.push(ms, Some("n1"), EntryKind::NodeState, "draining");
+        a.push(ms, None, EntryKind::Unavailable, "2");
+        a.push(ms, None, EntryKind::Event, "a");
+        a.push(ms, Some("n1"), EntryKind::NodeState, "drained");
+        a.push(ms, None, EntryKind::Unavailable, "1");
+        let mut b = Timeline::default();
+        b.push(ms, Some("n1"), EntryKind::NodeState, "draining");
+        b.push(ms, None, EntryKind::Event, "a");
+        b.push(ms, None, EntryKind::Unavailable, "3");
+        b.push(ms, Some("n1"), EntryKind::NodeState, "drained");
+        b.push(ms, None, EntryKind::Event, "b");
+        b.push(ms, None, EntryKind::Unavailable, "1");
+        a.canonicalize();
+        b.canonicalize();
+        let show = |t: &Timeline| t.entries.iter().map(|e| e.text.clone()).collect::<Vec<_>>();
+        assert_eq!(show(&a), show(&b));
+        let states: Vec<_> = a.of(EntryKind::NodeState).map(|e| e.text.as_str()).collect();
+        assert_eq!(states, ["draining", "drained"], "a node's states keep their order");
+        let counts: Vec<_> = a.of(EntryKind::Unavailable).map(|e| e.text.as_str()).collect();
+        assert_eq!(counts, ["1"], "only the last count of the millisecond");
     }
 }

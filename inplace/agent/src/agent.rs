@@ -201,7 +201,9 @@ impl Agent {
         if let Err(e) = hb.beat(self.platform.os_version.as_ref(), self.platform.kubelet.as_ref()).await {
             tracing::warn!(error = %error_chain(&e), "heartbeat failed");
         }
+        // Biased: the same order every time, so simulated runs are reproducible from their seed.
         tokio::select! {
+            biased;
             outcome = self.reconcile() => outcome,
             () = hb.run(self.platform.os_version.as_ref(), self.platform.kubelet.as_ref()) => unreachable!("the heartbeat runs forever"),
         }

@@ -37,7 +37,9 @@ pub(crate) async fn run(ctx: Context) {
         loop {
             let next = pass(&ctx).await;
             let wait = next.unwrap_or(ctx.config.sync_period).min(ctx.config.sync_period);
+            // Biased selects poll in a fixed order: simulated runs are reproducible.
             tokio::select! {
+                biased;
                 _ = ctx.clock.sleep(wait) => {}
                 _ = wake.notified() => {
                     // Let a burst of watch events settle into one pass.
@@ -47,6 +49,7 @@ pub(crate) async fn run(ctx: Context) {
         }
     };
     tokio::select! {
+        biased;
         _ = watches => {}
         _ = passes => {}
     }

@@ -131,6 +131,12 @@ impl SshSession {
         self.connections
     }
 
+    /// Whether the current connection is still open, as far as this side has seen (a peer that
+    /// went away is noticed when its close arrives).
+    pub fn is_connected(&self) -> bool {
+        !self.handle.is_closed()
+    }
+
     /// Runs `command` through the remote user's shell with empty standard input, and returns its
     /// exit status and output. A non-zero exit is an [`Output`], not an error. Never re-run once
     /// sent (see the module docs).

@@ -160,6 +160,14 @@ async fn an_idle_dropped_connection_is_reestablished_before_a_command() {
     let server = TestServer::dropbear().await;
     let mut session = connect(&server).await;
     server.drop_connections();
+    // Idle: the client notices the close before the next command is given.
+    tokio::time::timeout(LIMIT, async {
+        while session.is_connected() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the client notices the dropped connection");
     let output = session.run("echo again", LIMIT).await.unwrap();
     assert_eq!(output.stdout_text(), "again\n");
     assert_eq!(session.connections(), 2);
