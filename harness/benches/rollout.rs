@@ -1,4 +1,4 @@
-//! Benchmark: the 1,000-node simulated Auto rollout (`scenarios/large-rollout.yaml`), its wall
+//! Benchmark: the 1,000-node simulated Auto rollout (`harness/benches/large-rollout.yaml`), its wall
 //! time against the virtual time it covers. Run by `ci/bench`; prints one line per measure and
 //! the ratio (goal: at least 100× faster than real time).
 
@@ -10,7 +10,7 @@ use rackproof_harness::load;
 use rackproof_harness::scenario::Backend;
 
 fn main() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/large-rollout.yaml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/large-rollout.yaml");
     let loaded = match load::load(&path) {
         Ok(loaded) => loaded,
         Err(e) => {
