@@ -110,10 +110,10 @@ impl Judge {
     pub fn finish(&mut self, elapsed: Duration) {
         self.expectations.finish(elapsed);
         for item in &self.expectations.items {
-            if let super::expectations::Verdict::Broken { at, why } = &item.verdict {
-                if *at == elapsed {
-                    self.timeline.push(elapsed, None, EntryKind::ExpectationBroken, format!("{}: {why}", item.description));
-                }
+            if let super::expectations::Verdict::Broken { at, why } = &item.verdict
+                && *at == elapsed
+            {
+                self.timeline.push(elapsed, None, EntryKind::ExpectationBroken, format!("{}: {why}", item.description));
             }
         }
         for violation in self.invariants.check_end(&self.world) {

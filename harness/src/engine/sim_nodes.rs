@@ -75,6 +75,9 @@ pub fn image_server(scenario: &Scenario, catalog: &Catalog, key: &SlotKeyPair) -
     Ok(source)
 }
 
+/// A bad answer of the image server and how many more requests get it (`None`: all).
+type ServerFault = (ImageServerAnswer, Option<u32>);
+
 /// The image server as one node sees it: the lab's server, through a switch that cuts the
 /// node's power in the middle of the next download (fault `powerCut: {during: download}`).
 #[derive(Debug, Clone)]
@@ -82,8 +85,8 @@ pub struct NodeSource {
     inner: MemorySource,
     cut_next_download: Arc<AtomicBool>,
     machine: Arc<Mutex<Option<SimHandle>>>,
-    /// A bad answer for the next requests (`None` count: all of them).
-    fault: Arc<Mutex<Option<(ImageServerAnswer, Option<u32>)>>>,
+    /// A bad answer for the next requests.
+    fault: Arc<Mutex<Option<ServerFault>>>,
 }
 
 impl NodeSource {
