@@ -89,3 +89,18 @@ fn the_artifacts_hold_the_report_timeline_and_consoles() {
     let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("result.json")).unwrap()).unwrap();
     assert_eq!(summary["verdict"], "passed");
 }
+
+#[test]
+fn a_run_folder_can_be_summarized_and_its_report_written_again() {
+    let loaded = scenario("");
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    engine::artifacts::write_all(dir.path(), "engine-test", "sim", &result).unwrap();
+    std::fs::remove_file(dir.path().join("report.html")).unwrap();
+    let (summary, report) = engine::artifacts::rerender(dir.path()).unwrap();
+    assert_eq!(summary.verdict, "passed");
+    assert_eq!(summary.nodes, ["node-1", "node-2", "node-3"]);
+    assert!(std::fs::read_to_string(report).unwrap().contains("node-2"));
+    let missing = engine::artifacts::rerender(&dir.path().join("nowhere")).unwrap_err().to_string();
+    assert!(missing.contains("result.json") && missing.contains("rackproof run"), "{missing}");
+}

@@ -39,6 +39,8 @@ enum Command {
     List(scenarios::PathsArgs),
     /// Print the JSON Schema of scenario files.
     Schema,
+    /// Summarize a run folder written by `run` and write its report.html again.
+    Report(scenarios::ReportArgs),
     /// Serve the embedded Kubernetes API server over HTTPS on 127.0.0.1 until Ctrl-C.
     Apiserver(apiserver::ApiserverArgs),
     /// Drive lab nodes: power, consoles, BMC emulators.
@@ -57,6 +59,7 @@ pub fn run() -> ExitCode {
             println!("{}", crate::schema::scenario_schema());
             ExitCode::SUCCESS
         }
+        Command::Report(args) => scenarios::report(&args),
         Command::Apiserver(args) => with_runtime(apiserver::serve(args)),
         Command::Lab(command) => with_runtime(lab::run(command)),
     }

@@ -160,3 +160,40 @@ pub(crate) fn list(paths: &[PathBuf]) -> ExitCode {
     }
     status
 }
+
+/// `rackproof report`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ReportArgs {
+    /// Run folders (`<artifacts>/<scenario>/<backend>/`).
+    #[arg(required = true)]
+    dirs: Vec<PathBuf>,
+}
+
+pub(crate) fn report(args: &ReportArgs) -> ExitCode {
+    let mut status = ExitCode::SUCCESS;
+    for dir in &args.dirs {
+        match artifacts::rerender(dir) {
+            Ok((summary, path)) => {
+                println!(
+                    "{} on {}: {} after {}",
+                    summary.scenario,
+                    summary.backend,
+                    summary.verdict,
+                    format_duration(Duration::from_millis(summary.elapsed_ms))
+                );
+                for expectation in &summary.expectations {
+                    println!("  {}: {}", expectation.expectation, expectation.outcome);
+                }
+                for failure in &summary.failures {
+                    println!("  ✗ {failure}");
+                }
+                println!("  report: {}", path.display());
+            }
+            Err(e) => {
+                super::print_error(&e);
+                status = ExitCode::from(exit::USAGE);
+            }
+        }
+    }
+    status
+}

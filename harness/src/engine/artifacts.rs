@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::json;
 
 use super::run::RunResult;
+use super::timeline::Timeline;
 use crate::report::{ReportInput, render};
 
 /// A failed write of an artifact.
@@ -32,6 +34,8 @@ pub fn write_all(dir: &Path, name: &str, backend: &str, result: &RunResult) -> R
         "backend": backend,
         "verdict": result.verdict.as_str(),
         "elapsedMs": elapsed_ms,
+        "nodes": result.nodes,
+        "maxUnavailable": result.max_unavailable,
         "failures": result.failures,
         "expectations": result.expectations.iter().map(|(what, how)| json!({"expectation": what, "outcome": how})).collect::<Vec<_>>(),
     });
@@ -42,17 +46,84 @@ pub fn write_all(dir: &Path, name: &str, backend: &str, result: &RunResult) -> R
         text.push('\n');
         write(console_dir.join(format!("{node}.log")), text)?;
     }
-    let report = render(&ReportInput {
-        scenario: name,
-        backend,
-        verdict: result.verdict.as_str(),
-        nodes: &result.nodes,
+    let summary = Summary {
+        scenario: name.to_owned(),
+        backend: backend.to_owned(),
+        verdict: result.verdict.as_str().to_owned(),
+        elapsed_ms,
+        nodes: result.nodes.clone(),
         max_unavailable: result.max_unavailable,
-        duration_ms: elapsed_ms,
-        failures: &result.failures,
-        timeline: &result.timeline,
+        failures: result.failures.clone(),
+        expectations: Vec::new(),
+    };
+    write_report(dir, &summary, &result.timeline)
+}
+
+fn write_report(dir: &Path, summary: &Summary, timeline: &Timeline) -> Result<PathBuf, ArtifactError> {
+    let report = render(&ReportInput {
+        scenario: &summary.scenario,
+        backend: &summary.backend,
+        verdict: &summary.verdict,
+        nodes: &summary.nodes,
+        max_unavailable: summary.max_unavailable,
+        duration_ms: summary.elapsed_ms,
+        failures: &summary.failures,
+        timeline,
     });
     let path = dir.join("report.html");
     write(path.clone(), report)?;
     Ok(path)
+}
+
+/// What `result.json` holds.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub scenario: String,
+    pub backend: String,
+    pub verdict: String,
+    pub elapsed_ms: u64,
+    pub nodes: Vec<String>,
+    pub max_unavailable: u32,
+    pub failures: Vec<String>,
+    pub expectations: Vec<ExpectationOutcome>,
+}
+
+/// One expectation in `result.json`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ExpectationOutcome {
+    pub expectation: String,
+    pub outcome: String,
+}
+
+/// A run folder that cannot be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("failed to read {path}; is it a run folder written by `rackproof run` (result.json, timeline.json)?")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path} is not a run's {what}")]
+    Parse { path: PathBuf, what: &'static str, source: serde_json::Error },
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: PathBuf, what: &'static str) -> Result<T, ReadError> {
+    let bytes = std::fs::read(&path).map_err(|source| ReadError::Io { path: path.clone(), source })?;
+    serde_json::from_slice(&bytes).map_err(|source| ReadError::Parse { path, what, source })
+}
+
+/// Reads a run folder back and writes its `report.html` again (after a Rackproof upgrade, or
+/// from artifacts copied off a CI runner). Returns the summary and the report's path.
+pub fn rerender(dir: &Path) -> Result<(Summary, PathBuf), RerenderError> {
+    let summary: Summary = read_json(dir.join("result.json"), "result summary")?;
+    let timeline: Timeline = read_json(dir.join("timeline.json"), "timeline")?;
+    let path = write_report(dir, &summary, &timeline)?;
+    Ok((summary, path))
+}
+
+/// Why a report could not be written again.
+#[derive(Debug, thiserror::Error)]
+pub enum RerenderError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(transparent)]
+    Write(#[from] ArtifactError),
 }

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One thing that happened.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Entry {
     /// Milliseconds since the scenario started (virtual on `sim`).
@@ -19,7 +19,7 @@ pub struct Entry {
 }
 
 /// What kind of thing happened.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum EntryKind {
     /// A node's update state changed (`state` in the text).
@@ -42,7 +42,7 @@ pub enum EntryKind {
 }
 
 /// The timeline of one run.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Timeline {
     pub entries: Vec<Entry>,
 }
