@@ -80,21 +80,25 @@ pub(crate) fn item_step(item: &Value, keys: &[String]) -> Option<String> {
     Some(format!("k:{}", Value::Object(key_map)))
 }
 
+/// Whether the top-level field `key` belongs to a write of `scope`.
+fn in_scope(key: &str, scope: Scope, builtin: bool) -> bool {
+    match key {
+        "apiVersion" | "kind" => false,
+        "status" => scope != Scope::NoStatus,
+        // Status writes of built-in types may change metadata too (their status strategies
+        // reset only the spec); a custom resource's status write changes only status.
+        "metadata" => scope != Scope::StatusOnly || builtin,
+        _ => scope != Scope::StatusOnly,
+    }
+}
+
 /// Every field set in `object`, within `shape.scope`.
 pub(crate) fn field_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
     let Some(map) = object.as_object() else { return out };
     let builtin = shape.schema.is_none();
     for (key, value) in map {
-        let include = match key.as_str() {
-            "apiVersion" | "kind" => false,
-            "status" => shape.scope != Scope::NoStatus,
-            // Status writes of built-in types may change metadata too (their status strategies
-            // reset only the spec); a custom resource's status write changes only status.
-            "metadata" => shape.scope != Scope::StatusOnly || builtin,
-            _ => shape.scope != Scope::StatusOnly,
-        };
-        if !include {
+        if !in_scope(key, shape.scope, builtin) {
             continue;
         }
         let path = vec![format!("f:{key}")];
@@ -214,13 +218,7 @@ pub(crate) fn container_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> 
     let Some(map) = object.as_object() else { return out };
     let builtin = shape.schema.is_none();
     for (key, value) in map {
-        let include = match key.as_str() {
-            "apiVersion" | "kind" => false,
-            "status" => shape.scope != Scope::NoStatus,
-            "metadata" => shape.scope != Scope::StatusOnly || builtin,
-            _ => shape.scope != Scope::StatusOnly,
-        };
-        if !include {
+        if !in_scope(key, shape.scope, builtin) {
             continue;
         }
         if key == "metadata" {

@@ -8,6 +8,7 @@ use rackproof_driver::{Power, PowerState};
 use rackproof_lab::console::ConsoleSource;
 
 use super::run::Ctx;
+use super::sim_lab::next_line;
 use super::sim_nodes;
 use super::timeline::EntryKind;
 use crate::scenario::{Component, Fault, FaultAction, PowerAction, PowerCutPoint, Trigger};
@@ -37,13 +38,12 @@ async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {
             let Ok(pattern) = Regex::new(&console.matches) else { return false };
             let Some(node) = ctx.lab.node(&console.node.value) else { return false };
             let (_, mut lines) = node.machine.subscribe();
-            loop {
-                match lines.recv().await {
-                    Ok(line) if pattern.is_match(&line.text) => return true,
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+            while let Some(line) = next_line(&mut lines).await {
+                if pattern.is_match(&line.text) {
+                    return true;
                 }
             }
+            false
         }
         Trigger::Boot(boot) => {
             let Some(node) = ctx.lab.node(&boot.node.value) else { return false };
@@ -53,9 +53,8 @@ async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {
                 if node.machine.boots() >= wanted {
                     return true;
                 }
-                match lines.recv().await {
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return false,
+                if next_line(&mut lines).await.is_none() {
+                    return false;
                 }
             }
         }
@@ -93,10 +92,10 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
                     // The loader's first write of the new entry's boot is its counter rename.
                     let (_, mut lines) = lab_node.machine.subscribe();
                     loop {
-                        match lines.recv().await {
-                            Ok(line) if line.text == "rackproof-os: rebooting" => break,
-                            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        match next_line(&mut lines).await {
+                            Some(line) if line.text == "rackproof-os: rebooting" => break,
+                            Some(_) => {}
+                            None => return,
                         }
                     }
                     lab_node.machine.cut_power_at_next_esp_write();

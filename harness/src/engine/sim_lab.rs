@@ -261,12 +261,8 @@ impl SimLab {
                     write(line);
                 }
                 tokio::spawn(async move {
-                    loop {
-                        match lines.recv().await {
-                            Ok(line) => write(line),
-                            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                        }
+                    while let Some(line) = next_line(&mut lines).await {
+                        write(line);
                     }
                 })
             })
@@ -277,6 +273,18 @@ impl SimLab {
     pub async fn tear_down(&self) {
         for node in self.nodes.values() {
             let _ = node.machine.reset(ResetAction::ForceOff).await;
+        }
+    }
+}
+
+/// The next console line; lines lost to a slow reader are skipped. `None` once the machine is
+/// gone.
+pub async fn next_line(lines: &mut tokio::sync::broadcast::Receiver<ConsoleLine>) -> Option<ConsoleLine> {
+    loop {
+        match lines.recv().await {
+            Ok(line) => return Some(line),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
         }
     }
 }

@@ -36,6 +36,7 @@
 //! While an update is in progress, further updates of the pool are refused unless the pool carries
 //! the force operation annotation ([`keys::OPERATION_FORCE_IN_PLACE_UPDATE`]).
 
+pub mod api_error;
 pub mod classify;
 pub mod crd;
 pub mod events;

@@ -21,20 +21,7 @@ pub enum Error {
     Config(String),
 }
 
-pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
-    match error {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
-}
-
-pub(crate) fn is_conflict(error: &kube::Error) -> bool {
-    status_code(error) == Some(409)
-}
-
-pub(crate) fn is_not_found(error: &kube::Error) -> bool {
-    status_code(error) == Some(404)
-}
+pub(crate) use inplace_api::api_error::{is_conflict, is_not_found, status_code};
 
 /// Wraps a kube error with what was being done.
 pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {

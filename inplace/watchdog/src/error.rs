@@ -38,20 +38,7 @@ pub enum Error {
     Config(String),
 }
 
-pub(crate) fn status_code(error: &kube::Error) -> Option<u16> {
-    match error {
-        kube::Error::Api(status) => Some(status.code),
-        _ => None,
-    }
-}
-
-pub(crate) fn is_conflict(error: &kube::Error) -> bool {
-    status_code(error) == Some(409)
-}
-
-pub(crate) fn is_not_found(error: &kube::Error) -> bool {
-    status_code(error) == Some(404)
-}
+pub(crate) use inplace_api::api_error::{is_conflict, is_not_found, status_code};
 
 impl Error {
     /// Whether the API server asked us to slow down (429).
