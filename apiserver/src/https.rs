@@ -117,9 +117,10 @@ impl HttpsServer {
     }
 }
 
-/// Serves `server` over HTTPS on `addr` (use `127.0.0.1:0` for any free port).
-pub(crate) async fn serve(server: ApiServer, addr: SocketAddr) -> Result<HttpsServer, ServeError> {
-    let pki = tls::generate()?;
+/// Serves `server` over HTTPS on `addr` (use `127.0.0.1:0` for any free port); the certificate
+/// also names `extra_names` (DNS names or IP addresses).
+pub(crate) async fn serve(server: ApiServer, addr: SocketAddr, extra_names: &[&str]) -> Result<HttpsServer, ServeError> {
+    let pki = tls::generate(extra_names)?;
     let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
     let bound = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
     let acceptor = TlsAcceptor::from(pki.server_config.clone());

@@ -221,7 +221,13 @@ impl ApiServer {
     /// generated CA; bearer tokens from [`ApiServer::issue_token`] or
     /// [`HttpsServer::kubeconfig`] authenticate. Dropping the handle stops serving.
     pub async fn serve_https(&self, addr: std::net::SocketAddr) -> Result<HttpsServer, ServeError> {
-        https::serve(self.clone(), addr).await
+        https::serve(self.clone(), addr, &[]).await
+    }
+
+    /// [`ApiServer::serve_https`] with a certificate that also names `extra_names` (DNS names or
+    /// IP addresses): e.g. `10.0.2.2`, the host as QEMU guests on the user network reach it.
+    pub async fn serve_https_also_as(&self, addr: std::net::SocketAddr, extra_names: &[&str]) -> Result<HttpsServer, ServeError> {
+        https::serve(self.clone(), addr, extra_names).await
     }
 
     /// The current global resourceVersion.

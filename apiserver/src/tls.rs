@@ -1,5 +1,6 @@
 //! A throw-away PKI for the HTTPS transport: a CA generated with rcgen and a server
-//! certificate for `127.0.0.1` and `localhost` signed by it, as a rustls server config.
+//! certificate for `127.0.0.1`, `localhost` and any extra names signed by it, as a rustls server
+//! config.
 
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ pub(crate) struct Pki {
     pub(crate) server_config: Arc<ServerConfig>,
 }
 
-pub(crate) fn generate() -> Result<Pki, TlsError> {
+pub(crate) fn generate(extra_names: &[&str]) -> Result<Pki, TlsError> {
     let ca_error = |source| TlsError::Generate { what: "CA certificate", source };
     let ca_key = KeyPair::generate().map_err(ca_error)?;
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(ca_error)?;
@@ -43,7 +44,9 @@ pub(crate) fn generate() -> Result<Pki, TlsError> {
 
     let server_error = |source| TlsError::Generate { what: "server certificate", source };
     let server_key = KeyPair::generate().map_err(server_error)?;
-    let mut server_params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned()]).map_err(server_error)?;
+    let mut names = vec!["127.0.0.1".to_owned(), "localhost".to_owned()];
+    names.extend(extra_names.iter().map(|n| (*n).to_owned()));
+    let mut server_params = CertificateParams::new(names).map_err(server_error)?;
     server_params.distinguished_name.push(DnType::CommonName, "rackproof-apiserver");
     let server_cert = server_params.signed_by(&server_key, &issuer).map_err(server_error)?;
 

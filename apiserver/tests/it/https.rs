@@ -42,3 +42,24 @@ async fn https_serves_kube_clients_with_tokens_and_node_rules() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(tokio::net::TcpStream::connect(addr).await.is_err(), "dropping the handle stops serving");
 }
+
+/// A client that reaches the server by another name (as a QEMU guest reaches `10.0.2.2`), checked
+/// through kubeconfig's `tls-server-name`.
+async fn client_naming(https: &rackproof_apiserver::HttpsServer, name: &str) -> kube::Client {
+    let text = https.kubeconfig(&User::admin()).replace("    certificate-authority-data:", &format!("    tls-server-name: {name}\n    certificate-authority-data:"));
+    let config = kube::Config::from_custom_kubeconfig(kube::config::Kubeconfig::from_yaml(&text).unwrap(), &Default::default()).await.unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn the_certificate_names_the_extra_names_it_was_served_as() {
+    let server = ApiServer::new(Clock::wall());
+    let also = server.serve_https_also_as("127.0.0.1:0".parse().unwrap(), &["apiserver.lab"]).await.unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client_naming(&also, "apiserver.lab").await, "default");
+    assert!(maps.list(&ListParams::default()).await.is_ok());
+
+    let plain = server.serve_https("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client_naming(&plain, "apiserver.lab").await, "default");
+    let err = maps.list(&ListParams::default()).await.unwrap_err();
+    assert!(!matches!(err, kube::Error::Api(_)), "a certificate without the name is refused by TLS, got {err}");
+}
