@@ -5,7 +5,7 @@
 //! Redfish/IPMI clients and other backends elsewhere); [`strategy`] composes drivers and the
 //! [`console`] into idempotent procedures with deadlines.
 //!
-//! [`bmc`] turns a node's BMC description into a Redfish or IPMI client (the same for emulated and
+//! [`image_server`] serves slot artifacts to the nodes. [`bmc`] turns a node's BMC description into a Redfish or IPMI client (the same for emulated and
 //! rack nodes), [`physical`] reads rack inventories and reserves nodes, and [`commands`] is the
 //! library side of `rackproof lab` (`up`, `down`, `power`, `console`, `bmc serve`).
 
@@ -13,6 +13,7 @@ pub mod bmc;
 pub mod commands;
 pub mod console;
 pub mod env;
+pub mod image_server;
 pub mod physical;
 pub mod resource;
 pub mod sim;

@@ -508,7 +508,13 @@ impl Agent {
         progress.started += 1;
         let attempt = progress.started;
         self.save(state).await?;
-        let invocation = OsUpdateInvocation { command: command.command.clone(), args: command.args.clone(), timeout: self.config.os_update_timeout, attempt };
+        let invocation = OsUpdateInvocation {
+            command: command.command.clone(),
+            args: command.args.clone(),
+            timeout: self.config.os_update_timeout,
+            attempt,
+            node: self.config.node_name.clone(),
+        };
         tracing::info!(%target, attempt, command = %invocation.command, args = ?invocation.args, "running the OS-update command");
         let result = self.platform.os_update.run(&invocation).await;
         let progress = &mut self.plan_mut(state).os;

@@ -23,6 +23,8 @@
 //!    last, each written to a temporary name, flushed and renamed) → 2 on any ESP error.
 //!    The entry's options get `rackproof.entry={prefix}-{version}` appended so the booted entry
 //!    is known even without efivarfs; it carries `sort-key {prefix}` and `version {version}`.
+//!    It logs `installing the slot on the ESP` just before the first write (the lab's power-cut
+//!    faults wait for that line).
 //! 6. Exit 0. Installing the version that is booted right now is a no-op success.
 //!
 //! Messages on stderr contain "invalid arguments", "system failure" or "network problems", the
@@ -81,6 +83,10 @@ pub struct OsUpdateArgs {
     /// The kernel command line, for the booted entry when efivarfs says nothing.
     #[arg(long, default_value = "/proc/cmdline")]
     pub cmdline: PathBuf,
+    /// The node this runs on, sent to the image server as `X-Rackproof-Node` (the agent sets
+    /// `RACKPROOF_NODE`); lets a lab image server log and fault requests per node.
+    #[arg(long, env = "RACKPROOF_NODE")]
+    pub node: Option<String>,
 }
 
 fn parse_duration_arg(text: &str) -> Result<Duration, String> {
@@ -227,7 +233,7 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
 
     let source: Arc<dyn ArtifactSource> = match &env.source {
         Some(source) => source.clone(),
-        None => Arc::new(HttpSource::new(args.timeout)),
+        None => Arc::new(HttpSource::new(args.timeout, args.node.as_deref())),
     };
     let manifest_bytes = source.fetch(base, &args.version, MANIFEST_NAME).await.map_err(fetch_error)?;
     let manifest = SlotManifest::parse(&manifest_bytes).map_err(|e| OsUpdateError::System(chain(&e)))?;
@@ -265,6 +271,7 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
     };
     let new = NewEntry { stem: &stem, conf, kernel: &kernel, initrd: initrd.as_deref(), tries: args.tries };
     let needed = inplace_boot::update::install_size(&new);
+    tracing::info!(entry = %stem, bytes = needed, "installing the slot on the ESP");
     let removed = inplace_boot::make_room(esp.as_ref(), needed, booted.as_ref()).map_err(|e| OsUpdateError::System(chain(&e)))?;
     let name = inplace_boot::install_entry(esp.as_ref(), &new, booted.as_ref()).map_err(|e| OsUpdateError::System(chain(&e)))?;
     Ok(Installed {

@@ -24,6 +24,8 @@ pub struct OsUpdateInvocation {
     pub timeout: Duration,
     /// Which attempt this is (1-based) for the attempted version.
     pub attempt: u32,
+    /// The node it runs on (`RACKPROOF_NODE` in the command's environment).
+    pub node: String,
 }
 
 /// How a run ended.
@@ -90,7 +92,9 @@ fn tail(text: &str) -> String {
 }
 
 /// Runs the command as a child process (killed when the run is dropped or times out). The
-/// attempt number is passed as `RACKPROOF_OS_UPDATE_ATTEMPT` in the environment.
+/// attempt number is passed as `RACKPROOF_OS_UPDATE_ATTEMPT` and the node as `RACKPROOF_NODE` in
+/// the environment. Each line the command prints is logged as it comes (target `os-update`), so
+/// an operator follows a long install live in the agent's log.
 #[derive(Debug, Clone)]
 pub struct SubprocessRunner {
     clock: Clock,
@@ -106,25 +110,47 @@ impl SubprocessRunner {
 #[async_trait::async_trait]
 impl OsUpdateRunner for SubprocessRunner {
     async fn run(&self, invocation: &OsUpdateInvocation) -> Result<OsUpdateOutcome, RunError> {
-        let mut command = tokio::process::Command::new(&invocation.command);
-        command
+        use std::process::Stdio;
+        let mut child = tokio::process::Command::new(&invocation.command)
             .args(&invocation.args)
             .env("RACKPROOF_OS_UPDATE_ATTEMPT", invocation.attempt.to_string())
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
-        let child = command.output();
-        let output = match self.clock.timeout(invocation.timeout, child).await {
-            Err(_) => return Err(RunError::TimedOut { command: invocation.command.clone(), after: invocation.timeout }),
-            Ok(Err(e)) => return Err(RunError::Spawn { command: invocation.command.clone(), detail: e.to_string() }),
-            Ok(Ok(output)) => output,
+            .env("RACKPROOF_NODE", &invocation.node)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| RunError::Spawn { command: invocation.command.clone(), detail: e.to_string() })?;
+        let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+        let run = async {
+            let (out, err) = tokio::join!(log_lines(stdout), log_lines(stderr));
+            let status = child.wait().await;
+            (status, out + &err)
         };
-        let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
-        text.push_str(&String::from_utf8_lossy(&output.stderr));
-        let Some(code) = output.status.code() else {
+        let (status, text) = match self.clock.timeout(invocation.timeout, run).await {
+            Err(_) => return Err(RunError::TimedOut { command: invocation.command.clone(), after: invocation.timeout }),
+            Ok((Err(e), _)) => return Err(RunError::Spawn { command: invocation.command.clone(), detail: e.to_string() }),
+            Ok((Ok(status), text)) => (status, text),
+        };
+        let Some(code) = status.code() else {
             return Err(RunError::Killed { command: invocation.command.clone() });
         };
         Ok(OsUpdateOutcome { exit: OsUpdateExit::from_code(code), output: tail(&text) })
     }
+}
+
+/// Logs every line of `pipe` as it arrives and returns them all.
+async fn log_lines(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
+    use tokio::io::AsyncBufReadExt as _;
+    let Some(pipe) = pipe else { return String::new() };
+    let mut lines = tokio::io::BufReader::new(pipe).lines();
+    let mut text = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(target: "os-update", "{line}");
+        text.push_str(&line);
+        text.push('\n');
+    }
+    text
 }
 
 /// Runs `rackproof-agent os-update ARGS` in-process against an [`OsUpdateEnv`] (simulation).
@@ -175,6 +201,7 @@ mod tests {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             timeout: Duration::from_secs(5),
             attempt: 1,
+            node: "node-1".into(),
         }
     }
 
@@ -184,8 +211,8 @@ mod tests {
         let outcome = runner.run(&invocation("sh", &["-c", "echo network problems >&2; exit 3"])).await.unwrap();
         assert_eq!(outcome.exit, OsUpdateExit::NetworkProblem);
         assert!(outcome.output.contains("network problems"), "{}", outcome.output);
-        let outcome = runner.run(&invocation("sh", &["-c", "echo $RACKPROOF_OS_UPDATE_ATTEMPT"])).await.unwrap();
-        assert_eq!((outcome.exit, outcome.output.trim()), (OsUpdateExit::Success, "1"));
+        let outcome = runner.run(&invocation("sh", &["-c", "echo $RACKPROOF_OS_UPDATE_ATTEMPT $RACKPROOF_NODE"])).await.unwrap();
+        assert_eq!((outcome.exit, outcome.output.trim()), (OsUpdateExit::Success, "1 node-1"));
         assert!(matches!(runner.run(&invocation("/nonexistent/update", &[])).await, Err(RunError::Spawn { .. })));
         let mut slow = invocation("sleep", &["5"]);
         slow.timeout = Duration::from_millis(100);
