@@ -1,20 +1,13 @@
 //! Faults: waiting for a fault's trigger (a time, a node state, a console line, the Nth boot)
-//! and firing it on the simulated lab or the components.
+//! and firing it on the lab (any backend, through [`super::lab::Lab`]) or the components.
 
 use std::time::Duration;
 
 use regex::Regex;
-use rackproof_driver::{Power, PowerState};
-use rackproof_lab::console::ConsoleSource;
 
 use super::run::Ctx;
-use super::sim_lab::next_line;
-use super::sim_nodes;
 use super::timeline::EntryKind;
-use crate::scenario::{Component, Fault, FaultAction, PowerAction, PowerCutPoint, Trigger};
-
-/// How long a power cut may take to happen once armed (the update reaching that point).
-const POWER_CUT_WAIT: Duration = Duration::from_secs(24 * 3600);
+use crate::scenario::{Component, Fault, FaultAction, PowerAction, Trigger};
 
 /// Waits for the fault's trigger, then fires it. Runs as its own task.
 pub async fn arm(ctx: &Ctx, fault: &Fault) {
@@ -25,6 +18,7 @@ pub async fn arm(ctx: &Ctx, fault: &Fault) {
 }
 
 async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {
+    use futures::StreamExt as _;
     match trigger {
         Trigger::After(span) => {
             ctx.shared.clock().sleep(span.get()).await;
@@ -36,24 +30,22 @@ async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {
         }
         Trigger::Console(console) => {
             let Ok(pattern) = Regex::new(&console.matches) else { return false };
-            let Some(node) = ctx.lab.node(&console.node.value) else { return false };
-            let (_, mut lines) = node.machine.subscribe();
-            while let Some(line) = next_line(&mut lines).await {
-                if pattern.is_match(&line.text) {
+            let Some(mut lines) = ctx.lab.console(&console.node.value) else { return false };
+            while let Some(line) = lines.next().await {
+                if pattern.is_match(&line) {
                     return true;
                 }
             }
             false
         }
         Trigger::Boot(boot) => {
-            let Some(node) = ctx.lab.node(&boot.node.value) else { return false };
-            let (_, mut lines) = node.machine.subscribe();
+            let Some(mut lines) = ctx.lab.console(&boot.node.value) else { return false };
             let wanted = u64::from(boot.count);
             loop {
-                if node.machine.boots() >= wanted {
+                if ctx.lab.boots(&boot.node.value).await >= wanted {
                     return true;
                 }
-                if next_line(&mut lines).await.is_none() {
+                if lines.next().await.is_none() {
                     return false;
                 }
             }
@@ -79,38 +71,14 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
             let node = failure.node.value.as_str();
             shared.record(Some(node), EntryKind::Fault, format!("the next OS version installed boots as {:?}", failure.boot));
             let versions: Vec<String> = ctx.scenario.images.iter().map(|i| i.version.value.clone()).collect();
-            ctx.lab.break_next_version(node, &sim_nodes::behaviour(&failure.boot), &versions);
+            if let Err(e) = ctx.lab.break_next_version(node, &failure.boot, &versions) {
+                shared.record(Some(node), EntryKind::Fault, format!("boot failure not armed: {e}"));
+            }
         }
         FaultAction::PowerCut(cut) => {
             let node = cut.node.value.as_str();
-            let Some(lab_node) = ctx.lab.node(node) else { return };
             shared.record(Some(node), EntryKind::Fault, format!("power will be cut during the {:?}", cut.during));
-            match cut.during {
-                PowerCutPoint::Download => lab_node.guest.cut_power_at_next_download(),
-                PowerCutPoint::SlotWrite => lab_node.machine.cut_power_at_next_esp_write(),
-                PowerCutPoint::FirstBoot => {
-                    // The loader's first write of the new entry's boot is its counter rename.
-                    let (_, mut lines) = lab_node.machine.subscribe();
-                    loop {
-                        match next_line(&mut lines).await {
-                            Some(line) if line.text == "rackproof-os: rebooting" => break,
-                            Some(_) => {}
-                            None => return,
-                        }
-                    }
-                    lab_node.machine.cut_power_at_next_esp_write();
-                }
-            }
-            let machine = lab_node.machine.clone();
-            let off = async {
-                loop {
-                    if matches!(machine.power_state().await, Ok(PowerState::Off)) {
-                        return;
-                    }
-                    shared.clock().sleep(Duration::from_secs(1)).await;
-                }
-            };
-            if shared.clock().timeout(POWER_CUT_WAIT, off).await.is_err() {
+            if !ctx.lab.cut_power(node, cut.during, shared).await {
                 shared.record(Some(node), EntryKind::Fault, "the armed power cut never happened");
                 return;
             }
@@ -121,26 +89,42 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
         }
         FaultAction::Bmc(bmc) => {
             let node = bmc.node.value.as_str();
-            let Some(lab_node) = ctx.lab.node(node) else { return };
             let count = bmc.count.map_or_else(|| "every request".to_owned(), |n| format!("the next {n} requests"));
             shared.record(Some(node), EntryKind::Fault, format!("BMC quirk {:?} for {count}", bmc.quirk));
-            lab_node.bmc.add_quirk(&bmc.quirk, bmc.count);
+            if let Err(e) = ctx.lab.add_bmc_quirk(node, &bmc.quirk, bmc.count) {
+                shared.record(Some(node), EntryKind::Fault, format!("BMC quirk not set: {e}"));
+            }
         }
         FaultAction::Partition(partition) => {
-            shared.record(Some(&partition.node.value), EntryKind::Fault, "network partitions are not available on sim");
+            let node = partition.node.value.as_str();
+            shared.record(Some(node), EntryKind::Fault, format!("network cut for {}", partition.duration));
+            if let Err(e) = ctx.lab.set_link(node, false).await {
+                shared.record(Some(node), EntryKind::Fault, format!("partition failed: {e}"));
+                return;
+            }
+            shared.clock().sleep(partition.duration.get()).await;
+            match ctx.lab.set_link(node, true).await {
+                Ok(()) => shared.record(Some(node), EntryKind::Fault, "network back"),
+                Err(e) => shared.record(Some(node), EntryKind::Fault, format!("reconnecting failed: {e}")),
+            }
         }
         FaultAction::Kill(kill) => {
             let restart = kill.restart_after.map(|s| s.get());
             let again = kill.restart_after.map_or_else(|| "not restarted".to_owned(), |d| format!("restarted after {d}"));
             match kill.component {
                 Component::Agent => {
-                    let Some(node) = kill.node.as_ref().and_then(|n| ctx.lab.node(&n.value)) else { return };
-                    let name = node.machine.name().to_owned();
-                    let killed = node.machine.kill_guest();
+                    let Some(name) = kill.node.as_ref().map(|n| n.value.clone()) else { return };
+                    let killed = match ctx.lab.kill_agent(&name).await {
+                        Ok(killed) => killed,
+                        Err(e) => {
+                            shared.record(Some(&name), EntryKind::Fault, format!("agent kill failed: {e}"));
+                            return;
+                        }
+                    };
                     shared.record(Some(&name), EntryKind::Fault, if killed { format!("agent killed, {again}") } else { "agent kill: no agent was running".to_owned() });
                     if let (true, Some(after)) = (killed, restart) {
                         shared.clock().sleep(after).await;
-                        if node.machine.restart_guest() {
+                        if ctx.lab.restart_agent(&name).await {
                             shared.record(Some(&name), EntryKind::Fault, "agent restarted");
                         }
                     }
@@ -155,10 +139,9 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
         }
         FaultAction::ImageServer(fault) => {
             let node = fault.node.value.as_str();
-            let Some(lab_node) = ctx.lab.node(node) else { return };
             let count = fault.count.map_or_else(|| "every request".to_owned(), |n| format!("the next {n} requests"));
             shared.record(Some(node), EntryKind::Fault, format!("the image server answers {:?} to {count}", fault.answer));
-            lab_node.guest.image_server_fault(fault.answer, fault.count);
+            ctx.lab.image_server_fault(node, fault.answer, fault.count);
         }
         FaultAction::NodesDie(nodes) => {
             for node in nodes {

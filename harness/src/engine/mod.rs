@@ -9,9 +9,12 @@ pub mod expectations;
 pub mod faults;
 pub mod invariants;
 pub mod judge;
+pub mod lab;
 pub mod lifecycle;
 pub mod objects;
 pub mod observe;
+pub mod provider;
+pub mod qemu_lab;
 pub mod run;
 pub mod setup;
 pub mod shared;
@@ -37,25 +40,22 @@ pub enum RunError {
     Runtime(#[source] std::io::Error),
 }
 
-/// The backends the engine runs scenarios on in this build.
-pub const RUNNABLE_BACKENDS: [Backend; 1] = [Backend::Sim];
+/// The backends the engine runs scenarios on.
+pub const RUNNABLE_BACKENDS: [Backend; 2] = [Backend::Sim, Backend::Qemu];
 
-/// Runs one scenario on `backend` to its verdict, on a runtime of its own (a paused,
-/// single-threaded one for `sim`).
+/// Runs one scenario on `backend` to its verdict, on a runtime of its own: a paused,
+/// single-threaded one for `sim` (virtual time), a real-time one for `qemu`.
 pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResult, RunError> {
-    let problems = match backend {
-        Backend::Sim => run::sim_unsupported(&loaded.scenario),
-        other => vec![format!(
-            "the engine runs scenarios on {} only in this build; backend {} is driven by `rackproof lab` but not yet by scenarios",
-            RUNNABLE_BACKENDS.iter().map(|b| b.as_str()).collect::<Vec<_>>().join(", "),
-            other.as_str()
-        )],
-    };
+    let problems = run::unsupported(&loaded.scenario, backend);
     if !problems.is_empty() {
         return Err(RunError::Unsupported { scenario: loaded.name.clone(), backend: backend.as_str(), problems });
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().map_err(RunError::Runtime)?;
-    Ok(runtime.block_on(run::run_sim(loaded)))
+    let runtime = match backend {
+        Backend::Sim => tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build(),
+        _ => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
+    }
+    .map_err(RunError::Runtime)?;
+    Ok(runtime.block_on(run::run(loaded, backend)))
 }
 
 /// An error and its sources on one line: `a: b: c`.

@@ -1,11 +1,11 @@
-//! One scenario run on the `sim` backend with the embedded API server, from bring-up to verdict,
-//! in virtual time: tokio's paused clock on a single thread, so a run of hours takes seconds and
-//! the same seed gives the same timeline.
+//! One scenario run with the embedded API server, from bring-up to verdict. On `sim` it runs in
+//! virtual time (tokio's paused clock on a single thread), so a run of hours takes seconds and the
+//! same seed gives the same timeline; on `qemu` it runs in real time against QEMU guests.
 //!
 //! 1. The API server starts with the scenario's objects (`setup::cluster`).
-//! 2. The lab's machines are built powered off; the components start under the `supervisor`; the
-//!    machine provider (`sim_lab`) binds the orchestrator's Machines to lab machines and powers
-//!    them on; their agents register the Nodes.
+//! 2. The lab's machines are built powered off (`sim_lab` or `qemu_lab`); the components start
+//!    under the `supervisor`; the machine provider (`provider`) binds the orchestrator's Machines
+//!    to lab machines and powers them on; their agents register the Nodes.
 //! 3. Once the pool's nodes are Ready, the workloads are placed, the faults are armed and the
 //!    steps run. Every watched change goes through the judge (invariants, expectations).
 //! 4. After the steps, the run waits for pending expectations (up to their limits), settles
@@ -26,13 +26,16 @@ use super::invariants::InvariantChecker;
 use super::judge::Judge;
 use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use super::shared::Shared;
+use super::lab::Lab;
+use super::provider::Provider;
+use super::qemu_lab::{self, QemuLab};
 use super::sim_lab::{EPOCH, SimLab};
 use super::supervisor::Supervisor;
 use super::timeline::{EntryKind, Timeline};
 use super::world::{DependentView, NodeView, World};
 use super::{faults, observe, setup, steps};
 use crate::load::LoadedScenario;
-use crate::scenario::{Cluster, FaultAction, Implementation, Scenario, Step};
+use crate::scenario::{Backend, Cluster, FaultAction, Implementation, Scenario, Step};
 
 /// How long the pool's nodes may take to come up at the start.
 const BRING_UP: Duration = Duration::from_secs(1800);
@@ -80,7 +83,7 @@ pub struct RunResult {
 pub struct Ctx {
     pub client: Client,
     pub shared: Shared,
-    pub lab: Arc<SimLab>,
+    pub lab: Arc<Lab>,
     pub supervisor: Arc<Mutex<Supervisor>>,
     pub scenario: Arc<Scenario>,
 }
@@ -99,11 +102,12 @@ impl Ctx {
     }
 }
 
-/// What the `sim` backend cannot do for this scenario, one sentence each (empty: it can run).
-pub fn sim_unsupported(scenario: &Scenario) -> Vec<String> {
+/// What `backend` cannot do for this scenario, one sentence each (empty: it can run).
+pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
+    let name = backend.as_str();
     let mut problems = Vec::new();
     if scenario.cluster != Cluster::Embedded {
-        problems.push("the sim backend runs with the embedded API server only (`cluster: embedded`)".to_owned());
+        problems.push(format!("the engine runs {name} scenarios with the embedded API server only (`cluster: embedded`)"));
     }
     for (what, implementation) in [
         ("orchestrator", &scenario.components.orchestrator),
@@ -111,23 +115,29 @@ pub fn sim_unsupported(scenario: &Scenario) -> Vec<String> {
         ("watchdog", &scenario.components.watchdog),
     ] {
         if let Implementation::Command(_) = implementation {
-            problems.push(format!("the {what} as an external command needs a backend with a reachable API endpoint, not sim"));
+            problems.push(format!("the {what} as an external command is not run by the engine yet (backend {name})"));
         }
     }
     if scenario.components.agent == Implementation::Off {
-        problems.push("the sim backend's nodes run the builtin agent; `agent: off` leaves them without a kubelet".to_owned());
-    }
-    let actions = scenario.faults.iter().map(|f| &f.action).chain(scenario.steps.iter().filter_map(|s| match s {
-        Step::Fault(a) => Some(a),
-        _ => None,
-    }));
-    for action in actions {
-        if let FaultAction::Partition(p) = action {
-            problems.push(format!("a network partition of {} needs QEMU's set_link (backend qemu)", p.node.value));
-        }
+        problems.push(format!("the {name} backend's nodes run the builtin agent; `agent: off` leaves them without a kubelet"));
     }
     if scenario.steps.iter().any(|s| matches!(s, Step::Run(_))) {
-        problems.push("`run` steps need a backend with an API endpoint outside the process, not sim".to_owned());
+        problems.push(format!("`run` steps are not run by the engine yet (backend {name})"));
+    }
+    match backend {
+        Backend::Sim => {
+            let actions = scenario.faults.iter().map(|f| &f.action).chain(scenario.steps.iter().filter_map(|s| match s {
+                Step::Fault(a) => Some(a),
+                _ => None,
+            }));
+            for action in actions {
+                if let FaultAction::Partition(p) = action {
+                    problems.push(format!("a network partition of {} needs QEMU's set_link (backend qemu)", p.node.value));
+                }
+            }
+        }
+        Backend::Qemu => problems.extend(qemu_lab::unsupported(scenario)),
+        other => problems.push(format!("backend {} is driven by `rackproof lab` but not yet by scenarios", other.as_str())),
     }
     problems
 }
@@ -154,11 +164,14 @@ fn initial_world(scenario: &Scenario) -> World {
     }
 }
 
-/// Runs `loaded` on the sim backend. Must be called on a current-thread runtime with the clock
-/// paused (see [`super::run_blocking`]).
-pub async fn run_sim(loaded: &LoadedScenario) -> RunResult {
+/// Runs `loaded` on `backend` (`sim` or `qemu`). `sim` must be called on a current-thread
+/// runtime with the clock paused (see [`super::run_scenario`]).
+pub async fn run(loaded: &LoadedScenario, backend: Backend) -> RunResult {
     let scenario = Arc::new(loaded.scenario.clone());
-    let clock = Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp"));
+    let clock = match backend {
+        Backend::Sim => Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp")),
+        _ => Clock::wall(),
+    };
     let server = ApiServer::with_watch_window(clock.clone(), rackproof_apiserver::DEFAULT_WATCH_WINDOW, scenario.seed);
     let client = server.admin_client();
     let world = initial_world(&scenario);
@@ -168,7 +181,8 @@ pub async fn run_sim(loaded: &LoadedScenario) -> RunResult {
     let consoles = Arc::new(Mutex::new(BTreeMap::new()));
 
     let mut tasks = Vec::new();
-    let outcome = drive(&scenario, &server, &client, &clock, &shared, &consoles, &mut tasks).await;
+    let repo = qemu_lab::workspace_root(&loaded.path);
+    let outcome = drive(&scenario, backend, &repo, &server, &client, &clock, &shared, &consoles, &mut tasks).await;
     for task in &tasks {
         task.abort();
     }
@@ -207,8 +221,11 @@ pub async fn run_sim(loaded: &LoadedScenario) -> RunResult {
 
 /// Brings up the lab, runs the steps and waits for the expectations. `Err` is a lab failure;
 /// `Ok(Some(..))` a failed step.
+#[expect(clippy::too_many_arguments, reason = "one call site; the run's parts, named")]
 async fn drive(
     scenario: &Arc<Scenario>,
+    backend: Backend,
+    repo: &std::path::Path,
     server: &ApiServer,
     client: &Client,
     clock: &Clock,
@@ -218,13 +235,21 @@ async fn drive(
 ) -> Result<Option<String>, String> {
     let size = pool_size(scenario);
     setup::cluster(client, scenario, size).await.map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
-    let lab = Arc::new(SimLab::build(scenario, server, clock, shared)?);
+    let (lab, image_server_url) = match backend {
+        Backend::Qemu => {
+            let lab = QemuLab::build(scenario, server, clock, repo).await?;
+            let url = lab.image_server_url();
+            (Lab::Qemu(lab), url)
+        }
+        _ => (Lab::Sim(SimLab::build(scenario, server, clock, shared)?), "http://images.lab/slots".to_owned()),
+    };
+    let lab = Arc::new(lab);
     tasks.extend(lab.capture_consoles(consoles, shared));
 
     let control_plane = scenario.pool.control_plane.as_deref().unwrap_or(&scenario.pool.kubernetes);
     let orchestrator = inplace_orchestrator::Config {
         namespace: NAMESPACE.to_owned(),
-        image_server_url: "http://images.lab/slots".to_owned(),
+        image_server_url,
         catalog_name: CATALOG.to_owned(),
         control_plane_version: KubeVersion::parse(control_plane).map_err(|e| format!("control-plane version {control_plane:?}: {e}"))?,
         ..inplace_orchestrator::Config::default()
@@ -259,7 +284,7 @@ async fn drive(
             ticker.reconcile();
         }
     }));
-    tasks.push(tokio::spawn(lab.clone().provide(client.clone(), shared.clone())));
+    tasks.push(tokio::spawn(Provider::new(lab.clone(), client.clone()).run(shared.clone())));
     ctx.reconcile();
     for fault in &scenario.faults {
         let (ctx, fault) = (ctx.clone(), fault.clone());

@@ -1,36 +1,30 @@
 //! The `sim` backend's lab: one simulated machine per lab node, each running the real node agent
 //! in-process (talking to the API server as that node), a BMC in front of each machine with the
-//! scenario's quirks, and the machine provider that hands machines to the orchestrator's Machine
-//! objects (the contract in `inplace_orchestrator`'s docs: bind by labelling `node: NAME`, power
-//! off when the Machine goes away).
+//! scenario's quirks. The machine provider (`provider`) hands these machines to the
+//! orchestrator's Machine objects.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::StreamExt;
 use inplace_agent::manifest::SlotKeyPair;
-use inplace_api::crd::Machine;
-use inplace_orchestrator::workerpool::ANNOTATION_OSC_SECRET;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, ResourceExt};
 use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::console::{ConsoleLine, ConsoleSource};
 use rackproof_lab::sim::{Behaviour, Phase, SimMachine};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
-use serde_json::json;
 
-use super::objects::NAMESPACE;
+use super::lab::Lines;
+use super::provider::OscLocation;
 use super::shared::Shared;
-use super::sim_nodes::{self, AgentGuest, OscLocation};
+use super::sim_nodes::{self, AgentGuest};
 use super::timeline::EntryKind;
-use crate::scenario::{BmcKind, BmcQuirk, PowerAction, Scenario};
+use crate::scenario::{BmcKind, BmcQuirk, PowerAction, PowerCutPoint, Scenario};
+
+/// How long an armed power cut may take to happen (the update reaching that point).
+const POWER_CUT_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// The epoch every simulated run starts at (virtual time).
 pub const EPOCH: &str = "2026-01-01T00:00:00Z";
@@ -50,14 +44,6 @@ pub struct SimLab {
     server: ApiServer,
     clock: Clock,
     pool: String,
-    bindings: Mutex<Bindings>,
-}
-
-#[derive(Debug, Default)]
-struct Bindings {
-    /// Machine object name → lab node.
-    by_machine: BTreeMap<String, String>,
-    free: BTreeSet<String>,
 }
 
 impl SimLab {
@@ -79,14 +65,7 @@ impl SimLab {
             let bmc = Arc::new(SimBmc { node: name.clone(), kind: scenario.lab.bmc, machine: machine.clone(), clock: clock.clone(), shared: shared.clone(), quirks: Mutex::default() });
             nodes.insert(name, SimNode { machine, guest, bmc });
         }
-        let free = nodes.keys().cloned().collect();
-        Ok(Self {
-            nodes,
-            server: server.clone(),
-            clock: clock.clone(),
-            pool: scenario.pool.name.clone(),
-            bindings: Mutex::new(Bindings { by_machine: BTreeMap::new(), free }),
-        })
+        Ok(Self { nodes, server: server.clone(), clock: clock.clone(), pool: scenario.pool.name.clone() })
     }
 
     /// The node called `name` (names were validated against the lab when the scenario loaded).
@@ -124,108 +103,58 @@ impl SimLab {
         }
     }
 
-    /// Watches Machines and binds each new one to a free lab machine; powers a machine off when
-    /// its Machine goes away. Runs until dropped.
-    pub async fn provide(self: Arc<Self>, client: Client, shared: Shared) {
-        let api: Api<Machine> = Api::namespaced(client, NAMESPACE);
-        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
-        while let Some(event) = events.next().await {
-            match event {
-                Ok(Event::Apply(machine) | Event::InitApply(machine)) => {
-                    if machine.metadata.deletion_timestamp.is_some() {
-                        self.release(&machine.name_any(), &shared).await;
-                    } else if machine.node_name().is_none() {
-                        self.clone().bind(&api, &machine, &shared).await;
+    /// Gives node `name` a fresh disk with `version` and binds its agent to the pool's OSC.
+    pub fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
+        let Some(node) = self.node(name) else { return Err(format!("no lab node {name}")) };
+        self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
+        node.machine.reimage(version).map_err(|e| super::error_chain(&e))?;
+        node.guest.bind(Some(sim_nodes::agent_config(name, &self.pool, osc)));
+        Ok(())
+    }
+
+    /// Unbinds the node's agent and powers the node off.
+    pub async fn decommission(&self, name: &str, shared: &Shared) {
+        let Some(node) = self.node(name) else { return };
+        node.guest.bind(None);
+        if let Err(e) = node.bmc.reset(ResetAction::ForceOff).await {
+            shared.record(Some(name), EntryKind::Bmc, format!("power-off failed: {}", super::error_chain(&e)));
+        }
+    }
+
+    /// The node's console lines from now on.
+    pub fn console(&self, name: &str) -> Option<Lines> {
+        let (_, lines) = self.node(name)?.machine.subscribe();
+        Some(Box::pin(futures::stream::unfold(lines, |mut lines| async move { next_line(&mut lines).await.map(|l| (l.text, lines)) })))
+    }
+
+    /// Arms a power cut at `point` of the node's next update and waits until the power is gone.
+    pub async fn cut_power(&self, name: &str, point: PowerCutPoint, shared: &Shared) -> bool {
+        let Some(node) = self.node(name) else { return false };
+        match point {
+            PowerCutPoint::Download => node.guest.cut_power_at_next_download(),
+            PowerCutPoint::SlotWrite => node.machine.cut_power_at_next_esp_write(),
+            PowerCutPoint::FirstBoot => {
+                // The loader's first write of the new entry's boot is its counter rename.
+                let (_, mut lines) = node.machine.subscribe();
+                loop {
+                    match next_line(&mut lines).await {
+                        Some(line) if line.text == "rackproof-os: rebooting" => break,
+                        Some(_) => {}
+                        None => return false,
                     }
                 }
-                Ok(Event::Delete(machine)) => self.release(&machine.name_any(), &shared).await,
-                Ok(Event::Init | Event::InitDone) => {}
-                Err(e) => shared.record(None, EntryKind::Lab, format!("machine provider: watch failed (retrying): {e}")),
+                node.machine.cut_power_at_next_esp_write();
             }
         }
-    }
-
-    async fn bind(self: Arc<Self>, api: &Api<Machine>, machine: &Machine, shared: &Shared) {
-        let machine_name = machine.name_any();
-        let Some(osc) = machine.annotations().get(ANNOTATION_OSC_SECRET).and_then(|v| v.split_once('/')) else {
-            shared.record(None, EntryKind::Lab, format!("machine provider: Machine {machine_name} has no {ANNOTATION_OSC_SECRET} annotation; left unbound"));
-            return;
-        };
-        let osc = OscLocation { namespace: osc.0.to_owned(), name: osc.1.to_owned() };
-        let (node, new) = {
-            let mut bindings = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(node) = bindings.by_machine.get(&machine_name) {
-                (node.clone(), false)
-            } else if let Some(node) = bindings.free.pop_first() {
-                bindings.by_machine.insert(machine_name.clone(), node.clone());
-                (node, true)
-            } else {
-                drop(bindings);
-                shared.record(None, EntryKind::Lab, format!("machine provider: no free lab machine for Machine {machine_name}"));
-                return;
-            }
-        };
-        if new {
-            self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
-            if let Some(lab_node) = self.node(&node) {
-                // A new machine gets a fresh disk with the pool's current OS version.
-                match self.pool_os_version(&osc).await {
-                    Ok(version) => {
-                        if let Err(e) = lab_node.machine.reimage(&version) {
-                            shared.record(Some(&node), EntryKind::Lab, format!("provisioning failed: {}", super::error_chain(&e)));
-                            return;
-                        }
-                    }
-                    Err(e) => {
-                        shared.record(Some(&node), EntryKind::Lab, format!("provisioning failed: {e}"));
-                        return;
-                    }
+        let off = async {
+            loop {
+                if matches!(node.machine.power_state().await, Ok(PowerState::Off)) {
+                    return;
                 }
-                lab_node.guest.bind(Some(sim_nodes::agent_config(&node, &self.pool, &osc)));
+                shared.clock().sleep(Duration::from_secs(1)).await;
             }
-        }
-        let patch = json!({ "metadata": { "labels": { inplace_api::keys::MACHINE_LABEL_NODE: node } } });
-        if let Err(e) = api.patch(&machine_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            shared.record(Some(&node), EntryKind::Lab, format!("machine provider: failed to bind Machine {machine_name}: {e}"));
-            return;
-        }
-        if new {
-            shared.record(Some(&node), EntryKind::Lab, format!("provisioned for Machine {machine_name}; powering on"));
-            let shared = shared.clone();
-            tokio::spawn(async move { self.power_on_and_wait(&node, &shared).await });
-        }
-    }
-
-    /// The OS version the pool's OSC asks for: what a new machine is provisioned with.
-    async fn pool_os_version(&self, osc: &OscLocation) -> Result<String, String> {
-        let secrets: Api<Secret> = Api::namespaced(self.server.admin_client(), &osc.namespace);
-        let secret = secrets.get(&osc.name).await.map_err(|e| format!("failed to read the OSC secret {}/{}: {e}", osc.namespace, osc.name))?;
-        let decoded = inplace_api::osc::secret::decode_secret(&secret).map_err(|e| super::error_chain(&e))?;
-        decoded
-            .osc
-            .spec
-            .in_place_updates
-            .map(|u| u.operating_system_version)
-            .ok_or_else(|| format!("the OSC in {}/{} names no operating system version", osc.namespace, osc.name))
-    }
-
-    async fn release(&self, machine_name: &str, shared: &Shared) {
-        let node = {
-            let mut bindings = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
-            let node = bindings.by_machine.remove(machine_name);
-            if let Some(node) = &node {
-                bindings.free.insert(node.clone());
-            }
-            node
         };
-        let Some(node) = node else { return };
-        if let Some(lab_node) = self.node(&node) {
-            lab_node.guest.bind(None);
-            shared.record(Some(&node), EntryKind::Lab, format!("Machine {machine_name} deleted; powering off"));
-            if let Err(e) = lab_node.bmc.reset(ResetAction::ForceOff).await {
-                shared.record(Some(&node), EntryKind::Bmc, format!("power-off failed: {}", super::error_chain(&e)));
-            }
-        }
+        shared.clock().timeout(POWER_CUT_WAIT, off).await.is_ok()
     }
 
     /// Fault: the next OS version installed on `name` (any version but the one it runs now)
@@ -242,31 +171,6 @@ impl SimLab {
         for version in versions.iter().filter(|v| !present.contains(*v)) {
             node.machine.override_behaviour(version, behaviour.clone());
         }
-    }
-
-    /// Records every console line of every node into `logs` (the run's console artifacts).
-    pub fn capture_consoles(&self, logs: &Arc<Mutex<BTreeMap<String, Vec<String>>>>, shared: &Shared) -> Vec<tokio::task::JoinHandle<()>> {
-        self.nodes
-            .iter()
-            .map(|(name, node)| {
-                let (history, mut lines) = node.machine.subscribe();
-                let logs = logs.clone();
-                let name = name.clone();
-                let shared = shared.clone();
-                let write = move |line: ConsoleLine| {
-                    let at = rackproof_clock::format_duration(shared.elapsed());
-                    logs.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().push(format!("[{at}] {}", line.text));
-                };
-                for line in history {
-                    write(line);
-                }
-                tokio::spawn(async move {
-                    while let Some(line) = next_line(&mut lines).await {
-                        write(line);
-                    }
-                })
-            })
-            .collect()
     }
 
     /// Powers every machine off (the end of a run).
@@ -354,7 +258,7 @@ impl SimBmc {
     }
 }
 
-fn ipmi_name(action: ResetAction) -> &'static str {
+pub fn ipmi_name(action: ResetAction) -> &'static str {
     match action {
         ResetAction::On => "power on",
         ResetAction::ForceOff => "power off",

@@ -25,12 +25,7 @@ use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, S
 
 use crate::scenario::{BootBehaviour, ImageServerAnswer, Scenario};
 
-/// Where the agent finds its pool's OSC Secret.
-#[derive(Debug, Clone)]
-pub struct OscLocation {
-    pub namespace: String,
-    pub name: String,
-}
+pub use super::provider::OscLocation;
 
 /// The slot manifest's file name on the image server.
 const MANIFEST: &str = "manifest.json";

@@ -136,6 +136,10 @@ struct RunArgs {
     /// The kubelet backend.
     #[arg(long, value_enum, default_value_t = KubeletKind::Systemd)]
     kubelet: KubeletKind,
+    /// With `--kubelet heartbeat`: the kubelet version the node reports until the OSC installs
+    /// another.
+    #[arg(long, env = "RACKPROOF_KUBELET_VERSION")]
+    kubelet_version: Option<String>,
     /// Extra Node labels when the heartbeat registers the node (KEY=VALUE).
     #[arg(long = "node-label")]
     node_labels: Vec<String>,
@@ -221,7 +225,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 labels,
                 ..HeartbeatConfig::default()
             });
-            Arc::new(HeartbeatKubelet::new(client.clone(), &args.node, None))
+            Arc::new(HeartbeatKubelet::new(client.clone(), &args.node, args.kubelet_version.clone().filter(|v| !v.is_empty())))
         }
     };
     let esp = Arc::new(inplace_boot::DirEsp::new(&args.esp).context("failed to open the ESP")?);

@@ -9,6 +9,7 @@
 //! token=...
 //! ca_base64=...                         # the API server's CA, PEM, base64
 //! ssh_authorized_key=ssh-ed25519 AAAA...
+//! kubelet_version=1.34.2                # what the agent's heartbeat reports as the kubelet
 //! ```
 
 use base64::Engine as _;
@@ -34,6 +35,9 @@ pub struct NodeIdentity {
     pub ca_pem: String,
     /// One OpenSSH public key line for root.
     pub ssh_authorized_key: String,
+    /// The kubelet version the node reports (the images have no kubelet; the agent's heartbeat
+    /// plays it). Empty: none until an OSC installs one.
+    pub kubelet_version: String,
 }
 
 /// A value that can't be carried in the identity file.
@@ -48,7 +52,7 @@ impl NodeIdentity {
     /// The file contents; refuses values containing line breaks or NULs.
     pub fn render(&self) -> Result<String, IdentityError> {
         let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
-        let fields: [(&'static str, &str); 7] = [
+        let fields: [(&'static str, &str); 8] = [
             ("node", &self.node),
             ("pool", &self.pool),
             ("osc_secret", &self.osc_secret),
@@ -56,6 +60,7 @@ impl NodeIdentity {
             ("token", &self.token),
             ("ca_base64", &ca),
             ("ssh_authorized_key", &self.ssh_authorized_key),
+            ("kubelet_version", &self.kubelet_version),
         ];
         let mut out = String::new();
         for (field, value) in fields {

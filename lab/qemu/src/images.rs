@@ -48,10 +48,18 @@ pub struct Images {
 }
 
 impl Images {
-    /// Runs `ci/build-images` of the workspace at `repo` and returns what it built.
+    /// Runs `ci/build-images` of the workspace at `repo` and returns what it built (the default
+    /// versions, [`BASE_VERSION`] and [`NEW_VERSION`]).
     pub fn build(repo: &Path) -> Result<Self, ImagesError> {
+        Self::build_versions(repo, BASE_VERSION, NEW_VERSION)
+    }
+
+    /// Runs `ci/build-images BASE NEW`: disks with `base` installed, slots (and the broken
+    /// variants) of `new`.
+    pub fn build_versions(repo: &Path, base: &str, new: &str) -> Result<Self, ImagesError> {
         let script = repo.join("ci/build-images");
         let out = Command::new(&script)
+            .args([base, new])
             .current_dir(repo)
             .output()
             .map_err(|source| ImagesError::Spawn { script: script.clone(), source })?;

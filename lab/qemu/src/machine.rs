@@ -247,6 +247,29 @@ impl QemuMachine {
         self.qmp("stop", None).await.map(|_| ())
     }
 
+    /// Replaces the identity the guest reads from the next power-on (a machine handed to another
+    /// Machine object). Refused while QEMU runs.
+    pub async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), DriverError> {
+        let mut state = self.state.lock().await;
+        self.reap(&mut state);
+        if state.running.is_some() {
+            return Err(self.refused("set identity", "powered on"));
+        }
+        let text = identity.render().map_err(|e| self.failed(e))?;
+        std::fs::write(self.dir().join("identity"), text).map_err(|e| self.failed(e))
+    }
+
+    /// Replaces the node's disk with a fresh copy of `disk` (reprovisioning: a new machine gets
+    /// a newly imaged disk). Refused while QEMU runs.
+    pub async fn reimage(&self, disk: &Path) -> Result<(), DriverError> {
+        let mut state = self.state.lock().await;
+        self.reap(&mut state);
+        if state.running.is_some() {
+            return Err(self.refused("reimage", "powered on"));
+        }
+        std::fs::copy(disk, self.disk_path()).map(|_| ()).map_err(|e| self.failed(e))
+    }
+
     /// Orderly teardown: QMP `quit`, then SIGKILL if QEMU lingers.
     pub async fn shutdown(&self) -> Result<(), DriverError> {
         let mut state = self.state.lock().await;

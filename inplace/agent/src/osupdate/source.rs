@@ -61,17 +61,13 @@ impl HttpSource {
     /// A client whose every request (connect to last byte) must finish within `timeout`; each
     /// request names `node` in [`NODE_HEADER`] when given.
     pub fn new(timeout: Duration, node: Option<&str>) -> Self {
-        crate::http::install_crypto_provider();
         let mut headers = reqwest::header::HeaderMap::new();
         if let Some(value) = node.and_then(|n| reqwest::header::HeaderValue::from_str(n).ok()) {
             headers.insert(NODE_HEADER, value);
         }
-        let client = reqwest::Client::builder()
-            .default_headers(headers)
-            .timeout(timeout)
-            .connect_timeout(timeout.min(Duration::from_secs(30)))
-            .build()
-            .unwrap_or_default();
+        let client = crate::http::client(|| {
+            reqwest::Client::builder().default_headers(headers.clone()).timeout(timeout).connect_timeout(timeout.min(Duration::from_secs(30)))
+        });
         Self { client }
     }
 }

@@ -114,8 +114,7 @@ pub struct SystemdKubelet {
 impl SystemdKubelet {
     /// A kubelet managed with `config`, writing files through `files`.
     pub fn new(config: SystemdKubeletConfig, files: Arc<dyn FileSink>) -> Self {
-        crate::http::install_crypto_provider();
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap_or_default();
+        let http = crate::http::client(|| reqwest::Client::builder().timeout(Duration::from_secs(10)));
         Self { config, files, version: Mutex::new(None), http }
     }
 

@@ -1,0 +1,181 @@
+//! The lab a run drives, whatever the backend: the one place the engine's steps, faults and
+//! machine provider reach the machines through. Each backend implements the same operations;
+//! what a backend cannot do is refused before the run starts (`run::unsupported`).
+
+use std::collections::BTreeMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use futures::Stream;
+
+use super::provider::OscLocation;
+use super::qemu_lab::QemuLab;
+use super::shared::Shared;
+use super::sim_lab::SimLab;
+use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint};
+
+/// Console lines of one node, as they are printed.
+pub type Lines = Pin<Box<dyn Stream<Item = String> + Send>>;
+
+/// The machines of a run.
+#[derive(Debug)]
+pub enum Lab {
+    Sim(SimLab),
+    Qemu(QemuLab),
+}
+
+impl Lab {
+    /// Every lab node's name.
+    pub fn node_names(&self) -> Vec<String> {
+        match self {
+            Self::Sim(lab) => lab.nodes.keys().cloned().collect(),
+            Self::Qemu(lab) => lab.node_names(),
+        }
+    }
+
+    /// Gives node `name` a fresh disk with `version` and the identity of the Machine whose pool
+    /// reads `osc`; the node stays off.
+    pub async fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
+        match self {
+            Self::Sim(lab) => lab.provision(name, osc, version),
+            Self::Qemu(lab) => lab.provision(name, osc, version).await,
+        }
+    }
+
+    /// The node's Machine went away: it no longer acts as a node, and is powered off.
+    pub async fn decommission(&self, name: &str, shared: &Shared) {
+        match self {
+            Self::Sim(lab) => lab.decommission(name, shared).await,
+            Self::Qemu(lab) => lab.decommission(name, shared).await,
+        }
+    }
+
+    /// Powers a node on through its BMC and waits until its OS is up, retrying a power-on the BMC
+    /// accepted but ignored. Errors are recorded in the timeline.
+    pub async fn power_on_and_wait(&self, name: &str, shared: &Shared) {
+        match self {
+            Self::Sim(lab) => lab.power_on_and_wait(name, shared).await,
+            Self::Qemu(lab) => lab.power_on_and_wait(name, shared).await,
+        }
+    }
+
+    /// A power action through the node's BMC, recorded in the timeline.
+    pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
+        match self {
+            Self::Sim(lab) => lab.power(name, action, shared).await,
+            Self::Qemu(lab) => lab.power(name, action, shared).await,
+        }
+    }
+
+    /// The node's console lines from now on; `None` for an unknown node.
+    pub fn console(&self, name: &str) -> Option<Lines> {
+        match self {
+            Self::Sim(lab) => lab.console(name),
+            Self::Qemu(lab) => lab.console(name),
+        }
+    }
+
+    /// Boots of the node so far.
+    pub async fn boots(&self, name: &str) -> u64 {
+        match self {
+            Self::Sim(lab) => lab.node(name).map_or(0, |n| n.machine.boots()),
+            Self::Qemu(lab) => lab.boots(name).await,
+        }
+    }
+
+    /// Fault: the next OS version installed on `name` boots like `boot`.
+    pub fn break_next_version(&self, name: &str, boot: &BootBehaviour, versions: &[String]) -> Result<(), String> {
+        match self {
+            Self::Sim(lab) => {
+                lab.break_next_version(name, &super::sim_nodes::behaviour(boot), versions);
+                Ok(())
+            }
+            Self::Qemu(lab) => lab.break_next_version(name, boot),
+        }
+    }
+
+    /// Fault: cuts the node's power at `point` of its next update; returns once the power is
+    /// gone (`false`: the point was never reached).
+    pub async fn cut_power(&self, name: &str, point: PowerCutPoint, shared: &Shared) -> bool {
+        match self {
+            Self::Sim(lab) => lab.cut_power(name, point, shared).await,
+            Self::Qemu(lab) => lab.cut_power(name, point, shared).await,
+        }
+    }
+
+    /// Fault: the node's BMC misbehaves for the next `count` requests (all, when `None`).
+    pub fn add_bmc_quirk(&self, name: &str, quirk: &BmcQuirk, count: Option<u32>) -> Result<(), String> {
+        match self {
+            Self::Sim(lab) => {
+                if let Some(node) = lab.node(name) {
+                    node.bmc.add_quirk(quirk, count);
+                }
+                Ok(())
+            }
+            Self::Qemu(lab) => lab.add_bmc_quirk(name, quirk, count),
+        }
+    }
+
+    /// Fault: the image server answers the node's next `count` requests (all, when `None`) badly.
+    pub fn image_server_fault(&self, name: &str, answer: ImageServerAnswer, count: Option<u32>) {
+        match self {
+            Self::Sim(lab) => {
+                if let Some(node) = lab.node(name) {
+                    node.guest.image_server_fault(answer, count);
+                }
+            }
+            Self::Qemu(lab) => lab.image_server_fault(name, answer, count),
+        }
+    }
+
+    /// Fault: kills the node's agent; `true` if one was running.
+    pub async fn kill_agent(&self, name: &str) -> Result<bool, String> {
+        match self {
+            Self::Sim(lab) => Ok(lab.node(name).is_some_and(|n| n.machine.kill_guest())),
+            Self::Qemu(_) => Err("killing the agent of a QEMU node is not available".to_owned()),
+        }
+    }
+
+    /// Starts the node's agent again after [`Lab::kill_agent`]; `true` if it started.
+    pub async fn restart_agent(&self, name: &str) -> bool {
+        match self {
+            Self::Sim(lab) => lab.node(name).is_some_and(|n| n.machine.restart_guest()),
+            Self::Qemu(_) => false,
+        }
+    }
+
+    /// Fault: disconnects (`up: false`) or reconnects the node's network.
+    pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
+        match self {
+            Self::Sim(_) => Err("network partitions need QEMU's set_link (backend qemu)".to_owned()),
+            Self::Qemu(lab) => lab.set_link(name, up).await,
+        }
+    }
+
+    /// Records every console line of every node into `logs` (the run's console artifacts).
+    pub fn capture_consoles(&self, logs: &Arc<Mutex<BTreeMap<String, Vec<String>>>>, shared: &Shared) -> Vec<tokio::task::JoinHandle<()>> {
+        self.node_names()
+            .into_iter()
+            .filter_map(|name| {
+                let mut lines = self.console(&name)?;
+                let logs = logs.clone();
+                let shared = shared.clone();
+                Some(tokio::spawn(async move {
+                    use futures::StreamExt as _;
+                    while let Some(line) = lines.next().await {
+                        let at = rackproof_clock::format_duration(shared.elapsed());
+                        logs.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().push(format!("[{at}] {line}"));
+                    }
+                }))
+            })
+            .collect()
+    }
+
+    /// Powers every machine off and releases what the lab holds (the end of a run).
+    pub async fn tear_down(&self) {
+        match self {
+            Self::Sim(lab) => lab.tear_down().await,
+            Self::Qemu(lab) => lab.tear_down().await,
+        }
+    }
+}

@@ -1,0 +1,471 @@
+//! The `qemu` backend's lab: one QEMU guest per lab node, booting the node OS images of
+//! `ci/build-images` (OVMF, systemd-boot, Debian's kernel, the real agent binary), each behind a
+//! Redfish or IPMI emulator that the engine drives through the same BMC clients it uses for rack
+//! nodes.
+//!
+//! What the guests reach on the host side of the user network (`10.0.2.2`):
+//! - the embedded API server over HTTPS (its certificate also names `10.0.2.2`), as their own
+//!   node identity (a bearer token per node, handed over through fw_cfg with the CA);
+//! - the lab's image server (`rackproof_lab::image_server`), which serves a scenario's broken
+//!   images to the nodes meant to get them, and answers with the scenario's image-server faults.
+//!
+//! Power cuts are QMP `quit`s of the guest at the moment the fault names: when the image server
+//! stalls the node's download halfway, when the agent logs that `os-update` starts writing the
+//! slot, or when the first boot of the new version starts.
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use rackproof_apiserver::{ApiServer, HttpsServer, User};
+use rackproof_clock::Clock;
+use rackproof_driver::{Power, PowerState, ResetAction, SharedMachine};
+use rackproof_lab::bmc::{self, BmcCredentials, BmcOptions};
+use rackproof_lab::image_server::{ImageFault, ImageServer};
+use rackproof_lab::resource::{BmcDescription, BmcKind as LabBmcKind, CredentialsRef};
+use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
+use rackproof_redfish::{Emulator, EmulatorConfig, FaultRule, RunningEmulator};
+use regex::Regex;
+
+use super::lab::Lines;
+use super::provider::OscLocation;
+use super::shared::Shared;
+use super::timeline::EntryKind;
+use crate::scenario::{BmcKind, BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint, Scenario};
+
+/// How long a node may take from power-on to its OS reporting up (TCG on a loaded machine).
+const BOOT_DEADLINE: Duration = Duration::from_secs(600);
+/// After a power-on request, how long the machine may take to report `On`.
+const POWER_ON_GRACE: Duration = Duration::from_secs(10);
+/// Power-on requests before giving up (BMCs that accept and ignore one).
+const POWER_ON_ATTEMPTS: u32 = 3;
+/// The BMC user of the emulators.
+const BMC_USER: &str = "rackproof";
+/// The Redfish path of the one system's reset action.
+const RESET_PATH: &str = "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset";
+/// The line `os-update` logs just before its first write to the ESP.
+const SLOT_WRITE_LINE: &str = "installing the slot on the ESP";
+
+/// What keeps a node's BMC emulator serving.
+#[derive(Debug)]
+enum Served {
+    Redfish { emulator: Emulator, _running: RunningEmulator },
+    Ipmi(#[expect(dead_code, reason = "held so the emulator keeps serving")] rackproof_ipmi::IpmiEmulator),
+}
+
+/// One lab node.
+#[derive(Debug)]
+pub struct QemuNode {
+    pub machine: Arc<QemuMachine>,
+    /// The BMC client (Redfish or IPMI) in front of the machine's emulator.
+    bmc: SharedMachine,
+    served: Served,
+    /// The identity without the pool's OSC (set when a Machine binds the node).
+    identity: NodeIdentity,
+    /// The OS version on the node's disk right now.
+    installed: Mutex<String>,
+}
+
+/// The QEMU lab of one run.
+#[derive(Debug)]
+pub struct QemuLab {
+    nodes: BTreeMap<String, QemuNode>,
+    images: Images,
+    image_server: ImageServer,
+    server: ApiServer,
+    _https: HttpsServer,
+    clock: Clock,
+    pool: String,
+    /// The version the images' slots and broken variants are built for.
+    new_version: String,
+    /// The base version (installed on the disks).
+    base_version: String,
+    /// CA files of the Redfish emulators.
+    _dir: tempfile::TempDir,
+}
+
+/// What the `qemu` backend cannot do for this scenario, one sentence each (empty: it can run).
+pub fn unsupported(scenario: &Scenario) -> Vec<String> {
+    let mut problems = Vec::new();
+    let base = &scenario.pool.os.value;
+    let others: Vec<&str> = scenario.images.iter().map(|i| i.version.value.as_str()).filter(|v| *v != base.as_str()).collect();
+    if others.len() > 1 {
+        problems.push(format!(
+            "the qemu backend builds images for two versions (the pool's {base} and one update target), not {}",
+            others.join(", ")
+        ));
+    }
+    for image in &scenario.images {
+        if image.version.value == *base && image.boot != BootBehaviour::Ok {
+            problems.push(format!("the installed version {base} must boot on qemu (its disks are built with it); only the update target can be broken"));
+        }
+        if let Err(e) = variant_suffix(&image.boot, base) {
+            problems.push(e);
+        }
+    }
+    if scenario.lab.bmc == BmcKind::Ipmi {
+        let quirks = scenario.faults.iter().any(|f| matches!(f.action, crate::scenario::FaultAction::Bmc(_)));
+        if quirks {
+            problems.push("BMC quirks on qemu are set through the Redfish emulator's fault rules: use `bmc: redfish`".to_owned());
+        }
+    }
+    let kills_agent = scenario
+        .faults
+        .iter()
+        .map(|f| &f.action)
+        .chain(scenario.steps.iter().filter_map(|s| match s {
+            crate::scenario::Step::Fault(a) => Some(a),
+            _ => None,
+        }))
+        .any(|a| matches!(a, crate::scenario::FaultAction::Kill(k) if k.component == crate::scenario::Component::Agent));
+    if kills_agent {
+        problems.push("killing the agent inside a QEMU guest is not available (it needs SSH into the guest)".to_owned());
+    }
+    problems
+}
+
+/// The slot-directory suffix of a broken variant (`""` for a good slot).
+fn variant_suffix(boot: &BootBehaviour, base: &str) -> Result<&'static str, String> {
+    match boot {
+        BootBehaviour::Ok => Ok(""),
+        BootBehaviour::Panics => Ok("-panic"),
+        BootBehaviour::Hangs => Ok("-hang"),
+        BootBehaviour::NeverReports => Ok("-silent"),
+        BootBehaviour::BootsVersion(v) if v == base => Ok("-rollback"),
+        BootBehaviour::BootsVersion(v) => Err(format!("the qemu images' rollback variant boots the installed version {base}, not {v}")),
+    }
+}
+
+/// The directory of the workspace (`ci/build-images` lives there): the first ancestor of the
+/// scenario file that has it, else the one this binary was built from.
+pub fn workspace_root(scenario_file: &Path) -> PathBuf {
+    let absolute = std::path::absolute(scenario_file).unwrap_or_else(|_| scenario_file.to_owned());
+    absolute
+        .ancestors()
+        .find(|dir| dir.join("ci/build-images").is_file())
+        .map(Path::to_owned)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
+}
+
+impl QemuLab {
+    /// Builds the images (cached), starts the HTTPS endpoint and the image server, and prepares
+    /// every node powered off with the base version installed.
+    pub async fn build(scenario: &Scenario, server: &ApiServer, clock: &Clock, repo: &Path) -> Result<Self, String> {
+        let base = scenario.pool.os.value.clone();
+        let new = scenario
+            .images
+            .iter()
+            .map(|i| i.version.value.clone())
+            .find(|v| *v != base)
+            .unwrap_or_else(|| rackproof_qemu::images::NEW_VERSION.to_owned());
+        let images = {
+            let (repo, base, new) = (repo.to_owned(), base.clone(), new.clone());
+            tokio::task::spawn_blocking(move || Images::build_versions(&repo, &base, &new))
+                .await
+                .map_err(|e| format!("building the images panicked: {e}"))?
+                .map_err(|e| format!("building the node images failed: {}", super::error_chain(&e)))?
+        };
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let image_server = ImageServer::serve(images.dir().join("slots"), loopback).await.map_err(|e| super::error_chain(&e))?;
+        let https = server.serve_https_also_as(loopback, &[HOST_ALIAS]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;
+        let api_server = format!("https://{HOST_ALIAS}:{}", https.addr().port());
+        let dir = tempfile::Builder::new().prefix("rackproof-qemu-lab-").tempdir().map_err(|e| format!("creating a temporary directory failed: {e}"))?;
+        let disk = images.disk(&base).map_err(|e| super::error_chain(&e))?;
+
+        let mut nodes = BTreeMap::new();
+        for name in scenario.lab.node_names() {
+            let identity = NodeIdentity {
+                node: name.clone(),
+                pool: scenario.pool.name.clone(),
+                api_server: api_server.clone(),
+                token: server.issue_token(User::node(&name)),
+                ca_pem: https.ca_pem().to_owned(),
+                kubelet_version: scenario.pool.kubernetes.clone(),
+                ..NodeIdentity::default()
+            };
+            let config = QemuConfig { identity: identity.clone(), ..QemuConfig::new(&name, &disk) };
+            let machine = Arc::new(QemuMachine::create(config, clock.clone()).map_err(|e| super::error_chain(&e))?);
+            let (bmc, served) = serve_bmc(&name, scenario.lab.bmc, machine.clone(), dir.path(), clock).await?;
+            nodes.insert(name, QemuNode { machine, bmc, served, identity, installed: Mutex::new(base.clone()) });
+        }
+        let lab = Self {
+            nodes,
+            images,
+            image_server,
+            server: server.clone(),
+            _https: https,
+            clock: clock.clone(),
+            pool: scenario.pool.name.clone(),
+            new_version: new,
+            base_version: base,
+            _dir: dir,
+        };
+        for image in scenario.images.iter().filter(|i| i.boot != BootBehaviour::Ok) {
+            for name in lab.nodes.keys() {
+                lab.break_next_version(name, &image.boot)?;
+            }
+        }
+        Ok(lab)
+    }
+
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    fn node(&self, name: &str) -> Result<&QemuNode, String> {
+        self.nodes.get(name).ok_or_else(|| format!("no lab node {name}"))
+    }
+
+    /// Hands the node the pool's OSC and a fresh disk with `version`.
+    pub async fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
+        let node = self.node(name)?;
+        self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
+        let identity = NodeIdentity { osc_secret: format!("{}/{}", osc.namespace, osc.name), ..node.identity.clone() };
+        node.machine.set_identity(&identity).await.map_err(|e| super::error_chain(&e))?;
+        let fresh = node.installed.lock().unwrap_or_else(|p| p.into_inner()).clone() == version && node.machine.boots().await == 0;
+        if !fresh {
+            if version != self.base_version {
+                return Err(format!("the qemu images have disks with {} installed, not {version}", self.base_version));
+            }
+            let disk = self.images.disk(version).map_err(|e| super::error_chain(&e))?;
+            node.machine.reimage(&disk).await.map_err(|e| super::error_chain(&e))?;
+            *node.installed.lock().unwrap_or_else(|p| p.into_inner()) = version.to_owned();
+        }
+        Ok(())
+    }
+
+    /// Powers the node off (its Machine went away).
+    pub async fn decommission(&self, name: &str, shared: &Shared) {
+        self.power(name, PowerAction::Off, shared).await;
+    }
+
+    /// Powers the node on through its BMC (asking again when the BMC ignores it) and waits until
+    /// the OS reports up on the console.
+    pub async fn power_on_and_wait(&self, name: &str, shared: &Shared) {
+        let Ok(node) = self.node(name) else { return };
+        match self.clock.timeout(BOOT_DEADLINE, self.bring_up(name, node, shared)).await {
+            Ok(Ok(version)) => shared.record(Some(name), EntryKind::Lab, format!("OS {version} is up")),
+            Ok(Err(e)) => shared.record(Some(name), EntryKind::Lab, format!("power-on failed: {e}")),
+            Err(_) => shared.record(Some(name), EntryKind::Lab, format!("power-on failed: the OS did not come up within {}", rackproof_clock::format_duration(BOOT_DEADLINE))),
+        }
+    }
+
+    async fn bring_up(&self, name: &str, node: &QemuNode, shared: &Shared) -> Result<String, String> {
+        let up = Regex::new(r"^rackproof-os (\S+): up$").expect("a valid pattern");
+        let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
+        let console = node.machine.console();
+        let mark = console.mark();
+        if node.bmc.power_state().await.map_err(|e| super::error_chain(&e))? == PowerState::On {
+            // Up already if the latest boot reached `up`.
+            let lines = console.lines();
+            let latest = lines.iter().rev().find(|l| up.is_match(l) || started.is_match(l));
+            if let Some(caps) = latest.and_then(|l| up.captures(l)) {
+                return Ok(caps[1].to_owned());
+            }
+        } else {
+            self.power_on(name, node, shared).await?;
+        }
+        let line = console.wait_for_since(&self.clock, mark, &up, BOOT_DEADLINE).await.map_err(|e| super::error_chain(&e))?;
+        Ok(up.captures(&line.text).map(|c| c[1].to_owned()).unwrap_or_default())
+    }
+
+    async fn power_on(&self, name: &str, node: &QemuNode, shared: &Shared) -> Result<(), String> {
+        for attempt in 1..=POWER_ON_ATTEMPTS {
+            shared.record(Some(name), EntryKind::Bmc, describe(&node.served, ResetAction::On));
+            node.bmc.reset(ResetAction::On).await.map_err(|e| super::error_chain(&e))?;
+            let deadline = self.clock.instant() + POWER_ON_GRACE;
+            while self.clock.instant() < deadline {
+                if node.bmc.power_state().await.map_err(|e| super::error_chain(&e))? == PowerState::On {
+                    return Ok(());
+                }
+                self.clock.sleep(Duration::from_millis(500)).await;
+            }
+            if attempt < POWER_ON_ATTEMPTS {
+                shared.record(Some(name), EntryKind::Bmc, format!("the BMC accepted power-on but the machine stayed off; asking again ({attempt}/{POWER_ON_ATTEMPTS})"));
+            }
+        }
+        Err(format!("still off after {POWER_ON_ATTEMPTS} power-on requests"))
+    }
+
+    /// A power action through the node's BMC, recorded in the timeline.
+    pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
+        let Ok(node) = self.node(name) else { return };
+        let reset = match action {
+            PowerAction::On => ResetAction::On,
+            PowerAction::Off => ResetAction::ForceOff,
+            PowerAction::Cycle => ResetAction::PowerCycle,
+            PowerAction::Reset => ResetAction::ForceRestart,
+            PowerAction::GracefulShutdown => ResetAction::GracefulShutdown,
+        };
+        shared.record(Some(name), EntryKind::Bmc, describe(&node.served, reset));
+        if let Err(e) = node.bmc.reset(reset).await {
+            shared.record(Some(name), EntryKind::Bmc, format!("{reset} failed: {}", super::error_chain(&e)));
+        }
+    }
+
+    /// The node's console lines from now on.
+    pub fn console(&self, name: &str) -> Option<Lines> {
+        let lines = self.nodes.get(name)?.machine.console().subscribe();
+        Some(Box::pin(futures::stream::unfold(lines, |mut lines| async move {
+            loop {
+                match lines.recv().await {
+                    Ok(line) => return Some((line.text, lines)),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        })))
+    }
+
+    pub async fn boots(&self, name: &str) -> u64 {
+        match self.nodes.get(name) {
+            Some(node) => node.machine.boots().await,
+            None => 0,
+        }
+    }
+
+    /// The image server hands `name` the broken variant of the update target from now on.
+    pub fn break_next_version(&self, name: &str, boot: &BootBehaviour) -> Result<(), String> {
+        self.node(name)?;
+        let suffix = variant_suffix(boot, &self.base_version)?;
+        self.image_server.serve_variant(name, &self.new_version, &format!("{}{suffix}", self.new_version));
+        Ok(())
+    }
+
+    /// Cuts the node's power (QMP `quit`) at `point` of its next update.
+    pub async fn cut_power(&self, name: &str, point: PowerCutPoint, shared: &Shared) -> bool {
+        let Ok(node) = self.node(name) else { return false };
+        let reached = match point {
+            PowerCutPoint::Download => {
+                let mut events = self.image_server.subscribe();
+                self.image_server.stall_next_payload(name);
+                loop {
+                    match events.recv().await {
+                        Ok(request) if request.node.as_deref() == Some(name) && request.answer.starts_with("stalled") => break true,
+                        Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => break false,
+                    }
+                }
+            }
+            PowerCutPoint::SlotWrite => self.wait_line(name, |l| l.contains(SLOT_WRITE_LINE)).await,
+            PowerCutPoint::FirstBoot => {
+                let new = format!("rackproof-os {}: init started", self.new_version);
+                self.wait_line(name, |l| l.ends_with(": rebooting")).await && self.wait_line(name, |l| l.starts_with(&new)).await
+            }
+        };
+        if !reached {
+            return false;
+        }
+        if let Err(e) = node.machine.reset(ResetAction::ForceOff).await {
+            shared.record(Some(name), EntryKind::Fault, format!("cutting the power failed: {}", super::error_chain(&e)));
+            return false;
+        }
+        true
+    }
+
+    async fn wait_line(&self, name: &str, wanted: impl Fn(&str) -> bool) -> bool {
+        let Some(mut lines) = self.console(name) else { return false };
+        while let Some(line) = lines.next().await {
+            if wanted(&line) {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Sets a quirk as fault rules of the node's Redfish emulator.
+    pub fn add_bmc_quirk(&self, name: &str, quirk: &BmcQuirk, count: Option<u32>) -> Result<(), String> {
+        let node = self.node(name)?;
+        let Served::Redfish { emulator, .. } = &node.served else {
+            return Err("BMC quirks on qemu need a Redfish BMC".to_owned());
+        };
+        let rule = match quirk {
+            BmcQuirk::IgnorePowerOn => FaultRule::ignore_action("POST", RESET_PATH).for_reset_type(ResetAction::On),
+            BmcQuirk::Status(code) => FaultRule::status("POST", RESET_PATH, *code),
+            BmcQuirk::Latency(span) => FaultRule::latency(None, "/redfish/v1/*", span.get()),
+            BmcQuirk::ExpireSessions => FaultRule::expire_session("/redfish/v1/*"),
+        };
+        let rule = match count {
+            Some(n) => rule.times(n),
+            None => rule,
+        };
+        emulator.add_fault(rule).map(|_| ()).map_err(|e| e.to_string())
+    }
+
+    pub fn image_server_fault(&self, name: &str, answer: ImageServerAnswer, count: Option<u32>) {
+        let fault = match answer {
+            ImageServerAnswer::Unreachable => ImageFault::Unreachable,
+            ImageServerAnswer::Status(code) => ImageFault::Status(code),
+            ImageServerAnswer::Corrupt => ImageFault::Corrupt,
+        };
+        self.image_server.add_fault(name, fault, count);
+    }
+
+    pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
+        self.node(name)?.machine.set_link(up).await.map_err(|e| super::error_chain(&e))
+    }
+
+    /// The orchestrator's OS-update command points here (as the guests see it).
+    pub fn image_server_url(&self) -> String {
+        self.image_server.url_as_seen_from(HOST_ALIAS)
+    }
+
+    /// Stops every guest (QMP `quit`, then SIGKILL); the emulators and servers stop with the lab.
+    pub async fn tear_down(&self) {
+        for node in self.nodes.values() {
+            let _ = node.machine.shutdown().await;
+        }
+    }
+}
+
+/// The timeline's words for a BMC request.
+fn describe(served: &Served, action: ResetAction) -> String {
+    match served {
+        Served::Redfish { .. } => format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}"),
+        Served::Ipmi(_) => format!("ipmi: chassis control {}", super::sim_lab::ipmi_name(action)),
+    }
+}
+
+/// Starts the node's BMC emulator on 127.0.0.1 and connects the lab's BMC client to it.
+async fn serve_bmc(name: &str, kind: BmcKind, machine: Arc<QemuMachine>, dir: &Path, clock: &Clock) -> Result<(SharedMachine, Served), String> {
+    use rand::Rng as _;
+    let password: String = rand::rng().sample_iter(&rand::distr::Alphanumeric).take(16).map(char::from).collect();
+    let credentials = BmcCredentials::new(BMC_USER, password.clone());
+    let shared: SharedMachine = machine;
+    let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let fail = |what: &str, e: &(dyn std::error::Error + 'static)| format!("node {name}: {what}: {}", super::error_chain(e));
+    let (description, served) = match kind {
+        BmcKind::Redfish => {
+            let emulator = Emulator::new(EmulatorConfig::single(shared, BMC_USER, &password, clock.clone())).map_err(|e| fail("set up the Redfish emulator", &e))?;
+            let running = emulator.serve_https(loopback).await.map_err(|e| fail("start the Redfish emulator", &e))?;
+            let ca_path = dir.join(format!("{name}-redfish-ca.pem"));
+            std::fs::write(&ca_path, running.ca_pem().unwrap_or_default()).map_err(|e| fail("write the Redfish CA", &e))?;
+            let description = bmc_description(LabBmcKind::Redfish, running.url(), Some(ca_path));
+            (description, Served::Redfish { emulator, _running: running })
+        }
+        BmcKind::Ipmi => {
+            let ipmi_credentials = rackproof_ipmi::Credentials::new(BMC_USER, &password).map_err(|e| fail("IPMI credentials", &e))?;
+            let emulator = rackproof_ipmi::IpmiEmulator::start_with(shared, rackproof_ipmi::BmcConfig::new(ipmi_credentials), loopback, clock.clone())
+                .await
+                .map_err(|e| fail("start the IPMI emulator", &e))?;
+            let description = bmc_description(LabBmcKind::Ipmi, emulator.local_addr().to_string(), None);
+            (description, Served::Ipmi(emulator))
+        }
+    };
+    let client = bmc::connect(name, &description, credentials, &BmcOptions::default(), clock.clone()).await.map_err(|e| fail("connect to its BMC", &e))?;
+    Ok((client, served))
+}
+
+fn bmc_description(kind: LabBmcKind, endpoint: String, ca_path: Option<PathBuf>) -> BmcDescription {
+    BmcDescription {
+        kind,
+        endpoint,
+        // The credentials are handed over directly; this reference is never read.
+        credentials: CredentialsRef::Env { username_var: String::new(), password_var: String::new() },
+        ca_path,
+        insecure_skip_tls_verify: false,
+    }
+}
