@@ -19,6 +19,8 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The lab or infrastructure failed (BMC unreachable, node reserved, image missing).
     pub const LAB_FAILED: u8 = 3;
+    /// Ctrl-C or SIGTERM stopped the run (the shell's 128 + SIGINT).
+    pub const INTERRUPTED: u8 = 130;
 }
 
 /// Proves in-place node updates on bare metal before they reach a production rack.

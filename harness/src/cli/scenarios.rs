@@ -32,7 +32,7 @@ pub(crate) struct RunArgs {
     /// Where each run's artifacts go (`<dir>/<scenario>/<backend>/`).
     #[arg(long, default_value = "target/rackproof-runs")]
     artifacts: PathBuf,
-    /// Print every timeline entry of each run.
+    /// Print every timeline entry as it happens (the live progress of a run).
     #[arg(long, short)]
     verbose: bool,
 }
@@ -65,20 +65,19 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
         println!("▶ {} on {}", scenario.name, backend.as_str());
         let started = wall.instant();
-        let result = match engine::run_scenario(scenario, backend) {
+        let options = engine::RunOptions { live: args.verbose };
+        let result = match engine::run_scenario_with(scenario, backend, options) {
             Ok(result) => result,
+            Err(e @ engine::RunError::Interrupted { .. }) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(exit::INTERRUPTED);
+            }
             Err(e) => {
                 eprintln!("error: {e}");
                 return ExitCode::from(exit::USAGE);
             }
         };
         let took = wall.since(started);
-        if args.verbose {
-            for entry in &result.timeline.entries {
-                let at = format_duration(Duration::from_millis(entry.at_ms));
-                println!("  {at:>8} {:<8} {:?}: {}", entry.node.as_deref().unwrap_or("-"), entry.kind, entry.text);
-            }
-        }
         let dir = args.artifacts.join(&scenario.name).join(backend.as_str());
         let report = artifacts::write_all(&dir, &scenario.name, backend.as_str(), &result);
         match result.verdict {

@@ -38,14 +38,30 @@ pub enum RunError {
     /// The async runtime could not start.
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// Ctrl-C or SIGTERM arrived; the lab was torn down.
+    #[error("scenario {scenario} interrupted by {signal}; the lab was torn down")]
+    Interrupted { scenario: String, signal: &'static str },
+}
+
+/// How to run a scenario.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Print each timeline entry as it happens.
+    pub live: bool,
 }
 
 /// The backends the engine runs scenarios on.
 pub const RUNNABLE_BACKENDS: [Backend; 2] = [Backend::Sim, Backend::Qemu];
 
-/// Runs one scenario on `backend` to its verdict, on a runtime of its own: a paused,
-/// single-threaded one for `sim` (virtual time), a real-time one for `qemu`.
+/// Runs one scenario on `backend` to its verdict with the default [`RunOptions`].
 pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResult, RunError> {
+    run_scenario_with(loaded, backend, RunOptions::default())
+}
+
+/// Runs one scenario on `backend` to its verdict, on a runtime of its own: a paused,
+/// single-threaded one for `sim` (virtual time), a real-time one for `qemu`. Ctrl-C or SIGTERM
+/// stops the run: dropping it kills the guests and removes their files.
+pub fn run_scenario_with(loaded: &LoadedScenario, backend: Backend, options: RunOptions) -> Result<RunResult, RunError> {
     let problems = run::unsupported(&loaded.scenario, backend);
     if !problems.is_empty() {
         return Err(RunError::Unsupported { scenario: loaded.name.clone(), backend: backend.as_str(), problems });
@@ -55,7 +71,18 @@ pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResu
         _ => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
     }
     .map_err(RunError::Runtime)?;
-    Ok(runtime.block_on(run::run(loaded, backend)))
+    let interrupted = |signal| RunError::Interrupted { scenario: loaded.name.clone(), signal };
+    let result = runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(RunError::Runtime)?;
+        tokio::select! {
+            result = run::run(loaded, backend, options) => Ok(result),
+            _ = tokio::signal::ctrl_c() => Err(interrupted("Ctrl-C")),
+            _ = term.recv() => Err(interrupted("SIGTERM")),
+        }
+    });
+    // Dropping the runtime drops every task still holding the lab: QEMU is killed on drop.
+    drop(runtime);
+    result
 }
 
 /// An error and its sources on one line: `a: b: c`.

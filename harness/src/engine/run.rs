@@ -166,7 +166,7 @@ fn initial_world(scenario: &Scenario) -> World {
 
 /// Runs `loaded` on `backend` (`sim` or `qemu`). `sim` must be called on a current-thread
 /// runtime with the clock paused (see [`super::run_scenario`]).
-pub async fn run(loaded: &LoadedScenario, backend: Backend) -> RunResult {
+pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunOptions) -> RunResult {
     let scenario = Arc::new(loaded.scenario.clone());
     let clock = match backend {
         Backend::Sim => Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp")),
@@ -181,6 +181,9 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend) -> RunResult {
     let consoles = Arc::new(Mutex::new(BTreeMap::new()));
 
     let mut tasks = Vec::new();
+    if options.live {
+        tasks.push(tokio::spawn(shared.clone().print_progress()));
+    }
     let repo = qemu_lab::workspace_root(&loaded.path);
     let outcome = drive(&scenario, backend, &repo, &server, &client, &clock, &shared, &consoles, &mut tasks).await;
     for task in &tasks {

@@ -66,6 +66,22 @@ impl Shared {
         self.judge().judge_expectations(at);
     }
 
+    /// Prints every timeline entry as it is recorded, until dropped (the live progress display).
+    pub async fn print_progress(self) {
+        let mut changes = self.changes.subscribe();
+        let mut printed = 0;
+        loop {
+            let new: Vec<String> = self.judge().timeline.entries.iter().skip(printed).map(ToString::to_string).collect();
+            printed += new.len();
+            for line in new {
+                println!("{line}");
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
     fn notify(&self) {
         self.changes.send_modify(|n| *n = n.wrapping_add(1));
     }

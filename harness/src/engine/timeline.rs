@@ -18,6 +18,14 @@ pub struct Entry {
     pub text: String,
 }
 
+impl std::fmt::Display for Entry {
+    /// One line of the progress display: `  1m02.5s node-1   NodeState: drained`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let at = rackproof_clock::format_duration(Duration::from_millis(self.at_ms));
+        write!(f, "  {at:>8} {:<8} {:?}: {}", self.node.as_deref().unwrap_or("-"), self.kind, self.text)
+    }
+}
+
 /// What kind of thing happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

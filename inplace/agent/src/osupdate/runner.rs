@@ -115,6 +115,8 @@ impl OsUpdateRunner for SubprocessRunner {
             .args(&invocation.args)
             .env("RACKPROOF_OS_UPDATE_ATTEMPT", invocation.attempt.to_string())
             .env("RACKPROOF_NODE", &invocation.node)
+            // Its lines end up inside the agent's log lines: no colour codes in them.
+            .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
