@@ -72,6 +72,13 @@ fn backends_the_engine_cannot_drive_are_refused_before_anything_starts() {
     let partition = scenario("faults:\n  - when: { after: 1m }\n    do: { partition: { node: node-1, for: 1m } }\n");
     let error = engine::run_scenario(&partition, Backend::Sim).unwrap_err().to_string();
     assert!(error.contains("set_link"), "{error}");
+    let kill_agent = scenario("faults:\n  - when: { after: 1m }\n    do: { kill: { component: agent, node: node-1 } }\n");
+    let error = engine::run_scenario(&kill_agent, Backend::Qemu).unwrap_err().to_string();
+    assert!(error.contains("killing the agent inside a QEMU guest"), "{error}");
+    let text = BASE.replace("  - version: \"1.0.0\"\n", "  - version: \"1.0.0\"\n    boot: hangs\n");
+    let broken_base = load_str(Path::new("engine-test.yaml"), &text).unwrap_or_else(|e| panic!("{e}"));
+    let error = engine::run_scenario(&broken_base, Backend::Qemu).unwrap_err().to_string();
+    assert!(error.contains("the installed version 1.0.0 must boot on qemu"), "{error}");
 }
 
 #[test]

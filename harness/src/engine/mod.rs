@@ -80,8 +80,9 @@ pub fn run_scenario_with(loaded: &LoadedScenario, backend: Backend, options: Run
             _ = term.recv() => Err(interrupted("SIGTERM")),
         }
     });
-    // Dropping the runtime drops every task still holding the lab: QEMU is killed on drop.
-    drop(runtime);
+    // Shutting the runtime down drops every task still holding the lab: QEMU is killed on drop.
+    // A blocking image build is not waited for (it finishes on its own, under its lock).
+    runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     result
 }
 
