@@ -12,7 +12,7 @@ use super::{BOOT, Node, agent_started, any_init, base_blessed, boot_model, entri
 async fn ssh_banner(node: &Node) -> String {
     let read = async {
         let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", node.machine.ssh_port())).await?;
-        let mut buf = vec![0u8; 64];
+        let mut buf = [0u8; 64];
         let mut got = 0;
         while got < 8 || !buf[..got].contains(&b'\n') {
             let n = stream.read(&mut buf[got..]).await?;
