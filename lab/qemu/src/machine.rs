@@ -345,7 +345,8 @@ impl QemuMachine {
             "-drive".into(),
             format!("if=none,id=disk0,format=raw,file={}", p("disk.raw")),
             "-device".into(),
-            "virtio-blk-pci,drive=disk0,bootindex=0".into(),
+            // With -kernel, QEMU's linuxboot option ROM takes boot index 0.
+            if self.direct.is_some() { "virtio-blk-pci,drive=disk0".into() } else { "virtio-blk-pci,drive=disk0,bootindex=0".into() },
             "-netdev".into(),
             format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", self.ssh_port),
             "-device".into(),
@@ -576,7 +577,7 @@ mod tests {
         assert_eq!(after("-kernel"), Some("/k/vmlinuz"));
         assert_eq!(after("-initrd"), Some("/k/initrd.img"));
         assert_eq!(after("-append"), Some("console=ttyS0 panic=5"));
-        assert!(!args.iter().any(|a| a.contains("pflash")), "{args:?}");
+        assert!(!args.iter().any(|a| a.contains("pflash") || a.contains("bootindex")), "{args:?}");
         let uefi = QemuMachine::create(QemuConfig::new("n2", &disk), Clock::wall()).unwrap().args();
         assert!(uefi.iter().any(|a| a.contains("pflash")) && !uefi.iter().any(|a| a == "-kernel"), "{uefi:?}");
     }
