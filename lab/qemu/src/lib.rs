@@ -23,7 +23,7 @@ pub mod slot;
 pub use console::{Console, ConsoleError, Line, Mark};
 pub use identity::{HOST_ALIAS, NodeIdentity};
 pub use images::Images;
-pub use machine::{QemuConfig, QemuError, QemuMachine};
+pub use machine::{DirectBoot, QemuConfig, QemuError, QemuMachine};
 pub use mtools::MtoolsEsp;
 pub use prereq::Prerequisites;
 pub use qmp::{Qmp, QmpError, QmpEvent};

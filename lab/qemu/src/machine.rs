@@ -7,9 +7,10 @@
 //! 2. `ForceOff` sends QMP `quit`, waits for the process, then SIGKILLs it; the disk and vars stay.
 //! 3. `ForceRestart` is `system_reset`; `GracefulShutdown` is `system_powerdown` (ACPI button);
 //!    `GracefulRestart` is Ctrl-Alt-Del (`send-key`); `Nmi` is `inject-nmi`; `PowerCycle` is
-//!    `ForceOff` then `On`.
-//!    Caveat: the images' init does not act on the ACPI power button yet, so `GracefulShutdown`
-//!    is sent but the guest keeps running.
+//!    `ForceOff` then `On`. The images' init acts on both graceful requests once it has started
+//!    acpid (stops its services, unmounts the ESP and state partition, then powers off or
+//!    reboots); a request sent while firmware or the kernel is still starting is lost, as on
+//!    real hardware.
 //! 4. A guest that powers itself off ends the QEMU process: the state reads `Off`.
 //! 5. Dropping the machine SIGKILLs QEMU (`kill_on_drop`) and removes the node directory unless a
 //!    work directory was given; [`QemuMachine::shutdown`] does the orderly `quit` first.
@@ -65,6 +66,29 @@ impl QemuConfig {
             memory_mib: 256,
             identity: NodeIdentity { node: name.to_owned(), ..NodeIdentity::default() },
             work_dir: None,
+        }
+    }
+}
+
+/// Booting a kernel directly (QEMU's `-kernel`, `-initrd`, `-append`) instead of the disk through
+/// firmware and boot loader: SeaBIOS loads the kernel, no OVMF, no systemd-boot, no boot counting.
+/// The disk is still attached, so the slot's init finds its ESP and state partition. For
+/// measuring what firmware and boot loader cost (the `qemu-boot` benchmark).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectBoot {
+    pub kernel: PathBuf,
+    pub initrd: Option<PathBuf>,
+    /// The kernel command line.
+    pub append: String,
+}
+
+impl DirectBoot {
+    /// A slot's kernel and initrd with the command line its boot entry carries.
+    pub fn of_slot(slot: &crate::slot::Slot) -> Self {
+        Self {
+            kernel: slot.dir.join(&slot.linux),
+            initrd: slot.initrd.as_ref().map(|name| slot.dir.join(name)),
+            append: slot.entry_conf().options.join(" "),
         }
     }
 }
@@ -128,11 +152,22 @@ pub struct QemuMachine {
     ssh_port: u16,
     state: Mutex<State>,
     boot_override: StdMutex<BootOverride>,
+    direct: Option<DirectBoot>,
 }
 
 impl QemuMachine {
     /// Prepares the node directory (disk and vars copies, identity file) without starting QEMU.
     pub fn create(config: QemuConfig, clock: Clock) -> Result<Self, QemuError> {
+        Self::prepare(config, clock, None)
+    }
+
+    /// [`QemuMachine::create`] for a node that boots `boot` directly, without firmware and boot
+    /// loader (see [`DirectBoot`]).
+    pub fn create_direct(config: QemuConfig, clock: Clock, boot: DirectBoot) -> Result<Self, QemuError> {
+        Self::prepare(config, clock, Some(boot))
+    }
+
+    fn prepare(config: QemuConfig, clock: Clock, direct: Option<DirectBoot>) -> Result<Self, QemuError> {
         let prereq = Prerequisites::find()?;
         let node = config.name.clone();
         let io = |what, path: &Path| {
@@ -168,6 +203,7 @@ impl QemuMachine {
             ssh_port,
             state: Mutex::new(State::default()),
             boot_override: StdMutex::new(BootOverride::default()),
+            direct,
         })
     }
 
@@ -270,6 +306,25 @@ impl QemuMachine {
         std::fs::copy(disk, self.disk_path()).map(|_| ()).map_err(|e| self.failed(e))
     }
 
+    /// Waits until the QEMU process has exited by itself (a guest that powered off), for at most
+    /// `timeout` on the node's clock.
+    pub async fn wait_off(&self, timeout: Duration) -> Result<(), DriverError> {
+        let deadline = self.clock.instant() + timeout;
+        loop {
+            {
+                let mut state = self.state.lock().await;
+                self.reap(&mut state);
+                if state.running.is_none() {
+                    return Ok(());
+                }
+            }
+            if self.clock.instant() >= deadline {
+                return Err(DriverError::Timeout { target: self.target(), what: "guest power-off".into(), after: timeout });
+            }
+            self.clock.sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     /// Orderly teardown: QMP `quit`, then SIGKILL if QEMU lingers.
     pub async fn shutdown(&self) -> Result<(), DriverError> {
         let mut state = self.state.lock().await;
@@ -294,14 +349,27 @@ impl QemuMachine {
             "-no-user-config".into(),
             "-display".into(),
             "none".into(),
-            "-drive".into(),
-            format!("if=pflash,format=raw,unit=0,readonly=on,file={}", self.prereq.ovmf_code.display()),
-            "-drive".into(),
-            format!("if=pflash,format=raw,unit=1,file={}", p("vars.fd")),
+        ];
+        match &self.direct {
+            None => args.extend([
+                "-drive".into(),
+                format!("if=pflash,format=raw,unit=0,readonly=on,file={}", self.prereq.ovmf_code.display()),
+                "-drive".into(),
+                format!("if=pflash,format=raw,unit=1,file={}", p("vars.fd")),
+            ]),
+            Some(boot) => {
+                args.extend(["-kernel".into(), boot.kernel.display().to_string(), "-append".into(), boot.append.clone()]);
+                if let Some(initrd) = &boot.initrd {
+                    args.extend(["-initrd".into(), initrd.display().to_string()]);
+                }
+            }
+        }
+        args.extend([
             "-drive".into(),
             format!("if=none,id=disk0,format=raw,file={}", p("disk.raw")),
             "-device".into(),
-            "virtio-blk-pci,drive=disk0,bootindex=0".into(),
+            // With -kernel, QEMU's linuxboot option ROM takes boot index 0.
+            if self.direct.is_some() { "virtio-blk-pci,drive=disk0".into() } else { "virtio-blk-pci,drive=disk0,bootindex=0".into() },
             "-netdev".into(),
             format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", self.ssh_port),
             "-device".into(),
@@ -315,8 +383,7 @@ impl QemuMachine {
             "-fw_cfg".into(),
             format!("name={FW_CFG_NAME},file={}", p("identity")),
             "-S".into(),
-        ];
-        args.shrink_to_fit();
+        ]);
         args
     }
 
@@ -520,6 +587,23 @@ fn sanitize(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_direct_boot_replaces_the_firmware_with_the_kernel() {
+        let tmp = tempfile::tempdir().unwrap();
+        let disk = tmp.path().join("disk.raw");
+        std::fs::write(&disk, b"disk").unwrap();
+        let boot = DirectBoot { kernel: "/k/vmlinuz".into(), initrd: Some("/k/initrd.img".into()), append: "console=ttyS0 panic=5".into() };
+        let direct = QemuMachine::create_direct(QemuConfig::new("n1", &disk), Clock::wall(), boot).unwrap();
+        let args = direct.args();
+        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        assert_eq!(after("-kernel"), Some("/k/vmlinuz"));
+        assert_eq!(after("-initrd"), Some("/k/initrd.img"));
+        assert_eq!(after("-append"), Some("console=ttyS0 panic=5"));
+        assert!(!args.iter().any(|a| a.contains("pflash") || a.contains("bootindex")), "{args:?}");
+        let uefi = QemuMachine::create(QemuConfig::new("n2", &disk), Clock::wall()).unwrap().args();
+        assert!(uefi.iter().any(|a| a.contains("pflash")) && !uefi.iter().any(|a| a == "-kernel"), "{uefi:?}");
+    }
 
     #[test]
     fn names_are_sanitized_for_files_and_processes() {

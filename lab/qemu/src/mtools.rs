@@ -38,6 +38,22 @@ impl MtoolsEsp {
         &self.image
     }
 
+    /// Whether the file system is marked dirty: Linux's FAT driver sets the state bit of the boot
+    /// sector when it mounts the file system read-write and clears it when it unmounts it, so a
+    /// set bit on a stopped node means the guest did not unmount it (a power cut, not a shutdown).
+    pub fn dirty(&self) -> Result<bool, EspError> {
+        use std::io::{Read as _, Seek as _, SeekFrom};
+        let path = format!("{}@@{}", self.image.display(), self.offset);
+        let io = |source| EspError::Io { op: "read boot sector", path: path.clone(), source };
+        let mut file = std::fs::File::open(&self.image).map_err(io)?;
+        file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
+        let mut sector = [0u8; 512];
+        file.read_exact(&mut sector).map_err(io)?;
+        fat_dirty(&sector).ok_or_else(|| {
+            io(std::io::Error::other("no FAT boot signature"))
+        })
+    }
+
     fn drive(&self) -> String {
         format!("{}@@{}", self.image.display(), self.offset)
     }
@@ -226,6 +242,16 @@ fn is_date(token: &str) -> bool {
     b.len() == 10 && b[4] == b'-' && b[7] == b'-' && token.bytes().filter(u8::is_ascii_digit).count() == 8
 }
 
+/// The dirty bit of a FAT boot sector (FAT32: state byte 0x41; FAT12/16: 0x25), or `None`
+/// without the boot signature.
+pub(crate) fn fat_dirty(sector: &[u8; 512]) -> Option<bool> {
+    if sector[510..512] != [0x55, 0xaa] {
+        return None;
+    }
+    let state = if &sector[0x52..0x5a] == b"FAT32   " { sector[0x41] } else { sector[0x25] };
+    Some(state & 0x01 != 0)
+}
+
 /// The `N N N bytes free` line of `mdir` (digits grouped by spaces).
 pub(crate) fn parse_free(text: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.trim_end().ends_with("bytes free"))?;
@@ -263,6 +289,23 @@ entries      <DIR>     2026-11-21  12:52 \n\
         );
         assert_eq!(parse_free(LISTING), Some(131_993_088));
         assert_eq!(parse_free("no such line"), None);
+    }
+
+    #[test]
+    fn the_dirty_bit_is_read_from_the_fat32_or_fat16_state_byte() {
+        let mut sector = [0u8; 512];
+        assert_eq!(fat_dirty(&sector), None);
+        sector[510] = 0x55;
+        sector[511] = 0xaa;
+        assert_eq!(fat_dirty(&sector), Some(false));
+        sector[0x25] = 1;
+        assert_eq!(fat_dirty(&sector), Some(true));
+        sector[0x52..0x5a].copy_from_slice(b"FAT32   ");
+        assert_eq!(fat_dirty(&sector), Some(false));
+        sector[0x41] = 1;
+        assert_eq!(fat_dirty(&sector), Some(true));
+        let err = MtoolsEsp::on_disk("/nonexistent/disk.raw").dirty().unwrap_err().to_string();
+        assert_eq!(err, "read boot sector /nonexistent/disk.raw@@1048576");
     }
 
     #[test]
