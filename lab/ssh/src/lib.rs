@@ -10,6 +10,8 @@
 //!   [`SshSession::collect_logs`] each take a time limit measured on the `rackproof_clock::Clock`.
 //! - Copies go over exec channels and `cat` (module `copy`), not SFTP, because dropbear ships
 //!   without an SFTP server; uploads are atomic (temp file, size check, rename).
+//! - [`dropbear_host_key`] reads the public half of a dropbear host key file, so a node booting
+//!   an image whose key was generated at build time is pinned before it ever answers.
 //! - A dropped connection is re-established once for idempotent operations only (module
 //!   `session`).
 //!
@@ -17,6 +19,7 @@
 //! operation and never contain key material.
 
 mod copy;
+mod dropbear;
 mod error;
 mod hostkey;
 mod logs;
@@ -24,6 +27,7 @@ mod session;
 mod shell;
 mod target;
 
+pub use dropbear::{dropbear_host_key, dropbear_host_key_pin, DropbearKeyError};
 pub use error::Error;
 pub use hostkey::{HostKeyTrust, SeenHostKey};
 pub use logs::{CollectedLog, CollectedLogs, MissingLog};

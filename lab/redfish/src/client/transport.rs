@@ -40,28 +40,10 @@ impl Inner {
         if password.is_empty() { text.to_owned() } else { text.replace(password, "<redacted>") }
     }
 
-    /// A short summary of a Redfish error body: message ids and messages.
+    /// A short summary of a Redfish error body (see [`summarize_error`]), without the password.
     pub(crate) fn error_detail(&self, body: &[u8]) -> String {
         let Ok(value) = serde_json::from_slice::<Value>(body) else { return String::new() };
-        let mut parts: Vec<String> = value
-            .pointer("/error/@Message.ExtendedInfo")
-            .and_then(Value::as_array)
-            .map(|infos| {
-                infos
-                    .iter()
-                    .map(|info| {
-                        let id = info.get("MessageId").and_then(Value::as_str).unwrap_or("");
-                        let message = info.get("Message").and_then(Value::as_str).unwrap_or("");
-                        format!("{id}: {message}")
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        if parts.is_empty()
-            && let Some(message) = value.pointer("/error/message").and_then(Value::as_str) {
-                parts.push(message.to_owned());
-            }
-        self.scrub(&parts.join("; "))
+        self.scrub(&summarize_error(&value))
     }
 
     fn status_error(&self, method: &Method, path: &str, reply: &Reply) -> RedfishError {
@@ -266,5 +248,48 @@ impl Inner {
     /// The error for a non-success reply (for callers that handle some statuses themselves).
     pub(crate) fn reply_error(&self, method: &Method, path: &str, reply: &Reply) -> RedfishError {
         self.status_error(method, path, reply)
+    }
+}
+
+/// Message ids and messages of a Redfish error body: `Id: Message` per extended info entry that
+/// has a message; when none has one (sushy-tools sends ids only), `code: message` of the error
+/// itself, so the BMC's explanation is never lost.
+pub(crate) fn summarize_error(value: &Value) -> String {
+    let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
+    let infos = value.pointer("/error/@Message.ExtendedInfo").and_then(Value::as_array);
+    let parts: Vec<String> = infos
+        .into_iter()
+        .flatten()
+        .filter(|info| !text(info, "Message").is_empty())
+        .map(|info| format!("{}: {}", text(info, "MessageId"), text(info, "Message")))
+        .collect();
+    if !parts.is_empty() {
+        return parts.join("; ");
+    }
+    let error = value.get("error").unwrap_or(&Value::Null);
+    match (text(error, "code"), text(error, "message")) {
+        (_, message) if message.is_empty() => String::new(),
+        (code, message) if code.is_empty() => message,
+        (code, message) => format!("{code}: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::summarize_error;
+
+    #[test]
+    fn error_bodies_keep_the_bmc_explanation() {
+        let extended = json!({"error": {"code": "Base.1.0.GeneralError", "message": "see ExtendedInfo",
+            "@Message.ExtendedInfo": [{"MessageId": "Base.1.8.PropertyValueNotInList", "Message": "The value Reboot is not allowed."}]}});
+        assert_eq!(summarize_error(&extended), "Base.1.8.PropertyValueNotInList: The value Reboot is not allowed.");
+        // sushy-tools: extended info with ids only; the message is on the error itself.
+        let sushy = json!({"error": {"code": "Base.1.0.GeneralError", "message": "Target libvirt device Pxe does not exist",
+            "@Message.ExtendedInfo": [{"MessageId": "Base.1.0.GeneralError"}]}});
+        assert_eq!(summarize_error(&sushy), "Base.1.0.GeneralError: Target libvirt device Pxe does not exist");
+        assert_eq!(summarize_error(&json!({"error": {"message": "busy"}})), "busy");
+        assert_eq!(summarize_error(&json!({"unrelated": 1})), "");
     }
 }
