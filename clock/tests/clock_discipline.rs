@@ -50,7 +50,8 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn no_crate_reads_time_around_the_clock() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("clock crate sits in the workspace");
+    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let workspace = manifest_dir.parent().expect("clock crate sits in the workspace");
     let allowed = workspace.join("clock/src/lib.rs");
     let this_file = workspace.join("clock/tests/clock_discipline.rs");
     let mut files = Vec::new();

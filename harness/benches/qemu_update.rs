@@ -23,7 +23,7 @@ fn at(entries: &[Entry], from: usize, what: impl Fn(&Entry) -> bool) -> Option<(
 }
 
 fn main() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/qemu-update.yaml");
+    let path = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("benches/qemu-update.yaml");
     let loaded = load::load(&path).unwrap_or_else(|e| {
         eprintln!("{e}");
         std::process::exit(2);

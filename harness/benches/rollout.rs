@@ -10,7 +10,7 @@ use rackproof_harness::load;
 use rackproof_harness::scenario::Backend;
 
 fn main() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/large-rollout.yaml");
+    let path = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("benches/large-rollout.yaml");
     let loaded = match load::load(&path) {
         Ok(loaded) => loaded,
         Err(e) => {

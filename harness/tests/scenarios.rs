@@ -9,7 +9,7 @@ use rackproof_harness::engine::{self, Verdict, artifacts};
 use rackproof_harness::load;
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")
+    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../scenarios")
 }
 
 fn trials() -> Vec<Trial> {

@@ -87,7 +87,7 @@ async fn main() {
         eprintln!("{e}");
         std::process::exit(2);
     }
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
     let images = match Images::build(&repo) {
         Ok(images) => images,
         Err(e) => {

@@ -36,7 +36,7 @@ mod qemu {
     const HOST_KEY_IN_INITRD: &str = "*etc/dropbear/dropbear_ed25519_host_key";
 
     fn repo() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
     }
 
     fn images() -> Images {

@@ -31,6 +31,8 @@ const NAMESPACE: &str = "kube-system";
 const SECRET: &str = "gardener-node-agent-pool-q-0123456789abcdef";
 /// The heartbeat's annotation with the running OS version (inplace-agent's `ANNOTATION_OS_VERSION`).
 const ANNOTATION_OS_VERSION: &str = "node-agent.rackproof.dev/os-version";
+/// The kubelet the node runs and the OSC asks for: the update changes only the OS.
+const KUBELET: &str = "1.30.4";
 
 fn osc(version: &str) -> OperatingSystemConfig {
     OperatingSystemConfig::new(
@@ -39,7 +41,7 @@ fn osc(version: &str) -> OperatingSystemConfig {
             in_place_updates: Some(InPlaceUpdates {
                 operating_system_version: version.into(),
                 kubelet: OscKubelet {
-                    version: "1.30.4".into(),
+                    version: KUBELET.into(),
                     cpu_manager_policy: None,
                     eviction_hard: None,
                     kube_reserved: None,
@@ -123,7 +125,7 @@ async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
         token: server.issue_token(User::node(NODE)),
         ca_pem: https.ca_pem().to_owned(),
         ssh_authorized_key: String::new(),
-        kubelet_version: "1.34.2".into(),
+        kubelet_version: KUBELET.into(),
     };
     let node = Node::with_identity("update_blessed", &images.disk(BASE_VERSION).unwrap(), Some(identity));
     let applied = re(r"operating system config applied");

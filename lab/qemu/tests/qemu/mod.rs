@@ -20,7 +20,7 @@ use regex::Regex;
 pub(crate) const BOOT: Duration = Duration::from_secs(120);
 
 pub(crate) fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
 }
 
 pub(crate) fn images() -> Images {
