@@ -7,7 +7,8 @@
 //!
 //! [`image_server`] serves slot artifacts to the nodes. [`bmc`] turns a node's BMC description into a Redfish or IPMI client (the same for emulated and
 //! rack nodes), [`physical`] reads rack inventories and reserves nodes, and [`commands`] is the
-//! library side of `rackproof lab` (`up`, `down`, `power`, `console`, `bmc serve`).
+//! library side of `rackproof lab` (`up`, `down`, `power`, `console`, and `bmc serve` in front of
+//! sim or QEMU machines).
 
 pub mod bmc;
 pub mod commands;

@@ -6,10 +6,13 @@ use std::process::ExitCode;
 
 use rackproof_clock::Clock;
 use rackproof_lab::bmc::DryRunSink;
-use rackproof_lab::commands::{self, CommandError, LabOptions, PowerCommand, ServeKind, ServeOptions};
+use rackproof_lab::commands::{self, CommandError, LabOptions, PowerCommand, ServeKind, ServeMachine, ServeOptions};
 use rackproof_lab::env::Env;
 use rackproof_lab::physical::InventoryFile;
 use rackproof_lab::sim::{Behaviour, Catalog, SimMachine};
+use rackproof_qemu::Images;
+
+use crate::engine::qemu_lab::workspace_root;
 
 use super::{exit, print_error};
 
@@ -35,11 +38,16 @@ pub(crate) enum LabCommand {
         inventory: InventoryArgs,
         node: String,
     },
-    /// Run Redfish and/or IPMI emulators in front of simulated nodes and print their endpoints.
+    /// Run Redfish and/or IPMI emulators in front of simulated or QEMU nodes and print their
+    /// endpoints; Ctrl-C stops them (and the QEMU guests).
     BmcServe {
-        /// How many simulated nodes.
+        /// How many nodes.
         #[arg(long, default_value_t = 1)]
         nodes: u32,
+        /// sim (in-process machines) or qemu (guests booting the base image of ci/build-images,
+        /// which is run from the checkout around the current directory).
+        #[arg(long, default_value = "sim", value_parser = parse_machine)]
+        machine: MachineKind,
         /// redfish, ipmi or both.
         #[arg(long, default_value = "both", value_parser = parse_kind)]
         kind: ServeKind,
@@ -65,6 +73,21 @@ pub(crate) struct NodesArgs {
     inventory: InventoryArgs,
     /// Nodes (all of the inventory when none).
     nodes: Vec<String>,
+}
+
+/// What `bmc-serve` puts behind the emulators.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum MachineKind {
+    Sim,
+    Qemu,
+}
+
+fn parse_machine(text: &str) -> Result<MachineKind, String> {
+    match text {
+        "sim" => Ok(MachineKind::Sim),
+        "qemu" => Ok(MachineKind::Qemu),
+        other => Err(format!("unknown machine kind {other:?}; use sim or qemu")),
+    }
 }
 
 fn parse_kind(text: &str) -> Result<ServeKind, String> {
@@ -153,22 +176,15 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
                 }
             }
         }
-        LabCommand::BmcServe { nodes, kind, dir } => {
+        LabCommand::BmcServe { nodes, machine, kind, dir } => {
             let clock = Clock::wall();
-            let mut machines = Vec::new();
-            for i in 1..=nodes {
-                let built = SimMachine::builder(format!("node-{i}"), clock.clone())
-                    .catalog(Catalog::new().with("1.0.0", Behaviour::Boots))
-                    .installed("1.0.0")
-                    .build();
-                match built {
-                    Ok(machine) => machines.push(machine),
-                    Err(e) => {
-                        print_error(&e);
-                        return ExitCode::from(exit::LAB_FAILED);
-                    }
+            let machines = match serve_machines(machine, nodes, &clock).await {
+                Ok(machines) => machines,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(exit::LAB_FAILED);
                 }
-            }
+            };
             let options = ServeOptions { kind, bind: IpAddr::V4(Ipv4Addr::LOCALHOST), dir, username: "admin".to_owned() };
             let server = match commands::bmc_serve(machines, &options, clock).await {
                 Ok(server) => server,
@@ -179,7 +195,39 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
             };
             println!("{server}");
             let _ = tokio::signal::ctrl_c().await;
+            if let Err(e) = server.shutdown().await {
+                print_error(&e);
+                return ExitCode::from(exit::LAB_FAILED);
+            }
             ExitCode::SUCCESS
+        }
+    }
+}
+
+/// `nodes` machines `node-1` … `node-N` of `kind`, powered off with the base version installed.
+async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<Vec<ServeMachine>, String> {
+    match kind {
+        MachineKind::Sim => (1..=nodes)
+            .map(|i| {
+                SimMachine::builder(format!("node-{i}"), clock.clone())
+                    .catalog(Catalog::new().with("1.0.0", Behaviour::Boots))
+                    .installed("1.0.0")
+                    .build()
+                    .map(ServeMachine::from)
+                    .map_err(|e| e.to_string())
+            })
+            .collect(),
+        MachineKind::Qemu => {
+            let cwd = std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+            let repo = workspace_root(&cwd);
+            eprintln!("building the node images with {} (cached after the first run)", repo.join("ci/build-images").display());
+            let images = tokio::task::spawn_blocking(move || Images::build(&repo))
+                .await
+                .map_err(|e| format!("the image build stopped: {e}"))?
+                .map_err(|e| e.to_string())?;
+            let count = usize::try_from(nodes).map_err(|e| e.to_string())?;
+            let machines = commands::qemu_nodes(&images, count, clock).map_err(|e| e.to_string())?;
+            Ok(machines.into_iter().map(ServeMachine::from).collect())
         }
     }
 }

@@ -139,10 +139,10 @@ fn variant_suffix(boot: &BootBehaviour, base: &str) -> Result<&'static str, Stri
     }
 }
 
-/// The directory of the workspace (`ci/build-images` lives there): the first ancestor of the
-/// scenario file that has it, else the one this binary was built from.
-pub fn workspace_root(scenario_file: &Path) -> PathBuf {
-    let absolute = std::path::absolute(scenario_file).unwrap_or_else(|_| scenario_file.to_owned());
+/// The directory of the workspace (`ci/build-images` lives there): the first ancestor of `start`
+/// (a scenario file, the current directory) that has it, else the one this binary was built from.
+pub fn workspace_root(start: &Path) -> PathBuf {
+    let absolute = std::path::absolute(start).unwrap_or_else(|_| start.to_owned());
     absolute
         .ancestors()
         .find(|dir| dir.join("ci/build-images").is_file())

@@ -6,8 +6,11 @@
 //! Both are Python tools from PyPI (sushy-tools 2.2.0, virtualbmc 3.3.0) that need Debian's
 //! `python3-libvirt`, so they live in a venv made with `--system-site-packages`
 //! (`ci/start-libvirtd` creates it). Caveats: sushy-tools is limited to the one domain by its
-//! `SUSHY_EMULATOR_ALLOWED_INSTANCES`; VirtualBMC answers `power cycle` with an error (it has no
-//! such action); both get a free port by binding port 0 and releasing it, so another process could
+//! `SUSHY_EMULATOR_ALLOWED_INSTANCES`; it advertises no `PowerCycle`, stores a `Once` boot override
+//! as `Continuous` (libvirt has no one-time boot device), and answers 500 to a `Pxe` override
+//! because the lab's NIC is QEMU's user network on the command line, not a libvirt `<interface>`
+//! (rackproof-redfish's client drives it otherwise unchanged: tests/libvirt.rs); VirtualBMC
+//! answers `power cycle` with an error (it has no such action); both get a free port by binding port 0 and releasing it, so another process could
 //! take it in between (start fails then, and says so).
 
 use std::path::{Path, PathBuf};

@@ -6,8 +6,9 @@
 //! - [`down`]: reserve the nodes, power each off (`ForceOff`) and wait until the BMC reports `Off`;
 //! - [`power`]: reserve one node and run `on|off|cycle|reset|status` on it;
 //! - [`console`]: stream one node's console (no reservation: reading disturbs nobody);
-//! - [`bmc_serve`]: Redfish and/or IPMI emulators in front of sim machines, with a credentials
-//!   file per node and an inventory that points at them.
+//! - [`bmc_serve`]: Redfish and/or IPMI emulators in front of sim or QEMU machines ([`qemu_nodes`]
+//!   makes a QEMU node set from the images), with a credentials file per node and an inventory
+//!   that points at them.
 //!
 //! Unknown node names are refused before anything happens. With [`LabOptions::dry_run`] set,
 //! credentials are still resolved (so a missing variable shows up), but no BMC is contacted and
@@ -25,7 +26,10 @@ use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use tokio::sync::broadcast;
 
-pub use self::serve::{BmcServer, ServeError, ServeKind, ServeOptions, ServedNode, bmc_serve};
+pub use self::serve::{
+    BmcServer, QemuNodesError, ServeError, ServeKind, ServeMachine, ServeOptions, ServedNode, bmc_serve,
+    qemu_nodes,
+};
 use crate::bmc::{
     BmcAction, BmcError, BmcOptions, DryRunPower, DryRunSink, connect_node, describe,
     resolve_credentials,

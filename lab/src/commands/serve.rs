@@ -1,16 +1,20 @@
-//! `rackproof lab bmc serve`: BMC emulators in front of simulated machines, so the same BMC
-//! clients, inventory and commands that drive a rack drive them.
+//! `rackproof lab bmc serve`: BMC emulators in front of simulated or QEMU machines, so the same
+//! BMC clients, inventory and commands that drive a rack drive them.
 //!
-//! For each machine, in `dir`:
+//! Machines are [`ServeMachine`]s: a [`SimMachine`], or a [`QemuMachine`] (for instance from
+//! [`qemu_nodes`], a node set booting the base disk of `ci/build-images`). For each, in `dir`:
 //! 1. a fresh random password, written with the user name to `NODE.cred` (mode 0600, the
 //!    [`CredentialsRef::File`] format);
 //! 2. a Redfish emulator over HTTPS (its CA in `NODE-redfish-ca.pem`) and/or an IPMI emulator,
 //!    each on an ephemeral port of `bind`;
-//! 3. the machine's console appended to `NODE.console.log`;
+//! 3. the machine's console appended to `NODE.console.log` (a QEMU node's serial console, from
+//!    the first line of its first power-on);
 //!
 //! and an inventory per protocol served (`inventory-redfish.yaml`, `inventory-ipmi.yaml`) with
-//! every node, its BMC endpoint, credentials file and console file. Dropping the [`BmcServer`]
-//! stops the emulators and console writers; the files stay (they are the user's to remove).
+//! every node, its BMC endpoint, credentials file and console file. [`BmcServer::shutdown`]
+//! stops the emulators and console writers and quits every QEMU process (QMP `quit`, then
+//! SIGKILL); dropping the server stops the emulators and console writers, and a QEMU machine is
+//! SIGKILLed when its last handle goes. The files in `dir` stay (they are the user's to remove).
 
 use std::fmt;
 use std::io::Write as _;
@@ -20,8 +24,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rackproof_clock::Clock;
-use rackproof_driver::SharedMachine;
+use rackproof_driver::{DriverError, SharedMachine};
 use rackproof_ipmi::{BmcConfig, IpmiEmulator};
+use rackproof_qemu::{Images, QemuConfig, QemuError, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig, RunningEmulator};
 use rand::Rng as _;
 use tokio::task::AbortHandle;
@@ -49,6 +54,74 @@ impl ServeKind {
     fn ipmi(self) -> bool {
         matches!(self, Self::Ipmi | Self::Both)
     }
+}
+
+/// A machine the emulators can front.
+#[derive(Debug, Clone)]
+pub enum ServeMachine {
+    Sim(SimMachine),
+    Qemu(Arc<QemuMachine>),
+}
+
+impl From<SimMachine> for ServeMachine {
+    fn from(machine: SimMachine) -> Self {
+        Self::Sim(machine)
+    }
+}
+
+impl From<QemuMachine> for ServeMachine {
+    fn from(machine: QemuMachine) -> Self {
+        Self::Qemu(Arc::new(machine))
+    }
+}
+
+impl From<Arc<QemuMachine>> for ServeMachine {
+    fn from(machine: Arc<QemuMachine>) -> Self {
+        Self::Qemu(machine)
+    }
+}
+
+impl ServeMachine {
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Sim(m) => m.name(),
+            Self::Qemu(m) => m.name(),
+        }
+    }
+
+    fn shared(&self) -> SharedMachine {
+        match self {
+            Self::Sim(m) => Arc::new(m.clone()),
+            Self::Qemu(m) => m.clone(),
+        }
+    }
+
+    fn spawn_console_writer(&self, path: PathBuf) -> AbortHandle {
+        match self {
+            Self::Sim(m) => spawn_console_writer(m, path),
+            Self::Qemu(m) => spawn_qemu_console_writer(m.console(), path),
+        }
+    }
+}
+
+/// A QEMU node set could not be prepared.
+#[derive(Debug, thiserror::Error)]
+pub enum QemuNodesError {
+    #[error(transparent)]
+    Images(#[from] rackproof_qemu::images::ImagesError),
+    #[error(transparent)]
+    Qemu(#[from] QemuError),
+}
+
+/// `count` QEMU nodes `node-1` … `node-N`, each with its own copy of the base disk of `images`
+/// (`rackproof_qemu::images::BASE_VERSION`), powered off.
+pub fn qemu_nodes(images: &Images, count: usize, clock: &Clock) -> Result<Vec<QemuMachine>, QemuNodesError> {
+    let disk = images.disk(rackproof_qemu::images::BASE_VERSION)?;
+    let mut nodes = Vec::with_capacity(count);
+    for i in 1..=count {
+        nodes.push(QemuMachine::create(QemuConfig::new(&format!("node-{i}"), &disk), clock.clone())?);
+    }
+    Ok(nodes)
 }
 
 /// How to serve.
@@ -128,6 +201,7 @@ pub struct BmcServer {
     redfish: Vec<(String, Emulator, RunningEmulator)>,
     ipmi: Vec<IpmiEmulator>,
     console_writers: Vec<AbortHandle>,
+    qemu: Vec<Arc<QemuMachine>>,
 }
 
 impl BmcServer {
@@ -137,6 +211,30 @@ impl BmcServer {
             .iter()
             .find(|(name, _, _)| name == node)
             .map(|(_, e, _)| e)
+    }
+
+    /// The QEMU machine served as `node`.
+    pub fn qemu_machine(&self, node: &str) -> Option<&Arc<QemuMachine>> {
+        self.qemu.iter().find(|m| m.name() == node)
+    }
+
+    /// Stops the emulators and console writers, then quits every QEMU process (QMP `quit`,
+    /// SIGKILL if it lingers), so nothing this server started keeps running.
+    pub async fn shutdown(mut self) -> Result<(), DriverError> {
+        for (_, _, running) in self.redfish.drain(..) {
+            running.shutdown();
+        }
+        self.ipmi.clear();
+        for writer in self.console_writers.drain(..) {
+            writer.abort();
+        }
+        let mut first_error = None;
+        for machine in self.qemu.drain(..) {
+            if let Err(error) = machine.shutdown().await {
+                first_error.get_or_insert(error);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -206,11 +304,12 @@ fn random_password() -> String {
 }
 
 /// Starts the emulators (see the module docs).
-pub async fn bmc_serve(
-    machines: Vec<SimMachine>,
+pub async fn bmc_serve<M: Into<ServeMachine>>(
+    machines: Vec<M>,
     options: &ServeOptions,
     clock: Clock,
 ) -> Result<BmcServer, ServeError> {
+    let machines: Vec<ServeMachine> = machines.into_iter().map(Into::into).collect();
     if machines.is_empty() {
         return Err(ServeError::NoMachines);
     }
@@ -229,6 +328,13 @@ pub async fn bmc_serve(
         redfish: Vec::new(),
         ipmi: Vec::new(),
         console_writers: Vec::new(),
+        qemu: machines
+            .iter()
+            .filter_map(|m| match m {
+                ServeMachine::Qemu(q) => Some(q.clone()),
+                ServeMachine::Sim(_) => None,
+            })
+            .collect(),
     };
     let mut redfish_nodes = Vec::new();
     let mut ipmi_nodes = Vec::new();
@@ -254,8 +360,8 @@ pub async fn bmc_serve(
         write_file(&console_file, "", 0o644)?;
         server
             .console_writers
-            .push(spawn_console_writer(&machine, console_file.clone()));
-        let shared: SharedMachine = Arc::new(machine.clone());
+            .push(machine.spawn_console_writer(console_file.clone()));
+        let shared = machine.shared();
         let bmc = |kind, endpoint: String, ca_path| BmcDescription {
             kind,
             endpoint,
@@ -390,6 +496,48 @@ fn spawn_console_writer(machine: &SimMachine, path: PathBuf) -> AbortHandle {
                 return;
             }
             // Readers follow the file: make each line visible at once.
+            let _ = file.flush().await;
+        }
+    });
+    task.abort_handle()
+}
+
+/// Appends every line of a QEMU node's serial console to `path`: the lines captured so far, then
+/// each new one (the live stream starts before the history is read; lines are told apart by index).
+fn spawn_qemu_console_writer(console: &rackproof_qemu::Console, path: PathBuf) -> AbortHandle {
+    let mut receiver = console.subscribe();
+    let backlog = console.lines();
+    let task = tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt as _;
+        let mut file = match tokio::fs::OpenOptions::new().append(true).open(&path).await {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::warn!(path = %path.display(), %error, "cannot open the console log");
+                return;
+            }
+        };
+        let mut next = backlog.len();
+        let text: String = backlog.iter().map(|l| format!("{l}\n")).collect();
+        if file.write_all(text.as_bytes()).await.is_err() {
+            return;
+        }
+        loop {
+            let line = match receiver.recv().await {
+                Ok(line) => line,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "console lines lost");
+                    continue;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+            };
+            if line.index < next {
+                continue;
+            }
+            next = line.index + 1;
+            if let Err(error) = file.write_all(format!("{}\n", line.text).as_bytes()).await {
+                tracing::warn!(path = %path.display(), %error, "console log write failed");
+                return;
+            }
             let _ = file.flush().await;
         }
     });
