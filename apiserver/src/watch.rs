@@ -159,7 +159,7 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
             if cursor.done {
                 return None;
             }
-            let Some(events) = cursor.events.as_mut() else { return None };
+            let events = cursor.events.as_mut()?;
             // Biased (events first): reproducible under a simulated clock.
             tokio::select! {
                 biased;
