@@ -28,7 +28,7 @@ fn run(loaded: &LoadedScenario, nodes: u32) -> Result<(), String> {
     }
     let ratio = result.elapsed.as_secs_f64() / took.as_secs_f64().max(f64::EPSILON);
     println!(
-        "rollout of {} simulated nodes: virtual {} in wall {:.2}s: {ratio:.0}x faster than real time{}",
+        "rollout of {} simulated nodes: virtual {} in wall {:.2}s: {ratio:.1}x faster than real time{}",
         result.nodes.len(),
         format_duration(result.elapsed),
         took.as_secs_f64(),
