@@ -110,14 +110,7 @@ pub(crate) fn handle(core: &Arc<Core>, ctx: &Context, action: Action) -> Result<
         other => {
             let now = core.now_text();
             let mut state = core.lock();
-            let result = execute(&mut state, ctx, other, &now);
-            core.changed.send_if_modified(|rv| {
-                let current = state.store.resource_version();
-                let modified = *rv != current;
-                *rv = current;
-                modified
-            });
-            result
+            execute(&mut state, ctx, other, &now)
         }
     }
 }

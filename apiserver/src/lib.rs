@@ -131,7 +131,6 @@ pub const DEFAULT_WATCH_WINDOW: usize = 10_000;
 /// The shared core behind every transport.
 pub(crate) struct Core {
     state: Mutex<state::State>,
-    changed: tokio::sync::watch::Sender<u64>,
     clock: Clock,
 }
 
@@ -172,8 +171,7 @@ impl ApiServer {
     fn build(clock: Clock, window: usize, seed: u64) -> Self {
         let now = state::format_time(clock.now());
         let state = state::State::new(window, seed, &now);
-        let (changed, _) = tokio::sync::watch::channel(state.store.resource_version());
-        Self { core: Arc::new(Core { state: Mutex::new(state), changed, clock }) }
+        Self { core: Arc::new(Core { state: Mutex::new(state), clock }) }
     }
 
     /// A client acting as `user`, over an in-process transport (no socket): it works under

@@ -69,25 +69,32 @@ fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
 }
 
 /// Recomputes the status of every budget in `namespace`, writing only those that changed.
+/// Reads the pods in place (no copies): this runs after every pod write.
 pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, now: &str) {
     let pdbs_gr = gr("policy", "poddisruptionbudgets");
     let pods_gr = gr("", "pods");
-    let budgets: Vec<(String, Value)> = state.store.range(&pdbs_gr, Some(namespace), None).map(|((_, name), v)| (name.clone(), (**v).clone())).collect();
-    if budgets.is_empty() {
-        return;
+    let mut changed: Vec<(String, Value)> = Vec::new();
+    {
+        let mut budgets = state.store.range(&pdbs_gr, Some(namespace), None).peekable();
+        if budgets.peek().is_none() {
+            return;
+        }
+        let pods: Vec<&Value> = state.store.range(&pods_gr, Some(namespace), None).map(|(_, v)| &**v).collect();
+        for ((_, name), pdb) in budgets {
+            let status = compute(pdb, &pods, now);
+            let mut comparable = status.clone();
+            if let (Some(old), Some(new)) = (pdb.pointer("/status/conditions/0/lastTransitionTime"), comparable.pointer_mut("/conditions/0/lastTransitionTime")) {
+                *new = old.clone();
+            }
+            if pdb.get("status") == Some(&comparable) {
+                continue;
+            }
+            let mut pdb = (**pdb).clone();
+            pdb["status"] = status;
+            changed.push((name.clone(), pdb));
+        }
     }
-    let pods: Vec<Value> = state.store.range(&pods_gr, Some(namespace), None).map(|(_, v)| (**v).clone()).collect();
-    let pod_refs: Vec<&Value> = pods.iter().collect();
-    for (name, mut pdb) in budgets {
-        let status = compute(&pdb, &pod_refs, now);
-        let mut comparable = status.clone();
-        if let (Some(old), Some(new)) = (pdb.pointer("/status/conditions/0/lastTransitionTime"), comparable.pointer_mut("/conditions/0/lastTransitionTime")) {
-            *new = old.clone();
-        }
-        if pdb.get("status") == Some(&comparable) {
-            continue;
-        }
-        pdb["status"] = status;
+    for (name, pdb) in changed {
         state.store.put(&Key { gr: pdbs_gr.clone(), namespace: namespace.to_owned(), name }, pdb);
     }
 }

@@ -1,6 +1,13 @@
 //! The object store: JSON objects keyed by group/resource, namespace and name; one global
-//! resourceVersion counter; a bounded event log per group/resource for watches; indexes by uid
-//! and by owner uid for garbage collection. Transport-free and synchronous.
+//! resourceVersion counter; a bounded event log per group/resource for watches to start from;
+//! the registered watches, to which each event is pushed as it is recorded; indexes by uid and
+//! by owner uid for garbage collection. Transport-free and synchronous.
+//!
+//! Watch fan-out: a watch whose field selector pins `metadata.name` or `spec.nodeName` (a node
+//! agent watching its own Node, its pods) is indexed by that value, so an event is offered only
+//! to the watches of its resource that are unpinned or pinned to the event object's value (before
+//! or after the change). Each watch's filter runs once per offered event, and an event's JSON is
+//! encoded at most once however many watches receive it.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, OnceLock};
@@ -27,7 +34,7 @@ pub(crate) enum EventType {
 }
 
 /// One change, as watches replay it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct Event {
     pub(crate) rv: u64,
     pub(crate) kind: EventType,
@@ -35,11 +42,131 @@ pub(crate) struct Event {
     pub(crate) object: Arc<Value>,
     /// The object before the change, for selector transitions.
     pub(crate) previous: Option<Arc<Value>>,
+    /// The object's encoding (see [`Slot::members_json`]), shared by every watch it goes to.
+    json: OnceLock<Bytes>,
+}
+
+impl Event {
+    fn new(rv: u64, kind: EventType, object: Arc<Value>, previous: Option<Arc<Value>>) -> Self {
+        Self { rv, kind, object, previous, json: OnceLock::new() }
+    }
+
+    /// The object's members except `apiVersion` and `kind`, encoded once.
+    pub(crate) fn members_json(&self) -> &Bytes {
+        self.json.get_or_init(|| members_json(&self.object))
+    }
+
+    /// What a watch with filter `matches` sees of this event: the object entering the filter is
+    /// ADDED, leaving it DELETED.
+    pub(crate) fn seen_as(&self, matches: &dyn Fn(&Value) -> bool) -> Option<&'static str> {
+        let now = matches(&self.object);
+        let before = self.previous.as_ref().is_some_and(|p| matches(p));
+        match self.kind {
+            EventType::Added if now => Some("ADDED"),
+            EventType::Modified if now && before => Some("MODIFIED"),
+            EventType::Modified if now => Some("ADDED"),
+            EventType::Modified if before => Some("DELETED"),
+            EventType::Deleted if before => Some("DELETED"),
+            _ => None,
+        }
+    }
+}
+
+/// The fields a watch can be indexed by (when its field selector pins one of them).
+pub(crate) const INDEXED_FIELDS: [&str; 2] = ["metadata.name", "spec.nodeName"];
+
+/// A watch's filter (namespace, label and field selectors).
+pub(crate) type Matcher = Box<dyn Fn(&Value) -> bool + Send>;
+
+/// What a registered watch receives: how it sees the event, and the event.
+pub(crate) type Delivery = (&'static str, Arc<Event>);
+
+struct Watcher {
+    gr: GroupResource,
+    pin: Option<(&'static str, String)>,
+    matches: Matcher,
+    sender: tokio::sync::mpsc::UnboundedSender<Delivery>,
+}
+
+/// The registered watches, by resource and pinned field value. Ordered maps: the delivery order
+/// is the registration order, so simulated runs stay reproducible.
+#[derive(Default)]
+struct Watchers {
+    next: u64,
+    all: BTreeMap<u64, Watcher>,
+    unpinned: HashMap<GroupResource, BTreeSet<u64>>,
+    pinned: HashMap<(GroupResource, &'static str, String), BTreeSet<u64>>,
+}
+
+impl std::fmt::Debug for Watchers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watchers").field("count", &self.all.len()).finish_non_exhaustive()
+    }
+}
+
+impl Watchers {
+    fn add(&mut self, watcher: Watcher) -> u64 {
+        self.next += 1;
+        let id = self.next;
+        match &watcher.pin {
+            Some((field, value)) => self.pinned.entry((watcher.gr.clone(), field, value.clone())).or_default().insert(id),
+            None => self.unpinned.entry(watcher.gr.clone()).or_default().insert(id),
+        };
+        self.all.insert(id, watcher);
+        id
+    }
+
+    fn remove(&mut self, id: u64) {
+        let Some(watcher) = self.all.remove(&id) else { return };
+        match watcher.pin {
+            Some((field, value)) => {
+                let key = (watcher.gr, field, value);
+                if let Some(set) = self.pinned.get_mut(&key) {
+                    set.remove(&id);
+                    if set.is_empty() {
+                        self.pinned.remove(&key);
+                    }
+                }
+            }
+            None => {
+                if let Some(set) = self.unpinned.get_mut(&watcher.gr) {
+                    set.remove(&id);
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self, gr: &GroupResource, event: &Arc<Event>) {
+        if self.all.is_empty() {
+            return;
+        }
+        let mut candidates: BTreeSet<u64> = self.unpinned.get(gr).cloned().unwrap_or_default();
+        for field in INDEXED_FIELDS {
+            for object in std::iter::once(&event.object).chain(event.previous.as_ref()) {
+                let value = crate::selector::field_value(object, field);
+                if let Some(set) = self.pinned.get(&(gr.clone(), field, value)) {
+                    candidates.extend(set.iter().copied());
+                }
+            }
+        }
+        let mut gone = Vec::new();
+        for id in candidates {
+            let Some(watcher) = self.all.get(&id) else { continue };
+            if let Some(kind) = event.seen_as(&*watcher.matches)
+                && watcher.sender.send((kind, event.clone())).is_err()
+            {
+                gone.push(id);
+            }
+        }
+        for id in gone {
+            self.remove(id);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct Log {
-    events: VecDeque<Event>,
+    events: VecDeque<Arc<Event>>,
     /// Events with rv ≤ this have been dropped.
     compacted: u64,
 }
@@ -96,12 +223,13 @@ pub(crate) struct Store {
     window: usize,
     by_uid: HashMap<String, Key>,
     dependents: HashMap<String, BTreeSet<Key>>,
+    watchers: Watchers,
 }
 
 impl Store {
     /// An empty store keeping the last `window` events of each resource for watches.
     pub(crate) fn new(window: usize) -> Self {
-        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new() }
+        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new(), watchers: Watchers::default() }
     }
 
     pub(crate) fn resource_version(&self) -> u64 {
@@ -170,7 +298,7 @@ impl Store {
         }
         self.index(key, &object);
         let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
-        self.record(key, Event { rv, kind, object: object.clone(), previous });
+        self.record(key, Event::new(rv, kind, object.clone(), previous));
         object
     }
 
@@ -183,12 +311,14 @@ impl Store {
         let mut object = (*previous).clone();
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(object);
-        self.record(key, Event { rv, kind: EventType::Deleted, object: object.clone(), previous: Some(previous) });
+        self.record(key, Event::new(rv, EventType::Deleted, object.clone(), Some(previous)));
         Some(object)
     }
 
     fn record(&mut self, key: &Key, event: Event) {
         let window = self.window;
+        let event = Arc::new(event);
+        self.watchers.dispatch(&key.gr, &event);
         let log = self.logs.entry(key.gr.clone()).or_default();
         log.events.push_back(event);
         while log.events.len() > window {
@@ -199,13 +329,32 @@ impl Store {
     }
 
     /// Events of `gr` with rv > `since`, or `Err(oldest available)` when some were compacted.
-    pub(crate) fn events_since(&self, gr: &GroupResource, since: u64) -> Result<Vec<Event>, u64> {
+    pub(crate) fn events_since(&self, gr: &GroupResource, since: u64) -> Result<Vec<Arc<Event>>, u64> {
         let Some(log) = self.logs.get(gr) else { return Ok(Vec::new()) };
         if since < log.compacted {
             return Err(log.compacted);
         }
         let start = log.events.partition_point(|e| e.rv <= since);
         Ok(log.events.iter().skip(start).cloned().collect())
+    }
+
+    /// Registers a watch of `gr` with filter `matches`, indexed by `pin` (one of
+    /// [`INDEXED_FIELDS`] and the value the filter requires it to have), if given: every event
+    /// recorded from now on that the filter sees goes to `sender`. Returns the id for
+    /// [`Store::unwatch`].
+    pub(crate) fn watch(
+        &mut self,
+        gr: &GroupResource,
+        pin: Option<(&'static str, String)>,
+        matches: Matcher,
+        sender: tokio::sync::mpsc::UnboundedSender<Delivery>,
+    ) -> u64 {
+        self.watchers.add(Watcher { gr: gr.clone(), pin, matches, sender })
+    }
+
+    /// Forgets a watch.
+    pub(crate) fn unwatch(&mut self, id: u64) {
+        self.watchers.remove(id);
     }
 
     fn index(&mut self, key: &Key, object: &Value) {

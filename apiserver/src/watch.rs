@@ -1,11 +1,15 @@
 //! Watches: a stream of `{"type": ..., "object": ...}` lines replaying the store's event log
-//! from a resourceVersion, filtered by namespace and selectors.
+//! from a resourceVersion, then every new event as the store records it, filtered by namespace
+//! and selectors.
 //!
 //! 1. Without a resourceVersion (or with "0"), the current matching objects come first as
 //!    ADDED; with `sendInitialEvents=true` they end with a BOOKMARK annotated
 //!    `k8s.io/initial-events-end`.
 //! 2. Every event after the starting resourceVersion follows, in order, exactly once. An object
-//!    that starts or stops matching the selectors arrives as ADDED or DELETED.
+//!    that starts or stops matching the selectors arrives as ADDED or DELETED. The replay and the
+//!    registration with the store happen under one lock, so nothing falls in between; from then
+//!    on the store pushes each event to the watch as it is recorded (see `store` for the
+//!    fan-out), and the watch is unregistered when its stream is dropped.
 //! 3. A resourceVersion older than the event log keeps → one ERROR event (410 Expired), then
 //!    the stream ends, as kube-apiserver does.
 //! 4. With `allowWatchBookmarks`, a BOOKMARK carries the current resourceVersion every minute.
@@ -19,24 +23,39 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::Stream;
 use serde_json::{Value, json};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::Core;
 use crate::error::ApiError;
 use crate::registry::Resource;
 use crate::request::ListOptions;
-use crate::store::{Event, EventType};
+use crate::store::{Delivery, Event, INDEXED_FIELDS, Matcher};
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 
-struct Cursor {
+/// A watch's registration with the store, undone when the stream is dropped.
+struct Registration {
     core: Arc<Core>,
+    id: Option<u64>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        if let Some(id) = self.id {
+            self.core.lock().store.unwatch(id);
+        }
+    }
+}
+
+struct Cursor {
+    registration: Registration,
     resource: Arc<Resource>,
-    namespace: Option<String>,
-    options: ListOptions,
+    /// The resourceVersion the watch has seen everything up to.
     rv: u64,
+    bookmarks: bool,
     pending: VecDeque<Bytes>,
-    changed: tokio::sync::watch::Receiver<u64>,
+    events: Option<UnboundedReceiver<Delivery>>,
     deadline: tokio::time::Instant,
     next_bookmark: tokio::time::Instant,
     done: bool,
@@ -48,49 +67,88 @@ fn line(kind: &str, object: &Value) -> Bytes {
     Bytes::from(text)
 }
 
+/// `{"type":KIND,"object":…}` from an object's cached encoding (see `store::Slot`), the same
+/// text as [`line`] with the object as served at `resource`'s version.
+fn spliced_line(kind: &str, resource: &Resource, members: &[u8]) -> Bytes {
+    let mut text = Vec::with_capacity(members.len() + 128);
+    text.extend_from_slice(b"{\"type\":\"");
+    text.extend_from_slice(kind.as_bytes());
+    text.extend_from_slice(b"\",\"object\":");
+    crate::handler::splice_object(&mut text, resource, members);
+    text.extend_from_slice(b"}\n");
+    Bytes::from(text)
+}
+
+fn event_line(kind: &str, resource: &Resource, event: &Event) -> Bytes {
+    spliced_line(kind, resource, event.members_json())
+}
+
+/// The watch's filter: namespace, label and field selectors.
+fn matcher(namespace: Option<String>, options: &ListOptions) -> Matcher {
+    let labels = options.labels.clone();
+    let fields = options.fields.clone();
+    Box::new(move |object: &Value| {
+        let namespace_ok = namespace.as_deref().is_none_or(|ns| object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns));
+        namespace_ok && labels.matches(object) && fields.matches(object)
+    })
+}
+
 /// Starts a watch; errors in the request itself (bad resourceVersion) are returned at once.
 pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<String>, options: ListOptions) -> Result<impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static, ApiError> {
     let now = core.clock.instant();
     let timeout = options.timeout_seconds.map(Duration::from_secs).unwrap_or(DEFAULT_TIMEOUT);
-    let mut changed = core.changed.subscribe();
-    changed.borrow_and_update();
+    let requested = options.resource_version.clone().filter(|rv| !rv.is_empty());
+    let since = match requested.as_deref() {
+        None | Some("0") => None,
+        Some(text) => Some(text.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {text:?}")))?),
+    };
+    let matches = matcher(namespace.clone(), &options);
+    let pin = INDEXED_FIELDS.iter().find_map(|field| options.fields.pinned(field).map(|value| (*field, value.to_owned())));
     let mut cursor = Cursor {
-        core: core.clone(),
+        registration: Registration { core: core.clone(), id: None },
         resource: resource.clone(),
-        namespace,
-        options,
         rv: 0,
+        bookmarks: options.bookmarks,
         pending: VecDeque::new(),
-        changed,
+        events: None,
         deadline: now + timeout,
         next_bookmark: now + BOOKMARK_EVERY,
         done: false,
     };
-    let requested = cursor.options.resource_version.clone().filter(|rv| !rv.is_empty());
-    let state = core.lock();
-    match requested.as_deref() {
-        None | Some("0") => {
-            cursor.rv = state.store.resource_version();
-            let gr = resource.group_resource();
-            for (_, slot) in state.store.slots(&gr, cursor.namespace.as_deref(), None) {
-                if cursor.matches(&slot.object) {
-                    // The object's cached encoding, spliced (see `store::Slot`).
-                    let members = slot.members_json();
-                    let mut text = Vec::with_capacity(members.len() + 96);
-                    text.extend_from_slice(b"{\"type\":\"ADDED\",\"object\":");
-                    crate::handler::splice_object(&mut text, &resource, members);
-                    text.extend_from_slice(b"}\n");
-                    cursor.pending.push_back(Bytes::from(text));
+    let gr = resource.group_resource();
+    let mut state = core.lock();
+    cursor.rv = state.store.resource_version();
+    match since {
+        None => {
+            for (_, slot) in state.store.slots(&gr, namespace.as_deref(), None) {
+                if matches(&slot.object) {
+                    cursor.pending.push_back(spliced_line("ADDED", &resource, slot.members_json()));
                 }
             }
-            if cursor.options.send_initial_events {
+            if options.send_initial_events {
                 let bookmark = cursor.bookmark(Some(true));
                 cursor.pending.push_back(bookmark);
             }
         }
-        Some(text) => {
-            cursor.rv = text.parse().map_err(|_| ApiError::bad_request(format!("invalid resource version: {text:?}")))?;
-        }
+        Some(since) => match state.store.events_since(&gr, since) {
+            Err(oldest) => {
+                let status = ApiError::gone(format!("too old resource version: {since} ({oldest})")).status();
+                cursor.pending.push_back(line("ERROR", &status));
+                cursor.done = true;
+            }
+            Ok(events) => {
+                for event in &events {
+                    if let Some(kind) = event.seen_as(&*matches) {
+                        cursor.pending.push_back(event_line(kind, &resource, event));
+                    }
+                }
+            }
+        },
+    }
+    if !cursor.done {
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        cursor.registration.id = Some(state.store.watch(&gr, pin, matches, sender));
+        cursor.events = Some(receiver);
     }
     drop(state);
     Ok(futures::stream::unfold(cursor, |mut cursor| async move {
@@ -101,25 +159,22 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
             if cursor.done {
                 return None;
             }
-            cursor.changed.borrow_and_update();
-            cursor.poll_events();
-            if !cursor.pending.is_empty() || cursor.done {
-                continue;
-            }
-            // Biased (changes first): reproducible under a simulated clock.
+            let events = cursor.events.as_mut()?;
+            // Biased (events first): reproducible under a simulated clock.
             tokio::select! {
                 biased;
-                changed = cursor.changed.changed() => {
-                    if changed.is_err() {
-                        cursor.done = true;
+                delivery = events.recv() => match delivery {
+                    Some((kind, event)) => {
+                        cursor.rv = event.rv;
+                        cursor.pending.push_back(event_line(kind, &cursor.resource, &event));
                     }
-                }
+                    None => cursor.done = true,
+                },
                 () = tokio::time::sleep_until(cursor.deadline) => cursor.done = true,
                 () = tokio::time::sleep_until(cursor.next_bookmark) => {
                     cursor.next_bookmark += BOOKMARK_EVERY;
-                    if cursor.options.bookmarks {
-                        let bookmark = cursor.bookmark(None);
-                        cursor.pending.push_back(bookmark);
+                    if cursor.bookmarks {
+                        cursor.catch_up_and_bookmark();
                     }
                 }
             }
@@ -128,11 +183,6 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
 }
 
 impl Cursor {
-    fn matches(&self, object: &Value) -> bool {
-        let namespace_ok = self.namespace.as_deref().is_none_or(|ns| object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns));
-        namespace_ok && self.options.labels.matches(object) && self.options.fields.matches(object)
-    }
-
     fn bookmark(&self, initial_end: Option<bool>) -> Bytes {
         let mut metadata = json!({"resourceVersion": self.rv.to_string()});
         if initial_end.is_some() {
@@ -141,36 +191,20 @@ impl Cursor {
         line("BOOKMARK", &json!({"kind": self.resource.kind, "apiVersion": self.resource.api_version(), "metadata": metadata}))
     }
 
-    fn poll_events(&mut self) {
-        let core = self.core.clone();
+    /// Queues what the store pushed so far, then a bookmark at the store's resourceVersion
+    /// (every event up to it that this watch sees is queued before it: the store pushes under
+    /// the lock held here).
+    fn catch_up_and_bookmark(&mut self) {
+        let core = self.registration.core.clone();
         let state = core.lock();
-        match state.store.events_since(&self.resource.group_resource(), self.rv) {
-            Err(oldest) => {
-                let status = ApiError::gone(format!("too old resource version: {} ({})", self.rv, oldest)).status();
-                self.pending.push_back(line("ERROR", &status));
-                self.done = true;
-            }
-            Ok(events) => {
-                for event in &events {
-                    if let Some((kind, object)) = self.translate(event) {
-                        self.pending.push_back(line(kind, &crate::handler::present(&self.resource, &object)));
-                    }
-                }
-                self.rv = state.store.resource_version();
+        if let Some(events) = self.events.as_mut() {
+            while let Ok((kind, event)) = events.try_recv() {
+                self.pending.push_back(event_line(kind, &self.resource, &event));
             }
         }
-    }
-
-    fn translate(&self, event: &Event) -> Option<(&'static str, Arc<Value>)> {
-        let now = self.matches(&event.object);
-        let before = event.previous.as_ref().is_some_and(|p| self.matches(p));
-        match event.kind {
-            EventType::Added if now => Some(("ADDED", event.object.clone())),
-            EventType::Modified if now && before => Some(("MODIFIED", event.object.clone())),
-            EventType::Modified if now => Some(("ADDED", event.object.clone())),
-            EventType::Modified if before => Some(("DELETED", event.object.clone())),
-            EventType::Deleted if before => Some(("DELETED", event.object.clone())),
-            _ => None,
-        }
+        self.rv = state.store.resource_version();
+        drop(state);
+        let bookmark = self.bookmark(None);
+        self.pending.push_back(bookmark);
     }
 }

@@ -119,3 +119,32 @@ async fn no_event_is_lost_or_duplicated_under_concurrent_writers() {
     assert!(seen.windows(2).all(|w| w[0] < w[1]), "resourceVersions strictly increase");
     assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), written, "every write seen exactly once");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_pinned_to_a_name_sees_only_that_object_however_much_else_changes() {
+    // A window of 3 events: a quiet watch pinned to one name must not fall behind the log
+    // while other objects of the resource change.
+    let server = ApiServer::with_watch_window(Clock::simulated(EPOCH.parse().unwrap()), 3, 7);
+    let client = server.admin_client();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for name in ["mine", "other"] {
+        maps.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()).await.unwrap();
+    }
+    let params = WatchParams::default().fields("metadata.name=mine").disable_bookmarks().timeout(60);
+    let mut stream = maps.watch(&params, &server.resource_version().to_string()).await.unwrap().boxed();
+    for i in 0..10 {
+        maps.patch("other", &PatchParams::default(), &Patch::Merge(json!({"data": {"i": i.to_string()}}))).await.unwrap();
+    }
+    maps.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"data": {"x": "1"}}))).await.unwrap();
+    maps.delete("mine", &DeleteParams::default()).await.unwrap();
+    let events: Vec<WatchEvent<ConfigMap>> = (&mut stream).take(2).try_collect().await.unwrap();
+    let seen: Vec<(&str, String)> = events
+        .iter()
+        .map(|e| match e {
+            WatchEvent::Modified(m) | WatchEvent::Deleted(m) => (kind(e), m.metadata.name.clone().unwrap()),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(seen, vec![("MODIFIED", "mine".to_owned()), ("DELETED", "mine".to_owned())]);
+    assert!(stream.try_next().await.unwrap().is_none(), "nothing else arrives before the timeout");
+}

@@ -36,18 +36,21 @@
 //! update-failed label should be removed from the node").
 
 use std::collections::BTreeMap;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::time::Duration;
 
 use inplace_api::keys::{self, OsUpdateExit};
 use inplace_api::osc::secret::{DecodedOsc, decode_secret};
 use jiff::Timestamp;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use rackproof_clock::Clock;
+use tokio::sync::{Notify, watch};
 
 use crate::assess::BootAssessor;
 use crate::config::AgentConfig;
+use crate::follow::follow;
 use crate::heartbeat::Heartbeat;
 use crate::node::{self, NodeHandle};
 use crate::osupdate::runner::{OsUpdateInvocation, OsUpdateRunner, RunError};
@@ -158,6 +161,49 @@ enum Step {
     Stop(Outcome),
 }
 
+/// What a reconcile pass reads of the Node: labels, annotations, and each condition's type,
+/// status and reason (not the heartbeat times, which move with every status report).
+pub fn node_fingerprint(node: &Node) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    node.metadata.uid.hash(&mut hasher);
+    node.metadata.labels.hash(&mut hasher);
+    node.metadata.annotations.hash(&mut hasher);
+    for condition in node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+        (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
+    }
+    hasher.finish()
+}
+
+/// Wakes the reconcile loop when the Node changed in what a pass reads, or the Secret changed
+/// at all; runs until dropped.
+async fn wake_on_changes(mut node: watch::Receiver<Option<Node>>, mut osc: watch::Receiver<Option<Secret>>, wake: &Notify) {
+    let mut node_seen = node.borrow_and_update().as_ref().map(node_fingerprint);
+    let mut osc_seen = osc.borrow_and_update().as_ref().map(|s| s.metadata.resource_version.clone());
+    loop {
+        // Biased: the same order every time, so simulated runs are reproducible.
+        let changed = tokio::select! {
+            biased;
+            result = node.changed() => {
+                if result.is_err() {
+                    return;
+                }
+                let now = node.borrow_and_update().as_ref().map(node_fingerprint);
+                std::mem::replace(&mut node_seen, now) != now
+            },
+            result = osc.changed() => {
+                if result.is_err() {
+                    return;
+                }
+                let now = osc.borrow_and_update().as_ref().map(|s| s.metadata.resource_version.clone());
+                std::mem::replace(&mut osc_seen, now.clone()) != now
+            },
+        };
+        if changed {
+            wake.notify_one();
+        }
+    }
+}
+
 impl Agent {
     /// An agent for `config` on `platform`, talking to the API through `client`.
     pub fn new(config: AgentConfig, platform: Platform, client: kube::Client, clock: Clock) -> Self {
@@ -166,32 +212,48 @@ impl Agent {
         Self { config, platform, client, clock, node, heartbeat }
     }
 
-    /// Runs until the future is dropped: the heartbeat (if configured) and a reconcile pass
-    /// whenever the last one asked to be called again.
+    /// Runs until the future is dropped: watches of the Node and of the OSC Secret, the
+    /// heartbeat (if configured, sharing the Node watch), and a reconcile pass whenever one of
+    /// them changed in a way a pass reads ([`node_fingerprint`]; the Secret's resourceVersion),
+    /// when a retriable failure's retry is due, after a failed pass (after the poll interval),
+    /// and otherwise every resync interval.
     pub async fn run(&self) {
+        let (node_latest, node) = watch::channel(None);
+        let (osc_latest, osc) = watch::channel(None);
+        let wake = Notify::new();
+        let follow_node = follow(Api::<Node>::all(self.client.clone()), &self.config.node_name, &self.clock, self.config.poll_interval, &node_latest);
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
+        let follow_osc = follow(secrets, &self.config.osc_secret_name, &self.clock, self.config.poll_interval, &osc_latest);
+        let heartbeat_node = node.clone();
         let heartbeat = async {
             match &self.heartbeat {
-                Some(hb) => hb.run(self.platform.os_version.as_ref(), self.platform.kubelet.as_ref()).await,
+                Some(hb) => hb.run_with(self.platform.os_version.as_ref(), self.platform.kubelet.as_ref(), heartbeat_node).await,
                 None => std::future::pending().await,
             }
         };
+        let changes = wake_on_changes(node, osc, &wake);
         let reconcile = async {
             loop {
                 let wait = match self.reconcile().await {
-                    Ok(Outcome::Retrying(at)) => self.clock.until(at).max(Duration::from_millis(1)),
+                    Ok(Outcome::Retrying(at)) => self.clock.until(at).max(Duration::from_millis(1)).min(self.config.resync_interval),
                     Ok(outcome) => {
                         tracing::debug!(?outcome, "reconciled");
-                        self.config.poll_interval
+                        self.config.resync_interval
                     }
                     Err(e) => {
                         tracing::warn!(error = %error_chain(&e), "reconcile failed; retrying");
                         self.config.poll_interval
                     }
                 };
-                self.clock.sleep(wait).await;
+                // Biased: the same order every time, so simulated runs are reproducible.
+                tokio::select! {
+                    biased;
+                    () = wake.notified() => {}
+                    () = self.clock.sleep(wait) => {}
+                }
             }
         };
-        tokio::join!(heartbeat, reconcile);
+        tokio::join!(follow_node, follow_osc, heartbeat, changes, reconcile);
     }
 
     /// One heartbeat (if configured) and one reconcile pass, with the heartbeat running during the

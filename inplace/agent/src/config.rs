@@ -15,8 +15,11 @@ pub struct AgentConfig {
     pub osc_secret_namespace: String,
     /// Name of the pool's OSC Secret.
     pub osc_secret_name: String,
-    /// How often the agent looks at the Secret and the Node while waiting.
+    /// How soon a reconcile pass that failed (or a watch that failed) is retried.
     pub poll_interval: Duration,
+    /// How often the agent reconciles when nothing it watches (its Node, the OSC Secret)
+    /// changed: a safety net, since every change wakes it at once.
+    pub resync_interval: Duration,
     /// Limit for one run of the OS-update command.
     pub os_update_timeout: Duration,
     /// Runs of the OS-update command per attempted version before a retriable failure turns
@@ -47,6 +50,7 @@ impl AgentConfig {
             osc_secret_namespace: namespace.to_owned(),
             osc_secret_name: secret.to_owned(),
             poll_interval: Duration::from_secs(5),
+            resync_interval: Duration::from_secs(60),
             os_update_timeout: Duration::from_secs(10 * 60),
             os_update_max_attempts: 5,
             os_update_backoff: Duration::from_secs(30),
@@ -85,6 +89,9 @@ pub struct HeartbeatConfig {
     pub renew_interval: Duration,
     /// `leaseDurationSeconds` (kubelet: 40 s).
     pub lease_duration: Duration,
+    /// How often the node status is reported when nothing in it changed (kubelet's
+    /// `nodeStatusReportFrequency`: 5 min); a change is reported at the next renewal.
+    pub status_report_interval: Duration,
     /// Labels put on the Node when the heartbeat registers it (the pool label is always added).
     pub labels: BTreeMap<String, String>,
     /// `nodeInfo.osImage` is this prefix, a space, and the running OS version.
@@ -96,6 +103,7 @@ impl Default for HeartbeatConfig {
         Self {
             renew_interval: Duration::from_secs(10),
             lease_duration: Duration::from_secs(40),
+            status_report_interval: Duration::from_secs(5 * 60),
             labels: BTreeMap::new(),
             os_image_prefix: "Rackproof".to_owned(),
         }

@@ -1,31 +1,43 @@
 //! The kubelet's part on lab nodes that run no kubelet: registration, node status, the node
 //! Lease, and the pods bound to the node.
 //!
-//! Every [`HeartbeatConfig::renew_interval`] (kubelet: 10 s) one [`Heartbeat::beat`]:
+//! [`Heartbeat::run`] works like the kubelet: it watches its own Node and the pods bound to it,
+//! and every [`HeartbeatConfig::renew_interval`] (kubelet: 10 s):
 //!
 //! 1. registers the Node if it does not exist (labels: the pool label plus the configured ones);
 //! 2. patches its status (strategic merge, so the orchestrator's `InPlaceUpdate` condition
-//!    stays): `Ready=True` with a fresh `lastHeartbeatTime` (the transition time only moves when
-//!    the status changes), `nodeInfo.osImage = "{prefix} {version}"`, `nodeInfo.kubeletVersion`
-//!    from the platform's kubelet; and the annotation [`ANNOTATION_OS_VERSION`];
+//!    stays) when it differs from what the node should say, or when the last report is
+//!    [`HeartbeatConfig::status_report_interval`] old (kubelet's `nodeStatusReportFrequency`,
+//!    5 min): `Ready=True` with a fresh `lastHeartbeatTime` (the transition time only moves
+//!    when the status changes), `nodeInfo.osImage = "{prefix} {version}"`,
+//!    `nodeInfo.kubeletVersion` from the platform's kubelet; and the annotation
+//!    [`ANNOTATION_OS_VERSION`];
 //! 3. renews the Lease `kube-node-lease/{node}` (holder = node, `leaseDurationSeconds` = 40,
-//!    `renewTime` = now, owned by the Node), creating it if needed;
-//! 4. reports each pod bound to the node `Running` and `Ready` (all containers running), and
-//!    completes graceful deletion: a pod with a `deletionTimestamp` is deleted with grace period
-//!    0 (precondition: its uid), as a kubelet does once the containers stopped. Without that a
-//!    drain never finishes.
+//!    `renewTime` = now, owned by the Node) with one update of the Lease it last wrote, reading
+//!    it (and creating it if needed) only when it holds none or the update failed;
+//! 4. as each pod bound to the node arrives through the watch: reports it `Running` and `Ready`
+//!    (all containers running), and completes graceful deletion: a pod with a
+//!    `deletionTimestamp` is deleted with grace period 0 (precondition: its uid), as a kubelet
+//!    does once the containers stopped. Without that a drain never finishes. A pod that could
+//!    not be handled makes the next renewal list and handle them all.
 //!
+//! [`Heartbeat::beat`] does all of it once, reading the Node and listing the pods (`--once`).
 //! A beat that fails is logged and retried at the next tick; the Lease then simply ages, which is
 //! what the dependency watchdog is meant to see.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
+use futures::StreamExt;
+use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::watcher::{self, Event};
 use rackproof_clock::Clock;
 use serde_json::json;
+use tokio::sync::watch;
 
 use crate::config::{AgentConfig, HeartbeatConfig};
 use crate::platform::kubelet::Kubelet;
@@ -58,6 +70,17 @@ pub struct PodReport {
     pub finished: usize,
 }
 
+/// What the heartbeat remembers between beats.
+#[derive(Debug, Default)]
+struct Memory {
+    /// The Lease as last written (renewed with one update).
+    lease: Option<Lease>,
+    /// When the status was last reported, if it was by this heartbeat.
+    reported_at: Option<Timestamp>,
+    /// A pod event could not be handled: list the pods at the next beat.
+    pods_pending: bool,
+}
+
 /// The heartbeat of one node.
 #[derive(Clone)]
 pub struct Heartbeat {
@@ -66,6 +89,9 @@ pub struct Heartbeat {
     pool: String,
     config: HeartbeatConfig,
     clock: Clock,
+    /// How soon a failed watch is retried.
+    retry: std::time::Duration,
+    memory: Arc<Mutex<Memory>>,
 }
 
 impl std::fmt::Debug for Heartbeat {
@@ -81,14 +107,26 @@ fn time_text(ts: jiff::Timestamp) -> String {
 impl Heartbeat {
     /// The heartbeat for the agent's node.
     pub fn new(client: kube::Client, agent: &AgentConfig, config: HeartbeatConfig, clock: Clock) -> Self {
-        Self { client, node: agent.node_name.clone(), pool: agent.pool.clone(), config, clock }
+        Self {
+            client,
+            node: agent.node_name.clone(),
+            pool: agent.pool.clone(),
+            config,
+            clock,
+            retry: agent.poll_interval,
+            memory: Arc::default(),
+        }
+    }
+
+    fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn error(&self, action: &str, source: kube::Error) -> HeartbeatError {
         HeartbeatError { action: action.to_owned(), node: self.node.clone(), source }
     }
 
-    /// One beat: registration, status, Lease, pods.
+    /// One beat: registration, status, Lease, and every pod bound to the node.
     pub async fn beat(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<PodReport, HeartbeatError> {
         let node = self.register().await?;
         self.report_status(&node, os, kubelet).await?;
@@ -96,13 +134,84 @@ impl Heartbeat {
         self.handle_pods().await
     }
 
-    /// Runs [`Heartbeat::beat`] every renew interval until dropped.
+    /// Runs the heartbeat until dropped, following the Node through its own watch.
     pub async fn run(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) {
-        let mut ticks = self.clock.interval(self.config.renew_interval);
-        loop {
-            ticks.tick().await;
-            if let Err(e) = self.beat(os, kubelet).await {
-                tracing::warn!(error = %crate::error_chain(&e), "heartbeat failed");
+        let (latest, node) = watch::channel(None);
+        let nodes: Api<Node> = Api::all(self.client.clone());
+        tokio::join!(crate::follow::follow(nodes, &self.node, &self.clock, self.retry, &latest), self.run_with(os, kubelet, node));
+    }
+
+    /// Runs the heartbeat until dropped, with `node` following the Node (see the module docs).
+    pub async fn run_with(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet, node: watch::Receiver<Option<Node>>) {
+        let beats = async {
+            let mut ticks = self.clock.interval(self.config.renew_interval);
+            loop {
+                ticks.tick().await;
+                let seen = node.borrow().clone();
+                if let Err(e) = self.renew(seen, os, kubelet).await {
+                    tracing::warn!(error = %crate::error_chain(&e), "heartbeat failed");
+                }
+            }
+        };
+        tokio::join!(beats, self.follow_pods());
+    }
+
+    /// One renewal with the Node as last seen (`None`: not seen, so read or registered).
+    async fn renew(&self, seen: Option<Node>, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<(), HeartbeatError> {
+        let node = match seen {
+            Some(node) => node,
+            None => self.register().await?,
+        };
+        let node = if self.status_due(&node, os, kubelet) { self.report_status(&node, os, kubelet).await? } else { node };
+        self.renew_lease(&node).await?;
+        let pending = std::mem::take(&mut self.memory().pods_pending);
+        if pending && let Err(e) = self.handle_pods().await {
+            self.memory().pods_pending = true;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Whether the node status must be reported now: never reported by this heartbeat, the
+    /// last report too old, or the Node saying something else than it should.
+    fn status_due(&self, node: &Node, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> bool {
+        let Some(reported_at) = self.memory().reported_at else { return true };
+        let age = self.clock.now().duration_since(reported_at);
+        if age >= jiff::SignedDuration::try_from(self.config.status_report_interval).unwrap_or(jiff::SignedDuration::MAX) {
+            return true;
+        }
+        let Ok(version) = os.running_version() else { return true };
+        let status = node.status.as_ref();
+        let info = status.and_then(|s| s.node_info.as_ref());
+        let ready = status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
+        !ready
+            || info.map(|i| i.os_image.as_str()) != Some(self.os_image(&version).as_str())
+            || info.map(|i| i.kubelet_version.as_str()) != Some(kubelet.version().unwrap_or_default().as_str())
+            || crate::node::annotation(node, ANNOTATION_OS_VERSION) != Some(version.as_str())
+    }
+
+    fn os_image(&self, version: &str) -> String {
+        format!("{} {version}", self.config.os_image_prefix)
+    }
+
+    /// Handles each pod bound to the node as the watch delivers it, until dropped.
+    async fn follow_pods(&self) {
+        let pods: Api<Pod> = Api::all(self.client.clone());
+        let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node));
+        let mut events = std::pin::pin!(watcher::watcher(pods, config));
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
+                    if let Err(e) = self.handle_pod(&pod).await {
+                        tracing::warn!(error = %crate::error_chain(&e), "pod not handled; listing the pods at the next beat");
+                        self.memory().pods_pending = true;
+                    }
+                }
+                Ok(Event::Delete(_) | Event::Init | Event::InitDone) => {}
+                Err(e) => {
+                    tracing::debug!(error = %crate::error_chain(&e), "pod watch failed; retrying");
+                    self.clock.sleep(self.retry).await;
+                }
             }
         }
     }
@@ -132,8 +241,10 @@ impl Heartbeat {
         }
     }
 
-    async fn report_status(&self, node: &Node, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<(), HeartbeatError> {
-        let now = time_text(self.clock.now());
+    /// Reports the status (and the OS version annotation); returns the Node as written.
+    async fn report_status(&self, node: &Node, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<Node, HeartbeatError> {
+        let at = self.clock.now();
+        let now = time_text(at);
         let version = os.running_version().unwrap_or_else(|e| {
             tracing::warn!(error = %e, "running OS version unknown");
             "unknown".to_owned()
@@ -156,25 +267,26 @@ impl Heartbeat {
             }],
             "nodeInfo": {
                 "machineID": self.node, "systemUUID": self.node, "bootID": "",
-                "kernelVersion": "", "osImage": format!("{} {version}", self.config.os_image_prefix),
+                "kernelVersion": "", "osImage": self.os_image(&version),
                 "containerRuntimeVersion": "rackproof://heartbeat",
                 "kubeletVersion": kubelet.version().unwrap_or_default(), "kubeProxyVersion": "",
                 "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
             },
         }});
         let nodes: Api<Node> = Api::all(self.client.clone());
-        nodes
+        let mut written = nodes
             .patch_status(&self.node, &PatchParams::default(), &Patch::Strategic(&status))
             .await
             .map_err(|e| self.error("report the node status", e))?;
-        if crate::node::annotation(node, ANNOTATION_OS_VERSION) != Some(version.as_str()) {
+        if crate::node::annotation(&written, ANNOTATION_OS_VERSION) != Some(version.as_str()) {
             let patch = json!({"metadata": {"annotations": {ANNOTATION_OS_VERSION: version}}});
-            nodes
+            written = nodes
                 .patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
                 .map_err(|e| self.error("annotate the OS version", e))?;
         }
-        Ok(())
+        self.memory().reported_at = Some(at);
+        Ok(written)
     }
 
     async fn renew_lease(&self, node: &Node) -> Result<(), HeartbeatError> {
@@ -187,7 +299,20 @@ impl Heartbeat {
             renew_time: Some(now),
             ..Default::default()
         };
-        match leases.get_opt(&self.node).await.map_err(|e| self.error("read the lease", e))? {
+        let held = self.memory().lease.take();
+        if let Some(mut lease) = held {
+            // The kubelet's way: one update of the Lease it holds; on any failure the next
+            // renewal reads it first.
+            let mut spec_now = lease.spec.take().unwrap_or_default();
+            spec_now.holder_identity = spec.holder_identity;
+            spec_now.lease_duration_seconds = spec.lease_duration_seconds;
+            spec_now.renew_time = spec.renew_time;
+            lease.spec = Some(spec_now);
+            let renewed = leases.replace(&self.node, &PostParams::default(), &lease).await.map_err(|e| self.error("renew the lease", e))?;
+            self.memory().lease = Some(renewed);
+            return Ok(());
+        }
+        let written = match leases.get_opt(&self.node).await.map_err(|e| self.error("read the lease", e))? {
             Some(mut lease) => {
                 let mut spec_now = lease.spec.take().unwrap_or_default();
                 spec_now.holder_identity = spec.holder_identity;
@@ -197,7 +322,7 @@ impl Heartbeat {
                 leases
                     .replace(&self.node, &PostParams::default(), &lease)
                     .await
-                    .map_err(|e| self.error("renew the lease", e))?;
+                    .map_err(|e| self.error("renew the lease", e))?
             }
             None => {
                 let owner = node.metadata.uid.clone().map(|uid| OwnerReference {
@@ -216,9 +341,10 @@ impl Heartbeat {
                     },
                     spec: Some(LeaseSpec { acquire_time: Some(MicroTime(self.clock.now())), ..spec }),
                 };
-                leases.create(&PostParams::default(), &lease).await.map_err(|e| self.error("create the lease", e))?;
+                leases.create(&PostParams::default(), &lease).await.map_err(|e| self.error("create the lease", e))?
             }
-        }
+        };
+        self.memory().lease = Some(written);
         Ok(())
     }
 
@@ -228,51 +354,60 @@ impl Heartbeat {
         let pods = all.list(&params).await.map_err(|e| self.error("list the pods", e))?;
         let mut report = PodReport::default();
         for pod in pods.items {
-            let (Some(namespace), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone()) else { continue };
-            if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(self.node.as_str()) {
-                continue;
+            let handled = self.handle_pod(&pod).await?;
+            report.started += handled.started;
+            report.finished += handled.finished;
+        }
+        Ok(report)
+    }
+
+    /// Reports one pod bound to the node running, or finishes its deletion.
+    async fn handle_pod(&self, pod: &Pod) -> Result<PodReport, HeartbeatError> {
+        let mut report = PodReport::default();
+        let (Some(namespace), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone()) else { return Ok(report) };
+        if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(self.node.as_str()) {
+            return Ok(report);
+        }
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        if pod.metadata.deletion_timestamp.is_some() {
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+                ..Default::default()
+            };
+            match api.delete(&name, &params).await {
+                Ok(_) => report.finished += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                Err(e) => return Err(self.error(&format!("finish deleting pod {namespace}/{name}"), e)),
             }
-            let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-            if pod.metadata.deletion_timestamp.is_some() {
-                let params = DeleteParams {
-                    grace_period_seconds: Some(0),
-                    preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
-                    ..Default::default()
-                };
-                match api.delete(&name, &params).await {
-                    Ok(_) => report.finished += 1,
-                    Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                    Err(e) => return Err(self.error(&format!("finish deleting pod {namespace}/{name}"), e)),
-                }
-                continue;
-            }
-            if pod_ready(&pod) {
-                continue;
-            }
-            let now = time_text(self.clock.now());
-            let containers: Vec<_> = pod
-                .spec
-                .iter()
-                .flat_map(|s| s.containers.iter())
-                .map(|c| {
-                    json!({"name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                        "ready": true, "started": true, "restartCount": 0,
-                        "state": {"running": {"startedAt": now}}})
-                })
-                .collect();
-            let condition = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now});
-            let status = json!({"status": {
-                "phase": "Running",
-                "conditions": [condition("PodScheduled"), condition("Initialized"), condition("ContainersReady"), condition("Ready")],
-                "containerStatuses": containers,
-                "startTime": now,
-                "hostIP": "127.0.0.1",
-            }});
-            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
-                Ok(_) => report.started += 1,
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => return Err(self.error(&format!("report pod {namespace}/{name} running"), e)),
-            }
+            return Ok(report);
+        }
+        if pod_ready(pod) {
+            return Ok(report);
+        }
+        let now = time_text(self.clock.now());
+        let containers: Vec<_> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter())
+            .map(|c| {
+                json!({"name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                    "ready": true, "started": true, "restartCount": 0,
+                    "state": {"running": {"startedAt": now}}})
+            })
+            .collect();
+        let condition = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now});
+        let status = json!({"status": {
+            "phase": "Running",
+            "conditions": [condition("PodScheduled"), condition("Initialized"), condition("ContainersReady"), condition("Ready")],
+            "containerStatuses": containers,
+            "startTime": now,
+            "hostIP": "127.0.0.1",
+        }});
+        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+            Ok(_) => report.started += 1,
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(self.error(&format!("report pod {namespace}/{name} running"), e)),
         }
         Ok(report)
     }

@@ -54,6 +54,7 @@
 pub mod agent;
 pub mod assess;
 pub mod config;
+mod follow;
 pub mod heartbeat;
 mod http;
 pub mod manifest;

@@ -146,9 +146,12 @@ struct RunArgs {
     /// The reboot command.
     #[arg(long, default_value = "systemctl reboot", value_delimiter = ' ')]
     reboot_command: Vec<String>,
-    /// Poll interval (`5s`).
+    /// Retry interval after a failed reconcile pass or watch (`5s`).
     #[arg(long, default_value = "5s", value_parser = duration)]
     poll_interval: Duration,
+    /// Reconcile at least this often even when the Node and the OSC Secret did not change.
+    #[arg(long, default_value = "1m", value_parser = duration)]
+    resync_interval: Duration,
     /// Limit per OS-update run.
     #[arg(long, default_value = "10m", value_parser = duration)]
     os_update_timeout: Duration,
@@ -161,6 +164,10 @@ struct RunArgs {
     /// Heartbeat Lease duration.
     #[arg(long, default_value = "40s", value_parser = duration)]
     lease_duration: Duration,
+    /// Heartbeat: report an unchanged node status this often (kubelet's
+    /// nodeStatusReportFrequency).
+    #[arg(long, default_value = "5m", value_parser = duration)]
+    status_report_interval: Duration,
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -212,6 +219,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     let client = kube::Client::try_default().await.context("failed to build the Kubernetes client")?;
     let mut config = AgentConfig::new(&args.node, &args.pool, namespace, secret);
     config.poll_interval = args.poll_interval;
+    config.resync_interval = args.resync_interval;
     config.os_update_timeout = args.os_update_timeout;
     config.os_update_max_attempts = args.os_update_max_attempts;
     let files = Arc::new(RootFiles::new(&args.root));
@@ -222,6 +230,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             config.heartbeat = Some(HeartbeatConfig {
                 renew_interval: args.lease_renew,
                 lease_duration: args.lease_duration,
+                status_report_interval: args.status_report_interval,
                 labels,
                 ..HeartbeatConfig::default()
             });
