@@ -1,6 +1,6 @@
 //! `bmc serve` in front of a QEMU node booting the base image of `ci/build-images`: Debian's
 //! ipmitool and the Redfish client (through the `power` command and the inventory `bmc serve`
-//! writes) power it on, reset it and off, and the console file the inventory names shows each
+//! writes) power it on, reset it, cycle it and off, and the console file the inventory names shows each
 //! boot. Then the server's shutdown leaves no QEMU process.
 //!
 //! Run with `cargo nextest run -p rackproof-lab --profile ci` (in the `qemu` group). Needs
@@ -129,10 +129,16 @@ mod qemu {
         wait_for_count(&clock, &console, &up, 2).await;
         assert_eq!(count(&console, &init), 2);
 
+        // A power cycle over IPMI: off, then on; one more boot.
+        let cycle = ipmitool(ipmi_port, &served.credentials_file, &["power", "cycle"]).await;
+        assert!(cycle.contains("Cycle"), "{cycle}");
+        wait_for_count(&clock, &console, &up, 3).await;
+        assert_eq!(count(&console, &init), 3);
+
         let off = ipmitool(ipmi_port, &served.credentials_file, &["power", "off"]).await;
         assert!(off.contains("Down/Off"), "{off}");
         assert_eq!(power(PowerCommand::Status).await, PowerReport::Done { command: PowerCommand::Status, state: PowerState::Off });
-        assert_eq!(count(&console, &init), 2);
+        assert_eq!(count(&console, &init), 3);
 
         server.shutdown().await.unwrap();
         assert!(processes_mentioning(&node_dir).is_empty(), "a QEMU process of node-1 is still running");
