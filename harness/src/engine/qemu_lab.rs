@@ -151,23 +151,35 @@ pub fn workspace_root(start: &Path) -> PathBuf {
 }
 
 impl QemuLab {
-    /// Builds the images (cached), starts the HTTPS endpoint and the image server, and prepares
-    /// every node powered off with the base version installed.
-    pub async fn build(scenario: &Scenario, server: &ApiServer, clock: &Clock, repo: &Path) -> Result<Self, String> {
+    /// The node images of `scenario` (the pool's version and its update target), built with
+    /// `ci/build-images` of `repo` (cached). Done before the run's clock starts, so a rebuild
+    /// doesn't show as minutes of nothing at the start of the timeline.
+    pub async fn images(scenario: &Scenario, repo: &Path) -> Result<Images, String> {
         let base = scenario.pool.os.value.clone();
-        let new = scenario
+        let new = Self::update_target(scenario);
+        let repo = repo.to_owned();
+        tokio::task::spawn_blocking(move || Images::build_versions(&repo, &base, &new))
+            .await
+            .map_err(|e| format!("building the images panicked: {e}"))?
+            .map_err(|e| format!("building the node images failed: {}", super::error_chain(&e)))
+    }
+
+    /// The version the scenario updates to (the images' second version).
+    fn update_target(scenario: &Scenario) -> String {
+        let base = &scenario.pool.os.value;
+        scenario
             .images
             .iter()
             .map(|i| i.version.value.clone())
-            .find(|v| *v != base)
-            .unwrap_or_else(|| rackproof_qemu::images::NEW_VERSION.to_owned());
-        let images = {
-            let (repo, base, new) = (repo.to_owned(), base.clone(), new.clone());
-            tokio::task::spawn_blocking(move || Images::build_versions(&repo, &base, &new))
-                .await
-                .map_err(|e| format!("building the images panicked: {e}"))?
-                .map_err(|e| format!("building the node images failed: {}", super::error_chain(&e)))?
-        };
+            .find(|v| v != base)
+            .unwrap_or_else(|| rackproof_qemu::images::NEW_VERSION.to_owned())
+    }
+
+    /// Starts the HTTPS endpoint and the image server over `images` (from [`Self::images`]), and
+    /// prepares every node powered off with the base version installed.
+    pub async fn build(scenario: &Scenario, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
+        let base = scenario.pool.os.value.clone();
+        let new = Self::update_target(scenario);
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let image_server = ImageServer::serve(images.dir().join("slots"), loopback).await.map_err(|e| super::error_chain(&e))?;
         let https = server.serve_https_also_as(loopback, &[HOST_ALIAS]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;

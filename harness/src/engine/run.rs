@@ -20,6 +20,7 @@ use inplace_api::version::KubeVersion;
 use kube::Client;
 use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
+use rackproof_qemu::Images;
 
 use super::expectations::Expectations;
 use super::invariants::InvariantChecker;
@@ -176,6 +177,11 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     let client = server.admin_client();
     let world = initial_world(&scenario);
     let (nodes, max_unavailable) = (world.nodes.keys().cloned().collect::<Vec<_>>(), world.max_unavailable);
+    let repo = qemu_lab::workspace_root(&loaded.path);
+    let images = match backend {
+        Backend::Qemu => QemuLab::images(&scenario, &repo).await.map(Some),
+        _ => Ok(None),
+    };
     let judge = Judge::new(world, Expectations::new(&scenario.expect), InvariantChecker::new(&scenario.invariants));
     let shared = Shared::new(judge, clock.clone());
     let consoles = Arc::new(Mutex::new(BTreeMap::new()));
@@ -184,8 +190,7 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     if options.live {
         tasks.push(tokio::spawn(shared.clone().print_progress()));
     }
-    let repo = qemu_lab::workspace_root(&loaded.path);
-    let outcome = drive(&scenario, backend, &repo, &server, &client, &clock, &shared, &consoles, &mut tasks).await;
+    let outcome = drive(&scenario, backend, images, &server, &client, &clock, &shared, &consoles, &mut tasks).await;
     for task in &tasks {
         task.abort();
     }
@@ -228,7 +233,7 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
 async fn drive(
     scenario: &Arc<Scenario>,
     backend: Backend,
-    repo: &std::path::Path,
+    images: Result<Option<Images>, String>,
     server: &ApiServer,
     client: &Client,
     clock: &Clock,
@@ -238,9 +243,9 @@ async fn drive(
 ) -> Result<Option<String>, String> {
     let size = pool_size(scenario);
     setup::cluster(client, scenario, size).await.map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
-    let (lab, image_server_url) = match backend {
-        Backend::Qemu => {
-            let lab = QemuLab::build(scenario, server, clock, repo).await?;
+    let (lab, image_server_url) = match (backend, images?) {
+        (Backend::Qemu, Some(images)) => {
+            let lab = QemuLab::build(scenario, images, server, clock).await?;
             let url = lab.image_server_url();
             (Lab::Qemu(lab), url)
         }
