@@ -151,7 +151,7 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
             };
             match commands::power(&inventory, &node, action, &options(&args)).await {
                 Ok(report) => {
-                    println!("{node}: {report:?}");
+                    println!("{node}: {report}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => failure(&e),
@@ -232,11 +232,11 @@ async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<
     }
 }
 
-fn report<T: std::fmt::Debug>(outcomes: Vec<commands::NodeOutcome<T>>) -> ExitCode {
+fn report<T: std::fmt::Display>(outcomes: Vec<commands::NodeOutcome<T>>) -> ExitCode {
     let mut status = ExitCode::SUCCESS;
     for outcome in outcomes {
         match outcome.result {
-            Ok(report) => println!("{}: {report:?}", outcome.node),
+            Ok(report) => println!("{}: {report}", outcome.node),
             Err(e) => {
                 eprint!("{}: ", outcome.node);
                 status = failure(&e);

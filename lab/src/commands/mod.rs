@@ -186,6 +186,40 @@ impl PowerCommand {
     }
 }
 
+/// "would: A; B" for a dry run's actions.
+fn dry_run(f: &mut std::fmt::Formatter<'_>, actions: &[BmcAction]) -> std::fmt::Result {
+    let actions: Vec<String> = actions.iter().map(ToString::to_string).collect();
+    write!(f, "dry run, would: {}", if actions.is_empty() { "nothing".to_owned() } else { actions.join("; ") })
+}
+
+impl std::fmt::Display for UpReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Up { version } => write!(f, "up, running {version}"),
+            Self::DryRun { actions } => dry_run(f, actions),
+        }
+    }
+}
+
+impl std::fmt::Display for DownReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Off { was } => write!(f, "off (was {was})"),
+            Self::DryRun { actions } => dry_run(f, actions),
+        }
+    }
+}
+
+impl std::fmt::Display for PowerReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Done { command: PowerCommand::Status, state } => write!(f, "power is {state}"),
+            Self::Done { command, state } => write!(f, "{command} done, power is {state}"),
+            Self::DryRun { actions } => dry_run(f, actions),
+        }
+    }
+}
+
 impl std::fmt::Display for PowerCommand {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -491,4 +525,24 @@ pub async fn console(
         receiver,
         _source: source,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use rackproof_driver::{PowerState, ResetAction};
+
+    use super::{BmcAction, DownReport, PowerCommand, PowerReport, UpReport};
+
+    #[test]
+    fn reports_read_as_sentences() {
+        let status = PowerReport::Done { command: PowerCommand::Status, state: PowerState::On };
+        assert_eq!(status.to_string(), "power is On");
+        let cycle = PowerReport::Done { command: PowerCommand::Cycle, state: PowerState::On };
+        assert_eq!(cycle.to_string(), "cycle done, power is On");
+        assert_eq!(UpReport::Up { version: "1.1.0".into() }.to_string(), "up, running 1.1.0");
+        assert_eq!(DownReport::Off { was: PowerState::On }.to_string(), "off (was On)");
+        let dry = PowerReport::DryRun { actions: vec![BmcAction::ReadPowerState, BmcAction::Reset(ResetAction::ForceOff)] };
+        assert_eq!(dry.to_string(), format!("dry run, would: read the power state; send reset {}", ResetAction::ForceOff));
+        assert_eq!(DownReport::DryRun { actions: Vec::new() }.to_string(), "dry run, would: nothing");
+    }
 }
