@@ -432,15 +432,25 @@ pub(crate) struct Writer<'a> {
 pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>, shape: Shape<'_>) {
     let mut list = old.map(entries).unwrap_or_default();
     let new_fields = field_set(new, shape);
+    let new_containers = container_set(new, shape);
     let mut changed: BTreeSet<Path> = new_fields
         .iter()
         .filter(|path| old.is_none_or(|old| lookup(old, path) != lookup(new, path)))
         .cloned()
         .collect();
     // Maps and lists that were not there before are fields of their own.
-    changed.extend(container_set(new, shape).into_iter().filter(|path| old.is_none_or(|old| lookup(old, path).is_none())));
-    let mut all_new = field_set(new, Shape { schema: shape.schema, scope: Scope::All });
-    all_new.extend(container_set(new, Shape { schema: shape.schema, scope: Scope::All }));
+    changed.extend(new_containers.iter().filter(|path| old.is_none_or(|old| lookup(old, path).is_none())).cloned());
+    // Every field of the new object; a write of every scope already walked them all.
+    let all_new = if shape.scope == Scope::All {
+        let mut all_new = new_fields;
+        all_new.extend(new_containers);
+        all_new
+    } else {
+        let all = Shape { schema: shape.schema, scope: Scope::All };
+        let mut all_new = field_set(new, all);
+        all_new.extend(container_set(new, all));
+        all_new
+    };
     for entry in &mut list {
         entry.fields.retain(|p| all_new.contains(p) && !changed.contains(p));
     }

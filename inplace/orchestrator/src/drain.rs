@@ -79,8 +79,10 @@ pub(crate) async fn drain_round(
     refusals: &mut Refusals,
 ) -> Result<Round, Error> {
     let pods: Api<Pod> = Api::all(client.clone());
+    // The server picks the node's pods (as `kubectl drain` asks): the other nodes' pods are
+    // neither encoded nor decoded.
     let list = pods
-        .list(&ListParams::default())
+        .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await
         .map_err(|source| Error::Kube { action: format!("list pods on node {node}"), source })?;
     let mut round = Round::default();
@@ -158,5 +160,24 @@ mod tests {
         gone.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::UNIX_EPOCH));
         assert_eq!(classify(&gone), PodClass::Terminating);
         assert_eq!(classify(&pod()), PodClass::Evict);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_round_touches_only_the_pods_of_its_node() {
+        let server = rackproof_apiserver::ApiServer::new(rackproof_clock::Clock::simulated("2026-01-01T00:00:00Z".parse().expect("a timestamp")));
+        let client = server.admin_client();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        for (name, node) in [("a1", Some("a")), ("b1", Some("b")), ("a2", Some("a")), ("loose", None)] {
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+            }))
+            .expect("a pod");
+            pods.create(&kube::api::PostParams::default(), &pod).await.expect("created");
+        }
+        let round = drain_round(&client, "a", true, 3, &mut Refusals::new()).await.expect("a round");
+        assert_eq!(round.deleted, ["default/a1", "default/a2"]);
+        let left: Vec<String> = pods.list(&ListParams::default()).await.expect("listed").items.iter().map(ResourceExt::name_any).collect();
+        assert_eq!(left, ["b1", "loose"]);
     }
 }
