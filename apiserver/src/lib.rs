@@ -40,8 +40,8 @@
 //!   its own columns). The one exception is `/openapi/v2`, served as gnostic protobuf too (what
 //!   kubectl ≤ 1.26 reads for client-side apply, `explain` and client-side validation), converted
 //!   from the JSON document (`gnostic`): vendor extensions' `Any.yaml` holds non-trivial values
-//!   as JSON (flow-style YAML) where gnostic writes block-style YAML, the ETag is not checked
-//!   against `If-Modified-Since`/`Last-Modified` (none is sent), and the body is never gzipped.
+//!   as JSON (flow-style YAML) where gnostic writes block-style YAML; no `Last-Modified` is sent
+//!   (the ETag and `If-None-Match` are), and the body is never gzipped.
 //!   In the v2 document, OpenAPI v3 keywords of CRD schemas (`anyOf`, `nullable`, ...) stay in
 //!   the JSON form and are dropped from the protobuf one; a CRD schema with a mistyped Swagger
 //!   keyword (which kube-apiserver would have rejected at CRD creation) makes the protobuf form

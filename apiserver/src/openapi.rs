@@ -82,6 +82,14 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
     let mut defs = generator.take_definitions(true);
     for def in defs.values_mut() {
         patch_extensions(def);
+        if flavor == Flavor::V2 {
+            collapse_ref_wrappers(def);
+        }
+    }
+    if flavor == Flavor::V2 {
+        for (name, def) in defs.iter_mut() {
+            v2_shape(name, def);
+        }
     }
     for (name, schema) in custom {
         defs.insert(name, schema);
@@ -100,6 +108,57 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
         def.insert("x-kubernetes-group-version-kind".to_owned(), json!([gvk("autoscaling", "v1", "Scale")]));
     }
     (defs, names)
+}
+
+/// The OpenAPI v2 shape kube-apiserver gives the types whose Go JSON is not one schema type
+/// (schemars writes `oneOf` or `x-kubernetes-int-or-string` for them, and `type: object` for
+/// `JSON`, which kubectl 1.20's client-side validation then enforces): `JSON` and
+/// `JSONSchemaPropsOr*` carry only a description, `IntOrString` is a string of format
+/// `int-or-string` and `Quantity` a string.
+fn v2_shape(name: &str, def: &mut Value) {
+    let description = def.get("description").cloned().unwrap_or_else(|| json!(""));
+    let suffix = name.rsplit('.').next().unwrap_or_default();
+    *def = match (name, suffix) {
+        (_, "JSON" | "JSONSchemaPropsOrBool" | "JSONSchemaPropsOrArray" | "JSONSchemaPropsOrStringArray") if name.contains(".apiextensions.") => json!({"description": description}),
+        ("io.k8s.apimachinery.pkg.util.intstr.IntOrString", _) => json!({"description": description, "type": "string", "format": "int-or-string"}),
+        ("io.k8s.apimachinery.pkg.api.resource.Quantity", _) => json!({"description": description, "type": "string"}),
+        _ => return,
+    };
+}
+
+/// Turns schemars' draft-07 `{"allOf": [{"$ref": R}], "description": D}` (how it keeps siblings
+/// of a `$ref`) back into `{"$ref": R, "description": D}`, as kube-apiserver writes references in
+/// OpenAPI v2: kubectl's v2 readers (explain, client-side validation, strategic-merge lookups)
+/// follow `$ref` and ignore `allOf`. Walks every schema position of `schema`.
+fn collapse_ref_wrappers(schema: &mut Value) {
+    let Some(map) = schema.as_object_mut() else { return };
+    let single_ref = map
+        .get("allOf")
+        .and_then(Value::as_array)
+        .filter(|all| all.len() == 1)
+        .and_then(|all| all[0].as_object())
+        .filter(|only| only.len() == 1)
+        .and_then(|only| only.get("$ref"))
+        .cloned();
+    if let Some(reference) = single_ref
+        && !map.contains_key("$ref")
+    {
+        map.remove("allOf");
+        map.insert("$ref".to_owned(), reference);
+    }
+    if let Some(properties) = map.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.values_mut().for_each(collapse_ref_wrappers);
+    }
+    for key in ["items", "additionalProperties"] {
+        match map.get_mut(key) {
+            Some(Value::Array(list)) => list.iter_mut().for_each(collapse_ref_wrappers),
+            Some(sub) => collapse_ref_wrappers(sub),
+            None => {}
+        }
+    }
+    if let Some(Value::Array(list)) = map.get_mut("allOf") {
+        list.iter_mut().for_each(collapse_ref_wrappers);
+    }
 }
 
 /// Marks the list properties of a built-in kind's schema with how strategic merge patch merges
@@ -339,6 +398,24 @@ mod tests {
         assert_eq!(negotiate_v2("application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some("application/json"));
         assert_eq!(negotiate_v2("application/yaml"), None);
         assert_eq!(negotiate_v2("text/html, application/protobuf"), None);
+    }
+
+    #[test]
+    fn v2_references_and_special_types_are_shaped_as_kube_apiserver_writes_them() {
+        let v2 = v2(&Registry::builtin());
+        let definitions = v2["definitions"].as_object().unwrap();
+        let spec = &definitions["io.k8s.api.core.v1.Pod"]["properties"]["spec"];
+        assert_eq!(spec["$ref"], "#/definitions/io.k8s.api.core.v1.PodSpec");
+        assert!(spec.get("allOf").is_none() && spec["description"].is_string());
+        let containers = &definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!((&containers["x-kubernetes-patch-strategy"], &containers["x-kubernetes-patch-merge-key"]), (&json!("merge"), &json!("name")));
+        assert_eq!(definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["tolerations"].get("x-kubernetes-patch-strategy"), None);
+        let int_or_string = &definitions["io.k8s.apimachinery.pkg.util.intstr.IntOrString"];
+        assert_eq!((&int_or_string["type"], &int_or_string["format"]), (&json!("string"), &json!("int-or-string")));
+        let any_json = definitions["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON"].as_object().unwrap();
+        assert_eq!(any_json.keys().collect::<Vec<_>>(), vec!["description"]);
+        let v3 = v3(&Registry::builtin(), "", "v1").unwrap();
+        assert!(v3["components"]["schemas"]["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["allOf"].is_array(), "v3 keeps allOf, as kube-apiserver's v3 does");
     }
 
     #[test]
