@@ -302,6 +302,26 @@ async fn applies_and_explains_custom_resources(which: Which) {
     assert!(k.ok(&["get", "widgets", "-o", "name"]).await.contains("widget.example.com/w2"));
     let explained = k.ok(&["explain", "widgets.spec.size"]).await;
     assert!(explained.contains("How big the widget is"), "{explained}");
+    let explained = k.ok(&["explain", "pods.spec.containers.image"]).await;
+    assert!(explained.contains("image") && explained.contains("Container image name"), "{explained}");
+    // Validation of a built-in kind: client-side (kubectl 1.20, from /openapi/v2) or server-side.
+    let typo = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\nspec:\n  containers:\n  - name: c\n    image: i:1\n    imagee: i:2\n";
+    let bad = k.run(&["create", "-f", "-"], Some(typo)).await;
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("imagee"), "{}", String::from_utf8_lossy(&bad.stderr));
+    k.ok_with(&["create", "-f", "-"], Some(&typo.replace("    imagee: i:2\n", ""))).await;
+    // Client-side apply of a built-in kind: a strategic merge patch built from the published
+    // merge keys, so dropping a container from the file removes it (and only it).
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers:\n      - {name: a, image: 'a:1'}\n      - {name: b, image: 'b:1'}\n";
+    k.ok_with(&["apply", "-f", "-"], Some(deployment)).await;
+    k.ok_with(&["apply", "-f", "-"], Some(&deployment.replace("      - {name: a, image: 'a:1'}\n", "").replace("b:1", "b:2"))).await;
+    let fetched: serde_json::Value = serde_json::from_str(&k.ok(&["get", "deployment", "d", "-o", "json"]).await).unwrap();
+    let containers: Vec<(&str, &str)> = fetched["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap_or_default(), c["image"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(containers, vec![("b", "b:2")]);
     k.ok(&["delete", "widget", "w1"]).await;
     assert!(!k.ok(&["get", "widgets", "-o", "name"]).await.contains("w1"));
 }
