@@ -146,7 +146,7 @@ pub(crate) mod parameters_item {
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
-        Parameter(super::Parameter),
+        Parameter(Box<super::Parameter>),
         #[prost(message, tag = "2")]
         JsonReference(super::JsonReference),
     }
@@ -192,6 +192,7 @@ pub(crate) struct NonBodyParameter {
 
 pub(crate) mod non_body_parameter {
     #[derive(Clone, PartialEq, prost::Oneof)]
+    #[expect(clippy::enum_variant_names, reason = "gnostic's message names")]
     pub(crate) enum Oneof {
         /// `HeaderParameterSubSchema`: numbered as the path one.
         #[prost(message, tag = "1")]
@@ -312,7 +313,7 @@ pub(crate) mod response_value {
     #[derive(Clone, PartialEq, prost::Oneof)]
     pub(crate) enum Oneof {
         #[prost(message, tag = "1")]
-        Response(super::Response),
+        Response(Box<super::Response>),
         #[prost(message, tag = "2")]
         JsonReference(super::JsonReference),
     }
@@ -671,7 +672,7 @@ fn response_value(value: &Value, at: &Path) -> Result<ResponseValue, String> {
         schema: schema.map(|s| SchemaItem { oneof: Some(schema_item::Oneof::Schema(s)) }),
         vendor_extension: extensions(map),
     };
-    Ok(ResponseValue { oneof: Some(response_value::Oneof::Response(response)) })
+    Ok(ResponseValue { oneof: Some(response_value::Oneof::Response(Box::new(response))) })
 }
 
 fn parameters(map: &Map<String, Value>, at: &Path) -> Result<Vec<ParametersItem>, String> {
@@ -737,7 +738,7 @@ fn parameters_item(value: &Value, at: &Path) -> Result<ParametersItem, String> {
         }
         other => return Err(at.key("in").wrong("body, query, formData, path or header", &Value::String(other.to_owned()))),
     };
-    Ok(ParametersItem { oneof: Some(parameters_item::Oneof::Parameter(Parameter { oneof: Some(parameter) })) })
+    Ok(ParametersItem { oneof: Some(parameters_item::Oneof::Parameter(Box::new(Parameter { oneof: Some(parameter) }))) })
 }
 
 fn primitives_items(value: &Value, at: &Path) -> Result<PrimitivesItems, String> {
@@ -948,6 +949,13 @@ mod tests {
         Value::Object(out)
     }
 
+    /// The non-body parameter `item` holds, if any.
+    fn non_body(item: &ParametersItem) -> Option<&non_body_parameter::Oneof> {
+        let Some(parameters_item::Oneof::Parameter(param)) = &item.oneof else { return None };
+        let Some(parameter::Oneof::NonBodyParameter(non_body)) = &param.oneof else { return None };
+        non_body.oneof.as_ref()
+    }
+
     const WIDGETS: &str = r#"{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "widgets.example.com"},
         "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
@@ -1026,15 +1034,16 @@ mod tests {
         let query: Vec<&str> = patch
             .parameters
             .iter()
-            .filter_map(|p| match &p.oneof {
-                Some(parameters_item::Oneof::Parameter(Parameter { oneof: Some(parameter::Oneof::NonBodyParameter(NonBodyParameter { oneof: Some(non_body_parameter::Oneof::QueryParameterSubSchema(q)) })) })) => Some(q.name.as_str()),
+            .filter_map(|p| match non_body(p) {
+                Some(non_body_parameter::Oneof::QueryParameterSubSchema(q)) => Some(q.name.as_str()),
                 _ => None,
             })
             .collect();
         assert_eq!(query, vec!["pretty", "dryRun", "fieldManager", "fieldValidation", "force"]);
-        assert!(matches!(&item.parameters[1].oneof, Some(parameters_item::Oneof::Parameter(Parameter { oneof: Some(parameter::Oneof::NonBodyParameter(NonBodyParameter { oneof: Some(non_body_parameter::Oneof::PathParameterSubSchema(p)) })) })) if p.name == "name" && p.required));
+        assert!(matches!(non_body(&item.parameters[1]), Some(non_body_parameter::Oneof::PathParameterSubSchema(p)) if p.name == "name" && p.required));
         let ok = patch.responses.as_ref().unwrap().response_code.iter().find(|r| r.name == "200").and_then(|r| r.value.clone()).unwrap();
-        assert!(matches!(ok.oneof, Some(response_value::Oneof::Response(Response { schema: Some(SchemaItem { oneof: Some(schema_item::Oneof::Schema(s)) }), .. })) if s.xref == "#/definitions/com.example.v1.Widget"));
+        let Some(response_value::Oneof::Response(ok)) = ok.oneof else { panic!("200 is a response") };
+        assert!(matches!(ok.schema, Some(SchemaItem { oneof: Some(schema_item::Oneof::Schema(s)) }) if s.xref == "#/definitions/com.example.v1.Widget"));
     }
 
     /// Bytes worked out by hand from gnostic's `OpenAPIv2.proto` field numbers, for a fragment

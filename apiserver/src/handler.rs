@@ -102,7 +102,7 @@ pub(crate) fn handle(core: &Arc<Core>, ctx: &Context, action: Action) -> Result<
         Action::GroupVersions { group } => Ok(Reply::Json(200, discovery::group(&core.lock().registry, &group))),
         Action::Resources { group, version } => Ok(Reply::Json(200, discovery::resources(&core.lock().registry, &group, &version))),
         Action::OpenApiV2 { media_type } => {
-            let (body, etag) = crate::openapi::v2_encoded(&core.lock().registry, media_type).map_err(|e| ApiError::internal(e))?;
+            let (body, etag) = crate::openapi::v2_encoded(&core.lock().registry, media_type).map_err(ApiError::internal)?;
             Ok(Reply::Document { body, content_type: media_type, etag })
         }
         Action::OpenApiV3Root => Ok(Reply::Json(200, crate::openapi::v3_root(&core.lock().registry))),
