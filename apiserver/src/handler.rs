@@ -37,6 +37,9 @@ pub(crate) enum Reply {
     /// JSON already encoded (lists and gets spliced from the store's cached encodings).
     Encoded(u16, Bytes),
     Watch(futures::stream::BoxStream<'static, Result<Bytes, std::convert::Infallible>>),
+    /// A negotiated document (`/openapi/v2`): sent with `Vary: Accept` and its ETag, or as 304
+    /// when the request's `If-None-Match` names that ETag.
+    Document { body: Bytes, content_type: &'static str, etag: String },
 }
 
 impl std::fmt::Debug for Reply {
@@ -44,6 +47,7 @@ impl std::fmt::Debug for Reply {
         match self {
             Reply::Json(code, _) | Reply::Typed(code, _, _) | Reply::Encoded(code, _) => write!(f, "Reply::Json({code})"),
             Reply::Watch(_) => f.write_str("Reply::Watch"),
+            Reply::Document { content_type, .. } => write!(f, "Reply::Document({content_type})"),
         }
     }
 }
@@ -97,7 +101,10 @@ pub(crate) fn handle(core: &Arc<Core>, ctx: &Context, action: Action) -> Result<
         Action::Groups { aggregated: true } => Ok(Reply::Typed(200, discovery::aggregated(&core.lock().registry, false), discovery::AGGREGATED_MEDIA_TYPE)),
         Action::GroupVersions { group } => Ok(Reply::Json(200, discovery::group(&core.lock().registry, &group))),
         Action::Resources { group, version } => Ok(Reply::Json(200, discovery::resources(&core.lock().registry, &group, &version))),
-        Action::OpenApiV2 => Ok(Reply::Json(200, crate::openapi::v2(&core.lock().registry))),
+        Action::OpenApiV2 { media_type } => {
+            let (body, etag) = crate::openapi::v2_encoded(&core.lock().registry, media_type).map_err(ApiError::internal)?;
+            Ok(Reply::Document { body, content_type: media_type, etag })
+        }
         Action::OpenApiV3Root => Ok(Reply::Json(200, crate::openapi::v3_root(&core.lock().registry))),
         Action::OpenApiV3 { group, version } => match crate::openapi::v3(&core.lock().registry, &group, &version) {
             Some(document) => Ok(Reply::Json(200, document)),

@@ -20,7 +20,8 @@
 //!   watch splice bytes instead of re-encoding objects.
 //! - `request`: HTTP request → typed `Action`; `handler`: runs it; `transport`: the axum app,
 //!   shared by the in-process tower transport ([`ApiServer::client`]) and HTTPS.
-//! - `openapi`, `discovery`: OpenAPI v2/v3 documents and (aggregated) discovery.
+//! - `openapi`, `discovery`: OpenAPI v2/v3 documents and (aggregated) discovery; `gnostic`:
+//!   the v2 document as gnostic protobuf.
 //! - `auth`, `tls`, `https`: users, bearer tokens, the Node authorizer rules, and the HTTPS
 //!   transport with its generated CA ([`ApiServer::serve_https`], [`HttpsServer::kubeconfig`]).
 //! - `state`: built-in controllers that run synchronously after each write: CRD serving,
@@ -36,9 +37,18 @@
 //! - One version per built-in resource (the current one: `policy/v1`, `apps/v1`, ...); a CRD's
 //!   versions share storage with conversion strategy `None` (only `apiVersion` changes).
 //! - JSON only: protobuf and Table (`as=Table`) requests get plain JSON (kubectl falls back to
-//!   its own columns). The OpenAPI v2 document is served as JSON only; a protobuf-only request
-//!   for it gets 406, so kubectl ≤ 1.26 (which reads v2 as protobuf) cannot validate `apply`
-//!   client-side or `explain`; kubectl ≥ 1.27 uses the OpenAPI v3 documents, which work.
+//!   its own columns). The one exception is `/openapi/v2`, served as gnostic protobuf too (what
+//!   kubectl ≤ 1.26 reads for client-side apply, `explain` and client-side validation), converted
+//!   from the JSON document (`gnostic`): vendor extensions' `Any.yaml` holds non-trivial values
+//!   as JSON (flow-style YAML) where gnostic writes block-style YAML; no `Last-Modified` is sent
+//!   (the ETag and `If-None-Match` are), and the body is never gzipped.
+//!   In the v2 document, OpenAPI v3 keywords of CRD schemas (`anyOf`, `nullable`, ...) stay in
+//!   the JSON form and are dropped from the protobuf one; a CRD schema with a mistyped Swagger
+//!   keyword (which kube-apiserver would have rejected at CRD creation) makes the protobuf form
+//!   a 500 naming where it is.
+//! - Built-in kinds' schemas mark list fields with `x-kubernetes-patch-strategy` and
+//!   `x-kubernetes-patch-merge-key` from the server's own strategic-merge table (by field name),
+//!   not from the Go types' tags; lists it treats as atomic carry neither.
 //! - `fieldValidation=Strict` rejects unknown fields (checked by a round trip through the
 //!   k8s-openapi types for built-in kinds, by schema pruning for custom resources); duplicate
 //!   fields are not detected and `Warn` behaves like `Ignore` (no warning headers).
@@ -96,6 +106,7 @@ mod crd;
 mod discovery;
 mod error;
 mod fields;
+mod gnostic;
 mod handler;
 mod https;
 mod kinds;

@@ -1,5 +1,5 @@
 //! OpenAPI documents: v3 (`/openapi/v3` index and one document per group/version) and v2
-//! (`/openapi/v2`, JSON), built from k8s-openapi's schemas for built-in kinds and from CRD
+//! (`/openapi/v2`, JSON or gnostic protobuf, see [`crate::gnostic`]), built from k8s-openapi's schemas for built-in kinds and from CRD
 //! schemas for custom resources. Every kind's schema carries
 //! `x-kubernetes-group-version-kind`; every write operation declares the `fieldValidation`,
 //! `fieldManager` and `dryRun` query parameters, which is what `kubectl apply` and
@@ -80,6 +80,17 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
         }
     }
     let mut defs = generator.take_definitions(true);
+    for def in defs.values_mut() {
+        patch_extensions(def);
+        if flavor == Flavor::V2 {
+            collapse_ref_wrappers(def);
+        }
+    }
+    if flavor == Flavor::V2 {
+        for (name, def) in defs.iter_mut() {
+            v2_shape(name, def);
+        }
+    }
     for (name, schema) in custom {
         defs.insert(name, schema);
     }
@@ -97,6 +108,82 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
         def.insert("x-kubernetes-group-version-kind".to_owned(), json!([gvk("autoscaling", "v1", "Scale")]));
     }
     (defs, names)
+}
+
+/// The OpenAPI v2 shape kube-apiserver gives the types whose Go JSON is not one schema type
+/// (schemars writes `oneOf` or `x-kubernetes-int-or-string` for them, and `type: object` for
+/// `JSON`, which kubectl 1.20's client-side validation then enforces): `JSON` and
+/// `JSONSchemaPropsOr*` carry only a description, `IntOrString` is a string of format
+/// `int-or-string` and `Quantity` a string.
+fn v2_shape(name: &str, def: &mut Value) {
+    let description = def.get("description").cloned().unwrap_or_else(|| json!(""));
+    let suffix = name.rsplit('.').next().unwrap_or_default();
+    *def = match (name, suffix) {
+        (_, "JSON" | "JSONSchemaPropsOrBool" | "JSONSchemaPropsOrArray" | "JSONSchemaPropsOrStringArray") if name.contains(".apiextensions.") => json!({"description": description}),
+        ("io.k8s.apimachinery.pkg.util.intstr.IntOrString", _) => json!({"description": description, "type": "string", "format": "int-or-string"}),
+        ("io.k8s.apimachinery.pkg.api.resource.Quantity", _) => json!({"description": description, "type": "string"}),
+        _ => return,
+    };
+}
+
+/// Turns schemars' draft-07 `{"allOf": [{"$ref": R}], "description": D}` (how it keeps siblings
+/// of a `$ref`) back into `{"$ref": R, "description": D}`, as kube-apiserver writes references in
+/// OpenAPI v2: kubectl's v2 readers (explain, client-side validation, strategic-merge lookups)
+/// follow `$ref` and ignore `allOf`. Walks every schema position of `schema`.
+fn collapse_ref_wrappers(schema: &mut Value) {
+    let Some(map) = schema.as_object_mut() else { return };
+    let single_ref = map
+        .get("allOf")
+        .and_then(Value::as_array)
+        .filter(|all| all.len() == 1)
+        .and_then(|all| all[0].as_object())
+        .filter(|only| only.len() == 1)
+        .and_then(|only| only.get("$ref"))
+        .cloned();
+    if let Some(reference) = single_ref
+        && !map.contains_key("$ref")
+    {
+        map.remove("allOf");
+        map.insert("$ref".to_owned(), reference);
+    }
+    if let Some(properties) = map.get_mut("properties").and_then(Value::as_object_mut) {
+        properties.values_mut().for_each(collapse_ref_wrappers);
+    }
+    for key in ["items", "additionalProperties"] {
+        match map.get_mut(key) {
+            Some(Value::Array(list)) => list.iter_mut().for_each(collapse_ref_wrappers),
+            Some(sub) => collapse_ref_wrappers(sub),
+            None => {}
+        }
+    }
+    if let Some(Value::Array(list)) = map.get_mut("allOf") {
+        list.iter_mut().for_each(collapse_ref_wrappers);
+    }
+}
+
+/// Marks the list properties of a built-in kind's schema with how strategic merge patch merges
+/// them here (`x-kubernetes-patch-strategy`, `x-kubernetes-patch-merge-key`, as kube-apiserver
+/// publishes them), from the table the server's own strategic merge uses, so clients that compute
+/// patches from the document (kubectl's client-side apply) merge lists as the server does.
+fn patch_extensions(def: &mut Value) {
+    use crate::patch::strategic::{ListStrategy, list_strategy};
+    let Some(properties) = def.get_mut("properties").and_then(Value::as_object_mut) else { return };
+    for (field, property) in properties.iter_mut() {
+        let Some(property) = property.as_object_mut() else { continue };
+        if property.get("type").and_then(Value::as_str) != Some("array") {
+            continue;
+        }
+        match list_strategy(field) {
+            ListStrategy::Keyed(key) => {
+                property.insert("x-kubernetes-patch-strategy".to_owned(), json!("merge"));
+                property.insert("x-kubernetes-patch-merge-key".to_owned(), json!(key));
+            }
+            ListStrategy::Set => {
+                property.insert("x-kubernetes-patch-strategy".to_owned(), json!("merge"));
+            }
+            ListStrategy::Atomic => {}
+        }
+    }
 }
 
 fn parameter(flavor: Flavor, name: &str, location: &str, description: &str) -> Value {
@@ -201,6 +288,55 @@ fn info() -> Value {
     json!({"title": "Kubernetes", "version": format!("v{}.{}.0", KUBERNETES_VERSION.0, KUBERNETES_VERSION.1)})
 }
 
+/// The protobuf media type kubectl (up to 1.26) asks `/openapi/v2` for.
+const V2_PROTOBUF_AT: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+/// The same, spelled as kube-openapi also accepts it, and the Content-Type it answers with for
+/// either spelling (Go's `mime` package rejects the `@` one, and client-go checks it).
+pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+/// The Content-Type `/openapi/v2` answers `accept` with, as kube-openapi negotiates it: clauses
+/// by decreasing `q` (more specific first among equals), the first one matching JSON or either
+/// protobuf spelling wins (`*/*` and an empty header get JSON); None when nothing matches (406).
+pub(crate) fn negotiate_v2(accept: &str) -> Option<&'static str> {
+    const OFFERED: [(&str, &str); 3] = [("application/json", "application/json"), (V2_PROTOBUF_AT, V2_PROTOBUF), (V2_PROTOBUF, V2_PROTOBUF)];
+    let accept = if accept.trim().is_empty() { "*/*" } else { accept };
+    let mut clauses: Vec<(f64, u8, &str, &str)> = Vec::new();
+    for clause in accept.split(',') {
+        let mut parts = clause.split(';');
+        let media = parts.next().unwrap_or_default().trim();
+        let (kind, sub) = media.split_once('/').unwrap_or((media, "*"));
+        let q = parts
+            .filter_map(|p| p.trim().strip_prefix("q="))
+            .find_map(|q| q.trim().parse::<f64>().ok())
+            .unwrap_or(1.0);
+        let specificity = u8::from(kind != "*") + u8::from(sub != "*");
+        clauses.push((q, specificity, kind.trim(), sub.trim()));
+    }
+    clauses.sort_by(|a, b| b.0.total_cmp(&a.0).then(b.1.cmp(&a.1)));
+    clauses.iter().find_map(|(_, _, kind, sub)| {
+        OFFERED.into_iter().find_map(|(offered, answered)| {
+            let (offered_kind, offered_sub) = offered.split_once('/').unwrap_or((offered, ""));
+            let matched = (*kind == "*" || kind.eq_ignore_ascii_case(offered_kind)) && (*sub == "*" || sub.eq_ignore_ascii_case(offered_sub));
+            matched.then_some(answered)
+        })
+    })
+}
+
+/// `/openapi/v2` encoded as `media_type` (a Content-Type from [`negotiate_v2`]), with its ETag: the SHA-512 of
+/// the body in upper-case hex, as kube-openapi computes it. The protobuf form is converted from
+/// the JSON document.
+pub(crate) fn v2_encoded(registry: &Registry, media_type: &str) -> Result<(bytes::Bytes, String), String> {
+    use sha2::Digest;
+    let document = v2(registry);
+    let body = if media_type == "application/json" {
+        serde_json::to_vec(&document).map_err(|e| format!("encoding the OpenAPI v2 document as JSON: {e}"))?
+    } else {
+        crate::gnostic::encode(&document).map_err(|e| format!("encoding the OpenAPI v2 document as protobuf: {e}"))?
+    };
+    let etag = sha2::Sha512::digest(&body).iter().map(|b| format!("{b:02X}")).collect();
+    Ok((bytes::Bytes::from(body), etag))
+}
+
 /// `/openapi/v2` as JSON.
 pub(crate) fn v2(registry: &Registry) -> Value {
     let resources: Vec<Arc<Resource>> = registry.all().cloned().collect();
@@ -245,4 +381,52 @@ pub(crate) fn v3(registry: &Registry, group: &str, version: &str) -> Option<Valu
     let (defs, names) = definitions(&resources, Flavor::V3);
     let scale = scale_definition(&defs);
     Some(json!({"openapi": "3.0.0", "info": info(), "paths": paths(&names, Flavor::V3, &scale), "components": {"schemas": defs}}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn v2_is_negotiated_as_kube_openapi_does() {
+        assert_eq!(negotiate_v2(""), Some("application/json"));
+        assert_eq!(negotiate_v2("*/*"), Some("application/json"));
+        assert_eq!(negotiate_v2("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some(V2_PROTOBUF));
+        assert_eq!(negotiate_v2("application/com.github.proto-openapi.spec.v2.v1.0+protobuf"), Some(V2_PROTOBUF));
+        assert_eq!(negotiate_v2("application/json;q=0.5, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some(V2_PROTOBUF));
+        assert_eq!(negotiate_v2("application/*, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some(V2_PROTOBUF), "more specific first");
+        assert_eq!(negotiate_v2("application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some("application/json"));
+        assert_eq!(negotiate_v2("application/yaml"), None);
+        assert_eq!(negotiate_v2("text/html, application/protobuf"), None);
+    }
+
+    #[test]
+    fn v2_references_and_special_types_are_shaped_as_kube_apiserver_writes_them() {
+        let v2 = v2(&Registry::builtin());
+        let definitions = v2["definitions"].as_object().unwrap();
+        let spec = &definitions["io.k8s.api.core.v1.Pod"]["properties"]["spec"];
+        assert_eq!(spec["$ref"], "#/definitions/io.k8s.api.core.v1.PodSpec");
+        assert!(spec.get("allOf").is_none() && spec["description"].is_string());
+        let containers = &definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
+        assert_eq!((&containers["x-kubernetes-patch-strategy"], &containers["x-kubernetes-patch-merge-key"]), (&json!("merge"), &json!("name")));
+        assert_eq!(definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["tolerations"].get("x-kubernetes-patch-strategy"), None);
+        let int_or_string = &definitions["io.k8s.apimachinery.pkg.util.intstr.IntOrString"];
+        assert_eq!((&int_or_string["type"], &int_or_string["format"]), (&json!("string"), &json!("int-or-string")));
+        let any_json = definitions["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON"].as_object().unwrap();
+        assert_eq!(any_json.keys().collect::<Vec<_>>(), vec!["description"]);
+        let v3 = v3(&Registry::builtin(), "", "v1").unwrap();
+        assert!(v3["components"]["schemas"]["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["allOf"].is_array(), "v3 keeps allOf, as kube-apiserver's v3 does");
+    }
+
+    #[test]
+    fn v2_etag_is_the_sha512_of_each_encoding() {
+        let registry = Registry::builtin();
+        let (json, json_tag) = v2_encoded(&registry, "application/json").unwrap();
+        let (protobuf, protobuf_tag) = v2_encoded(&registry, V2_PROTOBUF).unwrap();
+        assert_ne!(json, protobuf);
+        assert_ne!(json_tag, protobuf_tag);
+        assert_eq!(json_tag.len(), 128);
+        assert!(json_tag.chars().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()));
+        assert_eq!(v2_encoded(&registry, V2_PROTOBUF).unwrap().1, protobuf_tag, "stable across requests");
+    }
 }

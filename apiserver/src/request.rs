@@ -91,7 +91,8 @@ pub(crate) enum Action {
     Groups { aggregated: bool },
     GroupVersions { group: String },
     Resources { group: String, version: String },
-    OpenApiV2,
+    /// `/openapi/v2` in the negotiated media type (JSON or gnostic protobuf).
+    OpenApiV2 { media_type: &'static str },
     OpenApiV3Root,
     OpenApiV3 { group: String, version: String },
     Get(Target),
@@ -217,12 +218,11 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
         ["api"] => return get_only(Action::CoreVersions { aggregated: wants_aggregated(raw.accept) }),
         ["apis"] => return get_only(Action::Groups { aggregated: wants_aggregated(raw.accept) }),
         ["openapi", "v2"] | ["swagger.json"] => {
-            // Only JSON is served; a client asking for the protobuf form alone gets 406.
-            let json_ok = raw.accept.is_empty() || raw.accept.split(',').any(|m| m.contains("json") || m.trim().starts_with("*/*"));
-            if !json_ok {
-                return Err(ApiError::not_acceptable(format!("only application/json is supported for the OpenAPI v2 document, not {:?}", raw.accept)));
-            }
-            return get_only(Action::OpenApiV2);
+            // JSON or gnostic protobuf, negotiated as kube-openapi does; anything else is 406.
+            let Some(media_type) = crate::openapi::negotiate_v2(raw.accept) else {
+                return Err(ApiError::not_acceptable(format!("the OpenAPI v2 document is served as application/json or {}, not {:?}", crate::openapi::V2_PROTOBUF, raw.accept)));
+            };
+            return get_only(Action::OpenApiV2 { media_type });
         }
         ["openapi", "v3"] => return get_only(Action::OpenApiV3Root),
         ["openapi", "v3", "api", version] => return get_only(Action::OpenApiV3 { group: String::new(), version: (*version).to_owned() }),
@@ -459,9 +459,11 @@ mod tests {
         assert_eq!(percent_decode("a%3Db+c%2"), "a=b c%2");
         let registry = Registry::builtin();
         let protobuf = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/com.github.proto-openapi.spec.v2@v1.0+protobuf", body: Bytes::new() };
-        assert_eq!(parse(protobuf, &registry).unwrap_err().code, 406);
+        assert!(matches!(parse(protobuf, &registry).unwrap(), Action::OpenApiV2 { media_type } if media_type == crate::openapi::V2_PROTOBUF));
         let json = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/json", body: Bytes::new() };
-        assert!(matches!(parse(json, &registry).unwrap(), Action::OpenApiV2));
+        assert!(matches!(parse(json, &registry).unwrap(), Action::OpenApiV2 { media_type: "application/json" }));
+        let yaml = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/yaml", body: Bytes::new() };
+        assert_eq!(parse(yaml, &registry).unwrap_err().code, 406);
         assert!(wants_aggregated("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"));
         assert!(!wants_aggregated("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"));
     }

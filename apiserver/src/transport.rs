@@ -46,6 +46,7 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
     };
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    let if_none_match = parts.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
     let parsed = {
         let state = core.lock();
@@ -68,6 +69,7 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
             response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             response
         }
+        Ok(Reply::Document { body, content_type, etag }) => document_response(body, content_type, &etag, if_none_match.as_deref()),
         Ok(Reply::Watch(stream)) => {
             let mut response = Response::new(Body::from_stream(stream));
             response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -80,6 +82,28 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
 
 fn json_response(code: u16, value: &serde_json::Value) -> Response {
     encoded_response(code, bytes::Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+}
+
+/// A negotiated document, as kube-openapi serves it (`http.ServeContent` with a quoted ETag):
+/// 304 without a body when `If-None-Match` lists the ETag (or is `*`).
+fn document_response(body: bytes::Bytes, content_type: &'static str, etag: &str, if_none_match: Option<&str>) -> Response {
+    let quoted = format!("\"{etag}\"");
+    let matched = if_none_match.is_some_and(|tags| tags.split(',').map(|t| t.trim().trim_start_matches("W/")).any(|t| t == quoted || t == "*"));
+    let mut response = if matched {
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = StatusCode::NOT_MODIFIED;
+        response
+    } else {
+        let mut response = Response::new(Body::from(body));
+        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+    };
+    let headers = response.headers_mut();
+    headers.insert(header::VARY, HeaderValue::from_static("Accept"));
+    if let Ok(value) = HeaderValue::from_str(&quoted) {
+        headers.insert(header::ETAG, value);
+    }
+    response
 }
 
 fn encoded_response(code: u16, body: bytes::Bytes) -> Response {

@@ -59,3 +59,41 @@ async fn bad_requests_get_status_objects() {
         assert_eq!(body["code"], want_code);
     }
 }
+
+/// `/openapi/v2` as kube-apiserver (kube-openapi) serves it: JSON or gnostic protobuf by
+/// `Accept`, `Vary: Accept`, a quoted ETag per encoding, 304 for a matching `If-None-Match`.
+#[tokio::test(start_paused = true)]
+async fn openapi_v2_is_negotiated_with_etag_and_vary() {
+    use http_body_util::BodyExt;
+    let client = server().admin_client();
+    let get = |accept: &'static str, if_none_match: Option<String>| {
+        let client = client.clone();
+        async move {
+            let mut request = http::Request::get("/openapi/v2").header("Accept", accept);
+            if let Some(tag) = if_none_match {
+                request = request.header("If-None-Match", tag);
+            }
+            let response = client.send(request.body(kube::client::Body::from(Vec::new())).unwrap()).await.unwrap();
+            let (parts, body) = response.into_parts();
+            (parts, body.collect().await.unwrap().to_bytes())
+        }
+    };
+    let header = |parts: &http::response::Parts, name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let protobuf = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+    let (parts, body) = get(protobuf, None).await;
+    assert_eq!(parts.status, 200);
+    assert_eq!(header(&parts, "content-type"), "application/com.github.proto-openapi.spec.v2.v1.0+protobuf");
+    assert_eq!(header(&parts, "vary"), "Accept");
+    assert_eq!(body.first(), Some(&0x0A), "a protobuf message starting with field 1 (swagger)");
+    let etag = header(&parts, "etag");
+    assert!(etag.starts_with('"') && etag.ends_with('"') && etag.len() == 130, "{etag}");
+    let (parts, body) = get(protobuf, Some(etag.clone())).await;
+    assert_eq!((parts.status.as_u16(), body.len()), (304, 0));
+    assert_eq!(header(&parts, "etag"), etag);
+    let (parts, body) = get("application/json", Some(etag.clone())).await;
+    assert_eq!((parts.status.as_u16(), header(&parts, "content-type").as_str()), (200, "application/json"));
+    assert_ne!(header(&parts, "etag"), etag, "each encoding has its own ETag");
+    let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(json["swagger"], "2.0");
+    assert_eq!(get("application/yaml", None).await.0.status, 406);
+}

@@ -1,4 +1,6 @@
-//! Referee tests: the real `kubectl` against the HTTPS server.
+//! Referee tests: the real `kubectl` against the HTTPS server. The apply/explain, label/cordon
+//! and drain tests run twice: with the kubectl on PATH and with Debian bookworm's kubectl 1.20
+//! (which reads `/openapi/v2` as gnostic protobuf where newer ones read OpenAPI v3).
 
 use std::path::PathBuf;
 use std::process::Output;
@@ -23,25 +25,69 @@ fn kubectl_binary() -> PathBuf {
         .unwrap_or_else(|| panic!("kubectl is missing: install it with `apt-get install -y kubernetes-client`"))
 }
 
+/// Debian bookworm's kubectl 1.20 (`kubernetes-client`), unpacked by `ci/setup` under
+/// `${RACKPROOF_CACHE:-$HOME/.cache/rackproof}/kubectl-1.20`; fails the test with the commands
+/// that fetch it when it is missing.
+fn kubectl_1_20() -> PathBuf {
+    let cache = match std::env::var_os("RACKPROOF_CACHE") {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/rackproof"),
+    };
+    let root = cache.join("kubectl-1.20");
+    let binary = root.join("usr/bin/kubectl");
+    assert!(
+        binary.is_file(),
+        "kubectl 1.20 is missing at {}: run `ci/setup`, or fetch it alone with `mkdir -p {root}.dl && (cd {root}.dl && apt-get download kubernetes-client) && dpkg-deb -x {root}.dl/*.deb {root}`",
+        binary.display(),
+        root = root.display()
+    );
+    binary
+}
+
+/// Which kubectl a test runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Which {
+    /// The one on PATH.
+    Path,
+    /// Debian bookworm's 1.20, from the cache.
+    V1_20,
+}
+
+impl Which {
+    fn binary(self) -> PathBuf {
+        match self {
+            Which::Path => kubectl_binary(),
+            Which::V1_20 => kubectl_1_20(),
+        }
+    }
+}
+
 pub(crate) struct Kubectl {
     pub(crate) server: ApiServer,
+    binary: PathBuf,
     _https: HttpsServer,
     kubeconfig: PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Kubectl {
+    /// The server and the kubectl on PATH.
     pub(crate) async fn start() -> Self {
+        Self::start_with(Which::Path).await
+    }
+
+    pub(crate) async fn start_with(which: Which) -> Self {
+        let binary = which.binary();
         let server = ApiServer::new(Clock::wall());
         let https = server.serve_https("127.0.0.1:0".parse().unwrap()).await.unwrap();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         https.write_kubeconfig(&kubeconfig, &User::admin()).unwrap();
-        Self { server, _https: https, kubeconfig, _dir: dir }
+        Self { server, binary, _https: https, kubeconfig, _dir: dir }
     }
 
     fn command(&self, args: &[&str]) -> tokio::process::Command {
-        let mut command = tokio::process::Command::new(kubectl_binary());
+        let mut command = tokio::process::Command::new(&self.binary);
         command.args(args).env("KUBECONFIG", &self.kubeconfig).env("HOME", self._dir.path()).kill_on_drop(true);
         command
     }
@@ -95,7 +141,16 @@ async fn ready_pod(client: &kube::Client, name: &str, labels: serde_json::Value,
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_describe_label_annotate_cordon_scale() {
-    let k = Kubectl::start().await;
+    get_describe_label_annotate_cordon_scale(Which::Path).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_describe_label_annotate_cordon_scale_1_20() {
+    get_describe_label_annotate_cordon_scale(Which::V1_20).await;
+}
+
+async fn get_describe_label_annotate_cordon_scale(which: Which) {
+    let k = Kubectl::start_with(which).await;
     let client = k.server.admin_client();
     node(&client, "n1").await;
     ready_pod(&client, "web", json!({"app": "web"}), "n1", None).await;
@@ -127,7 +182,16 @@ async fn kubectl_get_describe_label_annotate_cordon_scale() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_drain_waits_for_the_budget() {
-    let k = Kubectl::start().await;
+    drain_waits_for_the_budget(Which::Path).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_drain_waits_for_the_budget_1_20() {
+    drain_waits_for_the_budget(Which::V1_20).await;
+}
+
+async fn drain_waits_for_the_budget(which: Which) {
+    let k = Kubectl::start_with(which).await;
     let client = k.server.admin_client();
     node(&client, "n1").await;
     let sets: Api<DaemonSet> = Api::namespaced(client.clone(), "default");
@@ -214,7 +278,16 @@ spec:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_applies_and_explains_custom_resources() {
-    let k = Kubectl::start().await;
+    applies_and_explains_custom_resources(Which::Path).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_applies_and_explains_custom_resources_1_20() {
+    applies_and_explains_custom_resources(Which::V1_20).await;
+}
+
+async fn applies_and_explains_custom_resources(which: Which) {
+    let k = Kubectl::start_with(which).await;
     k.ok_with(&["apply", "-f", "-"], Some(CRD_YAML)).await;
     let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n";
     assert!(k.ok_with(&["apply", "-f", "-"], Some(widget)).await.contains("widget.example.com/w1 created"));
@@ -229,6 +302,26 @@ async fn kubectl_applies_and_explains_custom_resources() {
     assert!(k.ok(&["get", "widgets", "-o", "name"]).await.contains("widget.example.com/w2"));
     let explained = k.ok(&["explain", "widgets.spec.size"]).await;
     assert!(explained.contains("How big the widget is"), "{explained}");
+    let explained = k.ok(&["explain", "pods.spec.containers.image"]).await;
+    assert!(explained.contains("image") && explained.contains("Container image name"), "{explained}");
+    // Validation of a built-in kind: client-side (kubectl 1.20, from /openapi/v2) or server-side.
+    let typo = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\nspec:\n  containers:\n  - name: c\n    image: i:1\n    imagee: i:2\n";
+    let bad = k.run(&["create", "-f", "-"], Some(typo)).await;
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("imagee"), "{}", String::from_utf8_lossy(&bad.stderr));
+    k.ok_with(&["create", "-f", "-"], Some(&typo.replace("    imagee: i:2\n", ""))).await;
+    // Client-side apply of a built-in kind: a strategic merge patch built from the published
+    // merge keys, so dropping a container from the file removes it (and only it).
+    let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers:\n      - {name: a, image: 'a:1'}\n      - {name: b, image: 'b:1'}\n";
+    k.ok_with(&["apply", "-f", "-"], Some(deployment)).await;
+    k.ok_with(&["apply", "-f", "-"], Some(&deployment.replace("      - {name: a, image: 'a:1'}\n", "").replace("b:1", "b:2"))).await;
+    let fetched: serde_json::Value = serde_json::from_str(&k.ok(&["get", "deployment", "d", "-o", "json"]).await).unwrap();
+    let containers: Vec<(&str, &str)> = fetched["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["name"].as_str().unwrap_or_default(), c["image"].as_str().unwrap_or_default()))
+        .collect();
+    assert_eq!(containers, vec![("b", "b:2")]);
     k.ok(&["delete", "widget", "w1"]).await;
     assert!(!k.ok(&["get", "widgets", "-o", "name"]).await.contains("w1"));
 }
