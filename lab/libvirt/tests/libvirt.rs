@@ -1,4 +1,5 @@
-//! Real libvirt domains through the driver traits, and sushy-tools / VirtualBMC in front of them.
+//! Real libvirt domains through the driver traits, Rackproof's own Redfish and IPMI emulators in
+//! front of them, and sushy-tools / VirtualBMC in front of them.
 //!
 //! Run with `cargo nextest run -p rackproof-libvirt --features libvirt` after `ci/start-libvirtd`
 //! (installs and starts libvirtd, QEMU, OVMF and the BMC tools). Tests that boot a guest are in
@@ -204,6 +205,73 @@ mod qemu {
         machine.reset(ResetAction::ForceOff).await.unwrap();
         eprintln!("destroy took {:?}", clock.since(stopping));
         machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await.unwrap();
+        let name = machine.name().to_owned();
+        machine.teardown().await.unwrap();
+        assert_gone(&ws.prefix, &name, &dir).await;
+    }
+
+    /// Rackproof's own BMC emulators in front of the domain, as `rackproof lab bmc-serve` puts
+    /// them in front of sim and QEMU nodes: Debian's ipmitool (lanplus) and rackproof-redfish's
+    /// client power it on, reset it, cycle it (both protocols; sushy-tools and VirtualBMC have no
+    /// power cycle) and off, and the serial console shows each boot.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn rackproof_emulators_power_the_domain_on_reset_cycle_and_off_over_ipmi_and_redfish() {
+        use rackproof_redfish::{AuthMode, ClientOptions, Credentials, Emulator, EmulatorConfig, Endpoint, RedfishClient};
+        const USER: &str = "lab";
+        const PASSWORD: &str = "rackproof-pass"; // IPMI 2.0 passwords are at most 20 bytes
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ws = Workspace::new("ownbmc");
+        let config = ws.node("n1");
+        let dir = config.dir.clone();
+        let clock = Clock::wall();
+        let machine = std::sync::Arc::new(define(config).await);
+        let ipmi_credentials = rackproof_ipmi::Credentials::new(USER, PASSWORD).unwrap();
+        let ipmi = rackproof_ipmi::IpmiEmulator::start(machine.clone(), ipmi_credentials, clock.clone()).await.unwrap();
+        let redfish = Emulator::new(EmulatorConfig::single(machine.clone(), USER, PASSWORD, clock.clone())).unwrap();
+        let served = redfish.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let options = ClientOptions { auth: AuthMode::Basic, poll_interval: Duration::from_millis(200), power_on_grace: STATE_TIMEOUT, ..ClientOptions::default() };
+        let client = RedfishClient::connect(&Endpoint::new(&served.url()), Credentials::new(USER, PASSWORD), options, clock.clone()).await.unwrap();
+        let port = ipmi.local_addr().port().to_string();
+        let ipmitool = async |args: &[&str]| -> String {
+            let out = tokio::process::Command::new("ipmitool")
+                .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port, "-U", USER, "-E", "-N", "30", "-R", "1"])
+                .args(args)
+                .env("IPMI_PASSWORD", PASSWORD)
+                .stdin(std::process::Stdio::null())
+                .kill_on_drop(true)
+                .output()
+                .await
+                .unwrap_or_else(|e| panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool"));
+            assert!(out.status.success(), "ipmitool {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let console = machine.console();
+
+        assert_eq!(ipmitool(&["power", "status"]).await.trim(), "Chassis Power is off");
+        let mark = console.mark();
+        assert!(ipmitool(&["power", "on"]).await.contains("Up/On"));
+        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+        assert_eq!(client.read_power_state().await.unwrap(), PowerState::On);
+
+        for (how, reset) in [("redfish ForceRestart", None), ("ipmitool power cycle", Some("cycle")), ("redfish PowerCycle", None), ("ipmitool power reset", Some("reset"))] {
+            let mark = console.mark();
+            match reset {
+                Some(action) => {
+                    ipmitool(&["power", action]).await;
+                }
+                None if how.ends_with("ForceRestart") => client.reset_system(ResetAction::ForceRestart).await.unwrap(),
+                None => client.reset_system(ResetAction::PowerCycle).await.unwrap(),
+            }
+            console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap_or_else(|e| panic!("{how}: no boot on the console: {e}"));
+        }
+
+        assert!(ipmitool(&["power", "off"]).await.contains("Down/Off"));
+        machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await.unwrap();
+        assert_eq!(client.wait_for_power_state(&[PowerState::Off], STATE_TIMEOUT).await.unwrap(), PowerState::Off);
+
+        drop(ipmi);
+        served.shutdown();
+        drop(redfish);
         let name = machine.name().to_owned();
         machine.teardown().await.unwrap();
         assert_gone(&ws.prefix, &name, &dir).await;
