@@ -23,6 +23,7 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::StreamExt as _;
 use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, SharedMachine};
 use rackproof_ipmi::{BmcConfig, IpmiEmulator};
@@ -462,84 +463,56 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
 
 /// Appends every console line of `machine` to `path`, as a console server would.
 fn spawn_console_writer(machine: &SimMachine, path: PathBuf) -> AbortHandle {
-    let (backlog, mut receiver) = machine.subscribe();
-    let task = tokio::spawn(async move {
-        let file = tokio::fs::OpenOptions::new().append(true).open(&path).await;
-        let mut file = match file {
-            Ok(file) => file,
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "cannot open the console log");
-                return;
-            }
-        };
-        use tokio::io::AsyncWriteExt as _;
-        for line in backlog {
-            if file
-                .write_all(format!("{}\n", line.text).as_bytes())
-                .await
-                .is_err()
-            {
-                return;
-            }
-        }
-        loop {
-            let line = match receiver.recv().await {
-                Ok(line) => line,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::warn!(missed, "console lines lost");
-                    continue;
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            if let Err(error) = file.write_all(format!("{}\n", line.text).as_bytes()).await {
-                tracing::warn!(path = %path.display(), %error, "console log write failed");
-                return;
-            }
-            // Readers follow the file: make each line visible at once.
-            let _ = file.flush().await;
-        }
-    });
-    task.abort_handle()
+    let (backlog, receiver) = machine.subscribe();
+    let backlog = backlog.into_iter().map(|l| l.text).collect();
+    let lines = broadcast_lines(receiver).map(|l| l.text);
+    tokio::spawn(append_console(path, backlog, lines)).abort_handle()
 }
 
 /// Appends every line of a QEMU node's serial console to `path`: the lines captured so far, then
 /// each new one (the live stream starts before the history is read; lines are told apart by index).
 fn spawn_qemu_console_writer(console: &rackproof_qemu::Console, path: PathBuf) -> AbortHandle {
-    let mut receiver = console.subscribe();
+    let receiver = console.subscribe();
     let backlog = console.lines();
-    let task = tokio::spawn(async move {
-        use tokio::io::AsyncWriteExt as _;
-        let mut file = match tokio::fs::OpenOptions::new().append(true).open(&path).await {
-            Ok(file) => file,
-            Err(error) => {
-                tracing::warn!(path = %path.display(), %error, "cannot open the console log");
-                return;
+    let next = backlog.len();
+    let lines = broadcast_lines(receiver).filter_map(move |l| std::future::ready((l.index >= next).then_some(l.text)));
+    tokio::spawn(append_console(path, backlog, lines)).abort_handle()
+}
+
+/// A console's live lines; lines lost to a slow reader are logged and skipped.
+fn broadcast_lines<T: Clone + Send + 'static>(receiver: tokio::sync::broadcast::Receiver<T>) -> impl futures::Stream<Item = T> + Send {
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        loop {
+            match receiver.recv().await {
+                Ok(line) => return Some((line, receiver)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => tracing::warn!(missed, "console lines lost"),
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
-        };
-        let mut next = backlog.len();
-        let text: String = backlog.iter().map(|l| format!("{l}\n")).collect();
-        if file.write_all(text.as_bytes()).await.is_err() {
+        }
+    })
+}
+
+/// Appends `backlog`, then each of `lines`, to the file at `path` (which exists), flushing each
+/// line so readers following the file see it at once.
+async fn append_console(path: PathBuf, backlog: Vec<String>, lines: impl futures::Stream<Item = String>) {
+    use tokio::io::AsyncWriteExt as _;
+    let mut file = match tokio::fs::OpenOptions::new().append(true).open(&path).await {
+        Ok(file) => file,
+        Err(error) => {
+            tracing::warn!(path = %path.display(), %error, "cannot open the console log");
             return;
         }
-        loop {
-            let line = match receiver.recv().await {
-                Ok(line) => line,
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                    tracing::warn!(missed, "console lines lost");
-                    continue;
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-            };
-            if line.index < next {
-                continue;
-            }
-            next = line.index + 1;
-            if let Err(error) = file.write_all(format!("{}\n", line.text).as_bytes()).await {
-                tracing::warn!(path = %path.display(), %error, "console log write failed");
-                return;
-            }
-            let _ = file.flush().await;
+    };
+    let text: String = backlog.iter().map(|l| format!("{l}\n")).collect();
+    if file.write_all(text.as_bytes()).await.is_err() {
+        return;
+    }
+    let mut lines = std::pin::pin!(lines);
+    while let Some(line) = lines.next().await {
+        if let Err(error) = file.write_all(format!("{line}\n").as_bytes()).await {
+            tracing::warn!(path = %path.display(), %error, "console log write failed");
+            return;
         }
-    });
-    task.abort_handle()
+        let _ = file.flush().await;
+    }
 }
