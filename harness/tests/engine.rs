@@ -111,3 +111,66 @@ fn a_run_folder_can_be_summarized_and_its_report_written_again() {
     let missing = engine::artifacts::rerender(&dir.path().join("nowhere")).unwrap_err().to_string();
     assert!(missing.contains("result.json") && missing.contains("rackproof run"), "{missing}");
 }
+
+/// A one-node scenario whose steps are `steps` (YAML list items).
+fn with_steps(steps: &str) -> LoadedScenario {
+    let text = format!(
+        "lab: {{ nodes: 1 }}\nimages:\n  - version: \"1.0.0\"\npool: {{ strategy: AutoInPlaceUpdate, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\nsteps:\n{steps}"
+    );
+    load_str(Path::new("engine-test.yaml"), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn run_steps_get_the_cluster_and_their_exit_code_decides_the_step() {
+    let loaded = with_steps(concat!(
+        "  - run: { command: [sleep, \"1\"] }\n",
+        "  - run: { command: [sh, -c, 'grep -q \"server: https://127.0.0.1:\" \"$KUBECONFIG\" && test \"$RACKPROOF_NAMESPACE\" = rackproof && echo checked && exit 3'], expectExit: 3 }\n",
+        "  - run: { command: [sh, -c, 'echo out of luck >&2; exit 4'] }\n",
+        "  - sleep: 1m\n",
+    ));
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Failed);
+    assert!(
+        result.failures.iter().any(|f| f.starts_with("step 3") && f.contains("exit code 4, not the expected exit code 0") && f.contains("out of luck")),
+        "{:?}",
+        result.failures
+    );
+    let entry = |text: &str| result.timeline.entries.iter().find(|e| e.text.starts_with(text)).unwrap_or_else(|| panic!("no timeline entry {text:?}"));
+    assert!(entry("`sh -c grep").text.ends_with("exit code 3; output:\nchecked"), "{}", entry("`sh -c grep").text);
+    assert_eq!(entry("step 1: run sleep 1").at_ms, entry("`sleep 1` ended").at_ms, "virtual time stands still while a command runs");
+    assert!(!result.timeline.entries.iter().any(|e| e.text.starts_with("step 4")), "the steps stop at the failed one");
+}
+
+#[test]
+fn a_run_step_past_its_timeout_is_killed_with_its_children() {
+    let loaded = with_steps("  - run: { command: [sh, -c, 'sleep 31.4159 & sleep 31.4159'], timeout: 1s }\n");
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Failed);
+    assert!(result.failures.iter().any(|f| f.contains("did not finish within 1s and was killed")), "{:?}", result.failures);
+    let survivors: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
+        .filter(|cmdline| cmdline.starts_with("sleep 31.4159"))
+        .collect();
+    assert!(survivors.is_empty(), "left running: {survivors:?}");
+}
+
+#[test]
+fn a_command_whose_program_is_missing_is_a_lab_failure_naming_it() {
+    let loaded = with_steps("  - run: { command: [rackproof-no-such-tool, --help] }\n");
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::LabFailed);
+    assert!(result.failures[0].contains("`rackproof-no-such-tool` is not found on PATH"), "{:?}", result.failures);
+}
+
+#[test]
+fn kubectl_in_run_steps_drives_a_manual_update() {
+    let on_path = std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
+    assert!(on_path, "kubectl is missing: install it with `apt-get install -y kubernetes-client` (ci/setup does)");
+    let file = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("tests/fixtures/kubectl-manual-selection.yaml");
+    let loaded = rackproof_harness::load::load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+    assert!(result.timeline.entries.iter().any(|e| e.text.starts_with("`kubectl label node node-2") && e.text.contains("node/node-2 labeled")));
+}

@@ -32,7 +32,10 @@ fn trials() -> Vec<Trial> {
             let loaded = loaded.clone();
             let name = format!("{}::{}", backend.as_str(), loaded.name);
             trials.push(Trial::test(name, move || {
-                let result = engine::run_scenario(&loaded, backend).map_err(|e| Failed::from(e.to_string()))?;
+                // `rackproof` on the PATH of `run` steps and external components is this build's.
+                let tools_dir = Path::new(env!("CARGO_BIN_EXE_rackproof")).parent().map(Path::to_owned);
+                let options = engine::RunOptions { live: false, tools_dir };
+                let result = engine::run_scenario_with(&loaded, backend, options).map_err(|e| Failed::from(e.to_string()))?;
                 let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rackproof-runs").join(&loaded.name).join(backend.as_str());
                 let report = artifacts::write_all(&dir, &loaded.name, backend.as_str(), &result).map_err(|e| Failed::from(e.to_string()))?;
                 match result.verdict {

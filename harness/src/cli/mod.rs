@@ -48,6 +48,10 @@ enum Command {
     /// Drive lab nodes: power, consoles, BMC emulators.
     #[command(subcommand)]
     Lab(lab::LabCommand),
+    /// Run the orchestrator (WorkerPool and in-place rollout controllers) against a cluster.
+    Orchestrator(inplace_orchestrator::cli::Args),
+    /// Run the dependency watchdog against a cluster.
+    Watchdog(inplace_watchdog::cli::Args),
 }
 
 /// Runs the command line.
@@ -64,6 +68,8 @@ pub fn run() -> ExitCode {
         Command::Report(args) => scenarios::report(&args),
         Command::Apiserver(args) => with_runtime(apiserver::serve(args)),
         Command::Lab(command) => with_runtime(lab::run(command)),
+        Command::Orchestrator(args) => with_runtime(component(inplace_orchestrator::cli::run(args))),
+        Command::Watchdog(args) => with_runtime(component(inplace_watchdog::cli::run(args))),
     }
 }
 
@@ -72,6 +78,17 @@ fn with_runtime(future: impl std::future::Future<Output = ExitCode>) -> ExitCode
         Ok(runtime) => runtime.block_on(future),
         Err(e) => {
             eprintln!("error: failed to start the async runtime: {e}");
+            ExitCode::from(exit::LAB_FAILED)
+        }
+    }
+}
+
+/// Runs a component until it stops; it stops only on an error, printed with its causes.
+async fn component(run: impl std::future::Future<Output = anyhow::Result<()>>) -> ExitCode {
+    match run.await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            print_error(e.as_ref());
             ExitCode::from(exit::LAB_FAILED)
         }
     }

@@ -1,6 +1,6 @@
 //! `rackproof run | validate | list`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use std::time::Duration;
@@ -65,7 +65,8 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
         println!("▶ {} on {}", scenario.name, backend.as_str());
         let started = wall.instant();
-        let options = engine::RunOptions { live: args.verbose };
+        let tools_dir = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_owned));
+        let options = engine::RunOptions { live: args.verbose, tools_dir };
         let result = match engine::run_scenario_with(scenario, backend, options) {
             Ok(result) => result,
             Err(e @ engine::RunError::Interrupted { .. }) => {
@@ -89,7 +90,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             "  {} after {} of {} time in {:.1}s",
             result.verdict.as_str(),
             format_duration(result.elapsed),
-            if backend == Backend::Sim { "virtual" } else { "real" },
+            if engine::run::on_virtual_time(&scenario.scenario, backend) { "virtual" } else { "real" },
             took.as_secs_f64()
         );
         for failure in &result.failures {

@@ -1,5 +1,6 @@
 //! A run's artifacts folder: `result.json` (verdict, failures, expectations), `timeline.json`,
-//! `report.html` (self-contained) and `console/<node>.log`.
+//! `report.html` (self-contained), `console/<node>.log` and, for components run as external
+//! programs, `components/<name>.log`.
 
 use std::path::{Path, PathBuf};
 
@@ -41,10 +42,11 @@ pub fn write_all(dir: &Path, name: &str, backend: &str, result: &RunResult) -> R
     });
     write(dir.join("result.json"), serde_json::to_vec_pretty(&summary).unwrap_or_default())?;
     write(dir.join("timeline.json"), serde_json::to_vec_pretty(&result.timeline).unwrap_or_default())?;
-    for (node, lines) in &result.consoles {
-        let mut text = lines.join("\n");
-        text.push('\n');
-        write(console_dir.join(format!("{node}.log")), text)?;
+    write_logs(&console_dir, &result.consoles)?;
+    if !result.component_logs.is_empty() {
+        let components_dir = dir.join("components");
+        std::fs::create_dir_all(&components_dir).map_err(|source| ArtifactError { path: components_dir.clone(), source })?;
+        write_logs(&components_dir, &result.component_logs)?;
     }
     let summary = Summary {
         scenario: name.to_owned(),
@@ -57,6 +59,16 @@ pub fn write_all(dir: &Path, name: &str, backend: &str, result: &RunResult) -> R
         expectations: Vec::new(),
     };
     write_report(dir, &summary, &result.timeline)
+}
+
+/// Writes `<source>.log` into `dir` for each source's lines.
+fn write_logs(dir: &Path, logs: &std::collections::BTreeMap<String, Vec<String>>) -> Result<(), ArtifactError> {
+    for (source, lines) in logs {
+        let mut text = lines.join("\n");
+        text.push('\n');
+        write(dir.join(format!("{source}.log")), text)?;
+    }
+    Ok(())
 }
 
 fn write_report(dir: &Path, summary: &Summary, timeline: &Timeline) -> Result<PathBuf, ArtifactError> {

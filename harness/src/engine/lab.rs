@@ -2,12 +2,11 @@
 //! machine provider reach the machines through. Each backend implements the same operations;
 //! what a backend cannot do is refused before the run starts (`run::unsupported`).
 
-use std::collections::BTreeMap;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
 
 use futures::Stream;
 
+use super::logs::LineLogs;
 use super::provider::OscLocation;
 use super::qemu_lab::QemuLab;
 use super::shared::Shared;
@@ -21,7 +20,7 @@ pub type Lines = Pin<Box<dyn Stream<Item = String> + Send>>;
 #[derive(Debug)]
 pub enum Lab {
     Sim(SimLab),
-    Qemu(QemuLab),
+    Qemu(Box<QemuLab>),
 }
 
 impl Lab {
@@ -153,7 +152,7 @@ impl Lab {
     }
 
     /// Records every console line of every node into `logs` (the run's console artifacts).
-    pub fn capture_consoles(&self, logs: &Arc<Mutex<BTreeMap<String, Vec<String>>>>, shared: &Shared) -> Vec<tokio::task::JoinHandle<()>> {
+    pub fn capture_consoles(&self, logs: &LineLogs, shared: &Shared) -> Vec<tokio::task::JoinHandle<()>> {
         self.node_names()
             .into_iter()
             .filter_map(|name| {
@@ -163,8 +162,7 @@ impl Lab {
                 Some(tokio::spawn(async move {
                     use futures::StreamExt as _;
                     while let Some(line) = lines.next().await {
-                        let at = rackproof_clock::format_duration(shared.elapsed());
-                        logs.lock().unwrap_or_else(|p| p.into_inner()).entry(name.clone()).or_default().push(format!("[{at}] {line}"));
+                        logs.push(&shared, &name, &line);
                     }
                 }))
             })

@@ -6,13 +6,16 @@
 pub mod artifacts;
 pub mod conditions;
 pub mod expectations;
+pub mod external;
 pub mod faults;
 pub mod invariants;
 pub mod judge;
 pub mod lab;
 pub mod lifecycle;
+pub mod logs;
 pub mod objects;
 pub mod observe;
+pub mod outside;
 pub mod provider;
 pub mod qemu_lab;
 pub mod run;
@@ -44,10 +47,13 @@ pub enum RunError {
 }
 
 /// How to run a scenario.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Print each timeline entry as it happens.
     pub live: bool,
+    /// A directory searched first for the programs of `run` steps and external components: the
+    /// `rackproof` binary's own, so a scenario can run `rackproof orchestrator`.
+    pub tools_dir: Option<std::path::PathBuf>,
 }
 
 /// The backends the engine runs scenarios on.
@@ -59,7 +65,8 @@ pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResu
 }
 
 /// Runs one scenario on `backend` to its verdict, on a runtime of its own: a paused,
-/// single-threaded one for `sim` (virtual time), a real-time one for `qemu`. Ctrl-C or SIGTERM
+/// single-threaded one for `sim` (virtual time; see [`run::on_virtual_time`]), a real-time one
+/// otherwise. Ctrl-C or SIGTERM
 /// stops the run: dropping it kills the guests and removes their files.
 pub fn run_scenario_with(loaded: &LoadedScenario, backend: Backend, options: RunOptions) -> Result<RunResult, RunError> {
     let problems = run::unsupported(&loaded.scenario, backend);
@@ -67,7 +74,7 @@ pub fn run_scenario_with(loaded: &LoadedScenario, backend: Backend, options: Run
         return Err(RunError::Unsupported { scenario: loaded.name.clone(), backend: backend.as_str(), problems });
     }
     let runtime = match backend {
-        Backend::Sim => tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build(),
+        Backend::Sim => tokio::runtime::Builder::new_current_thread().enable_all().start_paused(run::on_virtual_time(&loaded.scenario, backend)).build(),
         _ => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
     }
     .map_err(RunError::Runtime)?;

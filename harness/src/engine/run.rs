@@ -28,6 +28,8 @@ use super::judge::Judge;
 use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use super::shared::Shared;
 use super::lab::Lab;
+use super::logs::LineLogs;
+use super::outside::Outside;
 use super::provider::Provider;
 use super::qemu_lab::{self, QemuLab};
 use super::sim_lab::{EPOCH, SimLab};
@@ -76,6 +78,8 @@ pub struct RunResult {
     pub max_unavailable: u32,
     /// Console lines per node, each prefixed with its time since the start.
     pub consoles: BTreeMap<String, Vec<String>>,
+    /// Output lines per external component, each prefixed with its time since the start.
+    pub component_logs: BTreeMap<String, Vec<String>>,
     /// Each expectation and how it ended.
     pub expectations: Vec<(String, String)>,
 }
@@ -87,6 +91,8 @@ pub struct Ctx {
     pub lab: Arc<Lab>,
     pub supervisor: Arc<Mutex<Supervisor>>,
     pub scenario: Arc<Scenario>,
+    /// The door for `run` steps and external components (open when the scenario has any).
+    pub outside: Option<Arc<Outside>>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -110,20 +116,13 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
     if scenario.cluster != Cluster::Embedded {
         problems.push(format!("the engine runs {name} scenarios with the embedded API server only (`cluster: embedded`)"));
     }
-    for (what, implementation) in [
-        ("orchestrator", &scenario.components.orchestrator),
-        ("agent", &scenario.components.agent),
-        ("watchdog", &scenario.components.watchdog),
-    ] {
-        if let Implementation::Command(_) = implementation {
-            problems.push(format!("the {what} as an external command is not run by the engine yet (backend {name})"));
-        }
+    if let Implementation::Command(_) = &scenario.components.agent {
+        problems.push(format!(
+            "the agent runs inside each node's OS (on sim Rackproof's own, on qemu the one built into the node images by ci/build-images); an external agent command cannot replace it (backend {name})"
+        ));
     }
     if scenario.components.agent == Implementation::Off {
         problems.push(format!("the {name} backend's nodes run the builtin agent; `agent: off` leaves them without a kubelet"));
-    }
-    if scenario.steps.iter().any(|s| matches!(s, Step::Run(_))) {
-        problems.push(format!("`run` steps are not run by the engine yet (backend {name})"));
     }
     match backend {
         Backend::Sim => {
@@ -141,6 +140,31 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
         other => problems.push(format!("backend {} is driven by `rackproof lab` but not yet by scenarios", other.as_str())),
     }
     problems
+}
+
+/// Whether a run of `scenario` on `backend` runs on virtual time: `sim`, unless a component is an
+/// external program (a process outside the run cannot follow a virtual clock, so such a run
+/// simulates its machines on the wall clock).
+pub fn on_virtual_time(scenario: &Scenario, backend: Backend) -> bool {
+    backend == Backend::Sim && !runs_external_components(scenario)
+}
+
+/// Whether a component is an external program.
+fn runs_external_components(scenario: &Scenario) -> bool {
+    [&scenario.components.orchestrator, &scenario.components.watchdog].into_iter().any(|i| matches!(i, Implementation::Command(_)))
+}
+
+/// Every command line the scenario runs outside the process: `run` steps and external components.
+fn outside_commands(scenario: &Scenario) -> Vec<&[String]> {
+    let components = [&scenario.components.orchestrator, &scenario.components.watchdog].into_iter().filter_map(|i| match i {
+        Implementation::Command(argv) => Some(argv.as_slice()),
+        _ => None,
+    });
+    let steps = scenario.steps.iter().filter_map(|s| match s {
+        Step::Run(run) => Some(run.command.as_slice()),
+        _ => None,
+    });
+    components.chain(steps).collect()
 }
 
 /// The pool's size: `pool.size`, else every lab node.
@@ -169,10 +193,7 @@ fn initial_world(scenario: &Scenario) -> World {
 /// runtime with the clock paused (see [`super::run_scenario`]).
 pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunOptions) -> RunResult {
     let scenario = Arc::new(loaded.scenario.clone());
-    let clock = match backend {
-        Backend::Sim => Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp")),
-        _ => Clock::wall(),
-    };
+    let clock = if on_virtual_time(&scenario, backend) { Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp")) } else { Clock::wall() };
     let server = ApiServer::with_watch_window(clock.clone(), rackproof_apiserver::DEFAULT_WATCH_WINDOW, scenario.seed);
     let client = server.admin_client();
     let world = initial_world(&scenario);
@@ -184,15 +205,21 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     };
     let judge = Judge::new(world, Expectations::new(&scenario.expect), InvariantChecker::new(&scenario.invariants));
     let shared = Shared::new(judge, clock.clone());
-    let consoles = Arc::new(Mutex::new(BTreeMap::new()));
+    let consoles = LineLogs::default();
+    let component_logs = LineLogs::default();
 
     let mut tasks = Vec::new();
-    if options.live {
-        tasks.push(tokio::spawn(shared.clone().print_progress()));
-    }
-    let outcome = drive(&scenario, backend, images, &server, &client, &clock, &shared, &consoles, &mut tasks).await;
+    let (stop_progress, progress_stopped) = tokio::sync::oneshot::channel();
+    let progress = options.live.then(|| tokio::spawn(shared.clone().print_progress(progress_stopped)));
+    let logs = RunLogs { consoles: consoles.clone(), components: component_logs.clone() };
+    let setting = Setting { scenario: &scenario, file: &loaded.path, backend, tools_dir: options.tools_dir.as_deref() };
+    let outcome = drive(&setting, images, &server, &client, &clock, &shared, &logs, &mut tasks).await;
     for task in &tasks {
         task.abort();
+    }
+    let _ = stop_progress.send(());
+    if let Some(progress) = progress {
+        let _ = progress.await;
     }
 
     let elapsed = shared.elapsed();
@@ -223,36 +250,49 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     let mut timeline = std::mem::take(&mut judge.timeline);
     timeline.canonicalize();
     drop(judge);
-    let consoles = std::mem::take(&mut *consoles.lock().unwrap_or_else(|p| p.into_inner()));
-    RunResult { verdict, failures, timeline, elapsed, nodes, max_unavailable, consoles, expectations }
+    RunResult { verdict, failures, timeline, elapsed, nodes, max_unavailable, consoles: consoles.take(), component_logs: component_logs.take(), expectations }
+}
+
+/// What a run is of: the scenario, its file, the backend, and where `rackproof` lives.
+struct Setting<'a> {
+    scenario: &'a Arc<Scenario>,
+    file: &'a std::path::Path,
+    backend: Backend,
+    tools_dir: Option<&'a std::path::Path>,
+}
+
+/// Where a run's text output goes: node consoles and external components.
+struct RunLogs {
+    consoles: LineLogs,
+    components: LineLogs,
 }
 
 /// Brings up the lab, runs the steps and waits for the expectations. `Err` is a lab failure;
 /// `Ok(Some(..))` a failed step.
 #[expect(clippy::too_many_arguments, reason = "one call site; the run's parts, named")]
 async fn drive(
-    scenario: &Arc<Scenario>,
-    backend: Backend,
+    setting: &Setting<'_>,
     images: Result<Option<Images>, String>,
     server: &ApiServer,
     client: &Client,
     clock: &Clock,
     shared: &Shared,
-    consoles: &Arc<Mutex<BTreeMap<String, Vec<String>>>>,
+    logs: &RunLogs,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<Option<String>, String> {
+    let (scenario, backend) = (setting.scenario, setting.backend);
     let size = pool_size(scenario);
     setup::cluster(client, scenario, size).await.map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
     let (lab, image_server_url) = match (backend, images?) {
         (Backend::Qemu, Some(images)) => {
             let lab = QemuLab::build(scenario, images, server, clock).await?;
             let url = lab.image_server_url();
-            (Lab::Qemu(lab), url)
+            (Lab::Qemu(Box::new(lab)), url)
         }
         _ => (Lab::Sim(SimLab::build(scenario, server, clock, shared)?), "http://images.lab/slots".to_owned()),
     };
     let lab = Arc::new(lab);
-    tasks.extend(lab.capture_consoles(consoles, shared));
+    tasks.extend(lab.capture_consoles(&logs.consoles, shared));
 
     let control_plane = scenario.pool.control_plane.as_deref().unwrap_or(&scenario.pool.kubernetes);
     let orchestrator = inplace_orchestrator::Config {
@@ -271,8 +311,10 @@ async fn drive(
         node_lease_failure_fraction: scenario.watchdog.node_lease_failure_fraction,
         ..inplace_watchdog::Config::default()
     };
-    let supervisor = Arc::new(Mutex::new(Supervisor::new(client.clone(), clock.clone(), scenario, orchestrator, watchdog)));
-    let ctx = Arc::new(Ctx { client: client.clone(), shared: shared.clone(), lab: lab.clone(), supervisor: supervisor.clone(), scenario: scenario.clone() });
+    let outside = open_outside(setting, server, &orchestrator).await?;
+    let supervisor = Supervisor::new(client.clone(), clock.clone(), scenario, orchestrator, watchdog, outside.clone(), logs.components.clone());
+    let supervisor = Arc::new(Mutex::new(supervisor));
+    let ctx = Arc::new(Ctx { client: client.clone(), shared: shared.clone(), lab: lab.clone(), supervisor: supervisor.clone(), scenario: scenario.clone(), outside });
 
     // Everything the judge sees, and the supervisor following the dependents' replicas.
     let observer = ctx.clone();
@@ -335,4 +377,24 @@ async fn drive(
     supervisor.lock().unwrap_or_else(|p| p.into_inner()).stop_all();
     lab.tear_down().await;
     Ok(step_failure)
+}
+
+/// Opens the outside door when the scenario runs commands, after checking each one's program can
+/// be found.
+async fn open_outside(setting: &Setting<'_>, server: &ApiServer, orchestrator: &inplace_orchestrator::Config) -> Result<Option<Arc<Outside>>, String> {
+    let commands = outside_commands(setting.scenario);
+    if commands.is_empty() {
+        return Ok(None);
+    }
+    let vars = [
+        ("NAMESPACE", NAMESPACE),
+        ("POOL", setting.scenario.pool.name.as_str()),
+        ("IMAGE_SERVER_URL", orchestrator.image_server_url.as_str()),
+        ("CATALOG", CATALOG),
+    ];
+    let outside = Outside::open(server, setting.file, setting.tools_dir, &vars).await?;
+    for argv in commands {
+        outside.check(argv)?;
+    }
+    Ok(Some(Arc::new(outside)))
 }

@@ -66,8 +66,9 @@ impl Shared {
         self.judge().judge_expectations(at);
     }
 
-    /// Prints every timeline entry as it is recorded, until dropped (the live progress display).
-    pub async fn print_progress(self) {
+    /// Prints every timeline entry as it is recorded (the live progress display), until `done`
+    /// fires; then prints the rest and returns.
+    pub async fn print_progress(self, mut done: tokio::sync::oneshot::Receiver<()>) {
         let mut changes = self.changes.subscribe();
         let mut printed = 0;
         loop {
@@ -76,8 +77,14 @@ impl Shared {
             for line in new {
                 println!("{line}");
             }
-            if changes.changed().await.is_err() {
-                return;
+            tokio::select! {
+                changed = changes.changed() => if changed.is_err() { return },
+                _ = &mut done => {
+                    for line in self.judge().timeline.entries.iter().skip(printed) {
+                        println!("{line}");
+                    }
+                    return;
+                }
             }
         }
     }

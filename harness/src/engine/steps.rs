@@ -17,7 +17,7 @@ use super::faults;
 use super::objects::NAMESPACE;
 use super::run::Ctx;
 use super::timeline::EntryKind;
-use crate::scenario::{NodeName, PoolUpdate, Step};
+use crate::scenario::{NodeName, PoolUpdate, RunCommand, Step};
 
 /// How long the WorkerPool controller may take to accept or refuse a change.
 const VALIDATION_WAIT: Duration = Duration::from_secs(300);
@@ -96,11 +96,26 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
                 Err(format!("{} did not hold within {}", check.describe(), wait.within))
             }
         }
-        Step::Run(_) => Err("`run` steps need a backend with an API endpoint outside the process; not available on sim".to_owned()),
+        Step::Run(run) => run_command(ctx, run).await,
         Step::Fault(action) => {
             faults::fire(ctx, action).await;
             Ok(())
         }
+    }
+}
+
+/// Runs a `run` step's command through the run's outside door; the step fails on any other exit
+/// code than the expected one.
+async fn run_command(ctx: &Ctx, run: &RunCommand) -> Result<(), String> {
+    let outside = ctx.outside.as_ref().ok_or("the run opened no outside access for commands")?;
+    let outcome = outside.run_step(run).await?;
+    let ended = outcome.code.map_or_else(|| "a signal".to_owned(), |c| format!("exit code {c}"));
+    let output = if outcome.output.is_empty() { String::new() } else { format!("; output:\n{}", outcome.output) };
+    ctx.shared.record(None, EntryKind::Step, format!("`{}` ended with {ended}{output}", run.command.join(" ")));
+    if outcome.code == Some(run.expect_exit) {
+        Ok(())
+    } else {
+        Err(format!("it ended with {ended}, not the expected exit code {}{output}", run.expect_exit))
     }
 }
 

@@ -1,10 +1,14 @@
-//! The supervisor of the control-plane components in a simulated run: the orchestrator (as
+//! The supervisor of the control-plane components of a run: the orchestrator (as
 //! `machine-controller-manager`), the node lifecycle controller (as `kube-controller-manager`) and
-//! the dependency watchdog, each an in-process task. A component runs while its Deployment has
-//! replicas (so when the watchdog scales machine-controller-manager to zero, the orchestrator
+//! the dependency watchdog. Each is Rackproof's own as an in-process task, or an external program
+//! the scenario names (`command: [...]`), run as a process. A component runs while its Deployment
+//! has replicas (so when the watchdog scales machine-controller-manager to zero, the orchestrator
 //! really stops) and it is not killed by a fault; a kill with `restartAfter` starts it again then.
+//! A component that ends by itself is restarted after a back-off that doubles from 10 s to 5 min,
+//! like a crash-looping pod.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use inplace_api::version::KubeVersion;
@@ -12,10 +16,18 @@ use kube::Client;
 use rackproof_clock::Clock;
 use tokio::task::JoinHandle;
 
+use super::external::ExternalProcess;
 use super::lifecycle;
+use super::logs::LineLogs;
+use super::outside::Outside;
 use super::shared::Shared;
 use super::timeline::EntryKind;
 use crate::scenario::{Component, Implementation, Scenario};
+
+/// The first restart back-off of a component that ended by itself.
+const FIRST_BACKOFF: Duration = Duration::from_secs(10);
+/// The longest restart back-off.
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 /// A component the supervisor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -34,6 +46,15 @@ impl Managed {
         }
     }
 
+    /// The name of its log in the artifacts (`components/<name>.log`).
+    fn log_name(self) -> &'static str {
+        match self {
+            Self::Orchestrator => "orchestrator",
+            Self::NodeLifecycle => "node-lifecycle",
+            Self::Watchdog => "watchdog",
+        }
+    }
+
     /// The Deployment whose replicas decide whether it runs.
     fn deployment(self) -> Option<&'static str> {
         match self {
@@ -44,13 +65,43 @@ impl Managed {
     }
 }
 
+/// A running component.
+#[derive(Debug)]
+enum Running {
+    Task(JoinHandle<()>),
+    Process(ExternalProcess),
+}
+
+impl Running {
+    /// How it ended by itself, if it has.
+    fn ended(&mut self) -> Option<String> {
+        match self {
+            Self::Task(task) => task.is_finished().then(|| "stopped".to_owned()),
+            Self::Process(process) => process.exited(),
+        }
+    }
+
+    fn stop(self) {
+        match self {
+            Self::Task(task) => task.abort(),
+            Self::Process(process) => drop(process),
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Slot {
-    task: Option<JoinHandle<()>>,
+    /// The external program, if the scenario names one.
+    command: Option<Vec<String>>,
+    running: Option<Running>,
     /// Killed by a fault; `Some(None)`: never restarted, `Some(Some(at))`: restarted after `at`.
     killed: Option<Option<Duration>>,
     /// It ran at some point.
     started: bool,
+    /// It ended by itself this many times in a row.
+    crashes: u32,
+    /// After a crash: not started again before this.
+    not_before: Duration,
 }
 
 /// Starts and stops the components.
@@ -61,6 +112,10 @@ pub struct Supervisor {
     watchdog: inplace_watchdog::Config,
     kcm_grace: Duration,
     slots: BTreeMap<Managed, Slot>,
+    /// Where external programs get their kubeconfig and environment.
+    outside: Option<Arc<Outside>>,
+    /// The output of the external programs.
+    logs: LineLogs,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -70,18 +125,32 @@ impl std::fmt::Debug for Supervisor {
 }
 
 impl Supervisor {
-    /// The components the scenario runs (those set to `off` never start).
-    pub fn new(client: Client, clock: Clock, scenario: &Scenario, orchestrator: inplace_orchestrator::Config, watchdog: inplace_watchdog::Config) -> Self {
+    /// The components the scenario runs (those set to `off` never start). External programs start
+    /// through `outside` (which the run opens when the scenario names any) and print into `logs`.
+    pub fn new(
+        client: Client,
+        clock: Clock,
+        scenario: &Scenario,
+        orchestrator: inplace_orchestrator::Config,
+        watchdog: inplace_watchdog::Config,
+        outside: Option<Arc<Outside>>,
+        logs: LineLogs,
+    ) -> Self {
         let mut slots = BTreeMap::new();
-        if scenario.components.orchestrator == Implementation::Builtin {
-            slots.insert(Managed::Orchestrator, Slot::default());
-        }
-        if scenario.components.watchdog == Implementation::Builtin {
-            slots.insert(Managed::Watchdog, Slot::default());
+        for (managed, implementation) in [(Managed::Orchestrator, &scenario.components.orchestrator), (Managed::Watchdog, &scenario.components.watchdog)] {
+            match implementation {
+                Implementation::Builtin => {
+                    slots.insert(managed, Slot::default());
+                }
+                Implementation::Command(argv) => {
+                    slots.insert(managed, Slot { command: Some(argv.clone()), ..Slot::default() });
+                }
+                Implementation::Off => {}
+            }
         }
         slots.insert(Managed::NodeLifecycle, Slot::default());
         let kcm_grace = scenario.watchdog.kcm_node_monitor_grace_duration.get();
-        Self { client, clock, orchestrator, watchdog, kcm_grace, slots }
+        Self { client, clock, orchestrator, watchdog, kcm_grace, slots, outside, logs }
     }
 
     /// Starts or stops each component to match the dependents' replicas and the kills, at
@@ -97,19 +166,34 @@ impl Supervisor {
             {
                 slot.killed = None;
             }
+            if let Some(how) = slot.running.as_mut().and_then(Running::ended) {
+                slot.running = None;
+                let backoff = FIRST_BACKOFF.saturating_mul(1 << slot.crashes.min(5)).min(MAX_BACKOFF);
+                slot.crashes += 1;
+                slot.not_before = elapsed + backoff;
+                let text = format!("{} ended by itself ({how}); restarting in {}", component.name(), rackproof_clock::format_duration(backoff));
+                shared.record(None, EntryKind::Component, text);
+            }
             let want = scaled_up && slot.killed.is_none();
-            let running = slot.task.as_ref().is_some_and(|t| !t.is_finished());
-            let ran_before = slot.task.is_some() || slot.started;
-            if want && !running {
-                let why = if ran_before { "restarted" } else { "started" };
-                let task = self.spawn(component);
-                let slot = self.slots.get_mut(&component).expect("slot exists");
-                slot.task = Some(task);
-                slot.started = true;
-                shared.record(None, EntryKind::Component, format!("{} {why}", component.name()));
+            let running = slot.running.is_some();
+            if want && !running && elapsed >= slot.not_before {
+                let why = if slot.started { "restarted" } else { "started" };
+                match self.start(component, shared) {
+                    Ok(started) => {
+                        let slot = self.slots.get_mut(&component).expect("slot exists");
+                        slot.running = Some(started);
+                        slot.started = true;
+                        shared.record(None, EntryKind::Component, format!("{} {why}", component.name()));
+                    }
+                    Err(e) => {
+                        let slot = self.slots.get_mut(&component).expect("slot exists");
+                        slot.not_before = elapsed + MAX_BACKOFF;
+                        shared.record(None, EntryKind::Component, format!("{} could not start: {e}", component.name()));
+                    }
+                }
             } else if !want && running {
-                if let Some(task) = self.slots.get_mut(&component).and_then(|s| s.task.take()) {
-                    task.abort();
+                if let Some(running) = self.slots.get_mut(&component).and_then(|s| s.running.take()) {
+                    running.stop();
                 }
                 let why = if scaled_up {
                     "killed".to_owned()
@@ -119,6 +203,25 @@ impl Supervisor {
                 shared.record(None, EntryKind::Component, format!("{} {why}", component.name()));
             }
         }
+    }
+
+    /// Starts `component`: its external program if the scenario names one, else its task.
+    fn start(&self, component: Managed, shared: &Shared) -> Result<Running, String> {
+        let Some(argv) = self.slots.get(&component).and_then(|s| s.command.as_ref()) else {
+            return Ok(Running::Task(self.spawn(component)));
+        };
+        let outside = self.outside.as_ref().ok_or("no outside access was opened for external programs")?;
+        let env = match component {
+            Managed::Orchestrator => vec![("RACKPROOF_CONTROL_PLANE_VERSION", self.orchestrator.control_plane_version.to_string())],
+            Managed::Watchdog => vec![
+                ("RACKPROOF_DEPENDENTS", self.watchdog.dependents.join(",")),
+                ("RACKPROOF_PROBE_INTERVAL", rackproof_clock::format_duration(self.watchdog.probe_interval)),
+                ("RACKPROOF_KCM_NODE_MONITOR_GRACE", rackproof_clock::format_duration(self.watchdog.kcm_node_monitor_grace)),
+                ("RACKPROOF_NODE_LEASE_FAILURE_FRACTION", self.watchdog.node_lease_failure_fraction.to_string()),
+            ],
+            Managed::NodeLifecycle => Vec::new(),
+        };
+        ExternalProcess::start(outside, argv, &env, component.log_name(), &self.logs, shared).map(Running::Process)
     }
 
     fn spawn(&self, component: Managed) -> JoinHandle<()> {
@@ -163,8 +266,8 @@ impl Supervisor {
     /// fixed setting of the orchestrator).
     pub fn set_control_plane_version(&mut self, version: KubeVersion, shared: &Shared) {
         self.orchestrator.control_plane_version = version;
-        if let Some(task) = self.slots.get_mut(&Managed::Orchestrator).and_then(|s| s.task.take()) {
-            task.abort();
+        if let Some(running) = self.slots.get_mut(&Managed::Orchestrator).and_then(|s| s.running.take()) {
+            running.stop();
             shared.record(None, EntryKind::Component, format!("orchestrator stopped for the control-plane upgrade to {version}"));
         }
     }
@@ -172,8 +275,8 @@ impl Supervisor {
     /// Stops everything.
     pub fn stop_all(&mut self) {
         for slot in self.slots.values_mut() {
-            if let Some(task) = slot.task.take() {
-                task.abort();
+            if let Some(running) = slot.running.take() {
+                running.stop();
             }
         }
     }

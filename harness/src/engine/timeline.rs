@@ -63,13 +63,14 @@ impl Timeline {
     }
 
     /// Puts entries of the same millisecond in a fixed order: by node, kind, then text, except
-    /// that one node's state changes keep the order they happened in; and of several unavailable
+    /// that one node's state changes, and the steps (one task runs them, one after the other),
+    /// keep the order they happened in; and of several unavailable
     /// counts in one millisecond only the last is kept. Tasks that act at the same virtual
     /// instant are scheduled in no particular order; this makes the same seed give the same
     /// timeline, byte for byte.
     pub fn canonicalize(&mut self) {
         let key = |e: &Entry| {
-            let text = if e.kind == EntryKind::NodeState { String::new() } else { e.text.clone() };
+            let text = if matches!(e.kind, EntryKind::NodeState | EntryKind::Step) { String::new() } else { e.text.clone() };
             (e.at_ms, e.node.clone(), e.kind as u8, text)
         };
         // Unavailable counts: the last of each millisecond, in the order observed.

@@ -38,7 +38,10 @@ impl Recorder {
         Self { client, clock, component }
     }
 
+    /// Publishes an Event about `object`, and logs it (the component's own account of what it did,
+    /// for an operator reading its log).
     pub async fn publish(&self, object: &ObjectReference, kind: Kind, reason: &str, message: &str) {
+        log(object, kind, reason, message);
         let namespace = object.namespace.clone().unwrap_or_else(|| "default".to_owned());
         let now = self.clock.now();
         let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
@@ -71,5 +74,14 @@ impl Recorder {
         if let Err(error) = api.create(&PostParams::default(), &event).await {
             tracing::warn!(%error, reason, "failed to publish event");
         }
+    }
+}
+
+/// Logs an Event as the component's own line: `Machine/workers-0 reason=Cordoned: message`.
+fn log(object: &ObjectReference, kind: Kind, reason: &str, message: &str) {
+    let shown = format_args!("{}/{}", object.kind.as_deref().unwrap_or("object"), object.name.as_deref().unwrap_or("-"));
+    match kind {
+        Kind::Normal => tracing::info!(object = %shown, reason, "{message}"),
+        Kind::Warning => tracing::warn!(object = %shown, reason, "{message}"),
     }
 }

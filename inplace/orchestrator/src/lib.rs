@@ -81,6 +81,7 @@
 //!   [`Config::control_plane_version`]; the ImageCatalog is [`Config::catalog_name`]. See
 //!   [`workerpool`] for the pass.
 
+pub mod cli;
 pub mod deployment;
 mod drain;
 mod error;

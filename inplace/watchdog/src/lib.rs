@@ -42,6 +42,7 @@
 //!   (DWD does, with a timeout): nothing in the lab keeps Deployment status.
 //! - Any 429 from any call backs the next probe off; other errors are retried at the next probe.
 
+pub mod cli;
 mod error;
 mod events;
 pub mod probe;

@@ -1,0 +1,152 @@
+//! The door a run opens for programs outside its process: `run` steps and components given as
+//! external commands. The embedded API server is served over HTTPS on 127.0.0.1 with an admin
+//! kubeconfig, and every program starts in the scenario file's directory, in a process group of
+//! its own (so a kill reaches its children too), with:
+//!
+//! - `KUBECONFIG`: the admin kubeconfig;
+//! - `RACKPROOF_NAMESPACE`: the namespace of the Machines, the dependents and the pool;
+//! - `RACKPROOF_POOL`: the worker pool's name;
+//! - `RACKPROOF_IMAGE_SERVER_URL`, `RACKPROOF_CATALOG`, `RACKPROOF_CONTROL_PLANE_VERSION`: what an
+//!   orchestrator needs to publish the pool's OSC;
+//! - `PATH` with the `rackproof` binary's directory first, so a scenario can name `rackproof`.
+//!
+//! A `run` step stops virtual time while it runs: it is a blocking task, and tokio's paused clock
+//! does not advance while one runs, so the command sees the cluster as it was when the step
+//! started, apart from its own changes. Its `timeout` is wall time.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use rackproof_apiserver::{ApiServer, HttpsServer, User};
+use rackproof_clock::Clock;
+
+use crate::scenario::RunCommand;
+
+/// How often a running step is checked for its exit.
+const POLL: Duration = Duration::from_millis(20);
+/// Output lines of a step kept for the timeline.
+const OUTPUT_LINES: usize = 6;
+
+/// The HTTPS endpoint, kubeconfig and environment programs of a run get.
+#[derive(Debug)]
+pub struct Outside {
+    _https: HttpsServer,
+    dir: tempfile::TempDir,
+    env: Vec<(String, OsString)>,
+    /// The programs' `PATH`, split.
+    path: Vec<PathBuf>,
+    cwd: PathBuf,
+}
+
+/// How a `run` step's command ended.
+#[derive(Debug)]
+pub struct StepOutcome {
+    /// The exit code; `None` if a signal ended it.
+    pub code: Option<i32>,
+    /// The last lines of its stdout and stderr, interleaved as written to one file.
+    pub output: String,
+}
+
+impl Outside {
+    /// Serves `server` over HTTPS and writes the admin kubeconfig. `scenario_file`'s directory is
+    /// where programs start; `tools_dir` goes first on their `PATH`; `vars` are the
+    /// `RACKPROOF_*` variables (name without the prefix, value).
+    pub async fn open(server: &ApiServer, scenario_file: &Path, tools_dir: Option<&Path>, vars: &[(&str, &str)]) -> Result<Self, String> {
+        let loopback = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+        let https = server.serve_https(loopback).await.map_err(|e| format!("serving the API over HTTPS for outside programs failed: {}", super::error_chain(&e)))?;
+        let dir = tempfile::Builder::new()
+            .prefix("rackproof-outside-")
+            .tempdir()
+            .map_err(|e| format!("failed to create a directory for the run's kubeconfig: {e}"))?;
+        let kubeconfig = dir.path().join("admin.kubeconfig");
+        https.write_kubeconfig(&kubeconfig, &User::admin()).map_err(|e| super::error_chain(&e))?;
+        let mut env = vec![("KUBECONFIG".to_owned(), kubeconfig.into_os_string())];
+        env.extend(vars.iter().map(|(name, value)| (format!("RACKPROOF_{name}"), OsString::from(value))));
+        let mut path = tools_dir.map(|d| vec![d.to_owned()]).unwrap_or_default();
+        path.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
+        let joined = std::env::join_paths(&path).map_err(|e| format!("the PATH for outside programs is not valid: {e}"))?;
+        env.push(("PATH".to_owned(), joined));
+        let cwd = std::path::absolute(scenario_file)
+            .ok()
+            .and_then(|file| file.parent().map(Path::to_owned))
+            .unwrap_or_else(|| PathBuf::from("."));
+        Ok(Self { _https: https, dir, env, path, cwd })
+    }
+
+    /// Checks that `argv` names a program that can be found: on the programs' `PATH`, or, with a
+    /// `/` in it, relative to the scenario's directory.
+    pub fn check(&self, argv: &[String]) -> Result<(), String> {
+        let program = argv.first().ok_or("a command is empty: give the program and its arguments")?;
+        let found = if program.contains('/') {
+            self.cwd.join(program).is_file()
+        } else {
+            self.path.iter().any(|dir| dir.join(program).is_file())
+        };
+        if found {
+            return Ok(());
+        }
+        let place = if program.contains('/') { format!("in {}", self.cwd.display()) } else { "on PATH".to_owned() };
+        Err(format!("the scenario runs `{}`, but `{program}` is not found {place}; install it or correct the command", argv.join(" ")))
+    }
+
+    /// The command line `argv` with the run's environment, working directory and a process group
+    /// of its own; stdin is closed.
+    pub fn command(&self, argv: &[String]) -> Result<Command, String> {
+        let (program, args) = argv.split_first().ok_or("an empty command")?;
+        let mut command = Command::new(program);
+        command.args(args).envs(self.env.iter().map(|(k, v)| (k, v))).current_dir(&self.cwd).stdin(Stdio::null()).process_group(0);
+        Ok(command)
+    }
+
+    /// Runs a `run` step's command to its end, killing its process group after `timeout` of wall
+    /// time. Virtual time stands still meanwhile (see the module docs).
+    pub async fn run_step(&self, step: &RunCommand) -> Result<StepOutcome, String> {
+        let shown = step.command.join(" ");
+        let mut command = self.command(&step.command)?;
+        let log = tempfile::NamedTempFile::new_in(self.dir.path()).map_err(|e| format!("failed to create the output file of `{shown}`: {e}"))?;
+        let (out, err) = match (log.reopen(), log.reopen()) {
+            (Ok(out), Ok(err)) => (out, err),
+            (Err(e), _) | (_, Err(e)) => return Err(format!("failed to open the output file of `{shown}`: {e}")),
+        };
+        command.stdout(out).stderr(err);
+        let timeout = step.timeout.get();
+        let waited = tokio::task::spawn_blocking(move || -> Result<Option<ExitStatus>, String> {
+            let mut child = command.spawn().map_err(|e| format!("failed to start `{shown}`: {e} (is it installed and on PATH?)"))?;
+            let wall = Clock::wall();
+            let deadline = wall.now() + timeout;
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => return Ok(Some(status)),
+                    Ok(None) if wall.now() >= deadline => {
+                        kill_group(child.id());
+                        let _ = child.wait();
+                        return Ok(None);
+                    }
+                    Ok(None) => std::thread::sleep(POLL),
+                    Err(e) => {
+                        kill_group(child.id());
+                        return Err(format!("failed to wait for `{shown}`: {e}"));
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|e| format!("the task running the command failed: {e}"))??;
+        let text = std::fs::read_to_string(log.path()).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let output = lines[lines.len().saturating_sub(OUTPUT_LINES)..].join("\n");
+        match waited {
+            Some(status) => Ok(StepOutcome { code: status.code(), output }),
+            None => Err(format!("`{}` did not finish within {} and was killed; last output:\n{output}", step.command.join(" "), step.timeout)),
+        }
+    }
+}
+
+/// SIGKILLs the process group led by `pid` (a command started by [`Outside::command`]).
+pub fn kill_group(pid: u32) {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return };
+    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+}

@@ -1,0 +1,31 @@
+//! A kube client for a standalone component: from the kubeconfig file it was given, else from the
+//! usual places (`$KUBECONFIG`, `~/.kube/config`, the in-cluster service account).
+
+use std::path::{Path, PathBuf};
+
+/// Why no client could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    #[error("failed to read kubeconfig {path}")]
+    Read { path: PathBuf, source: kube::config::KubeconfigError },
+    #[error("failed to load kubeconfig {path}")]
+    Load { path: PathBuf, source: kube::config::KubeconfigError },
+    #[error("failed to find a kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster); pass --kubeconfig")]
+    Infer(#[source] kube::config::InferConfigError),
+    #[error("failed to build a Kubernetes client")]
+    Client(#[source] kube::Error),
+}
+
+/// A client for the cluster of the kubeconfig at `path`, or of the inferred one.
+pub async fn client(path: Option<&Path>) -> Result<kube::Client, KubeconfigError> {
+    let config = match path {
+        Some(path) => {
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| KubeconfigError::Read { path: path.to_owned(), source })?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
+                .await
+                .map_err(|source| KubeconfigError::Load { path: path.to_owned(), source })?
+        }
+        None => kube::Config::infer().await.map_err(KubeconfigError::Infer)?,
+    };
+    kube::Client::try_from(config).map_err(KubeconfigError::Client)
+}
