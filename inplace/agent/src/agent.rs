@@ -294,7 +294,11 @@ impl Agent {
         let Some(node) = self.node.get().await? else {
             return Ok(Outcome::Waiting(format!("node {} is not registered", self.config.node_name)));
         };
-        let mut state = state::load(self.platform.store.as_ref()).await?;
+        let mut state = match state::load(self.platform.store.as_ref()).await {
+            Ok(state) => state,
+            Err(state::StateError::Corrupt(e)) => self.recover(&decoded, &node, &e).await?,
+            Err(e) => return Err(e.into()),
+        };
         let applied_checksum = state.applied.as_ref().map(|a| a.checksum.clone());
         if state.plan.is_none() && applied_checksum.as_deref() == Some(decoded.checksum.as_str()) {
             if node::annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC) != Some(decoded.checksum.as_str()) {
@@ -330,6 +334,36 @@ impl Agent {
             tracing::info!("operating system config applied");
         }
         Ok(outcome)
+    }
+
+    /// Starts over after the stored state turned out corrupt: sets it aside and plans afresh
+    /// against the running version. The one record that matters and only the state held, that
+    /// the reboot into the OSC's version happened, is rebuilt from the Node and the machine: the
+    /// Node still says `updating-os-version` is that version and the machine runs it, so the plan
+    /// keeps its OS step, which blesses the booted entry and reports the update. Anything else
+    /// redoes safely (idempotent steps; a rollback the lost state would have reported is found
+    /// again by one more attempt).
+    async fn recover(&self, decoded: &DecodedOsc, node: &Node, error: &serde_json::Error) -> Result<AgentState, AgentError> {
+        tracing::error!(
+            error = %error,
+            "the agent state ({}) is corrupt; set aside as {} and rebuilt from the running version, the Node and the ESP",
+            state::STATE_KEY,
+            state::CORRUPT_KEY
+        );
+        state::set_aside(self.platform.store.as_ref()).await?;
+        let running = self.platform.os_version.running_version().map_err(AgentError::OsVersion)?;
+        let machine = Machine { os_version: running.clone(), kubelet_version: self.platform.kubelet.version() };
+        let Ok(mut rebuilt) = plan(None, &machine, &decoded.osc, &decoded.checksum) else { return Ok(AgentState::default()) };
+        let target = decoded.osc.spec.in_place_updates.as_ref().map(|u| u.operating_system_version.as_str());
+        let attempted = node::annotation(node, keys::ANNOTATION_UPDATING_OS_VERSION);
+        if rebuilt.os_version.is_none() && target == Some(running.as_str()) && attempted == target {
+            tracing::info!(version = %running, "the node was updating to the version it runs now; finishing that update");
+            rebuilt.os_version = Some(running);
+            rebuilt.changes.push("OS version (the update under way when the state was lost)".to_owned());
+        }
+        let state = AgentState { applied: None, plan: Some(rebuilt) };
+        self.save(&state).await?;
+        Ok(state)
     }
 
     fn plan_mut<'a>(&self, state: &'a mut AgentState) -> &'a mut Plan {

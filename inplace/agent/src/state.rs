@@ -10,6 +10,11 @@
 //!    that attempt again, it counts it as an interrupted (retriable) attempt;
 //! 3. `rebooting` is recorded before the reboot: after it, a running version other than the
 //!    attempted one means the machine fell back (a rollback), never "try again".
+//!
+//! A document that does not parse (a torn write on a file system without atomic rename, a disk
+//! error) is set aside as [`CORRUPT_KEY`] for a person to read, and the agent starts from an
+//! empty state: the running version and the ESP's entries say where the OS update stands (see
+//! `Agent::recover`), and every other step is idempotent.
 
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
@@ -18,6 +23,8 @@ use crate::store::{StateStore, StoreError};
 
 /// The store key of the state document.
 pub const STATE_KEY: &str = "agent-state.json";
+/// Where a state document that does not parse is kept (the latest one).
+pub const CORRUPT_KEY: &str = "agent-state.corrupt.json";
 
 /// The persisted state.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -142,6 +149,14 @@ pub async fn load(store: &dyn StateStore) -> Result<AgentState, StateError> {
         None => Ok(AgentState::default()),
         Some(bytes) => serde_json::from_slice(&bytes).map_err(StateError::Corrupt),
     }
+}
+
+/// Moves a corrupt state document to [`CORRUPT_KEY`], so the next [`load`] starts empty.
+pub async fn set_aside(store: &dyn StateStore) -> Result<(), StateError> {
+    if let Some(bytes) = store.get(STATE_KEY).await.map_err(StateError::Store)? {
+        store.put(CORRUPT_KEY, &bytes).await.map_err(StateError::Store)?;
+    }
+    store.delete(STATE_KEY).await.map_err(StateError::Store)
 }
 
 /// Saves the state atomically.

@@ -194,3 +194,32 @@ async fn a_restart_at_every_step_reaches_the_same_result_and_never_reruns_an_att
         assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"], "crash after write {crash_at}");
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_state_write_torn_at_any_step_is_set_aside_and_the_update_still_succeeds() {
+    let writes = clean_run_writes().await;
+    for crash_at in 1..=writes {
+        let mut sim = Sim::new().await;
+        sim.tear_on_crash = true;
+        sim.start().await;
+        let base = sim.writes.load(std::sync::atomic::Ordering::SeqCst);
+        *sim.crash_after.lock().unwrap() = Some(base + crash_at);
+        sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+        sim.ready_for_update().await;
+        sim.wait_result(LIMIT).await;
+        let node = sim.wait_for(|_| false, Duration::from_secs(120)).await.unwrap();
+        assert_eq!(
+            label(&node, keys::LABEL_UPDATE_RESULT),
+            Some(keys::UPDATE_RESULT_SUCCESSFUL),
+            "torn write {crash_at}: {:?}",
+            annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON)
+        );
+        let stored = sim.store.snapshot();
+        let torn = stored.get(inplace_agent::state::CORRUPT_KEY).unwrap_or_else(|| panic!("torn write {crash_at}: the torn document is kept"));
+        assert!(serde_json::from_slice::<serde_json::Value>(torn).is_err(), "torn write {crash_at}: what is kept is the torn document");
+        let state: serde_json::Value = serde_json::from_slice(&stored[inplace_agent::state::STATE_KEY]).unwrap();
+        assert!(state.get("plan").is_none(), "torn write {crash_at}: the plan is complete: {state}");
+        assert!(sim.reboots <= 2, "torn write {crash_at}: {} reboots", sim.reboots);
+        assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"], "torn write {crash_at}: the new entry is blessed");
+    }
+}

@@ -51,6 +51,8 @@ pub struct CrashingStore {
     inner: MemoryStore,
     writes: Arc<AtomicU64>,
     crash_after: Arc<Mutex<Option<u64>>>,
+    /// The crash tears the write it interrupts: only the first half of the document lands.
+    tear: bool,
     crashed: mpsc::UnboundedSender<Event>,
 }
 
@@ -72,6 +74,9 @@ impl StateStore for CrashingStore {
             }
         };
         if crash {
+            if self.tear {
+                self.inner.put(key, &value[..value.len() / 2]).await?;
+            }
             let _ = self.crashed.send(Event::Crash);
             std::future::pending::<()>().await;
         }
@@ -127,6 +132,8 @@ pub struct Sim {
     pub reboots: u32,
     pub restarts: u32,
     pub crash_after: Arc<Mutex<Option<u64>>>,
+    /// The crash at `crash_after` leaves that state write torn (half written).
+    pub tear_on_crash: bool,
     pub writes: Arc<AtomicU64>,
     pub boot_id: Arc<AtomicU64>,
     pub config: AgentConfig,
@@ -240,6 +247,7 @@ impl Sim {
             reboots: 0,
             restarts: 0,
             crash_after: Arc::new(Mutex::new(None)),
+            tear_on_crash: false,
             writes: Arc::new(AtomicU64::new(0)),
             boot_id: Arc::new(AtomicU64::new(0)),
             config,
@@ -319,6 +327,7 @@ impl Sim {
             inner: self.store.clone(),
             writes: self.writes.clone(),
             crash_after: self.crash_after.clone(),
+            tear: self.tear_on_crash,
             crashed: self.events_tx.clone(),
         };
         let platform = Platform {
