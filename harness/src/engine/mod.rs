@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod expectations;
 pub mod external;
 pub mod faults;
+pub mod guest;
 pub mod invariants;
 pub mod judge;
 pub mod lab;
@@ -56,8 +57,8 @@ pub struct RunOptions {
     pub tools_dir: Option<std::path::PathBuf>,
 }
 
-/// The backends the engine runs scenarios on.
-pub const RUNNABLE_BACKENDS: [Backend; 2] = [Backend::Sim, Backend::Qemu];
+/// The backends the engine runs scenarios on (`libvirt` with the `libvirt` feature).
+pub const RUNNABLE_BACKENDS: [Backend; 3] = [Backend::Sim, Backend::Qemu, Backend::Libvirt];
 
 /// Runs one scenario on `backend` to its verdict with the default [`RunOptions`].
 pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResult, RunError> {

@@ -1,7 +1,7 @@
-//! The `qemu` backend's lab: one QEMU guest per lab node, booting the node OS images of
-//! `ci/build-images` (OVMF, systemd-boot, Debian's kernel, the real agent binary), each behind a
-//! Redfish or IPMI emulator that the engine drives through the same BMC clients it uses for rack
-//! nodes.
+//! The lab of the `qemu` and `libvirt` backends: one guest per lab node (a QEMU process of our
+//! own, or a libvirt domain: [`super::guest`]), booting the node OS images of `ci/build-images`
+//! (OVMF, systemd-boot, Debian's kernel, the real agent binary), each behind a Redfish or IPMI
+//! emulator that the engine drives through the same BMC clients it uses for rack nodes.
 //!
 //! What the guests reach on the host side of the user network (`10.0.2.2`):
 //! - the embedded API server over HTTPS (its certificate also names `10.0.2.2`), as their own
@@ -9,7 +9,8 @@
 //! - the lab's image server (`rackproof_lab::image_server`), which serves a scenario's broken
 //!   images to the nodes meant to get them, and answers with the scenario's image-server faults.
 //!
-//! Power cuts are QMP `quit`s of the guest at the moment the fault names: when the image server
+//! Power cuts are hard power-offs of the guest (QMP `quit`, libvirt `destroy`) at the moment the
+//! fault names: when the image server
 //! stalls the node's download halfway, when the agent logs that `os-update` starts writing the
 //! slot, or when the first boot of the new version starts.
 
@@ -22,7 +23,7 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use rackproof_apiserver::{ApiServer, HttpsServer, User};
 use rackproof_clock::Clock;
-use rackproof_driver::{Power, PowerState, ResetAction, SharedMachine};
+use rackproof_driver::{PowerState, ResetAction, SharedMachine};
 use rackproof_lab::bmc::{self, BmcCredentials, BmcOptions};
 use rackproof_lab::image_server::{ImageFault, ImageServer};
 use rackproof_lab::resource::{BmcDescription, BmcKind as LabBmcKind, CredentialsRef};
@@ -30,6 +31,7 @@ use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig, FaultRule, RunningEmulator};
 use regex::Regex;
 
+use super::guest::{Guest, GuestKind};
 use super::lab::Lines;
 use super::provider::OscLocation;
 use super::shared::Shared;
@@ -59,7 +61,7 @@ enum Served {
 /// One lab node.
 #[derive(Debug)]
 pub struct QemuNode {
-    pub machine: Arc<QemuMachine>,
+    pub machine: Guest,
     /// The BMC client (Redfish or IPMI) in front of the machine's emulator.
     bmc: SharedMachine,
     served: Served,
@@ -176,8 +178,8 @@ impl QemuLab {
     }
 
     /// Starts the HTTPS endpoint and the image server over `images` (from [`Self::images`]), and
-    /// prepares every node powered off with the base version installed.
-    pub async fn build(scenario: &Scenario, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
+    /// prepares every node, a guest of `kind`, powered off with the base version installed.
+    pub async fn build(scenario: &Scenario, kind: GuestKind, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
         let base = scenario.pool.os.value.clone();
         let new = Self::update_target(scenario);
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
@@ -185,6 +187,9 @@ impl QemuLab {
         let https = server.serve_https_also_as(loopback, &[HOST_ALIAS]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;
         let api_server = format!("https://{HOST_ALIAS}:{}", https.addr().port());
         let dir = tempfile::Builder::new().prefix("rackproof-qemu-lab-").tempdir().map_err(|e| format!("creating a temporary directory failed: {e}"))?;
+        // libvirt's QEMU (user libvirt-qemu) reaches its node directories through this one.
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| format!("opening the lab directory failed: {e}"))?;
+        let domain_prefix = format!("rackproof-run{}-{}-", std::process::id(), dir.path().file_name().and_then(|n| n.to_str()).unwrap_or("lab").trim_start_matches("rackproof-qemu-lab-").to_lowercase());
         let disk = images.disk(&base).map_err(|e| super::error_chain(&e))?;
 
         let mut nodes = BTreeMap::new();
@@ -198,9 +203,17 @@ impl QemuLab {
                 kubelet_version: scenario.pool.kubernetes.clone(),
                 ..NodeIdentity::default()
             };
-            let config = QemuConfig { identity: identity.clone(), ..QemuConfig::new(&name, &disk) };
-            let machine = Arc::new(QemuMachine::create(config, clock.clone()).map_err(|e| super::error_chain(&e))?);
-            let (bmc, served) = serve_bmc(&name, scenario.lab.bmc, machine.clone(), dir.path(), clock).await?;
+            let machine = match kind {
+                GuestKind::Qemu => {
+                    let config = QemuConfig { identity: identity.clone(), ..QemuConfig::new(&name, &disk) };
+                    Guest::Qemu(Arc::new(QemuMachine::create(config, clock.clone()).map_err(|e| super::error_chain(&e))?))
+                }
+                #[cfg(feature = "libvirt")]
+                GuestKind::Libvirt => Guest::Libvirt(super::guest::libvirt::LibvirtGuest::define(&name, &domain_prefix, dir.path(), &disk, &identity, clock).await?),
+                #[cfg(not(feature = "libvirt"))]
+                GuestKind::Libvirt => return Err(format!("this build has no libvirt support ({domain_prefix}…): build with `--features rackproof-harness/libvirt`")),
+            };
+            let (bmc, served) = serve_bmc(&name, scenario.lab.bmc, machine.power(), dir.path(), clock).await?;
             nodes.insert(name, QemuNode { machine, bmc, served, identity, installed: Mutex::new(base.clone()) });
         }
         let lab = Self {
@@ -236,14 +249,14 @@ impl QemuLab {
         let node = self.node(name)?;
         self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
         let identity = NodeIdentity { osc_secret: format!("{}/{}", osc.namespace, osc.name), ..node.identity.clone() };
-        node.machine.set_identity(&identity).await.map_err(|e| super::error_chain(&e))?;
+        node.machine.set_identity(&identity).await?;
         let fresh = node.installed.lock().unwrap_or_else(|p| p.into_inner()).clone() == version && node.machine.boots().await == 0;
         if !fresh {
             if version != self.base_version {
                 return Err(format!("the qemu images have disks with {} installed, not {version}", self.base_version));
             }
             let disk = self.images.disk(version).map_err(|e| super::error_chain(&e))?;
-            node.machine.reimage(&disk).await.map_err(|e| super::error_chain(&e))?;
+            node.machine.reimage(&disk).await?;
             *node.installed.lock().unwrap_or_else(|p| p.into_inner()) = version.to_owned();
         }
         Ok(())
@@ -268,11 +281,10 @@ impl QemuLab {
     async fn bring_up(&self, name: &str, node: &QemuNode, shared: &Shared) -> Result<String, String> {
         let up = Regex::new(r"^rackproof-os (\S+): up$").expect("a valid pattern");
         let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
-        let console = node.machine.console();
-        let mark = console.mark();
+        let mark = node.machine.mark();
         if node.bmc.power_state().await.map_err(|e| super::error_chain(&e))? == PowerState::On {
             // Up already if the latest boot reached `up`.
-            let lines = console.lines();
+            let lines = node.machine.lines();
             let latest = lines.iter().rev().find(|l| up.is_match(l) || started.is_match(l));
             if let Some(caps) = latest.and_then(|l| up.captures(l)) {
                 return Ok(caps[1].to_owned());
@@ -280,8 +292,8 @@ impl QemuLab {
         } else {
             self.power_on(name, node, shared).await?;
         }
-        let line = console.wait_for_since(&self.clock, mark, &up, BOOT_DEADLINE).await.map_err(|e| super::error_chain(&e))?;
-        Ok(up.captures(&line.text).map(|c| c[1].to_owned()).unwrap_or_default())
+        let line = node.machine.wait_line_since(&self.clock, mark, &up, BOOT_DEADLINE).await?;
+        Ok(up.captures(&line).map(|c| c[1].to_owned()).unwrap_or_default())
     }
 
     async fn power_on(&self, name: &str, node: &QemuNode, shared: &Shared) -> Result<(), String> {
@@ -320,16 +332,7 @@ impl QemuLab {
 
     /// The node's console lines from now on.
     pub fn console(&self, name: &str) -> Option<Lines> {
-        let lines = self.nodes.get(name)?.machine.console().subscribe();
-        Some(Box::pin(futures::stream::unfold(lines, |mut lines| async move {
-            loop {
-                match lines.recv().await {
-                    Ok(line) => return Some((line.text, lines)),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })))
+        Some(self.nodes.get(name)?.machine.subscribe())
     }
 
     pub async fn boots(&self, name: &str) -> u64 {
@@ -371,7 +374,7 @@ impl QemuLab {
         if !reached {
             return false;
         }
-        if let Err(e) = node.machine.reset(ResetAction::ForceOff).await {
+        if let Err(e) = node.machine.power().reset(ResetAction::ForceOff).await {
             shared.record(Some(name), EntryKind::Fault, format!("cutting the power failed: {}", super::error_chain(&e)));
             return false;
         }
@@ -417,7 +420,7 @@ impl QemuLab {
     }
 
     pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
-        self.node(name)?.machine.set_link(up).await.map_err(|e| super::error_chain(&e))
+        self.node(name)?.machine.set_link(up).await
     }
 
     /// The orchestrator's OS-update command points here (as the guests see it).
@@ -425,10 +428,11 @@ impl QemuLab {
         self.image_server.url_as_seen_from(HOST_ALIAS)
     }
 
-    /// Stops every guest (QMP `quit`, then SIGKILL); the emulators and servers stop with the lab.
+    /// Stops every guest (QEMU: QMP `quit`, then SIGKILL; libvirt: the domain destroyed and
+    /// undefined); the emulators and servers stop with the lab.
     pub async fn tear_down(&self) {
         for node in self.nodes.values() {
-            let _ = node.machine.shutdown().await;
+            node.machine.shutdown().await;
         }
     }
 }
@@ -442,11 +446,11 @@ fn describe(served: &Served, action: ResetAction) -> String {
 }
 
 /// Starts the node's BMC emulator on 127.0.0.1 and connects the lab's BMC client to it.
-async fn serve_bmc(name: &str, kind: BmcKind, machine: Arc<QemuMachine>, dir: &Path, clock: &Clock) -> Result<(SharedMachine, Served), String> {
+async fn serve_bmc(name: &str, kind: BmcKind, machine: SharedMachine, dir: &Path, clock: &Clock) -> Result<(SharedMachine, Served), String> {
     use rand::Rng as _;
     let password: String = rand::rng().sample_iter(&rand::distr::Alphanumeric).take(16).map(char::from).collect();
     let credentials = BmcCredentials::new(BMC_USER, password.clone());
-    let shared: SharedMachine = machine;
+    let shared = machine;
     let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let fail = |what: &str, e: &(dyn std::error::Error + 'static)| format!("node {name}: {what}: {}", super::error_chain(e));
     let (description, served) = match kind {

@@ -27,6 +27,7 @@ use super::invariants::InvariantChecker;
 use super::judge::Judge;
 use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use super::shared::Shared;
+use super::guest::GuestKind;
 use super::lab::Lab;
 use super::logs::LineLogs;
 use super::outside::Outside;
@@ -126,20 +127,36 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
     }
     match backend {
         Backend::Sim => {
-            let actions = scenario.faults.iter().map(|f| &f.action).chain(scenario.steps.iter().filter_map(|s| match s {
-                Step::Fault(a) => Some(a),
-                _ => None,
-            }));
-            for action in actions {
+            for action in fault_actions(scenario) {
                 if let FaultAction::Partition(p) = action {
                     problems.push(format!("a network partition of {} needs QEMU's set_link (backend qemu)", p.node.value));
                 }
             }
         }
         Backend::Qemu => problems.extend(qemu_lab::unsupported(scenario)),
-        other => problems.push(format!("backend {} is driven by `rackproof lab` but not yet by scenarios", other.as_str())),
+        Backend::Libvirt => {
+            if !cfg!(feature = "libvirt") {
+                problems.push(
+                    "this rackproof was built without libvirt: build it with `--features rackproof-harness/libvirt` (needs Debian's libvirt-dev and pkg-config)"
+                        .to_owned(),
+                );
+            }
+            problems.extend(qemu_lab::unsupported(scenario));
+            if fault_actions(scenario).any(|a| matches!(a, FaultAction::Partition(_))) {
+                problems.push("network partitions need QEMU's set_link, and a libvirt domain's user-mode NIC is outside libvirt's devices (backend qemu)".to_owned());
+            }
+        }
+        Backend::Physical => problems.push("backend physical is driven by `rackproof lab` but not yet by scenarios".to_owned()),
     }
     problems
+}
+
+/// Every fault action of the scenario: its faults' and its `fault` steps'.
+fn fault_actions(scenario: &Scenario) -> impl Iterator<Item = &FaultAction> {
+    scenario.faults.iter().map(|f| &f.action).chain(scenario.steps.iter().filter_map(|s| match s {
+        Step::Fault(a) => Some(a),
+        _ => None,
+    }))
 }
 
 /// Whether a run of `scenario` on `backend` runs on virtual time: `sim`, unless a component is an
@@ -200,8 +217,8 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     let (nodes, max_unavailable) = (world.nodes.keys().cloned().collect::<Vec<_>>(), world.max_unavailable);
     let repo = qemu_lab::workspace_root(&loaded.path);
     let images = match backend {
-        Backend::Qemu => QemuLab::images(&scenario, &repo).await.map(Some),
-        _ => Ok(None),
+        Backend::Qemu | Backend::Libvirt => QemuLab::images(&scenario, &repo).await.map(Some),
+        Backend::Sim | Backend::Physical => Ok(None),
     };
     let judge = Judge::new(world, Expectations::new(&scenario.expect), InvariantChecker::new(&scenario.invariants));
     let shared = Shared::new(judge, clock.clone());
@@ -284,8 +301,9 @@ async fn drive(
     let size = pool_size(scenario);
     setup::cluster(client, scenario, size).await.map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
     let (lab, image_server_url) = match (backend, images?) {
-        (Backend::Qemu, Some(images)) => {
-            let lab = QemuLab::build(scenario, images, server, clock).await?;
+        (Backend::Qemu | Backend::Libvirt, Some(images)) => {
+            let kind = if backend == Backend::Libvirt { GuestKind::Libvirt } else { GuestKind::Qemu };
+            let lab = QemuLab::build(scenario, kind, images, server, clock).await?;
             let url = lab.image_server_url();
             (Lab::Qemu(Box::new(lab)), url)
         }

@@ -1,0 +1,250 @@
+//! The machine under a guest lab node: a QEMU process of Rackproof's own (backend `qemu`) or a
+//! libvirt domain (backend `libvirt`, with the `libvirt` cargo feature). Both boot the same node
+//! images through OVMF and systemd-boot, read their identity from fw_cfg, log the serial console
+//! to a file, and sit behind the same BMC emulators; this is what the guest lab asks of either.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rackproof_clock::Clock;
+use rackproof_driver::SharedMachine;
+use rackproof_qemu::{NodeIdentity, QemuMachine};
+use regex::Regex;
+
+use super::lab::Lines;
+
+/// Which machine a guest lab node runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuestKind {
+    Qemu,
+    Libvirt,
+}
+
+/// One node's machine.
+#[derive(Debug)]
+pub enum Guest {
+    Qemu(Arc<QemuMachine>),
+    #[cfg(feature = "libvirt")]
+    Libvirt(libvirt::LibvirtGuest),
+}
+
+/// A place in a guest's console: waiting "since" it ignores the lines before.
+#[derive(Debug, Clone, Copy)]
+pub enum ConsoleMark {
+    Qemu(rackproof_qemu::Mark),
+    #[cfg(feature = "libvirt")]
+    Libvirt(rackproof_libvirt::console::Mark),
+}
+
+impl Guest {
+    /// The machine as the BMC emulators drive it.
+    pub fn power(&self) -> SharedMachine {
+        match self {
+            Self::Qemu(machine) => machine.clone(),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => guest.machine.clone(),
+        }
+    }
+
+    /// Every console line so far.
+    pub fn lines(&self) -> Vec<String> {
+        match self {
+            Self::Qemu(machine) => machine.console().lines(),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => guest.machine.console().lines(),
+        }
+    }
+
+    /// The console's current end.
+    pub fn mark(&self) -> ConsoleMark {
+        match self {
+            Self::Qemu(machine) => ConsoleMark::Qemu(machine.console().mark()),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => ConsoleMark::Libvirt(guest.machine.console().mark()),
+        }
+    }
+
+    /// Waits for a console line after `mark` matching `pattern`, at most `timeout`.
+    pub async fn wait_line_since(&self, clock: &Clock, mark: ConsoleMark, pattern: &Regex, timeout: Duration) -> Result<String, String> {
+        match (self, mark) {
+            (Self::Qemu(machine), ConsoleMark::Qemu(mark)) => {
+                machine.console().wait_for_since(clock, mark, pattern, timeout).await.map(|l| l.text).map_err(|e| super::error_chain(&e))
+            }
+            #[cfg(feature = "libvirt")]
+            (Self::Libvirt(guest), ConsoleMark::Libvirt(mark)) => {
+                guest.machine.console().wait_for_since(mark, pattern, timeout).await.map_err(|e| super::error_chain(&e))
+            }
+            #[cfg(feature = "libvirt")]
+            _ => Err("a console mark of another machine".to_owned()),
+        }
+    }
+
+    /// The console's lines from now on.
+    pub fn subscribe(&self) -> Lines {
+        use tokio::sync::broadcast::error::RecvError;
+        match self {
+            Self::Qemu(machine) => Box::pin(futures::stream::unfold(machine.console().subscribe(), |mut lines| async move {
+                loop {
+                    match lines.recv().await {
+                        Ok(line) => return Some((line.text, lines)),
+                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => return None,
+                    }
+                }
+            })),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => Box::pin(futures::stream::unfold(guest.machine.console().subscribe(), |mut lines| async move {
+                loop {
+                    match lines.recv().await {
+                        Ok(line) => return Some((line, lines)),
+                        Err(RecvError::Lagged(_)) => {}
+                        Err(RecvError::Closed) => return None,
+                    }
+                }
+            })),
+        }
+    }
+
+    /// Boots so far: QEMU starts and resets for `qemu`, the firmware's boot-option starts on the
+    /// console for `libvirt`.
+    pub async fn boots(&self) -> u64 {
+        match self {
+            Self::Qemu(machine) => machine.boots().await,
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => guest.boots(),
+        }
+    }
+
+    /// Replaces the identity the guest reads from its next power-on.
+    pub async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
+        match self {
+            Self::Qemu(machine) => machine.set_identity(identity).await.map_err(|e| super::error_chain(&e)),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => guest.set_identity(identity),
+        }
+    }
+
+    /// Gives the node a fresh copy of `disk` (it must be off).
+    pub async fn reimage(&self, disk: &Path) -> Result<(), String> {
+        match self {
+            Self::Qemu(machine) => machine.reimage(disk).await.map_err(|e| super::error_chain(&e)),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => guest.reimage(disk).await,
+        }
+    }
+
+    /// Disconnects (`up: false`) or reconnects the node's network.
+    pub async fn set_link(&self, up: bool) -> Result<(), String> {
+        match self {
+            Self::Qemu(machine) => machine.set_link(up).await.map_err(|e| super::error_chain(&e)),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(_) => Err("network partitions of libvirt domains are not available (the NIC is QEMU's user network, outside libvirt's devices)".to_owned()),
+        }
+    }
+
+    /// Stops the machine and removes what it left (QEMU's files; the libvirt domain).
+    pub async fn shutdown(&self) {
+        match self {
+            Self::Qemu(machine) => {
+                let _ = machine.shutdown().await;
+            }
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => {
+                if let Err(e) = guest.machine.teardown().await {
+                    tracing::warn!(error = %super::error_chain(&e), "tearing the libvirt domain down failed");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(feature = "libvirt")]
+pub mod libvirt {
+    //! A lab node as a libvirt domain (`qemu:///system`): its directory (world-traversable, since
+    //! libvirt's QEMU runs as `libvirt-qemu`), a qcow2 copy of the node image, the identity file
+    //! handed over through fw_cfg.
+
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use rackproof_clock::Clock;
+    use rackproof_driver::{Power as _, PowerState};
+    use rackproof_libvirt::{LibvirtMachine, MachineConfig};
+    use rackproof_qemu::NodeIdentity;
+    use regex::Regex;
+
+    /// The firmware's line for each boot it starts.
+    const BOOT_LINE: &str = r"^BdsDxe: starting Boot";
+
+    #[derive(Debug)]
+    pub struct LibvirtGuest {
+        pub machine: Arc<LibvirtMachine>,
+        disk: PathBuf,
+        identity: PathBuf,
+    }
+
+    impl LibvirtGuest {
+        /// Defines domain `prefix + node`, powered off, with a copy of `disk` under `dir`.
+        pub async fn define(node: &str, prefix: &str, dir: &Path, disk: &Path, identity: &NodeIdentity, clock: &Clock) -> Result<Self, String> {
+            let node_dir = dir.join(node);
+            let fail = |what: &str, e: &dyn std::fmt::Display| format!("node {node}: {what}: {e}");
+            std::fs::create_dir_all(&node_dir).map_err(|e| fail("create its directory", &e))?;
+            std::fs::set_permissions(&node_dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| fail("open its directory to libvirt", &e))?;
+            let guest_disk = node_dir.join("disk.qcow2");
+            let identity_file = node_dir.join("identity");
+            convert_disk(disk, &guest_disk).await.map_err(|e| fail("copy the node image", &e))?;
+            std::fs::write(&identity_file, identity.render().map_err(|e| fail("render its identity", &e))?).map_err(|e| fail("write its identity", &e))?;
+            let mut config = MachineConfig::new(node, &node_dir, &guest_disk);
+            config.name_prefix = prefix.to_owned();
+            config.identity = Some(identity_file.clone());
+            let machine = LibvirtMachine::define(config, clock.clone()).await.map_err(|e| {
+                format!(
+                    "node {node}: {}; is libvirtd running? `ci/start-libvirtd` installs and starts it",
+                    super::super::error_chain(&e)
+                )
+            })?;
+            Ok(Self { machine: Arc::new(machine), disk: guest_disk, identity: identity_file })
+        }
+
+        pub fn boots(&self) -> u64 {
+            let pattern = Regex::new(BOOT_LINE).expect("a valid pattern");
+            self.machine.console().lines().iter().filter(|l| pattern.is_match(l)).count() as u64
+        }
+
+        async fn off(&self, what: &str) -> Result<(), String> {
+            match self.machine.power_state().await {
+                Ok(PowerState::Off) => Ok(()),
+                Ok(state) => Err(format!("cannot {what} of domain {} while it is {state}", self.machine.name())),
+                Err(e) => Err(super::super::error_chain(&e)),
+            }
+        }
+
+        pub fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
+            let text = identity.render().map_err(|e| e.to_string())?;
+            std::fs::write(&self.identity, text).map_err(|e| format!("failed to write {}: {e}", self.identity.display()))
+        }
+
+        pub async fn reimage(&self, disk: &Path) -> Result<(), String> {
+            self.off("replace the disk").await?;
+            convert_disk(disk, &self.disk).await
+        }
+    }
+
+    /// `qemu-img convert` of the raw node image into a stand-alone qcow2 (no backing file: the
+    /// images live where libvirt's QEMU user cannot read).
+    async fn convert_disk(raw: &Path, qcow2: &Path) -> Result<(), String> {
+        let out = tokio::process::Command::new("qemu-img")
+            .args(["convert", "-q", "-f", "raw", "-O", "qcow2"])
+            .arg(raw)
+            .arg(qcow2)
+            .output()
+            .await
+            .map_err(|e| format!("qemu-img is missing ({e}); install it with `apt-get install -y qemu-utils`"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("qemu-img convert {} failed: {}", raw.display(), String::from_utf8_lossy(&out.stderr).trim()))
+        }
+    }
+}
