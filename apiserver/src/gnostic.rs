@@ -763,6 +763,11 @@ fn named_schemas(value: &Value, at: &Path) -> Result<Vec<NamedSchema>, String> {
     Ok(out)
 }
 
+/// Whether `value` converts to gnostic's `Schema`; the error names where it does not.
+pub(crate) fn check_schema(value: &Value) -> Result<(), String> {
+    schema(value, &Path::root()).map(|_| ())
+}
+
 /// A JSON schema as gnostic's `Schema`.
 fn schema(value: &Value, at: &Path) -> Result<Schema, String> {
     let map = object(value, at)?;

@@ -266,6 +266,15 @@ fn check_strict(resource: &Resource, object: &Value, options: &WriteOptions) -> 
     Err(ApiError::bad_request(format!("strict decoding error: {}", list.join(", "))))
 }
 
+/// What kube-apiserver's typed decoding does to a body beyond `fieldValidation`: for CRDs,
+/// their schemas' keywords are type-checked (400) and unknown ones dropped.
+fn decode_typed_parts(resource: &Resource, object: &mut Value) -> Result<(), ApiError> {
+    if resource.group == "apiextensions.k8s.io" && resource.kind == "CustomResourceDefinition" {
+        crate::crd_decode::decode_schemas(object)?;
+    }
+    Ok(())
+}
+
 fn shape(resource: &Resource, sub: Option<Subresource>) -> Shape<'_> {
     let scope = match sub {
         Some(Subresource::Status) => Scope::StatusOnly,
@@ -287,6 +296,7 @@ fn create(state: &mut State, ctx: &Context, target: &Target, mut body: Value, op
     let resource = target.resource.clone();
     check_type(&resource, &body)?;
     check_strict(&resource, &body, options)?;
+    decode_typed_parts(&resource, &mut body)?;
     if body.get("metadata").is_none() {
         body["metadata"] = json!({});
     }
@@ -463,6 +473,7 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         map.insert("apiVersion".to_owned(), json!(resource.api_version()));
         map.insert("kind".to_owned(), json!(resource.kind));
     }
+    decode_typed_parts(&resource, &mut new)?;
     kinds::default(&resource, &mut new);
     kinds::finish(&resource, &mut new);
     // Fields are recorded before admission and the update strategy change the object.

@@ -133,6 +133,7 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
                 causes.push(("spec.replicas".into(), "Invalid value: must be greater than or equal to 0".into()));
             }
         }
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => causes.extend(crate::crd_validation::schema_problems(object)),
         _ => {}
     }
     if let Some(root) = &resource.schema {

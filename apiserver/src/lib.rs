@@ -43,9 +43,9 @@
 //!   as JSON (flow-style YAML) where gnostic writes block-style YAML; no `Last-Modified` is sent
 //!   (the ETag and `If-None-Match` are), and the body is never gzipped.
 //!   In the v2 document, OpenAPI v3 keywords of CRD schemas (`anyOf`, `nullable`, ...) stay in
-//!   the JSON form and are dropped from the protobuf one; a CRD schema with a mistyped Swagger
-//!   keyword (which kube-apiserver would have rejected at CRD creation) makes the protobuf form
-//!   a 500 naming where it is.
+//!   the JSON form and are dropped from the protobuf one. A CRD schema the protobuf form cannot
+//!   carry (none passes CRD validation that way) is published as any object with `apiVersion`,
+//!   `kind` and `metadata`, instead of the document failing.
 //! - Built-in kinds' schemas mark list fields with `x-kubernetes-patch-strategy` and
 //!   `x-kubernetes-patch-merge-key` from the server's own strategic-merge table (by field name),
 //!   not from the Go types' tags; lists it treats as atomic carry neither.
@@ -79,6 +79,16 @@
 //! - Validation covers names, labels, pod containers, workload selectors and CRD schemas
 //!   (type, required, enum, bounds, lengths; no `pattern`, `format` or CEL rules). Pod spec
 //!   immutability is not enforced.
+//! - CRD schemas are decoded and validated as kube-apiserver v1.20 does for
+//!   `apiextensions.k8s.io/v1` (`crd_decode`, `crd_validation`): a keyword of the wrong JSON
+//!   type is a 400 (with this server's own wording), unknown keywords and zero values are
+//!   dropped, and the OpenAPI, structural-schema, list/map-type and default rules give 422s with
+//!   kube-apiserver's field paths and reasons. Not checked: `x-kubernetes-embedded-resource`
+//!   defaults inside `metadata`, whether a default's own value validates (checked with this
+//!   server's custom-resource validation: no `pattern` or `format`), and the final "can build a
+//!   validator" step. `pattern`s are compiled with Rust's `regex`, whose syntax is RE2's like
+//!   Go's but not identical. Only the schema part of a CRD is decoded strictly; CRD validation
+//!   other than schemas (names, versions) stops at the first problem.
 //! - Strategic merge patch merge keys are those of the types served; `taints` and
 //!   `tolerations` are atomic lists as in Kubernetes.
 //! - PUT creates a missing object only for Leases and Events (as their strategies allow).
@@ -103,6 +113,8 @@
 mod apply;
 mod auth;
 mod crd;
+mod crd_decode;
+mod crd_validation;
 mod discovery;
 mod error;
 mod fields;

@@ -74,6 +74,14 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
                 schema["properties"]["apiVersion"] = json!({"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."});
                 schema["properties"]["kind"] = json!({"type": "string", "description": "Kind is a string value representing the REST resource this object represents."});
                 schema["properties"]["metadata"] = json!({"$ref": format!("{}{meta_name}", flavor.ref_prefix()), "description": "Standard object's metadata."});
+                if flavor == Flavor::V2
+                    && let Err(error) = crate::gnostic::check_schema(&schema)
+                {
+                    // Like kube-apiserver, a schema that cannot be published does not take the
+                    // document down: the kind is published without its schema.
+                    tracing::warn!(kind = %name, %error, "publishing a CRD schema without its properties in /openapi/v2");
+                    schema = fallback_schema(flavor, &meta_name);
+                }
                 custom.push((name.clone(), schema));
                 names.push((resource.clone(), name));
             }
@@ -108,6 +116,16 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
         def.insert("x-kubernetes-group-version-kind".to_owned(), json!([gvk("autoscaling", "v1", "Scale")]));
     }
     (defs, names)
+}
+
+/// The schema published for a custom kind whose own schema cannot be: any object, with
+/// `apiVersion`, `kind` and `metadata` described.
+fn fallback_schema(flavor: Flavor, meta_name: &str) -> Value {
+    json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true, "properties": {
+        "apiVersion": {"type": "string", "description": "APIVersion defines the versioned schema of this representation of an object."},
+        "kind": {"type": "string", "description": "Kind is a string value representing the REST resource this object represents."},
+        "metadata": {"$ref": format!("{}{meta_name}", flavor.ref_prefix()), "description": "Standard object's metadata."},
+    }})
 }
 
 /// The OpenAPI v2 shape kube-apiserver gives the types whose Go JSON is not one schema type

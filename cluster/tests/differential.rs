@@ -900,6 +900,78 @@ async fn custom_resources_with_defaulting_and_pruning() {
     pair.finish().await;
 }
 
+/// A CRD named `gadgets.rackproof.test` whose versions have the given schemas (None: no schema).
+fn gadget_crd(schemas: &[Option<Value>]) -> Value {
+    let versions: Vec<Value> = schemas
+        .iter()
+        .enumerate()
+        .map(|(i, schema)| {
+            let mut version = json!({ "name": format!("v{}", i + 1), "served": true, "storage": i == 0 });
+            if let Some(schema) = schema {
+                version["schema"] = json!({ "openAPIV3Schema": schema });
+            }
+            version
+        })
+        .collect();
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": { "name": "gadgets.rackproof.test" },
+        "spec": { "group": "rackproof.test", "scope": "Namespaced", "names": { "plural": "gadgets", "kind": "Gadget" }, "versions": versions },
+    })
+}
+
+#[tokio::test]
+async fn crds_with_bad_schemas_are_rejected() {
+    let mut pair = Pair::start().await;
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions?dryRun=All";
+    let object = |properties: Value| json!({ "type": "object", "properties": properties });
+    let invalid = [
+        object(json!({ "a": { "tpye": "string" } })),
+        object(json!({ "a": { "type": "strin" } })),
+        object(json!({ "a": { "type": "null" } })),
+        json!({ "type": "string" }),
+        json!({ "properties": { "a": { "type": "string" } } }),
+        json!({ "type": "object", "$schema": "x" }),
+        json!({ "type": "object", "additionalProperties": { "type": "string" } }),
+        json!({ "type": "object", "definitions": { "x": { "type": "string" } } }),
+        object(json!({ "a": { "type": "array", "uniqueItems": true, "items": { "type": "string" } } })),
+        object(json!({ "a": { "$ref": "#/definitions/x" } })),
+        object(json!({ "a": { "type": "array", "items": [{ "type": "string" }] } })),
+        object(json!({ "a": { "type": "array" } })),
+        object(json!({ "a": { "type": "object", "properties": { "b": { "type": "string" } }, "additionalProperties": { "type": "string" } } })),
+        object(json!({ "metadata": { "type": "object", "properties": { "labels": { "type": "object" } } } })),
+        object(json!({ "metadata": { "type": "object", "default": {} } })),
+        object(json!({ "a": { "type": "string", "anyOf": [{ "type": "string", "description": "d" }] } })),
+        object(json!({ "a": { "type": "object", "default": { "x": 1 } } })),
+        object(json!({ "a": { "type": "string", "pattern": "(" } })),
+        object(json!({ "a": { "type": "string", "x-kubernetes-list-type": "set" } })),
+        object(json!({ "a": { "type": "array", "x-kubernetes-list-type": "map", "items": { "type": "object", "properties": { "k": { "type": "string" } } }, "x-kubernetes-list-map-keys": ["k", "z"] } })),
+        object(json!({ "a": { "x-kubernetes-int-or-string": true, "x-kubernetes-preserve-unknown-fields": true } })),
+        object(json!({ "a": { "type": "string", "x-kubernetes-preserve-unknown-fields": false } })),
+        json!({ "type": "object", "anyOf": [{ "properties": { "b": { "maxLength": 1 } } }] }),
+    ];
+    for schema in invalid {
+        pair.expect(Call::post(crds, gadget_crd(&[Some(schema)])), StatusCode::UNPROCESSABLE_ENTITY).await;
+    }
+    let undecodable = [
+        object(json!([{ "a": 1 }])),
+        object(json!({ "a": { "x-kubernetes-int-or-string": "yes" } })),
+        json!({ "type": "object", "required": "a" }),
+        json!({ "type": "object", "required": [1] }),
+        object(json!({ "a": { "type": ["string"] } })),
+        object(json!({ "a": "string" })),
+    ];
+    for schema in undecodable {
+        pair.expect(Call::post(crds, gadget_crd(&[Some(schema)])), StatusCode::BAD_REQUEST).await;
+    }
+    // Differing schemas are reported per version; missing ones are required.
+    let good = json!({ "type": "object" });
+    pair.expect(Call::post(crds, gadget_crd(&[Some(good.clone()), Some(json!({ "type": "string" }))])), StatusCode::UNPROCESSABLE_ENTITY).await;
+    pair.expect(Call::post(crds, gadget_crd(&[Some(good), None])), StatusCode::UNPROCESSABLE_ENTITY).await;
+    pair.expect(Call::post(crds, gadget_crd(&[None])), StatusCode::UNPROCESSABLE_ENTITY).await;
+    pair.finish().await;
+}
+
 fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {

@@ -79,3 +79,78 @@ async fn custom_resources_are_served_defaulted_pruned_and_validated() {
     crds.create(&PostParams::default(), &widget_crd()).await.unwrap();
     assert_eq!(code(widgets.get("w").await).0, 404, "custom resources went with their definition");
 }
+
+fn crd_with_schema(schema: serde_json::Value) -> serde_json::Value {
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "gadgets.example.com"},
+        "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": schema}}]}})
+}
+
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+
+/// The status code, and each cause as `field: reason`, of creating a CRD with `schema`.
+async fn create_crd(client: &kube::Client, schema: serde_json::Value) -> (u16, Vec<String>) {
+    let (status, body) = raw(client, "POST", CRDS, "application/json", crd_with_schema(schema).to_string().into_bytes()).await;
+    let causes = body["details"]["causes"].as_array().map(|c| c.iter().map(|c| format!("{}: {}", c["field"].as_str().unwrap_or("?"), c["reason"].as_str().unwrap_or("?"))).collect()).unwrap_or_default();
+    (status, causes)
+}
+
+/// `/openapi/v2` in `accept`'s encoding: the status code.
+async fn openapi_v2(client: &kube::Client, accept: &str) -> u16 {
+    let request = http::Request::get("/openapi/v2").header("Accept", accept).body(kube::client::Body::from(Vec::new())).unwrap();
+    client.send(request).await.unwrap().status().as_u16()
+}
+
+const PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
+
+#[tokio::test(start_paused = true)]
+async fn crds_with_bad_schemas_are_rejected_as_kube_apiserver_rejects_them() {
+    let client = server().admin_client();
+    let root = "spec.validation.openAPIV3Schema";
+    for (schema, expected) in [
+        (json!({"type": "object", "properties": {"a": {"tpye": "string"}}}), vec![format!("{root}.properties[a].type: FieldValueRequired")]),
+        (json!({"type": "object", "properties": {"a": {"type": "strin"}}}), vec![format!("{root}.properties[a].type: FieldValueNotSupported")]),
+        (json!({"type": "string"}), vec![format!("{root}.type: FieldValueInvalid")]),
+        (json!({"type": "object", "properties": {"a": {"type": "array", "uniqueItems": true, "items": {"type": "string"}}}}), vec![format!("{root}.properties[a].uniqueItems: FieldValueForbidden")]),
+        (json!({"type": "object", "properties": {"a": {"$ref": "#/definitions/x"}}}), vec![format!("{root}.properties[a].$ref: FieldValueForbidden")]),
+        (json!({"type": "object", "properties": {"metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}}), vec![format!("{root}.properties[metadata]: FieldValueForbidden")]),
+        (json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {"type": "string"}}, "additionalProperties": {"type": "string"}}}}), vec![format!("{root}.properties[a].additionalProperties: FieldValueForbidden")]),
+        (json!({"type": "object", "properties": {"a": {"type": "array", "items": [{"type": "string"}]}}}), vec![format!("{root}.properties[a].items: FieldValueForbidden")]),
+    ] {
+        assert_eq!(create_crd(&client, schema.clone()).await, (422, expected), "{schema}");
+    }
+    for schema in [
+        json!({"type": "object", "properties": [{"a": 1}]}),
+        json!({"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": "yes"}}}),
+        json!({"type": "object", "required": "a"}),
+        json!({"type": "object", "required": [1]}),
+    ] {
+        assert_eq!(create_crd(&client, schema.clone()).await, (400, vec![]), "{schema}");
+    }
+    let (status, causes) = raw(&client, "POST", CRDS, "application/json", {
+        let mut crd = crd_with_schema(json!({}));
+        crd["spec"]["versions"][0].as_object_mut().unwrap().remove("schema");
+        crd.to_string().into_bytes()
+    }).await;
+    assert_eq!((status, causes["details"]["causes"][0]["field"].as_str()), (422, Some("spec.versions[0].schema.openAPIV3Schema")));
+    assert_eq!(openapi_v2(&client, PROTOBUF).await, 200, "nothing rejected reached the document");
+}
+
+#[tokio::test(start_paused = true)]
+async fn accepted_schemas_lose_unknown_keywords_and_keep_openapi_serving() {
+    let client = server().admin_client();
+    let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "xml": {"name": "x"}, "discriminator": 1, "readOnly": "no", "properties": {
+        "size": {"type": "integer", "nullable": true, "anyOf": [{"minimum": 1}]},
+        "port": {"x-kubernetes-int-or-string": true},
+        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+    }}}});
+    let (status, body) = raw(&client, "POST", CRDS, "application/json", crd_with_schema(schema).to_string().into_bytes()).await;
+    assert_eq!(status, 201, "{body}");
+    let spec = &body["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!((spec.get("xml"), spec.get("discriminator"), spec.get("readOnly")), (None, None, None), "dropped as kube-apiserver's decoding drops them");
+    for accept in [PROTOBUF, "application/json"] {
+        assert_eq!(openapi_v2(&client, accept).await, 200, "{accept}");
+    }
+    let (status, _) = raw(&client, "GET", "/openapi/v3/apis/example.com/v1", "", Vec::new()).await;
+    assert_eq!(status, 200);
+}

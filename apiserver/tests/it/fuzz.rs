@@ -1,5 +1,6 @@
-//! Property test: malformed paths, bodies, selectors and patches get a `Status` error, never
-//! a panic or a non-Status reply.
+//! Property tests: malformed paths, bodies, selectors and patches get a `Status` error, never
+//! a panic or a non-Status reply; arbitrary CRD schemas never make CRD creation or the OpenAPI
+//! documents answer 500.
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -84,6 +85,65 @@ fn malformed_requests_get_status_errors() {
             prop_assert_eq!(&value["kind"], "Status", "{} {} gave {}", method, uri, value);
             prop_assert_eq!(value["code"].as_u64(), Some(u64::from(status)));
             prop_assert!(value["reason"].as_str().is_some_and(|r| !r.is_empty()));
+        }
+    });
+}
+
+/// JSON shaped like schemas: objects keyed mostly by (JSONSchemaProps and Swagger) keywords.
+fn schema_like() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(|n| json!(n)),
+        Just(json!(1.5)),
+        prop::sample::select(vec!["object", "string", "integer", "array", "number", "boolean", "null", "strin", "map", "set", "atomic", "(", "name"]).prop_map(|s| json!(s)),
+    ];
+    let keys = prop::sample::select(vec![
+        "type", "properties", "items", "additionalProperties", "required", "enum", "default", "nullable", "anyOf", "allOf", "oneOf", "not",
+        "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource", "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys", "x-kubernetes-map-type", "maxLength", "minimum", "pattern", "format", "description", "$ref", "uniqueItems",
+        "metadata", "spec", "name", "tpye", "xml", "readOnly", "discriminator", "example", "definitions", "$schema", "title",
+    ]);
+    leaf.prop_recursive(5, 48, 5, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+            prop::collection::btree_map(keys.clone().prop_map(str::to_owned), inner, 0..5).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+#[test]
+fn arbitrary_crd_schemas_never_make_the_server_answer_500() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    let (_server, client) = runtime.block_on(async {
+        let server = server();
+        let client = server.admin_client();
+        (server, client)
+    });
+    let get = |path: &'static str, accept: &'static str| {
+        let request = http::Request::get(path).header("Accept", accept).body(kube::client::Body::from(Vec::new())).unwrap();
+        let client = client.clone();
+        async move { client.send(request).await.unwrap().status().as_u16() }
+    };
+    let config = ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() };
+    proptest!(config, |(schema in schema_like(), properties in schema_like())| {
+        let mut root = schema;
+        if let (Some(map), true) = (root.as_object_mut(), properties.is_object()) {
+            map.insert("type".to_owned(), json!("object"));
+            map.insert("properties".to_owned(), properties);
+        }
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "things.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "things", "kind": "Thing"},
+                "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": root}}]}});
+        let (status, value) = runtime.block_on(raw(&client, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "application/json", crd.to_string().into_bytes()));
+        prop_assert!(matches!(status, 201 | 400 | 422), "{} for {}: {}", status, crd, value);
+        for (path, accept) in [("/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), ("/openapi/v2", "application/json"), ("/openapi/v3/apis/example.com/v1", "application/json")] {
+            let code = runtime.block_on(get(path, accept));
+            prop_assert!(code == 200 || (status != 201 && code == 404), "{} {} answered {} after {} for {}", path, accept, code, status, crd);
+        }
+        if status == 201 {
+            let (deleted, _) = runtime.block_on(raw(&client, "DELETE", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/things.example.com", "application/json", Vec::new()));
+            prop_assert_eq!(deleted, 200);
         }
     });
 }
