@@ -162,26 +162,34 @@ async fn clean_run_writes() -> u64 {
     sim.writes.load(std::sync::atomic::Ordering::SeqCst) - before
 }
 
+/// An update whose agent crashes after its `crash_at`-th state write (tearing that write when
+/// `tear`) and restarts; run until the result and the restarted agent settled. The node after.
+async fn update_crashing_after(crash_at: u64, tear: bool) -> (Sim, k8s_openapi::api::core::v1::Node) {
+    let mut sim = Sim::new().await;
+    sim.tear_on_crash = tear;
+    sim.start().await;
+    let base = sim.writes.load(std::sync::atomic::Ordering::SeqCst);
+    *sim.crash_after.lock().unwrap() = Some(base + crash_at);
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.ready_for_update().await;
+    sim.wait_result(LIMIT).await;
+    // Let a crash that comes after the result happen too, and the restarted agent settle.
+    let node = sim.wait_for(|_| false, Duration::from_secs(120)).await.unwrap();
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_SUCCESSFUL),
+        "crash after write {crash_at} (torn: {tear}): {:?}",
+        annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON)
+    );
+    (sim, node)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_restart_at_every_step_reaches_the_same_result_and_never_reruns_an_attempt() {
     let writes = clean_run_writes().await;
     assert!(writes >= 6, "a clean update writes its state at every step ({writes})");
     for crash_at in 1..=writes {
-        let mut sim = Sim::new().await;
-        sim.start().await;
-        let base = sim.writes.load(std::sync::atomic::Ordering::SeqCst);
-        *sim.crash_after.lock().unwrap() = Some(base + crash_at);
-        sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
-        sim.ready_for_update().await;
-        sim.wait_result(LIMIT).await;
-        // Let a crash that comes after the result happen too, and the restarted agent settle.
-        let node = sim.wait_for(|_| false, Duration::from_secs(120)).await.unwrap();
-        assert_eq!(
-            label(&node, keys::LABEL_UPDATE_RESULT),
-            Some(keys::UPDATE_RESULT_SUCCESSFUL),
-            "crash after write {crash_at}: {:?}",
-            annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON)
-        );
+        let (sim, _) = update_crashing_after(crash_at, false).await;
         assert_eq!(sim.restarts, 1, "crash after write {crash_at}");
         let state: serde_json::Value = serde_json::from_slice(&sim.store.snapshot()["agent-state.json"]).unwrap();
         assert!(state.get("plan").is_none(), "crash after write {crash_at}: the plan is complete: {state}");
@@ -199,21 +207,7 @@ async fn a_restart_at_every_step_reaches_the_same_result_and_never_reruns_an_att
 async fn a_state_write_torn_at_any_step_is_set_aside_and_the_update_still_succeeds() {
     let writes = clean_run_writes().await;
     for crash_at in 1..=writes {
-        let mut sim = Sim::new().await;
-        sim.tear_on_crash = true;
-        sim.start().await;
-        let base = sim.writes.load(std::sync::atomic::Ordering::SeqCst);
-        *sim.crash_after.lock().unwrap() = Some(base + crash_at);
-        sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
-        sim.ready_for_update().await;
-        sim.wait_result(LIMIT).await;
-        let node = sim.wait_for(|_| false, Duration::from_secs(120)).await.unwrap();
-        assert_eq!(
-            label(&node, keys::LABEL_UPDATE_RESULT),
-            Some(keys::UPDATE_RESULT_SUCCESSFUL),
-            "torn write {crash_at}: {:?}",
-            annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON)
-        );
+        let (sim, _) = update_crashing_after(crash_at, true).await;
         let stored = sim.store.snapshot();
         let torn = stored.get(inplace_agent::state::CORRUPT_KEY).unwrap_or_else(|| panic!("torn write {crash_at}: the torn document is kept"));
         assert!(serde_json::from_slice::<serde_json::Value>(torn).is_err(), "torn write {crash_at}: what is kept is the torn document");

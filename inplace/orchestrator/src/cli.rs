@@ -22,16 +22,16 @@ pub struct Args {
     #[arg(long, env = "RACKPROOF_NAMESPACE", default_value = "default")]
     pub namespace: String,
     /// Longest time between two passes over every object.
-    #[arg(long, default_value = "10s", value_parser = duration)]
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub sync_period: Duration,
     /// Time between eviction rounds while a drain is blocked.
-    #[arg(long, default_value = "20s", value_parser = duration)]
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
     pub eviction_retry_interval: Duration,
     /// Drain timeout for Machines that name none.
-    #[arg(long, default_value = "2h", value_parser = duration)]
+    #[arg(long, default_value = "2h", value_parser = parse_duration)]
     pub drain_timeout: Duration,
     /// In-place update timeout for Machines that name none.
-    #[arg(long, default_value = "20m", value_parser = duration)]
+    #[arg(long, default_value = "20m", value_parser = parse_duration)]
     pub in_place_update_timeout: Duration,
     /// Eviction refusals per pod before an Event, for Machines that name none.
     #[arg(long, default_value_t = 10)]
@@ -57,16 +57,11 @@ fn kube_version(text: &str) -> Result<KubeVersion, String> {
     KubeVersion::parse(text).map_err(|e| e.to_string())
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text).map_err(|e| e.to_string())
-}
-
 /// Logs to stderr (filtered by `RUST_LOG`, default `info`) and runs the controllers until the
 /// future is dropped; returns only for a missing cluster or an unusable setting.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
-    let client = inplace_api::kubeconfig::client(args.kubeconfig.as_deref()).await?;
+    inplace_api::standalone::init_logs();
+    let client = inplace_api::standalone::client(args.kubeconfig.as_deref()).await?;
     let config = Config {
         namespace: args.namespace,
         sync_period: args.sync_period,

@@ -27,10 +27,10 @@ pub struct Args {
     #[arg(long, env = "RACKPROOF_DEPENDENTS", value_delimiter = ',', default_values_t = Config::default().dependents)]
     pub dependent: Vec<String>,
     /// Time between probes.
-    #[arg(long, env = "RACKPROOF_PROBE_INTERVAL", default_value = "10s", value_parser = duration)]
+    #[arg(long, env = "RACKPROOF_PROBE_INTERVAL", default_value = "10s", value_parser = parse_duration)]
     pub probe_interval: Duration,
     /// kube-controller-manager's node monitor grace period.
-    #[arg(long, env = "RACKPROOF_KCM_NODE_MONITOR_GRACE", default_value = "40s", value_parser = duration)]
+    #[arg(long, env = "RACKPROOF_KCM_NODE_MONITOR_GRACE", default_value = "40s", value_parser = parse_duration)]
     pub kcm_node_monitor_grace: Duration,
     /// Expired fraction of candidate leases that triggers the scale-down.
     #[arg(long, env = "RACKPROOF_NODE_LEASE_FAILURE_FRACTION", default_value_t = 0.6)]
@@ -43,16 +43,11 @@ pub struct Args {
     pub in_place_reason: Vec<String>,
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
-    parse_duration(text).map_err(|e| e.to_string())
-}
-
 /// Logs to stderr (filtered by `RUST_LOG`, default `info`) and probes until the future is
 /// dropped; returns only for a missing cluster or an unusable setting.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
-    let client = inplace_api::kubeconfig::client(args.kubeconfig.as_deref()).await?;
+    inplace_api::standalone::init_logs();
+    let client = inplace_api::standalone::client(args.kubeconfig.as_deref()).await?;
     let config = Config {
         machine_namespace: args.machine_namespace.unwrap_or_else(|| args.namespace.clone()),
         namespace: args.namespace,

@@ -1,5 +1,6 @@
-//! A kube client for a standalone component: from the kubeconfig file it was given, else from the
-//! usual places (`$KUBECONFIG`, `~/.kube/config`, the in-cluster service account).
+//! What a component run as its own program starts with: logs on stderr, and a kube client from
+//! the kubeconfig file it was given, else from the usual places (`$KUBECONFIG`, `~/.kube/config`,
+//! the in-cluster service account).
 
 use std::path::{Path, PathBuf};
 
@@ -28,4 +29,10 @@ pub async fn client(path: Option<&Path>) -> Result<kube::Client, KubeconfigError
         None => kube::Config::infer().await.map_err(KubeconfigError::Infer)?,
     };
     kube::Client::try_from(config).map_err(KubeconfigError::Client)
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info`). A second call changes nothing.
+pub fn init_logs() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
 }
