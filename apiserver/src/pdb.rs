@@ -9,11 +9,26 @@ use crate::state::{State, gr, meta_str};
 use crate::store::Key;
 
 fn pod_ready(pod: &Value) -> bool {
-    pod.pointer("/metadata/deletionTimestamp").is_none()
+    pod.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_none()
         && pod
-            .pointer("/status/conditions")
+            .get("status")
+            .and_then(|s| s.get("conditions"))
             .and_then(Value::as_array)
             .is_some_and(|c| c.iter().any(|c| c.get("type").and_then(Value::as_str) == Some("Ready") && c.get("status").and_then(Value::as_str) == Some("True")))
+}
+
+/// Whether a change of a pod from `before` to `after` (`None`: absent) can change a budget's
+/// status: the pod appeared or went, or its labels or readiness changed. Everything else a pod
+/// write changes (heartbeat-like status fields, annotations, the node) no budget counts.
+pub(crate) fn counts_differ(before: Option<&Value>, after: Option<&Value>) -> bool {
+    fn labels(pod: &Value) -> Option<&Value> {
+        pod.get("metadata").and_then(|m| m.get("labels"))
+    }
+    match (before, after) {
+        (Some(before), Some(after)) => labels(before) != labels(after) || pod_ready(before) != pod_ready(after),
+        (None, None) => false,
+        (Some(_), None) | (None, Some(_)) => true,
+    }
 }
 
 /// An int-or-string (`3` or `"50%"`) scaled against `total`.
@@ -68,9 +83,25 @@ fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
     })
 }
 
+/// Why budgets are looked at again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trigger {
+    /// A budget changed: every budget of the namespace is recomputed.
+    Budget,
+    /// A pod changed: budgets are recomputed only if some pod of the namespace changed what they
+    /// count since the last recomputation (the store tracks that, see [`counts_differ`]), since
+    /// otherwise the result is the status they already have. With a thousand pods per namespace,
+    /// recomputing after every pod status write was quadratic.
+    Pod,
+}
+
 /// Recomputes the status of every budget in `namespace`, writing only those that changed.
-/// Reads the pods in place (no copies): this runs after every pod write.
-pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, now: &str) {
+/// Reads the pods in place (no copies).
+pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Trigger, now: &str) {
+    let counted_pods_changed = state.store.take_counted_pods_change(namespace);
+    if trigger == Trigger::Pod && !counted_pods_changed {
+        return;
+    }
     let pdbs_gr = gr("policy", "poddisruptionbudgets");
     let pods_gr = gr("", "pods");
     let mut changed: Vec<(String, Value)> = Vec::new();

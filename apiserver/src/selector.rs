@@ -263,8 +263,9 @@ impl FieldSelector {
 
 /// The string value of a selectable field (`spec.nodeName` → "" when unset; booleans as text).
 pub(crate) fn field_value(object: &Value, field: &str) -> String {
-    let pointer = format!("/{}", field.replace('.', "/"));
-    match object.pointer(&pointer) {
+    // Walked step by step: this runs for every watch event and every selected object, and
+    // `Value::pointer` would allocate the pointer and each of its steps.
+    match field.split('.').try_fold(object, |value, step| value.get(step)) {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Bool(b)) => b.to_string(),
         Some(Value::Number(n)) => n.to_string(),

@@ -167,8 +167,10 @@ impl State {
     }
 
     fn after_change(&mut self, key: &Key, now: &str) {
-        if key.gr.group.is_empty() && key.gr.resource == "pods" || key.gr.group == "policy" && key.gr.resource == "poddisruptionbudgets" {
-            pdb::refresh_namespace(self, &key.namespace, now);
+        if key.gr.group.is_empty() && key.gr.resource == "pods" {
+            pdb::refresh_namespace(self, &key.namespace, pdb::Trigger::Pod, now);
+        } else if key.gr.group == "policy" && key.gr.resource == "poddisruptionbudgets" {
+            pdb::refresh_namespace(self, &key.namespace, pdb::Trigger::Budget, now);
         }
         if !key.namespace.is_empty() {
             self.finish_namespace(&key.namespace, now);

@@ -224,12 +224,15 @@ pub(crate) struct Store {
     by_uid: HashMap<String, Key>,
     dependents: HashMap<String, BTreeSet<Key>>,
     watchers: Watchers,
+    /// Namespaces in which a pod appeared, went, or changed its labels or readiness since the
+    /// PodDisruptionBudgets were last recomputed (`pdb`).
+    counted_pods_changed: BTreeSet<String>,
 }
 
 impl Store {
     /// An empty store keeping the last `window` events of each resource for watches.
     pub(crate) fn new(window: usize) -> Self {
-        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new(), watchers: Watchers::default() }
+        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new(), watchers: Watchers::default(), counted_pods_changed: BTreeSet::new() }
     }
 
     pub(crate) fn resource_version(&self) -> u64 {
@@ -297,6 +300,7 @@ impl Store {
             self.unindex(key, previous);
         }
         self.index(key, &object);
+        self.note_pod_change(key, previous.as_deref(), Some(&*object));
         let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
         self.record(key, Event::new(rv, kind, object.clone(), previous));
         object
@@ -306,6 +310,7 @@ impl Store {
     pub(crate) fn remove(&mut self, key: &Key) -> Option<Arc<Value>> {
         let previous = self.objects.get_mut(&key.gr)?.remove(&(key.namespace.clone(), key.name.clone()))?.object;
         self.unindex(key, &previous);
+        self.note_pod_change(key, Some(&*previous), None);
         self.rv += 1;
         let rv = self.rv;
         let mut object = (*previous).clone();
@@ -313,6 +318,17 @@ impl Store {
         let object = Arc::new(object);
         self.record(key, Event::new(rv, EventType::Deleted, object.clone(), Some(previous)));
         Some(object)
+    }
+
+    fn note_pod_change(&mut self, key: &Key, before: Option<&Value>, after: Option<&Value>) {
+        if key.gr.group.is_empty() && key.gr.resource == "pods" && crate::pdb::counts_differ(before, after) {
+            self.counted_pods_changed.insert(key.namespace.clone());
+        }
+    }
+
+    /// Whether a pod of `namespace` changed what budgets count since the last call for it.
+    pub(crate) fn take_counted_pods_change(&mut self, namespace: &str) -> bool {
+        self.counted_pods_changed.remove(namespace)
     }
 
     fn record(&mut self, key: &Key, event: Event) {
