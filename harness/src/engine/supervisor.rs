@@ -98,7 +98,7 @@ struct Slot {
     killed: Option<Option<Duration>>,
     /// It ran at some point.
     started: bool,
-    /// It ended by itself this many times in a row.
+    /// It ended by itself this many times during the run (each doubles the next back-off).
     crashes: u32,
     /// After a crash: not started again before this.
     not_before: Duration,
