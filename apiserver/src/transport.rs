@@ -15,7 +15,7 @@ use crate::Core;
 use crate::auth::User;
 use crate::error::ApiError;
 use crate::handler::{self, Context, Reply};
-use crate::request::{self, RawRequest};
+use crate::request::RawRequest;
 
 /// Largest request body accepted, as kube-apiserver's default.
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -48,20 +48,11 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
     let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
     let if_none_match = parts.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_owned);
     let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
-    let parsed = {
-        let state = core.lock();
-        request::parse(
-            RawRequest { method: &parts.method, path: parts.uri.path(), query: parts.uri.query().unwrap_or_default(), content_type, accept, body },
-            &state.registry,
-        )
-    };
-    let action = match parsed {
-        Ok(action) => action,
-        Err(error) => return error_response(&error),
-    };
+    let state = core.lock_for_request().await;
     let span = tracing::debug_span!("request", method = %parts.method, path = parts.uri.path(), user = user.name);
     let _guard = span.enter();
-    match handler::handle(&core, &Context { user, user_agent }, action) {
+    let raw = RawRequest { method: &parts.method, path: parts.uri.path(), query: parts.uri.query().unwrap_or_default(), content_type, accept, body };
+    match handler::handle(&core, state, &Context { user, user_agent }, raw) {
         Ok(Reply::Json(code, value)) => json_response(code, &value),
         Ok(Reply::Encoded(code, body)) => encoded_response(code, body),
         Ok(Reply::Typed(code, value, content_type)) => {
