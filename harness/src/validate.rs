@@ -56,6 +56,19 @@ impl Checker<'_> {
             }
         }
         self.nodes = lab.node_names().into_iter().collect();
+        if let Some(timing) = &lab.boot_timing {
+            for (stage, value) in timing.stages() {
+                if value.is_some_and(|v| v.get().is_zero()) {
+                    self.top(format!("`lab.bootTiming.{stage}` is 0s"), format!("every boot stage takes time: give a duration like `{}`, or leave `{stage}` out for the default", if stage == "firmware" { "3m" } else { "2s" }));
+                }
+            }
+            if !matches!(lab.backend, Backend::Sim) {
+                self.top(
+                    format!("`lab.bootTiming` is for simulated machines, but the backend is `{}`", lab.backend.as_str()),
+                    "remove `bootTiming`: QEMU and rack machines take the time they take",
+                );
+            }
+        }
         match (lab.backend, &lab.inventory) {
             (Backend::Physical, None) => self.top("backend `physical` needs `lab.inventory`", "point `inventory` at the rack's inventory file"),
             (Backend::Sim | Backend::Qemu | Backend::Libvirt, Some(_)) => {

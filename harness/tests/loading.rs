@@ -92,6 +92,31 @@ fn durations_need_units_and_bad_values_are_explained() {
 }
 
 #[test]
+fn boot_timing_overrides_only_the_stages_it_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2, bootTiming: {{ firmware: 3m, kernel: 20s }} }}\n{BODY}"));
+    let loaded = load(&file).unwrap();
+    let timing = rackproof_harness::engine::sim_lab::boot_timing(&loaded.scenario);
+    assert_eq!(timing.firmware, std::time::Duration::from_secs(180));
+    assert_eq!(timing.kernel, std::time::Duration::from_secs(20));
+    assert_eq!(timing.loader, rackproof_lab::sim::BootTiming::default().loader);
+}
+
+#[test]
+fn boot_timing_refuses_instant_stages_and_other_backends() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2, bootTiming: {{ loader: 0s }} }}\n{BODY}"));
+    let text = errors(load(&file));
+    assert!(text.contains("`lab.bootTiming.loader` is 0s"), "{text}");
+    let file = write(dir.path(), "q.yaml", &format!("lab: {{ backend: qemu, nodes: 2, bootTiming: {{ firmware: 3m }} }}\n{BODY}"));
+    let text = errors(load(&file));
+    assert!(text.contains("`lab.bootTiming` is for simulated machines, but the backend is `qemu`"), "{text}");
+    let file = write(dir.path(), "t.yaml", &format!("lab: {{ nodes: 2, bootTiming: {{ firmwre: 3m }} }}\n{BODY}"));
+    let text = errors(load(&file));
+    assert!(text.contains("did you mean `firmware`?"), "{text}");
+}
+
+#[test]
 fn select_is_refused_for_auto_pools() {
     let dir = tempfile::tempdir().unwrap();
     let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - select: [node-1]\n"));

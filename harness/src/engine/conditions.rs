@@ -33,10 +33,10 @@ impl Check {
                         (Some(_), None) => false,
                     }
             }
-            Condition::AllNodes(all) => world.registered().next().is_some() && world.registered().all(|n| world.node_is(n, all.are)),
-            Condition::AnyNode(any) => world.registered().any(|n| world.node_is(n, any.are)),
+            Condition::AllNodes(all) => world.registered_views().next().is_some() && world.registered_views().all(|v| world.view_is(v, all.are)),
+            Condition::AnyNode(any) => world.registered_views().any(|v| world.view_is(v, any.are)),
             Condition::Count(c) => {
-                let n = world.registered().filter(|n| world.node_is(n, c.are)).count();
+                let n = world.registered_views().filter(|v| world.view_is(v, c.are)).count();
                 u32::try_from(n).is_ok_and(|n| n == c.count)
             }
             Condition::RolloutComplete => world.rollout_complete(),

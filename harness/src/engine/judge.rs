@@ -1,7 +1,7 @@
 //! The judge: applies each observation to the world, records what changed in the timeline, and
 //! checks invariants and expectations at every change.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::conditions::state_name;
@@ -22,6 +22,10 @@ pub struct Judge {
     invariants: InvariantChecker,
     /// Evictable pods by (namespace, name) → node.
     pods: BTreeMap<(String, String), String>,
+    /// How many of `pods` each node has (what a recount of `pods` would give).
+    pods_per_node: BTreeMap<String, u32>,
+    /// Nodes whose view was reset (the Node went) since pods were last counted into the views.
+    reset_since_count: BTreeSet<String>,
     last_unavailable: u32,
 }
 
@@ -32,7 +36,17 @@ impl Judge {
         for (name, view) in &world.nodes {
             timeline.push(Duration::ZERO, Some(name), EntryKind::NodeState, lane_phase(view));
         }
-        Self { world, timeline, expectations, violations: Vec::new(), invariants, pods: BTreeMap::new(), last_unavailable: 0 }
+        Self {
+            world,
+            timeline,
+            expectations,
+            violations: Vec::new(),
+            invariants,
+            pods: BTreeMap::new(),
+            pods_per_node: BTreeMap::new(),
+            reset_since_count: BTreeSet::new(),
+            last_unavailable: 0,
+        }
     }
 
     /// Applies one observation at `elapsed` since the start.
@@ -154,6 +168,7 @@ impl Judge {
             Observation::NodeGone(name) => match self.world.nodes.get_mut(&name) {
                 Some(view) if view.registered => {
                     *view = NodeView::default();
+                    self.reset_since_count.insert(name);
                     true
                 }
                 _ => false,
@@ -165,26 +180,23 @@ impl Judge {
                     Some(node) if !is_daemon_or_mirror(&pod) => Some(node),
                     _ => None,
                 };
-                let previous = match counted {
-                    Some(node) => self.pods.insert(key, node.clone()).map(|old| (old, Some(node))),
-                    None => self.pods.remove(&key).map(|old| (old, None)),
+                let previous = match &counted {
+                    Some(node) => self.pods.insert(key, node.clone()),
+                    None => self.pods.remove(&key),
                 };
-                match previous {
-                    Some((old, Some(new))) if old == new => false,
-                    _ => {
-                        self.recount();
-                        true
-                    }
+                if previous.is_some() && previous == counted {
+                    return false;
                 }
+                self.recount(previous, counted);
+                true
             }
-            Observation::PodGone { namespace, name } => {
-                if self.pods.remove(&(namespace, name)).is_some() {
-                    self.recount();
+            Observation::PodGone { namespace, name } => match self.pods.remove(&(namespace, name)) {
+                Some(node) => {
+                    self.recount(Some(node), None);
                     true
-                } else {
-                    false
                 }
-            }
+                None => false,
+            },
             Observation::Deployment(deployment) => {
                 let name = deployment.metadata.name.clone().unwrap_or_default();
                 let Some(view) = self.world.dependents.get_mut(&name) else { return false };
@@ -199,13 +211,23 @@ impl Judge {
         }
     }
 
-    fn recount(&mut self) {
-        for view in self.world.nodes.values_mut() {
-            view.evictable_pods = 0;
+    /// Moves one counted pod from node `from` to node `to` (either may be none) and brings the
+    /// views up to date: those two nodes' and those reset since the last count. That leaves
+    /// every view with the count of the pods bound to it, as recounting every pod would, without
+    /// walking every pod and node at each pod change.
+    fn recount(&mut self, from: Option<String>, to: Option<String>) {
+        if let Some(node) = &from
+            && let Some(count) = self.pods_per_node.get_mut(node)
+        {
+            *count = count.saturating_sub(1);
         }
-        for node in self.pods.values() {
-            if let Some(view) = self.world.nodes.get_mut(node) {
-                view.evictable_pods += 1;
+        if let Some(node) = &to {
+            *self.pods_per_node.entry(node.clone()).or_default() += 1;
+        }
+        let touched: BTreeSet<String> = std::mem::take(&mut self.reset_since_count).into_iter().chain(from).chain(to).collect();
+        for node in touched {
+            if let Some(view) = self.world.nodes.get_mut(&node) {
+                view.evictable_pods = self.pods_per_node.get(&node).copied().unwrap_or(0);
             }
         }
     }

@@ -133,7 +133,10 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
                 }
             }
         }
-        Backend::Qemu => problems.extend(qemu_lab::unsupported(scenario)),
+        Backend::Qemu => {
+            problems.extend(boot_timing_unsupported(scenario));
+            problems.extend(qemu_lab::unsupported(scenario));
+        }
         Backend::Libvirt => {
             if !cfg!(feature = "libvirt") {
                 problems.push(
@@ -141,6 +144,7 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
                         .to_owned(),
                 );
             }
+            problems.extend(boot_timing_unsupported(scenario));
             problems.extend(qemu_lab::unsupported(scenario));
             if fault_actions(scenario).any(|a| matches!(a, FaultAction::Partition(_))) {
                 problems.push("network partitions need QEMU's set_link, and a libvirt domain's user-mode NIC is outside libvirt's devices (backend qemu)".to_owned());
@@ -149,6 +153,11 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
         Backend::Physical => problems.push("backend physical is driven by `rackproof lab` but not yet by scenarios".to_owned()),
     }
     problems
+}
+
+/// `lab.bootTiming` sets the stages of simulated machines' boots; a guest boots in its own time.
+fn boot_timing_unsupported(scenario: &Scenario) -> Option<String> {
+    scenario.lab.boot_timing.is_some().then(|| "`lab.bootTiming` sets simulated machines' boot stages; a QEMU or libvirt guest boots in the time it takes (remove it, or run on backend sim)".to_owned())
 }
 
 /// Every fault action of the scenario: its faults' and its `fault` steps'.

@@ -13,7 +13,7 @@ use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::console::{ConsoleLine, ConsoleSource};
-use rackproof_lab::sim::{Behaviour, Phase, SimMachine};
+use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimMachine};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
 
 use super::lab::Lines;
@@ -37,6 +37,18 @@ pub struct SimNode {
     pub bmc: Arc<SimBmc>,
 }
 
+/// The machines' boot timing: the scenario's `lab.bootTiming` over the simulation's defaults.
+pub fn boot_timing(scenario: &Scenario) -> BootTiming {
+    let defaults = BootTiming::default();
+    let Some(given) = scenario.lab.boot_timing else { return defaults };
+    BootTiming {
+        firmware: given.firmware.map_or(defaults.firmware, |s| s.get()),
+        loader: given.loader.map_or(defaults.loader, |s| s.get()),
+        kernel: given.kernel.map_or(defaults.kernel, |s| s.get()),
+        ..defaults
+    }
+}
+
 /// The simulated lab.
 #[derive(Debug)]
 pub struct SimLab {
@@ -52,12 +64,14 @@ impl SimLab {
         let catalog = sim_nodes::catalog(scenario);
         let key = SlotKeyPair::from_seed(seed_bytes(scenario.seed));
         let source = sim_nodes::image_server(scenario, &catalog, &key)?;
+        let timing = boot_timing(scenario);
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
             let guest = Arc::new(AgentGuest::new(&name, server.node_client(&name), &scenario.pool.kubernetes, source.clone(), key.public()));
             let machine = SimMachine::builder(name.clone(), clock.clone())
                 .catalog(catalog.clone())
                 .installed(&scenario.pool.os.value)
+                .timing(timing)
                 .guest(guest.clone())
                 .build()
                 .map_err(|e| format!("failed to build simulated machine {name}: {e}"))?;

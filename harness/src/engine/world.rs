@@ -156,7 +156,17 @@ impl World {
 
     /// Whether `node` is in `state`.
     pub fn node_is(&self, node: &str, state: NodeState) -> bool {
-        let Some(view) = self.nodes.get(node) else { return false };
+        self.nodes.get(node).is_some_and(|view| self.view_is(view, state))
+    }
+
+    /// The registered nodes' views (what [`World::registered`] names), for checks over the whole
+    /// pool that would otherwise look every node up again by name at every change.
+    pub fn registered_views(&self) -> impl Iterator<Item = &NodeView> {
+        self.nodes.values().filter(|v| v.registered)
+    }
+
+    /// Whether the node seen as `view` is in `state`.
+    pub fn view_is(&self, view: &NodeView, state: NodeState) -> bool {
         match state {
             NodeState::Candidate => view.candidate,
             NodeState::Selected => view.selected,
@@ -224,9 +234,8 @@ impl World {
 
     /// Whether every node runs the pool's versions, none is failed and nothing is in progress.
     pub fn rollout_complete(&self) -> bool {
-        let members: Vec<&str> = self.registered().collect();
-        u32::try_from(members.len()).is_ok_and(|n| n == self.pool_size && n > 0)
-            && members.iter().all(|n| self.node_is(n, NodeState::Updated))
+        u32::try_from(self.registered_views().count()).is_ok_and(|n| n == self.pool_size && n > 0)
+            && self.registered_views().all(|v| self.view_is(v, NodeState::Updated))
     }
 }
 

@@ -142,6 +142,33 @@ pub struct Lab {
     /// Inventory file of rack nodes (backend `physical`), relative to the scenario file.
     #[serde(default)]
     pub inventory: Option<PathBuf>,
+    /// How long the simulated machines' boot stages take (backend `sim`); stages left out keep
+    /// the simulation's defaults.
+    #[serde(default)]
+    pub boot_timing: Option<BootTiming>,
+}
+
+/// How long a simulated machine's boot stages take. Physical servers spend minutes in POST and
+/// firmware; the simulation's defaults (firmware 5s, loader 1s, kernel 4s) are a VM's.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BootTiming {
+    /// Power-on self-test and firmware, from power-on to the boot loader (default 5s).
+    #[serde(default)]
+    pub firmware: Option<Span>,
+    /// The boot loader, until the kernel starts (default 1s).
+    #[serde(default)]
+    pub loader: Option<Span>,
+    /// The kernel and early userspace, until the OS is up (default 4s).
+    #[serde(default)]
+    pub kernel: Option<Span>,
+}
+
+impl BootTiming {
+    /// The stages as the scenario names them, with their values (for validation and reports).
+    pub fn stages(&self) -> [(&'static str, Option<Span>); 3] {
+        [("firmware", self.firmware), ("loader", self.loader), ("kernel", self.kernel)]
+    }
 }
 
 fn default_backend() -> Backend {

@@ -25,10 +25,12 @@
 //!    [`CONDITION_HALTED`] and with Events when it starts and ends.
 //! 8. **Completion**: old sets without machines are deleted, our autoscaler annotations removed.
 //!
-//! Every write is idempotent and every decision is re-derived from the API, so a crash between any
-//! two writes is repaired by the next pass.
+//! Every write is idempotent and every decision is re-derived from what the API says (MachineSets,
+//! Machines and Nodes through the watch caches, never older than this orchestrator's own last
+//! write, see `cache`), so a crash between any two writes is repaired by the next pass.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use inplace_api::crd::{
     Machine, MachineDeployment, MachineDeploymentCondition, MachineDeploymentStatus, MachineSet, MachineSetSpec,
@@ -44,7 +46,7 @@ use inplace_api::strategy::{OrchestrationType, scaled_int_or_percent};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -116,10 +118,10 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     let uid = md.uid().unwrap_or_default();
     let client = &ctx.client;
     let sets_api: Api<MachineSet> = Api::namespaced(client.clone(), &namespace);
-    let sets = sets_api.list(&ListParams::default()).await.map_err(kube(format!("list machinesets of {namespace}/{name}")))?;
+    let sets = ctx.read(&sets_api).await.map_err(kube(format!("list machinesets of {namespace}/{name}")))?;
     let sets: Vec<MachineSet> = sets
-        .items
-        .into_iter()
+        .iter()
+        .map(|s| MachineSet::clone(s))
         .filter(|s| s.metadata.deletion_timestamp.is_none())
         .filter(|s| s.owner_references().iter().any(|o| o.controller == Some(true) && o.uid == uid))
         .collect();
@@ -143,7 +145,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     let mut copied = false;
     for set in std::iter::once(&new).chain(old.iter()) {
         if !settings::same(&set.spec.template.spec, &md.spec.template.spec) {
-            copy_settings(&sets_api, &set.name_any(), md).await?;
+            copy_settings(&sets_api, &set.name_any(), md, ctx).await?;
             copied = true;
         }
     }
@@ -152,17 +154,12 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     }
 
     let machines_api: Api<Machine> = Api::namespaced(client.clone(), &namespace);
-    let machines = machines_api.list(&ListParams::default()).await.map_err(kube(format!("list machines of {namespace}/{name}")))?.items;
+    let machines = ctx.read(&machines_api).await.map_err(kube(format!("list machines of {namespace}/{name}")))?;
+    let machines: Vec<&Machine> = machines.iter().map(|m| &**m).collect();
     let nodes_api: Api<Node> = Api::all(client.clone());
-    let nodes: BTreeMap<String, Node> = nodes_api
-        .list(&ListParams::default())
-        .await
-        .map_err(kube("list nodes"))?
-        .items
-        .into_iter()
-        .map(|n| (n.name_any(), n))
-        .collect();
-    let node_of = |m: &Machine| m.node_name().and_then(|n| nodes.get(n));
+    let nodes: BTreeMap<String, Arc<Node>> =
+        ctx.read(&nodes_api).await.map_err(kube("list nodes"))?.into_iter().map(|n| (n.name_any(), n)).collect();
+    let node_of = |m: &Machine| m.node_name().and_then(|n| nodes.get(n)).map(|n| &**n);
     let new_uid = new.uid().unwrap_or_default();
     let new_machines: Vec<&Machine> = owned(&machines, &new_uid);
     let old_machines: Vec<(&MachineSet, &Machine)> = old
@@ -178,10 +175,11 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         for set in &old {
             if set.labels().get(LABEL_SCALE_UP_DISABLED).map(String::as_str) != Some("true") {
                 let patch = json!({ "metadata": { "labels": { LABEL_SCALE_UP_DISABLED: "true" } } });
-                sets_api
+                let written = sets_api
                     .patch(&set.name_any(), &PatchParams::default(), &Patch::Merge(patch))
                     .await
                     .map_err(kube(format!("label machineset {namespace}/{} scale-up-disabled", set.name_any())))?;
+                ctx.wrote(&written);
             }
         }
         for machine in new_machines.iter().copied().chain(old_machines.iter().map(|(_, m)| *m)) {
@@ -189,14 +187,14 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
                 let protect = NodePatch::default()
                     .annotation(ANNOTATION_SCALE_DOWN_DISABLED, Some(SCALE_DOWN_DISABLED_VALUE))
                     .annotation(ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM, Some(SCALE_DOWN_DISABLED_VALUE));
-                changed |= nodeops::patch_node(client, node, protect).await?;
+                changed |= nodeops::patch_node(ctx, node, protect).await?;
             }
         }
         for (_, machine) in &old_machines {
             if let Some(node) = node_of(machine)
                 && label(node, LABEL_CANDIDATE_FOR_UPDATE).is_none()
             {
-                nodeops::patch_node(client, node, NodePatch::default().label(LABEL_CANDIDATE_FOR_UPDATE, Some("true"))).await?;
+                nodeops::patch_node(ctx, node, NodePatch::default().label(LABEL_CANDIDATE_FOR_UPDATE, Some("true"))).await?;
                 ctx.event_deployment(md, Kind::Normal, "CandidateForUpdate", &format!("node {} labelled candidate for update", node.name_any())).await;
                 changed = true;
             }
@@ -217,10 +215,11 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     }
     for machine in &arrived {
         let patch = json!({ "metadata": { "labels": { LABEL_UPDATE_RESULT: null } } });
-        machines_api
+        let written = machines_api
             .patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
             .await
             .map_err(kube(format!("remove the update-result label of machine {namespace}/{}", machine.name_any())))?;
+        ctx.wrote(&written);
     }
     for machine in &new_machines {
         if let Some(node) = node_of(machine)
@@ -232,7 +231,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
                 .label(LABEL_UPDATE_RESULT, None)
                 .annotation(ANNOTATION_UPDATE_FAILED_REASON, None)
                 .unschedulable(false);
-            nodeops::patch_node(client, node, clear).await?;
+            nodeops::patch_node(ctx, node, clear).await?;
             ctx.event_deployment(md, Kind::Normal, "Uncordoned", &format!("node {} updated: labels cleared and uncordoned", node.name_any())).await;
             changed = true;
         }
@@ -267,7 +266,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         {
             continue;
         }
-        transfer(machine, &new, &hash, &machines_api).await?;
+        transfer(machine, &new, &hash, &machines_api, ctx).await?;
         scale_set(&sets_api, &set.name_any(), |r| (r - 1).max(0), md, ctx).await?;
         new_replicas = scale_set(&sets_api, &new.name_any(), |r| r + 1, md, ctx).await?;
         let message = format!("machine {} (node {}) updated in place and moved to machineset {}", machine.name_any(), node.name_any(), new.name_any());
@@ -307,7 +306,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     let plan = plan::plan(&members, limits);
     for node_name in &plan.select {
         if let Some(node) = nodes.get(node_name) {
-            nodeops::patch_node(client, node, NodePatch::default().label(LABEL_SELECTED_FOR_UPDATE, Some(SELECTED_FOR_UPDATE_VALUE))).await?;
+            nodeops::patch_node(ctx, node, NodePatch::default().label(LABEL_SELECTED_FOR_UPDATE, Some(SELECTED_FOR_UPDATE_VALUE))).await?;
             let message = format!(
                 "node {node_name} selected for update ({} in progress, {} failed, {} available of {} replicas, maxUnavailable {})",
                 plan.in_progress, plan.failed, plan.available, resolved.replicas, resolved.max_unavailable
@@ -320,7 +319,10 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     if !rolling {
         for set in &old {
             match sets_api.delete(&set.name_any(), &DeleteParams::default()).await {
-                Ok(_) => ctx.event_deployment(md, Kind::Normal, "RolloutComplete", &format!("old machineset {} removed", set.name_any())).await,
+                Ok(_) => {
+                    ctx.deleting::<MachineSet>(&namespace, &set.name_any());
+                    ctx.event_deployment(md, Kind::Normal, "RolloutComplete", &format!("old machineset {} removed", set.name_any())).await;
+                }
                 Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(kube(format!("delete old machineset {namespace}/{}", set.name_any()))(e)),
             }
@@ -332,7 +334,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
                 let release = NodePatch::default()
                     .annotation(ANNOTATION_SCALE_DOWN_DISABLED, None)
                     .annotation(ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM, None);
-                nodeops::patch_node(client, node, release).await?;
+                nodeops::patch_node(ctx, node, release).await?;
             }
         }
     }
@@ -414,7 +416,8 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
     };
     let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.create(&PostParams::default(), &set).await {
-        Ok(_) => {
+        Ok(written) => {
+            ctx.wrote(&written);
             ctx.event_deployment(md, Kind::Normal, "MachineSetCreated", &format!("created machineset {set_name} with {replicas} replicas for the new template")).await;
             Ok(())
         }
@@ -424,7 +427,7 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
 }
 
 /// Copies the deployment's MCM settings into a MachineSet's template, re-reading on conflicts.
-async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment) -> Result<(), Error> {
+async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment, ctx: &Context) -> Result<(), Error> {
     for _ in 0..ATTEMPTS {
         let mut set = match api.get(name).await {
             Ok(s) => s,
@@ -433,7 +436,10 @@ async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment
         };
         settings::copy(&md.spec.template.spec, &mut set.spec.template.spec);
         match api.replace(name, &PostParams::default(), &set).await {
-            Ok(_) => return Ok(()),
+            Ok(written) => {
+                ctx.wrote(&written);
+                return Ok(());
+            }
             Err(e) if is_conflict(&e) => continue,
             Err(e) => return Err(kube(format!("copy the machine settings into machineset {name}"))(e)),
         }
@@ -462,7 +468,8 @@ async fn scale_set(
         }
         set.spec.replicas = to;
         match api.replace(name, &PostParams::default(), &set).await {
-            Ok(_) => {
+            Ok(written) => {
+                ctx.wrote(&written);
                 ctx.event_deployment(md, Kind::Normal, "ScalingMachineSet", &format!("scaled machineset {name} from {from} to {to}")).await;
                 return Ok(to);
             }
@@ -475,7 +482,7 @@ async fn scale_set(
 
 /// Moves `machine` to the `new` set: controller owner and template-hash label, plus the Machine
 /// label `update-result=successful` until the new set's replicas count it.
-async fn transfer(machine: &Machine, new: &MachineSet, hash: &str, api: &Api<Machine>) -> Result<(), Error> {
+async fn transfer(machine: &Machine, new: &MachineSet, hash: &str, api: &Api<Machine>, ctx: &Context) -> Result<(), Error> {
     let owner = json!([{
         "apiVersion": MachineSet::api_version(&()),
         "kind": MachineSet::kind(&()),
@@ -491,9 +498,11 @@ async fn transfer(machine: &Machine, new: &MachineSet, hash: &str, api: &Api<Mac
     labels.insert(MACHINE_TEMPLATE_HASH_LABEL.to_owned(), json!(hash));
     labels.insert(LABEL_UPDATE_RESULT.to_owned(), json!(UPDATE_RESULT_SUCCESSFUL));
     let patch = json!({ "metadata": { "ownerReferences": owner, "labels": labels } });
-    api.patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+    let written = api
+        .patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
         .await
         .map_err(kube(format!("move machine {} to machineset {}", machine.name_any(), new.name_any())))?;
+    ctx.wrote(&written);
     Ok(())
 }
 

@@ -81,6 +81,7 @@
 //!   [`Config::control_plane_version`]; the ImageCatalog is [`Config::catalog_name`]. See
 //!   [`workerpool`] for the pass.
 
+mod cache;
 pub mod cli;
 pub mod deployment;
 mod drain;
@@ -101,10 +102,11 @@ use std::time::Duration;
 use inplace_api::crd::{Machine, MachineDeployment, MachineSet, WorkerPool};
 use inplace_api::version::KubeVersion;
 use jiff::Timestamp;
-use kube::{Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource, ResourceExt};
 use rackproof_clock::Clock;
 use tokio::sync::Mutex;
 
+use cache::{Cached, Caches};
 pub use error::Error;
 use events::{Kind, Recorder};
 
@@ -175,7 +177,7 @@ pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Err
         }
     }
     let recorder = Recorder::new(client.clone(), clock.clone(), "inplace-orchestrator");
-    let ctx = Context { client, clock, config, recorder, refusals: Arc::new(Mutex::new(Default::default())) };
+    let ctx = Context { client, clock, config, recorder, refusals: Arc::new(Mutex::new(Default::default())), caches: Caches::default() };
     runner::run(ctx).await;
     Ok(())
 }
@@ -187,9 +189,28 @@ pub(crate) struct Context {
     pub(crate) config: Config,
     recorder: Recorder,
     pub(crate) refusals: Arc<Mutex<drain::Refusals>>,
+    /// What the watches delivered of the MachineSets, Machines and Nodes (see `cache`).
+    pub(crate) caches: Caches,
 }
 
 impl Context {
+    /// Records a write the API server acknowledged with `object`: reads of its kind wait for it.
+    pub(crate) fn wrote<K: Cached>(&self, object: &K) {
+        K::cache(&self.caches).wrote(object);
+    }
+
+    /// Records that the object `namespace`/`name` of kind `K` was deleted: reads of its kind
+    /// wait until it is gone or terminating.
+    pub(crate) fn deleting<K: Cached>(&self, namespace: &str, name: &str) {
+        K::cache(&self.caches).deleting(namespace, name);
+    }
+
+    /// Every object of kind `K` in `api`'s scope, at least as recent as this orchestrator's
+    /// own last write to it (see `cache`).
+    pub(crate) async fn read<K: Cached>(&self, api: &Api<K>) -> Result<Vec<Arc<K>>, kube::Error> {
+        K::cache(&self.caches).read(&self.clock, api).await
+    }
+
     /// A duration from an object field (`90s`, `10m`), or the default when absent.
     pub(crate) fn duration(&self, text: Option<&str>, default: Duration, machine: &Machine) -> Result<Duration, Error> {
         match text {

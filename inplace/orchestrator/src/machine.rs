@@ -6,7 +6,6 @@
 //! `InPlaceUpdateSuccessful`, `InPlaceUpdateFailed` during an update. The node's conditions are
 //! copied onto the Machine (as MCM does), without heartbeat times.
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use inplace_api::crd::Machine;
@@ -18,6 +17,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use rackproof_clock::format_duration;
 
+use crate::cache::NodesByName;
 use crate::drain::drain_round;
 use crate::error::Error;
 use crate::events::Kind;
@@ -27,7 +27,7 @@ use crate::step::{InPlacePhase, NodeFacts, Reason, Step, next_step};
 use crate::{Action, Context};
 
 /// Reconciles `machine` against its Node as read at the start of this pass (`nodes`, by name).
-pub(crate) async fn reconcile(machine: &Machine, nodes: &HashMap<String, Node>, ctx: &Context) -> Result<Action, Error> {
+pub(crate) async fn reconcile(machine: &Machine, nodes: &NodesByName, ctx: &Context) -> Result<Action, Error> {
     let namespace = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let now = ctx.clock.now();
@@ -37,12 +37,12 @@ pub(crate) async fn reconcile(machine: &Machine, nodes: &HashMap<String, Node>, 
     let Some(node_name) = machine.node_name().filter(|n| !n.is_empty()).map(str::to_owned) else {
         if machine.phase().is_none() {
             let change = phase(MachinePhase::Pending, "waiting for a machine provider to bind a node", MachineState::Processing, MachineOperationType::Create);
-            nodeops::update_machine_status(&ctx.client, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "Pending", "machine waits for a machine provider to bind a node").await;
         }
         return Ok(Action::idle(ctx));
     };
-    let Some(node) = nodes.get(&node_name) else { return Ok(Action::idle(ctx)) };
+    let Some(node) = nodes.get(&node_name).map(|n| &**n) else { return Ok(Action::idle(ctx)) };
     let ready = is_ready(node);
     let current = machine.phase().cloned();
     // Health phases outside an update.
@@ -58,7 +58,7 @@ pub(crate) async fn reconcile(machine: &Machine, nodes: &HashMap<String, Node>, 
     let mirrored = nodeops::mirrored_conditions(node);
     let conditions_differ = machine.status.as_ref().map(|s| &s.conditions) != Some(&mirrored);
     if change.is_some() || conditions_differ {
-        nodeops::update_machine_status(&ctx.client, &namespace, &name, change.as_ref(), Some(&mirrored), now).await?;
+        nodeops::update_machine_status(ctx, &namespace, &name, change.as_ref(), Some(&mirrored), now).await?;
         if let Some(change) = &change {
             ctx.event_machine(machine, Kind::Normal, change.phase.as_str(), &change.description).await;
         }
@@ -116,13 +116,13 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 Reason::SelectedForUpdate => "node is selected for in-place update".to_owned(),
                 other => other.as_str().to_owned(),
             };
-            nodeops::set_condition(client, &node_name, Some((reason.as_str(), &message)), now).await?;
+            nodeops::set_condition(ctx, &node_name, Some((reason.as_str(), &message)), now).await?;
             ctx.event_machine(machine, Kind::Normal, reason.as_str(), &format!("node {node_name}: {message}")).await;
             Ok(Action::soon())
         }
         Step::Drain { force, deadline } => {
             let cordon = NodePatch::default().unschedulable(true);
-            if nodeops::patch_node(client, node, cordon).await? {
+            if nodeops::patch_node(ctx, node, cordon).await? {
                 ctx.event_machine(machine, Kind::Normal, "Cordoned", &format!("node {node_name} cordoned for its in-place update")).await;
             }
             let retries = machine.spec.max_evict_retries.map(|r| r.max(1) as u32).unwrap_or(ctx.config.default_max_evict_retries);
@@ -160,15 +160,15 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
         Step::ReadyForUpdate => ready_for_update(machine, &node_name, ctx).await,
         Step::SetUpdating => {
             let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
-            nodeops::update_machine_status(client, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "InPlaceUpdating", &change.description).await;
             Ok(Action::soon())
         }
         Step::WaitForResult { deadline } => Ok(Action::at(ctx, deadline)),
         Step::RecordSuccess => {
             let change = phase(MachinePhase::InPlaceUpdateSuccessful, &format!("machine {name} updated in place"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
-            nodeops::update_machine_status(client, &namespace, &name, Some(&change), None, now).await?;
-            nodeops::set_condition(client, &node_name, Some((Reason::UpdateSuccessful.as_str(), "node in-place update successful")), now).await?;
+            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::set_condition(ctx, &node_name, Some((Reason::UpdateSuccessful.as_str(), "node in-place update successful")), now).await?;
             ctx.event_machine(machine, Kind::Normal, "UpdateSuccessful", &format!("node {node_name} reported a successful in-place update")).await;
             Ok(Action::soon())
         }
@@ -181,7 +181,7 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
             let mark = NodePatch::default()
                 .label(LABEL_UPDATE_RESULT, Some(UPDATE_RESULT_FAILED))
                 .annotation(ANNOTATION_UPDATE_FAILED_REASON, Some(&reason));
-            nodeops::patch_node(client, node, mark).await?;
+            nodeops::patch_node(ctx, node, mark).await?;
             ctx.event_machine(machine, Kind::Warning, "InPlaceUpdateTimedOut", &format!("node {node_name}: {reason}")).await;
             let mut marked = node.clone();
             marked.labels_mut().insert(LABEL_UPDATE_RESULT.to_owned(), UPDATE_RESULT_FAILED.to_owned());
@@ -193,18 +193,18 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 .label(LABEL_SELECTED_FOR_UPDATE, None)
                 .annotation(ANNOTATION_UPDATE_FAILED_REASON, None)
                 .unschedulable(false);
-            nodeops::patch_node(client, node, reset).await?;
-            nodeops::set_condition(client, &node_name, Some((Reason::CandidateForUpdate.as_str(), "node is a candidate for in-place update")), now).await?;
+            nodeops::patch_node(ctx, node, reset).await?;
+            nodeops::set_condition(ctx, &node_name, Some((Reason::CandidateForUpdate.as_str(), "node is a candidate for in-place update")), now).await?;
             let change = phase(MachinePhase::Running, &format!("machine {name} is a candidate again"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
-            nodeops::update_machine_status(client, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "CandidateAgain", &format!("node {node_name}: failed mark or selection removed, node uncordoned and a candidate again")).await;
             Ok(Action::soon())
         }
         Step::ClearCondition => {
-            nodeops::set_condition(client, &node_name, None, now).await?;
+            nodeops::set_condition(ctx, &node_name, None, now).await?;
             if machine.phase().is_some_and(MachinePhase::is_in_place) {
                 let change = phase(MachinePhase::Running, &format!("machine {name} is up to date"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
-                nodeops::update_machine_status(client, &namespace, &name, Some(&change), None, now).await?;
+                nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
             }
             ctx.event_machine(machine, Kind::Normal, "InPlaceUpdateCleared", &format!("node {node_name}: in-place update condition cleared")).await;
             Ok(Action::soon())
@@ -224,10 +224,10 @@ async fn ready_for_update(machine: &Machine, node_name: &str, ctx: &Context) -> 
     let name = machine.name_any();
     let now = ctx.clock.now();
     let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
-    nodeops::update_machine_status(&ctx.client, &namespace, &name, Some(&change), None, now).await?;
-    nodeops::set_condition(&ctx.client, node_name, Some((Reason::DrainSuccessful.as_str(), "node drained")), now).await?;
+    nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+    nodeops::set_condition(ctx, node_name, Some((Reason::DrainSuccessful.as_str(), "node drained")), now).await?;
     ctx.event_machine(machine, Kind::Normal, "DrainSuccessful", &format!("node {node_name} drained")).await;
-    nodeops::set_condition(&ctx.client, node_name, Some((Reason::ReadyForUpdate.as_str(), "node is ready for in-place update")), now).await?;
+    nodeops::set_condition(ctx, node_name, Some((Reason::ReadyForUpdate.as_str(), "node is ready for in-place update")), now).await?;
     ctx.event_machine(machine, Kind::Normal, "ReadyForUpdate", &format!("node {node_name} is ready for its in-place update")).await;
     Ok(Action::soon())
 }
@@ -239,12 +239,12 @@ async fn record_failure(machine: &Machine, node: &Node, ctx: &Context) -> Result
     let now = ctx.clock.now();
     let reason = node.annotations().get(ANNOTATION_UPDATE_FAILED_REASON).cloned().unwrap_or_else(|| "no reason given".to_owned());
     // A failed node stays cordoned in the old MachineSet until a person removes the mark.
-    nodeops::patch_node(&ctx.client, node, NodePatch::default().unschedulable(true)).await?;
+    nodeops::patch_node(ctx, node, NodePatch::default().unschedulable(true)).await?;
     let description = format!("machine {name} failed its in-place update: {reason}");
     let change = phase(MachinePhase::InPlaceUpdateFailed, &description, MachineState::Failed, MachineOperationType::InPlaceUpdate);
-    nodeops::update_machine_status(&ctx.client, &namespace, &name, Some(&change), None, now).await?;
+    nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
     let message = format!("node in-place update failed: {reason}");
-    nodeops::set_condition(&ctx.client, &node_name, Some((Reason::UpdateFailed.as_str(), &message)), now).await?;
+    nodeops::set_condition(ctx, &node_name, Some((Reason::UpdateFailed.as_str(), &message)), now).await?;
     ctx.event_machine(machine, Kind::Warning, "UpdateFailed", &format!("node {node_name}: {message}")).await;
     Ok(Action::soon())
 }

@@ -21,7 +21,7 @@ use inplace_api::crd::{Machine, MachineSet, MachineSetStatus};
 use inplace_api::keys::{LABEL_UPDATE_RESULT, MachinePhase, UPDATE_RESULT_SUCCESSFUL};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 
 use crate::error::{Error, is_conflict, is_not_found, kube};
@@ -32,9 +32,10 @@ use crate::{Action, Context, settings};
 pub const LABEL_SCALE_UP_DISABLED: &str = "node.machine.sapcloud.io/scale-up-disabled";
 
 /// Machines whose controller is `owner_uid`.
-pub(crate) fn owned<'a>(machines: &'a [Machine], owner_uid: &str) -> Vec<&'a Machine> {
+pub(crate) fn owned<'a>(machines: &[&'a Machine], owner_uid: &str) -> Vec<&'a Machine> {
     machines
         .iter()
+        .copied()
         .filter(|m| m.owner_references().iter().any(|o| o.controller == Some(true) && o.uid == owner_uid))
         .collect()
 }
@@ -47,20 +48,22 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
     let name = set.name_any();
     let uid = set.uid().unwrap_or_default();
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
-    let all = api.list(&ListParams::default()).await.map_err(kube(format!("list machines of machineset {namespace}/{name}")))?;
-    let machines = owned(&all.items, &uid);
+    let all = ctx.read(&api).await.map_err(kube(format!("list machines of machineset {namespace}/{name}")))?;
+    let all: Vec<&Machine> = all.iter().map(|m| &**m).collect();
+    let machines = owned(&all, &uid);
     let active: Vec<&Machine> = machines.iter().copied().filter(|m| m.metadata.deletion_timestamp.is_none()).collect();
     let replicas = set.spec.replicas.max(0) as usize;
     let scale_up_disabled = set.labels().get(LABEL_SCALE_UP_DISABLED).is_some_and(|v| v == "true");
     let mut changed = false;
     if active.len() < replicas && !scale_up_disabled {
-        let mut taken: BTreeSet<String> = all.items.iter().map(ResourceExt::name_any).collect();
+        let mut taken: BTreeSet<String> = all.iter().map(|m| m.name_any()).collect();
         for _ in active.len()..replicas {
             let machine_name = (0..).map(|i| format!("{name}-{i}")).find(|n| !taken.contains(n)).unwrap_or_default();
             taken.insert(machine_name.clone());
             let machine = new_machine(set, &machine_name);
             match api.create(&PostParams::default(), &machine).await {
-                Ok(_) => {
+                Ok(written) => {
+                    ctx.wrote(&written);
                     ctx.event_set(set, Kind::Normal, "MachineCreated", &format!("created machine {machine_name}")).await;
                     changed = true;
                 }
@@ -87,9 +90,11 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
     for machine in &active {
         if !settings::same(&machine.spec, &set.spec.template.spec) {
             let patch = settings::merge_patch(&set.spec.template.spec);
-            api.patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+            let written = api
+                .patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
                 .await
                 .map_err(kube(format!("copy the machine settings of machineset {name} into machine {namespace}/{}", machine.name_any())))?;
+            ctx.wrote(&written);
             changed = true;
         }
     }
@@ -138,14 +143,14 @@ pub(crate) async fn delete_machine(machine: &Machine, ctx: &Context) -> Result<(
     let name = machine.name_any();
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
     match api.delete(&name, &DeleteParams::default()).await {
-        Ok(_) => {}
+        Ok(_) => ctx.deleting::<Machine>(&namespace, &name),
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(kube(format!("delete machine {namespace}/{name}"))(e)),
     }
     if let Some(node) = machine.node_name().filter(|n| !n.is_empty()) {
         let nodes: Api<Node> = Api::all(ctx.client.clone());
         match nodes.delete(node, &DeleteParams::default()).await {
-            Ok(_) => {}
+            Ok(_) => ctx.deleting::<Node>("", node),
             Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(kube(format!("delete node {node} of machine {namespace}/{name}"))(e)),
         }
@@ -171,7 +176,10 @@ async fn update_status(set: &MachineSet, active: &[&Machine], ctx: &Context) -> 
     let mut updated = set.clone();
     updated.status = Some(want);
     match api.replace_status(&set.name_any(), &PostParams::default(), &updated).await {
-        Ok(_) => Ok(()),
+        Ok(written) => {
+            ctx.wrote(&written);
+            Ok(())
+        }
         // A newer version exists; the next pass writes the status from it.
         Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(()),
         Err(e) => Err(kube(format!("update the status of machineset {namespace}/{}", set.name_any()))(e)),

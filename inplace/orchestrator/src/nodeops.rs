@@ -10,9 +10,10 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
+use kube::Api;
 use serde_json::{Map, Value, json};
 
+use crate::Context;
 use crate::error::{Error, is_conflict, is_not_found, kube};
 
 /// How often a read-modify-write is tried before giving up with [`Error::Contended`].
@@ -73,14 +74,17 @@ impl NodePatch {
 }
 
 /// Applies `patch` to the node unless it is already in that state. A missing node is not an error.
-pub(crate) async fn patch_node(client: &Client, node: &Node, patch: NodePatch) -> Result<bool, Error> {
+pub(crate) async fn patch_node(ctx: &Context, node: &Node, patch: NodePatch) -> Result<bool, Error> {
     if !patch.changes(node) {
         return Ok(false);
     }
     let name = node.metadata.name.clone().unwrap_or_default();
-    let api: Api<Node> = Api::all(client.clone());
+    let api: Api<Node> = Api::all(ctx.client.clone());
     match api.patch(&name, &PatchParams::default(), &Patch::Merge(patch.to_json())).await {
-        Ok(_) => Ok(true),
+        Ok(written) => {
+            ctx.wrote(&written);
+            Ok(true)
+        }
         Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(kube(format!("patch node {name}"))(e)),
     }
@@ -92,8 +96,8 @@ pub(crate) fn in_place_condition(node: &Node) -> Option<&NodeCondition> {
 }
 
 /// Sets (`Some(reason, message)`) or removes (`None`) the `InPlaceUpdate` condition.
-pub(crate) async fn set_condition(client: &Client, node: &str, value: Option<(&str, &str)>, now: Timestamp) -> Result<(), Error> {
-    let api: Api<Node> = Api::all(client.clone());
+pub(crate) async fn set_condition(ctx: &Context, node: &str, value: Option<(&str, &str)>, now: Timestamp) -> Result<(), Error> {
+    let api: Api<Node> = Api::all(ctx.client.clone());
     for _ in 0..ATTEMPTS {
         let mut current = match api.get(node).await {
             Ok(n) => n,
@@ -130,7 +134,10 @@ pub(crate) async fn set_condition(client: &Client, node: &str, value: Option<(&s
             }
         }
         match api.replace_status(node, &PostParams::default(), &current).await {
-            Ok(_) => return Ok(()),
+            Ok(written) => {
+                ctx.wrote(&written);
+                return Ok(());
+            }
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(kube(format!("update the InPlaceUpdate condition of node {node}"))(e)),
@@ -151,14 +158,14 @@ pub(crate) struct PhaseChange {
 /// Sets the Machine's phase (stamping `lastUpdateTime` only when the phase changes) and, if given,
 /// its conditions (copied from the node).
 pub(crate) async fn update_machine_status(
-    client: &Client,
+    ctx: &Context,
     namespace: &str,
     name: &str,
     change: Option<&PhaseChange>,
     conditions: Option<&[NodeCondition]>,
     now: Timestamp,
 ) -> Result<(), Error> {
-    let api: Api<Machine> = Api::namespaced(client.clone(), namespace);
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), namespace);
     for _ in 0..ATTEMPTS {
         let mut machine = match api.get(name).await {
             Ok(m) => m,
@@ -184,7 +191,10 @@ pub(crate) async fn update_machine_status(
             return Ok(());
         }
         match api.replace_status(name, &PostParams::default(), &machine).await {
-            Ok(_) => return Ok(()),
+            Ok(written) => {
+                ctx.wrote(&written);
+                return Ok(());
+            }
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(kube(format!("update the status of machine {namespace}/{name}"))(e)),

@@ -3,8 +3,11 @@
 //!
 //! A pass reconciles WorkerPools, then MachineDeployments, then MachineSets, then Machines, each
 //! object with `reconcile(obj, ctx) -> Result<Action, Error>`; a failed reconcile goes through
-//! [`error_policy`]. Watches only wake the loop; every decision reads the API afresh, so a watch
-//! that drops (and resumes with back-off) costs latency, never correctness.
+//! [`error_policy`]. The watches wake the loop and keep the caches (`cache`) that a pass reads
+//! MachineSets, Machines and Nodes from; a read waits until its cache shows the orchestrator's own
+//! last write to that kind, and lists from the API when the cache cannot show that, so a watch
+//! that drops (and resumes with back-off) costs latency, never correctness. WorkerPools and
+//! MachineDeployments (a handful) are listed afresh each pass.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -19,6 +22,7 @@ use kube::{Api, ResourceExt};
 use tokio::sync::Notify;
 
 use crate::error::{Error, chain};
+use crate::cache::NodesByName;
 use crate::{Action, Context, deployment, machine, machineset, workerpool};
 
 /// What to do after a failed reconcile: conflicts again soon, everything else after a back-off.
@@ -61,12 +65,15 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     let cfg = watcher::Config::default();
     // Kubelet heartbeats rewrite every Node every few seconds; only changes the controllers act on
     // wake a pass (with a thousand nodes, waking on each heartbeat would mean a pass all the time).
+    // The cache keeps every change either way.
     let mut fingerprints: HashMap<String, u64> = HashMap::new();
-    let nodes = watcher(Api::<Node>::all(client.clone()), cfg.clone())
-        .default_backoff()
+    let nodes = ctx
+        .caches
+        .nodes
+        .follow(Api::<Node>::all(client.clone()))
         .filter_map(move |event| {
             let relevant = match &event {
-                Ok(watcher::Event::Apply(node) | watcher::Event::InitApply(node)) => {
+                Ok(Some(node)) => {
                     let fingerprint = node_fingerprint(node);
                     fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint)
                 }
@@ -75,8 +82,8 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
             std::future::ready(relevant.then_some(()))
         })
         .boxed();
-    let machines = watcher(Api::<Machine>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
-    let sets = watcher(Api::<MachineSet>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
+    let machines = ctx.caches.machines.follow(Api::<Machine>::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
+    let sets = ctx.caches.sets.follow(Api::<MachineSet>::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
     let deployments = watcher(Api::<MachineDeployment>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let pools = watcher(Api::<WorkerPool>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
     let mut all = futures::stream::select_all([nodes, machines, sets, deployments, pools]);
@@ -107,11 +114,12 @@ async fn pass(ctx: &Context) -> Option<Duration> {
     };
     let ns = &ctx.config.namespace;
     macro_rules! each {
-        ($kind:ty, $what:literal, $reconcile:path $(, $extra:expr)*) => {{
+        ($kind:ty, $what:literal, $read:expr, $reconcile:path $(, $extra:expr)*) => {{
             let api: Api<$kind> = Api::namespaced(ctx.client.clone(), ns);
-            match api.list(&ListParams::default()).await {
+            let read: Result<Vec<_>, kube::Error> = $read(api).await;
+            match read {
                 Ok(list) => {
-                    for object in &list.items {
+                    for object in &list {
                         match $reconcile(object, $($extra,)* ctx).await {
                             Ok(action) => merge(action),
                             Err(error) => {
@@ -128,15 +136,21 @@ async fn pass(ctx: &Context) -> Option<Duration> {
             }
         }};
     }
-    each!(WorkerPool, "WorkerPool", workerpool::reconcile);
-    each!(MachineDeployment, "MachineDeployment", deployment::reconcile);
-    each!(MachineSet, "MachineSet", machineset::reconcile);
+    // Pools and deployments are few: listed afresh. MachineSets, Machines and Nodes come from the
+    // watch caches, at least as recent as this orchestrator's own writes (`cache`).
+    let listed = |api: Api<_>| async move { api.list(&ListParams::default()).await.map(|l| l.items) };
+    each!(WorkerPool, "WorkerPool", listed, workerpool::reconcile);
+    let listed = |api: Api<_>| async move { api.list(&ListParams::default()).await.map(|l| l.items) };
+    each!(MachineDeployment, "MachineDeployment", listed, deployment::reconcile);
+    let cached = |api: Api<_>| async move { ctx.read(&api).await };
+    each!(MachineSet, "MachineSet", cached, machineset::reconcile);
     // Machines are reconciled against one read of every Node, taken after the MachineDeployments
     // and MachineSets changed what they change.
-    match Api::<Node>::all(ctx.client.clone()).list(&ListParams::default()).await {
+    match ctx.read(&Api::<Node>::all(ctx.client.clone())).await {
         Ok(list) => {
-            let nodes: HashMap<String, Node> = list.items.into_iter().map(|n| (n.name_any(), n)).collect();
-            each!(Machine, "Machine", machine::reconcile, &nodes);
+            let nodes: NodesByName = list.into_iter().map(|n| (n.name_any(), n)).collect();
+            let cached = |api: Api<_>| async move { ctx.read(&api).await };
+            each!(Machine, "Machine", cached, machine::reconcile, &nodes);
         }
         Err(error) => {
             tracing::debug!(kind = "Node", error = %error, "list failed");
