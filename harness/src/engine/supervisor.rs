@@ -5,7 +5,7 @@
 //! has replicas (so when the watchdog scales machine-controller-manager to zero, the orchestrator
 //! really stops) and it is not killed by a fault; a kill with `restartAfter` starts it again then.
 //! A component that ends by itself is restarted after a back-off that doubles from 10 s to 5 min,
-//! like a crash-looping pod.
+//! like a crash-looping pod, and starts from 10 s again once it ran 10 min before ending.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +28,16 @@ use crate::scenario::{Component, Implementation, Scenario};
 const FIRST_BACKOFF: Duration = Duration::from_secs(10);
 /// The longest restart back-off.
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// A component that ran this long before it ended starts its back-off again from
+/// [`FIRST_BACKOFF`], as the kubelet does for a container that ran 10 minutes.
+const BACKOFF_RESET: Duration = Duration::from_secs(600);
+
+/// The wait before restarting a component that ended by itself after running for `ran`, having
+/// ended `crashes` times before; and the count of crashes from then on.
+fn backoff(crashes: u32, ran: Duration) -> (Duration, u32) {
+    let crashes = if ran >= BACKOFF_RESET { 0 } else { crashes };
+    (FIRST_BACKOFF.saturating_mul(1 << crashes.min(5)).min(MAX_BACKOFF), crashes + 1)
+}
 
 /// A component the supervisor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -98,8 +108,11 @@ struct Slot {
     killed: Option<Option<Duration>>,
     /// It ran at some point.
     started: bool,
-    /// It ended by itself this many times during the run (each doubles the next back-off).
+    /// It ended by itself this many times since it last ran for [`BACKOFF_RESET`] (each doubles
+    /// the next back-off).
     crashes: u32,
+    /// When it was last started.
+    started_at: Duration,
     /// After a crash: not started again before this.
     not_before: Duration,
 }
@@ -168,8 +181,8 @@ impl Supervisor {
             }
             if let Some(how) = slot.running.as_mut().and_then(Running::ended) {
                 slot.running = None;
-                let backoff = FIRST_BACKOFF.saturating_mul(1 << slot.crashes.min(5)).min(MAX_BACKOFF);
-                slot.crashes += 1;
+                let backoff;
+                (backoff, slot.crashes) = self::backoff(slot.crashes, elapsed.saturating_sub(slot.started_at));
                 slot.not_before = elapsed + backoff;
                 let text = format!("{} ended by itself ({how}); restarting in {}", component.name(), rackproof_clock::format_duration(backoff));
                 shared.record(None, EntryKind::Component, text);
@@ -183,6 +196,7 @@ impl Supervisor {
                         let slot = self.slots.get_mut(&component).expect("slot exists");
                         slot.running = Some(started);
                         slot.started = true;
+                        slot.started_at = elapsed;
                         shared.record(None, EntryKind::Component, format!("{} {why}", component.name()));
                     }
                     Err(e) => {
@@ -285,5 +299,26 @@ impl Supervisor {
 impl Drop for Supervisor {
     fn drop(&mut self) {
         self.stop_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_back_off_doubles_to_five_minutes_and_resets_after_ten_minutes_of_running() {
+        let quick = Duration::from_secs(30);
+        let mut crashes = 0;
+        let mut waits = Vec::new();
+        for _ in 0..7 {
+            let wait;
+            (wait, crashes) = backoff(crashes, quick);
+            waits.push(wait.as_secs());
+        }
+        assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300]);
+        let (wait, crashes) = backoff(crashes, BACKOFF_RESET);
+        assert_eq!((wait, crashes), (FIRST_BACKOFF, 1), "a component that ran ten minutes starts over");
+        assert_eq!(backoff(crashes, quick).0, Duration::from_secs(20));
     }
 }
