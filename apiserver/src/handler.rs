@@ -167,7 +167,13 @@ fn list(state: &State, target: &Target, options: &ListOptions) -> Result<Reply, 
     let mut last_key = None;
     let mut more = false;
     let mut remaining = 0usize;
-    for (key, slot) in state.store.slots(&resource.group_resource(), target.namespace.as_deref(), after) {
+    // A list of the pods bound to one node reads only those (the store indexes them).
+    let on_node = (resource.group.is_empty() && resource.plural == "pods").then(|| options.fields.pinned("spec.nodeName")).flatten().filter(|n| !n.is_empty());
+    let slots: Box<dyn Iterator<Item = _>> = match on_node {
+        Some(node) => Box::new(state.store.pod_slots_on_node(node, target.namespace.as_deref(), after)),
+        None => Box::new(state.store.slots(&resource.group_resource(), target.namespace.as_deref(), after)),
+    };
+    for (key, slot) in slots {
         let object = &slot.object;
         if !(options.labels.matches(object) && options.fields.matches(object)) {
             continue;

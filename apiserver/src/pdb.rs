@@ -44,17 +44,35 @@ fn scaled(value: &Value, total: i64, round_up: bool) -> Option<i64> {
     }
 }
 
-/// The status fields computed for `pdb` from `pods` of its namespace.
-fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
-    let selector = pdb.pointer("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok());
-    let matched: Vec<&&Value> = match &selector {
-        // A budget with an empty or missing selector matches no pods (policy/v1 matches all
-        // pods with an empty selector `{}`).
-        Some(selector) => pods.iter().filter(|p| selector.matches(p)).collect(),
-        None => Vec::new(),
-    };
-    let expected = matched.len() as i64;
-    let healthy = matched.iter().filter(|p| pod_ready(p)).count() as i64;
+fn selector_of(pdb: &Value) -> Option<LabelSelector> {
+    // A budget with an empty or missing selector matches no pods (policy/v1 matches all pods
+    // with an empty selector `{}`).
+    pdb.pointer("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok())
+}
+
+/// A pod's part in a budget's counts, `(expected, healthy)`; `None`: absent.
+fn counted(selector: Option<&LabelSelector>, pod: Option<&Value>) -> (i64, i64) {
+    match (selector, pod) {
+        (Some(selector), Some(pod)) if selector.matches(pod) => (1, i64::from(pod_ready(pod))),
+        _ => (0, 0),
+    }
+}
+
+/// A budget's counts, `(expected, healthy)`, from every pod of its namespace.
+fn count(selector: Option<&LabelSelector>, pods: &[&Value]) -> (i64, i64) {
+    pods.iter().map(|pod| counted(selector, Some(pod))).fold((0, 0), |(e, h), (de, dh)| (e + de, h + dh))
+}
+
+/// A budget's counts as its status holds them, when that status is of its current generation.
+fn stored_counts(pdb: &Value) -> Option<(i64, i64)> {
+    let status = pdb.get("status")?;
+    let generation = pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1));
+    (status.get("observedGeneration") == Some(&generation)).then_some(())?;
+    Some((status.get("expectedPods")?.as_i64()?, status.get("currentHealthy")?.as_i64()?))
+}
+
+/// The status fields of `pdb` for `expected` matching pods of which `healthy` are ready.
+fn status(pdb: &Value, (expected, healthy): (i64, i64), now: &str) -> Value {
     let desired = if let Some(min) = pdb.pointer("/spec/minAvailable") {
         scaled(min, expected, true).unwrap_or(0)
     } else if let Some(max) = pdb.pointer("/spec/maxUnavailable") {
@@ -88,18 +106,20 @@ fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
 pub(crate) enum Trigger {
     /// A budget changed: every budget of the namespace is recomputed.
     Budget,
-    /// A pod changed: budgets are recomputed only if some pod of the namespace changed what they
-    /// count since the last recomputation (the store tracks that, see [`counts_differ`]), since
-    /// otherwise the result is the status they already have. With a thousand pods per namespace,
-    /// recomputing after every pod status write was quadratic.
+    /// A pod changed: budgets are looked at only if some pod of the namespace changed what they
+    /// count since the last time (the store records those changes, see [`counts_differ`]), and
+    /// their counts move by what those pods added and took away. With a thousand pods per
+    /// namespace, counting every pod after every pod write was quadratic. The counts stay exact:
+    /// every budget write (its creation, a new selector, a status someone else wrote) counts
+    /// every pod again.
     Pod,
 }
 
 /// Recomputes the status of every budget in `namespace`, writing only those that changed.
 /// Reads the pods in place (no copies).
 pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Trigger, now: &str) {
-    let counted_pods_changed = state.store.take_counted_pods_change(namespace);
-    if trigger == Trigger::Pod && !counted_pods_changed {
+    let changes = state.store.take_counted_pod_changes(namespace);
+    if trigger == Trigger::Pod && changes.is_empty() {
         return;
     }
     let pdbs_gr = gr("policy", "poddisruptionbudgets");
@@ -110,9 +130,25 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
         if budgets.peek().is_none() {
             return;
         }
-        let pods: Vec<&Value> = state.store.range(&pods_gr, Some(namespace), None).map(|(_, v)| &**v).collect();
+        let mut pods: Option<Vec<&Value>> = None;
         for ((_, name), pdb) in budgets {
-            let status = compute(pdb, &pods, now);
+            let selector = selector_of(pdb);
+            let counts = match (trigger, stored_counts(pdb)) {
+                (Trigger::Pod, Some((mut expected, mut healthy))) => {
+                    for change in &changes {
+                        let (gone_e, gone_h) = counted(selector.as_ref(), change.before.as_deref());
+                        let (new_e, new_h) = counted(selector.as_ref(), change.after.as_deref());
+                        expected += new_e - gone_e;
+                        healthy += new_h - gone_h;
+                    }
+                    (expected, healthy)
+                }
+                _ => {
+                    let pods = pods.get_or_insert_with(|| state.store.range(&pods_gr, Some(namespace), None).map(|(_, v)| &**v).collect());
+                    count(selector.as_ref(), pods)
+                }
+            };
+            let status = status(pdb, counts, now);
             let mut comparable = status.clone();
             if let (Some(old), Some(new)) = (pdb.pointer("/status/conditions/0/lastTransitionTime"), comparable.pointer_mut("/conditions/0/lastTransitionTime")) {
                 *new = old.clone();
@@ -168,6 +204,10 @@ pub(crate) fn check_eviction(state: &State, pod: &Value) -> Result<(), ApiError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
+        status(pdb, count(selector_of(pdb).as_ref(), pods), now)
+    }
 
     fn pod(name: &str, ready: bool) -> Value {
         json!({"metadata": {"name": name, "labels": {"app": "a"}}, "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}})

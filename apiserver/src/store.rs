@@ -214,6 +214,13 @@ pub(crate) fn members_json(object: &Value) -> Bytes {
     Bytes::from(text)
 }
 
+/// A pod write that changed what budgets count: the pod before and after (`None`: absent).
+#[derive(Debug, Clone)]
+pub(crate) struct PodChange {
+    pub(crate) before: Option<Arc<Value>>,
+    pub(crate) after: Option<Arc<Value>>,
+}
+
 /// The store. Every write bumps the global resourceVersion.
 #[derive(Debug)]
 pub(crate) struct Store {
@@ -223,16 +230,19 @@ pub(crate) struct Store {
     window: usize,
     by_uid: HashMap<String, Key>,
     dependents: HashMap<String, BTreeSet<Key>>,
+    /// Pods by `spec.nodeName` (bound pods only): what a kubelet's or a drain's
+    /// `fieldSelector=spec.nodeName=…` list reads instead of every pod.
+    pods_by_node: HashMap<String, BTreeSet<(String, String)>>,
     watchers: Watchers,
-    /// Namespaces in which a pod appeared, went, or changed its labels or readiness since the
-    /// PodDisruptionBudgets were last recomputed (`pdb`).
-    counted_pods_changed: BTreeSet<String>,
+    /// Per namespace, the pods that appeared, went, or changed their labels or readiness since
+    /// the PodDisruptionBudgets were last recomputed (`pdb`).
+    counted_pod_changes: BTreeMap<String, Vec<PodChange>>,
 }
 
 impl Store {
     /// An empty store keeping the last `window` events of each resource for watches.
     pub(crate) fn new(window: usize) -> Self {
-        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new(), watchers: Watchers::default(), counted_pods_changed: BTreeSet::new() }
+        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new(), pods_by_node: HashMap::new(), watchers: Watchers::default(), counted_pod_changes: BTreeMap::new() }
     }
 
     pub(crate) fn resource_version(&self) -> u64 {
@@ -280,6 +290,30 @@ impl Store {
             .take_while(move |((ns, _), _)| namespace.is_none_or(|want| ns == want))
     }
 
+    /// Like [`Store::slots`] for pods, only those bound to `node`.
+    pub(crate) fn pod_slots_on_node<'a>(
+        &'a self,
+        node: &str,
+        namespace: Option<&'a str>,
+        after: Option<(String, String)>,
+    ) -> impl Iterator<Item = (&'a (String, String), &'a Slot)> + 'a {
+        use std::ops::Bound;
+        let start = match after {
+            Some(key) => Bound::Excluded(key),
+            None => match namespace {
+                Some(ns) => Bound::Included((ns.to_owned(), String::new())),
+                None => Bound::Unbounded,
+            },
+        };
+        let pods = self.objects.get(&GroupResource { group: String::new(), resource: "pods".to_owned() });
+        self.pods_by_node
+            .get(node)
+            .into_iter()
+            .flat_map(move |keys| keys.range((start.clone(), Bound::Unbounded)))
+            .take_while(move |(ns, _)| namespace.is_none_or(|want| ns == want))
+            .filter_map(move |key| pods.and_then(|pods| pods.get_key_value(key)))
+    }
+
     pub(crate) fn key_of_uid(&self, uid: &str) -> Option<&Key> {
         self.by_uid.get(uid)
     }
@@ -300,7 +334,7 @@ impl Store {
             self.unindex(key, previous);
         }
         self.index(key, &object);
-        self.note_pod_change(key, previous.as_deref(), Some(&*object));
+        self.note_pod_change(key, previous.as_ref(), Some(&object));
         let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
         self.record(key, Event::new(rv, kind, object.clone(), previous));
         object
@@ -310,7 +344,7 @@ impl Store {
     pub(crate) fn remove(&mut self, key: &Key) -> Option<Arc<Value>> {
         let previous = self.objects.get_mut(&key.gr)?.remove(&(key.namespace.clone(), key.name.clone()))?.object;
         self.unindex(key, &previous);
-        self.note_pod_change(key, Some(&*previous), None);
+        self.note_pod_change(key, Some(&previous), None);
         self.rv += 1;
         let rv = self.rv;
         let mut object = (*previous).clone();
@@ -320,15 +354,16 @@ impl Store {
         Some(object)
     }
 
-    fn note_pod_change(&mut self, key: &Key, before: Option<&Value>, after: Option<&Value>) {
-        if key.gr.group.is_empty() && key.gr.resource == "pods" && crate::pdb::counts_differ(before, after) {
-            self.counted_pods_changed.insert(key.namespace.clone());
+    fn note_pod_change(&mut self, key: &Key, before: Option<&Arc<Value>>, after: Option<&Arc<Value>>) {
+        if key.gr.group.is_empty() && key.gr.resource == "pods" && crate::pdb::counts_differ(before.map(|b| &**b), after.map(|a| &**a)) {
+            self.counted_pod_changes.entry(key.namespace.clone()).or_default().push(PodChange { before: before.cloned(), after: after.cloned() });
         }
     }
 
-    /// Whether a pod of `namespace` changed what budgets count since the last call for it.
-    pub(crate) fn take_counted_pods_change(&mut self, namespace: &str) -> bool {
-        self.counted_pods_changed.remove(namespace)
+    /// The pods of `namespace` that changed what budgets count since the last call for it, in
+    /// the order they changed.
+    pub(crate) fn take_counted_pod_changes(&mut self, namespace: &str) -> Vec<PodChange> {
+        self.counted_pod_changes.remove(namespace).unwrap_or_default()
     }
 
     fn record(&mut self, key: &Key, event: Event) {
@@ -380,6 +415,9 @@ impl Store {
         for owner in owner_uids(object) {
             self.dependents.entry(owner).or_default().insert(key.clone());
         }
+        if let Some(node) = bound_node(key, object) {
+            self.pods_by_node.entry(node.to_owned()).or_default().insert((key.namespace.clone(), key.name.clone()));
+        }
     }
 
     fn unindex(&mut self, key: &Key, object: &Value) {
@@ -395,7 +433,22 @@ impl Store {
                 }
             }
         }
+        if let Some(node) = bound_node(key, object)
+            && let Some(set) = self.pods_by_node.get_mut(node) {
+                set.remove(&(key.namespace.clone(), key.name.clone()));
+                if set.is_empty() {
+                    self.pods_by_node.remove(node);
+                }
+            }
     }
+}
+
+/// The node a pod is bound to; `None` for other kinds and unbound pods.
+fn bound_node<'a>(key: &Key, object: &'a Value) -> Option<&'a str> {
+    (key.gr.group.is_empty() && key.gr.resource == "pods")
+        .then(|| object.get("spec").and_then(|s| s.get("nodeName")).and_then(Value::as_str))
+        .flatten()
+        .filter(|node| !node.is_empty())
 }
 
 fn owner_uids(object: &Value) -> Vec<String> {

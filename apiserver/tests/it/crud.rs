@@ -145,3 +145,40 @@ async fn secrets_encode_string_data() {
     assert_eq!(created.data.unwrap()["k"].0, b"hello");
     assert!(created.string_data.is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn lists_of_the_pods_on_a_node_follow_binding_deletion_namespaces_and_pages() {
+    let server = server();
+    let client = server.admin_client();
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "other"}})).unwrap()).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let other: Api<Pod> = Api::namespaced(client.clone(), "other");
+    let all: Api<Pod> = Api::all(client.clone());
+    for (name, node) in [("a", Some("n1")), ("b", Some("n2")), ("c", Some("n1")), ("d", None), ("e", Some("n1"))] {
+        create_pod(&client, name, json!({}), node).await;
+    }
+    other.create(&PostParams::default(), &crate::pod_json("x", json!({}), Some("n1"))).await.unwrap();
+    let names = |list: kube::api::ObjectList<Pod>| list.items.into_iter().map(|p| format!("{}/{}", p.metadata.namespace.unwrap(), p.metadata.name.unwrap())).collect::<Vec<_>>();
+    let on_n1 = ListParams::default().fields("spec.nodeName=n1");
+    assert_eq!(names(pods.list(&on_n1).await.unwrap()), ["default/a", "default/c", "default/e"]);
+    assert_eq!(names(all.list(&on_n1).await.unwrap()), ["default/a", "default/c", "default/e", "other/x"]);
+    assert_eq!(names(all.list(&ListParams::default().fields("spec.nodeName=n1,metadata.namespace!=default")).await.unwrap()), ["other/x"]);
+    assert!(pods.list(&ListParams::default().fields("spec.nodeName=n9")).await.unwrap().items.is_empty());
+
+    // Pages of two, continued across namespaces.
+    let first = all.list(&on_n1.clone().limit(2)).await.unwrap();
+    let token = first.metadata.continue_.clone().expect("a continue token");
+    assert_eq!(first.metadata.remaining_item_count, Some(2));
+    assert_eq!(names(first), ["default/a", "default/c"]);
+    assert_eq!(names(all.list(&on_n1.clone().limit(2).continue_token(&token)).await.unwrap()), ["default/e", "other/x"]);
+
+    // Deleted pods leave the node's list; a pod bound later joins it.
+    pods.delete("c", &kube::api::DeleteParams::default().grace_period(0)).await.unwrap();
+    let d = pods.get("d").await.unwrap();
+    let mut bound = d.clone();
+    bound.spec.as_mut().unwrap().node_name = Some("n1".to_owned());
+    pods.replace("d", &PostParams::default(), &bound).await.unwrap();
+    assert_eq!(names(pods.list(&on_n1).await.unwrap()), ["default/a", "default/d", "default/e"]);
+    assert_eq!(names(pods.list(&ListParams::default().fields("spec.nodeName=")).await.unwrap()), Vec::<String>::new());
+}

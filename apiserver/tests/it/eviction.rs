@@ -49,3 +49,64 @@ async fn a_budget_blocks_evictions_then_allows_them() {
     set_ready(&pods, "w4", false).await;
     pods.evict("w4", &EvictParams::default()).await.unwrap();
 }
+
+/// What a budget selecting `app=web` should count among `pods`: (expected, healthy).
+fn counted_by_hand(pods: &[Pod]) -> (i32, i32) {
+    let matching: Vec<&Pod> = pods.iter().filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str) == Some("web")).collect();
+    let healthy = matching
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")))
+        .count();
+    (matching.len() as i32, healthy as i32)
+}
+
+#[tokio::test(start_paused = true)]
+async fn budget_counts_stay_exact_through_pod_creates_relabels_readiness_and_deletes() {
+    let server = server();
+    let client = server.admin_client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})).unwrap();
+    budgets.create(&PostParams::default(), &pdb).await.unwrap();
+    // A fixed pseudo-random walk over twelve pod names: create (bound or not), readiness,
+    // relabel in and out of the budget, graceful and immediate deletes.
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: u64| {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    for step in 0..400 {
+        // Halfway, a change to the budget itself (every pod is counted again).
+        let max_unavailable = if step < 200 { 1 } else { 2 };
+        if step == 200 {
+            budgets.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"maxUnavailable": 2}}))).await.unwrap();
+        }
+        let name = format!("p{}", next(12));
+        let exists = pods.get_opt(&name).await.unwrap();
+        let what = next(6);
+        match (&exists, what) {
+            (None, _) => {
+                let app = if next(3) == 0 { "other" } else { "web" };
+                let node = if next(2) == 0 { Some("n1") } else { None };
+                create_pod(&client, &name, json!({"app": app}), node).await;
+            }
+            (Some(_), 0 | 1) => set_ready(&pods, &name, true).await,
+            (Some(_), 2) => set_ready(&pods, &name, false).await,
+            (Some(_), 3) => {
+                let app = if next(2) == 0 { "other" } else { "web" };
+                pods.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": app}}}))).await.unwrap();
+            }
+            (Some(_), 4) => {
+                let _ = pods.delete(&name, &kube::api::DeleteParams::default()).await.unwrap();
+            }
+            (Some(_), _) => {
+                let _ = pods.delete(&name, &kube::api::DeleteParams::default().grace_period(0)).await.unwrap();
+            }
+        }
+        let all = pods.list(&Default::default()).await.unwrap().items;
+        let status = budgets.get("web").await.unwrap().status.unwrap();
+        assert_eq!((status.expected_pods, status.current_healthy), counted_by_hand(&all), "after step {step} ({name}, {what})");
+        assert_eq!(status.disruptions_allowed, (status.current_healthy - (status.expected_pods - max_unavailable).max(0)).max(0), "after step {step}");
+    }
+}
