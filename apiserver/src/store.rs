@@ -275,18 +275,11 @@ impl Store {
         namespace: Option<&'a str>,
         after: Option<(String, String)>,
     ) -> impl Iterator<Item = (&'a (String, String), &'a Slot)> + 'a {
-        use std::ops::Bound;
-        let start = match after {
-            Some(key) => Bound::Excluded(key),
-            None => match namespace {
-                Some(ns) => Bound::Included((ns.to_owned(), String::new())),
-                None => Bound::Unbounded,
-            },
-        };
+        let start = range_start(namespace, after);
         self.objects
             .get(gr)
             .into_iter()
-            .flat_map(move |map| map.range((start.clone(), Bound::Unbounded)))
+            .flat_map(move |map| map.range((start.clone(), std::ops::Bound::Unbounded)))
             .take_while(move |((ns, _), _)| namespace.is_none_or(|want| ns == want))
     }
 
@@ -297,19 +290,12 @@ impl Store {
         namespace: Option<&'a str>,
         after: Option<(String, String)>,
     ) -> impl Iterator<Item = (&'a (String, String), &'a Slot)> + 'a {
-        use std::ops::Bound;
-        let start = match after {
-            Some(key) => Bound::Excluded(key),
-            None => match namespace {
-                Some(ns) => Bound::Included((ns.to_owned(), String::new())),
-                None => Bound::Unbounded,
-            },
-        };
+        let start = range_start(namespace, after);
         let pods = self.objects.get(&GroupResource { group: String::new(), resource: "pods".to_owned() });
         self.pods_by_node
             .get(node)
             .into_iter()
-            .flat_map(move |keys| keys.range((start.clone(), Bound::Unbounded)))
+            .flat_map(move |keys| keys.range((start.clone(), std::ops::Bound::Unbounded)))
             .take_while(move |(ns, _)| namespace.is_none_or(|want| ns == want))
             .filter_map(move |key| pods.and_then(|pods| pods.get_key_value(key)))
     }
@@ -440,6 +426,18 @@ impl Store {
                     self.pods_by_node.remove(node);
                 }
             }
+    }
+}
+
+/// Where a range of (namespace, name) keys starts: after the continue key, else at `namespace`.
+fn range_start(namespace: Option<&str>, after: Option<(String, String)>) -> std::ops::Bound<(String, String)> {
+    use std::ops::Bound;
+    match after {
+        Some(key) => Bound::Excluded(key),
+        None => match namespace {
+            Some(ns) => Bound::Included((ns.to_owned(), String::new())),
+            None => Bound::Unbounded,
+        },
     }
 }
 
