@@ -187,12 +187,12 @@ impl Judge {
                 if previous.is_some() && previous == counted {
                     return false;
                 }
-                self.recount(previous, counted);
+                self.move_counted_pod(previous, counted);
                 true
             }
             Observation::PodGone { namespace, name } => match self.pods.remove(&(namespace, name)) {
                 Some(node) => {
-                    self.recount(Some(node), None);
+                    self.move_counted_pod(Some(node), None);
                     true
                 }
                 None => false,
@@ -215,7 +215,7 @@ impl Judge {
     /// views up to date: those two nodes' and those reset since the last count. That leaves
     /// every view with the count of the pods bound to it, as recounting every pod would, without
     /// walking every pod and node at each pod change.
-    fn recount(&mut self, from: Option<String>, to: Option<String>) {
+    fn move_counted_pod(&mut self, from: Option<String>, to: Option<String>) {
         if let Some(node) = &from
             && let Some(count) = self.pods_per_node.get_mut(node)
         {

@@ -219,7 +219,7 @@ where
         if !usable {
             // A watch that has never delivered a complete list, or is failing now, is no reason
             // to wait: the pass reads the API, as it did before there were caches.
-            return Ok(api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new).collect());
+            return list_afresh(api).await;
         }
         let caught_up = clock
             .timeout(CATCH_UP, async {
@@ -241,10 +241,15 @@ where
             Ok(objects) => Ok(objects),
             Err(_) => {
                 tracing::debug!(kind = %K::kind(&()), "cache not current; listing from the API");
-                Ok(api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new).collect())
+                list_afresh(api).await
             }
         }
     }
+}
+
+/// Every object `api` lists, read from the API server.
+async fn list_afresh<K: Clone + DeserializeOwned + Debug>(api: &Api<K>) -> Result<Vec<Arc<K>>, kube::Error> {
+    Ok(api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new).collect())
 }
 
 /// Nodes by name, as a pass read them.

@@ -114,9 +114,9 @@ async fn pass(ctx: &Context) -> Option<Duration> {
     };
     let ns = &ctx.config.namespace;
     macro_rules! each {
-        ($kind:ty, $what:literal, $read:expr, $reconcile:path $(, $extra:expr)*) => {{
-            let api: Api<$kind> = Api::namespaced(ctx.client.clone(), ns);
-            let read: Result<Vec<_>, kube::Error> = $read(api).await;
+        ($kind:ty, $what:literal, $api:ident => $read:expr, $reconcile:path $(, $extra:expr)*) => {{
+            let $api: Api<$kind> = Api::namespaced(ctx.client.clone(), ns);
+            let read: Result<Vec<_>, kube::Error> = $read.await;
             match read {
                 Ok(list) => {
                     for object in &list {
@@ -138,19 +138,15 @@ async fn pass(ctx: &Context) -> Option<Duration> {
     }
     // Pools and deployments are few: listed afresh. MachineSets, Machines and Nodes come from the
     // watch caches, at least as recent as this orchestrator's own writes (`cache`).
-    let listed = |api: Api<_>| async move { api.list(&ListParams::default()).await.map(|l| l.items) };
-    each!(WorkerPool, "WorkerPool", listed, workerpool::reconcile);
-    let listed = |api: Api<_>| async move { api.list(&ListParams::default()).await.map(|l| l.items) };
-    each!(MachineDeployment, "MachineDeployment", listed, deployment::reconcile);
-    let cached = |api: Api<_>| async move { ctx.read(&api).await };
-    each!(MachineSet, "MachineSet", cached, machineset::reconcile);
+    each!(WorkerPool, "WorkerPool", api => list_all(&api), workerpool::reconcile);
+    each!(MachineDeployment, "MachineDeployment", api => list_all(&api), deployment::reconcile);
+    each!(MachineSet, "MachineSet", api => ctx.read(&api), machineset::reconcile);
     // Machines are reconciled against one read of every Node, taken after the MachineDeployments
     // and MachineSets changed what they change.
     match ctx.read(&Api::<Node>::all(ctx.client.clone())).await {
         Ok(list) => {
             let nodes: NodesByName = list.into_iter().map(|n| (n.name_any(), n)).collect();
-            let cached = |api: Api<_>| async move { ctx.read(&api).await };
-            each!(Machine, "Machine", cached, machine::reconcile, &nodes);
+            each!(Machine, "Machine", api => ctx.read(&api), machine::reconcile, &nodes);
         }
         Err(error) => {
             tracing::debug!(kind = "Node", error = %error, "list failed");
@@ -158,4 +154,9 @@ async fn pass(ctx: &Context) -> Option<Duration> {
         }
     }
     next
+}
+
+/// Every object of a kind the orchestrator keeps no cache of, listed afresh.
+async fn list_all<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug>(api: &Api<K>) -> Result<Vec<K>, kube::Error> {
+    Ok(api.list(&ListParams::default()).await?.items)
 }
