@@ -13,7 +13,9 @@
 //!    real hardware.
 //! 4. A guest that powers itself off ends the QEMU process: the state reads `Off`.
 //! 5. Dropping the machine SIGKILLs QEMU (`kill_on_drop`) and removes the node directory unless a
-//!    work directory was given; [`QemuMachine::shutdown`] does the orderly `quit` first.
+//!    work directory was given; [`QemuMachine::shutdown`] does the orderly `quit` first. A
+//!    temporary node directory names its owning process, and the next machine to start removes
+//!    those whose owner is gone (killed before it could clean up).
 //!
 //! Boots are counted by reason: one per process start, one per `system_reset` we send (some
 //! firmwares report two `RESET` events for one), one per guest-initiated reset (`guest-reset`).
@@ -180,12 +182,20 @@ impl QemuMachine {
                 std::fs::create_dir_all(p).map_err(io("create work directory", p))?;
                 NodeDir::Kept(p.clone())
             }
-            None => NodeDir::Temp(
-                tempfile::Builder::new()
-                    .prefix(&format!("rackproof-qemu-{}-", sanitize(&node)))
+            None => {
+                let temp = std::env::temp_dir();
+                let swept = sweep_orphans(&temp);
+                if swept > 0 {
+                    tracing::info!(count = swept, dir = %temp.display(), "removed node directories of QEMU machines whose process is gone");
+                }
+                let dir = tempfile::Builder::new()
+                    .prefix(&format!("{TEMP_PREFIX}{}-", sanitize(&node)))
                     .tempdir()
-                    .map_err(io("create temporary directory in", &std::env::temp_dir()))?,
-            ),
+                    .map_err(io("create temporary directory in", &temp))?;
+                let owner = dir.path().join(OWNER_FILE);
+                std::fs::write(&owner, owner_line()).map_err(io("write the owner of", &owner))?;
+                NodeDir::Temp(dir)
+            }
         };
         let root = dir.path().to_owned();
         std::fs::copy(&config.disk, root.join("disk.raw")).map_err(io("copy disk", &config.disk))?;
@@ -580,6 +590,54 @@ fn free_port() -> std::io::Result<u16> {
 }
 
 /// Letters, digits, `-` and `_` only (for file and process names).
+/// How temporary node directories' names start.
+const TEMP_PREFIX: &str = "rackproof-qemu-";
+/// The file in a temporary node directory naming the process that owns it: `PID STARTTIME`
+/// (the start time from `/proc/PID/stat` tells a reused PID apart).
+const OWNER_FILE: &str = "owner";
+
+/// A process's start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
+fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command (field 2) is in parentheses and may hold spaces; field 3 follows its `) `.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split(' ').nth(22 - 3)?.parse().ok()
+}
+
+/// This process, as an [`OWNER_FILE`] names it.
+fn owner_line() -> String {
+    let pid = std::process::id();
+    format!("{pid} {}\n", process_start_time(pid).unwrap_or(0))
+}
+
+/// Whether the owner an [`OWNER_FILE`] names is gone; `false` when the text is not an owner line.
+fn owner_gone(text: &str) -> bool {
+    let mut parts = text.split_whitespace();
+    match (parts.next().and_then(|p| p.parse::<u32>().ok()), parts.next().and_then(|s| s.parse::<u64>().ok())) {
+        (Some(pid), Some(start)) => process_start_time(pid) != Some(start),
+        _ => false,
+    }
+}
+
+/// Removes the temporary node directories in `temp` whose owning process is gone: a process
+/// killed outright (a test's timeout, SIGKILL) cannot remove its own. Directories without an
+/// owner file are left alone. Returns how many were removed.
+fn sweep_orphans(temp: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(temp) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let ours = entry.file_name().to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX)) && entry.file_type().is_ok_and(|t| t.is_dir());
+        if ours
+            && std::fs::read_to_string(path.join(OWNER_FILE)).is_ok_and(|text| owner_gone(&text))
+            && std::fs::remove_dir_all(&path).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 fn sanitize(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
 }
@@ -587,6 +645,29 @@ fn sanitize(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_directories_of_gone_processes_are_swept_and_others_kept() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = |name: &str, owner: Option<&str>| {
+            let path = temp.path().join(name);
+            std::fs::create_dir(&path).unwrap();
+            if let Some(owner) = owner {
+                std::fs::write(path.join(OWNER_FILE), owner).unwrap();
+            }
+        };
+        let me = std::process::id();
+        dir("rackproof-qemu-live-1", Some(&owner_line()));
+        dir("rackproof-qemu-reused-pid-1", Some(&format!("{me} 1\n")));
+        dir("rackproof-qemu-no-such-pid-1", Some("4294967295 5\n"));
+        dir("rackproof-qemu-unowned-1", None);
+        dir("rackproof-qemu-garbled-1", Some("not an owner"));
+        dir("someone-else-1", Some("4294967295 5\n"));
+        assert_eq!(sweep_orphans(temp.path()), 2);
+        let mut left: Vec<String> = std::fs::read_dir(temp.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        left.sort();
+        assert_eq!(left, ["rackproof-qemu-garbled-1", "rackproof-qemu-live-1", "rackproof-qemu-unowned-1", "someone-else-1"]);
+    }
 
     #[test]
     fn a_direct_boot_replaces_the_firmware_with_the_kernel() {
