@@ -192,8 +192,12 @@ impl QemuMachine {
                     .prefix(&format!("{TEMP_PREFIX}{}-", sanitize(&node)))
                     .tempdir()
                     .map_err(io("create temporary directory in", &temp))?;
-                let owner = dir.path().join(OWNER_FILE);
-                std::fs::write(&owner, owner_line()).map_err(io("write the owner of", &owner))?;
+                // Without a readable start time of its own, a directory names no owner and is
+                // never swept (a wrong owner line would get a live directory removed).
+                if let Some(line) = owner_line() {
+                    let owner = dir.path().join(OWNER_FILE);
+                    std::fs::write(&owner, line).map_err(io("write the owner of", &owner))?;
+                }
                 NodeDir::Temp(dir)
             }
         };
@@ -605,9 +609,9 @@ fn process_start_time(pid: u32) -> Option<u64> {
 }
 
 /// This process, as an [`OWNER_FILE`] names it.
-fn owner_line() -> String {
+fn owner_line() -> Option<String> {
     let pid = std::process::id();
-    format!("{pid} {}\n", process_start_time(pid).unwrap_or(0))
+    process_start_time(pid).map(|start| format!("{pid} {start}\n"))
 }
 
 /// Whether the owner an [`OWNER_FILE`] names is gone; `false` when the text is not an owner line.
@@ -657,7 +661,7 @@ mod tests {
             }
         };
         let me = std::process::id();
-        dir("rackproof-qemu-live-1", Some(&owner_line()));
+        dir("rackproof-qemu-live-1", Some(&owner_line().expect("this process's start time")));
         dir("rackproof-qemu-reused-pid-1", Some(&format!("{me} 1\n")));
         dir("rackproof-qemu-no-such-pid-1", Some("4294967295 5\n"));
         dir("rackproof-qemu-unowned-1", None);
