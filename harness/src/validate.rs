@@ -69,12 +69,8 @@ impl Checker<'_> {
                 );
             }
         }
-        match (lab.backend, &lab.inventory) {
-            (Backend::Physical, None) => self.top("backend `physical` needs `lab.inventory`", "point `inventory` at the rack's inventory file"),
-            (Backend::Sim | Backend::Qemu | Backend::Libvirt, Some(_)) => {
-                self.top("`lab.inventory` is only for backend `physical`", "remove `inventory`, or set `backend: physical`")
-            }
-            _ => {}
+        if lab.backend == Backend::Physical && lab.inventory.is_none() {
+            self.top("backend `physical` needs `lab.inventory`", "point `inventory` at the rack's inventory file (or give `rackproof run --inventory`)");
         }
         if self.loaded.scenario.backends.is_empty() {
             self.top("`backends` is empty", "list where this scenario runs, e.g. `backends: [sim]`");

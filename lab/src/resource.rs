@@ -5,6 +5,7 @@
 //! Written in YAML (an inventory file) with camelCase keys; unknown keys are errors.
 
 use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -121,10 +122,41 @@ pub struct NodeDescription {
     pub disks: Vec<DiskDescription>,
 }
 
+/// How a rack's nodes reach the machine running Rackproof: the API server and the image server
+/// a scenario run starts for them listen on `listen` and are addressed as `address`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HarnessAddress {
+    /// What the nodes connect to: an IP address or DNS name of this machine as the rack sees it
+    /// (the API server's certificate names it).
+    pub address: String,
+    /// The local address the servers listen on; every interface (`0.0.0.0`) when absent.
+    #[serde(default = "every_interface")]
+    pub listen: IpAddr,
+}
+
+impl HarnessAddress {
+    /// Checks what serde can't: an address is given.
+    pub fn validate(&self) -> Result<(), ResourceError> {
+        if self.address.trim().is_empty() {
+            return Err(ResourceError::NoHarnessAddress);
+        }
+        Ok(())
+    }
+}
+
+fn every_interface() -> IpAddr {
+    IpAddr::V4(Ipv4Addr::UNSPECIFIED)
+}
+
 /// A set of nodes (an inventory file's contents).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Inventory {
+    /// How the nodes reach Rackproof; `rackproof run` on backend `physical` needs it, `rackproof
+    /// lab` does not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<HarnessAddress>,
     pub nodes: Vec<NodeDescription>,
 }
 
@@ -137,6 +169,8 @@ pub enum ResourceError {
     Invalid { node: String, problem: String },
     #[error("inventory: node {node:?} is listed twice")]
     Duplicate { node: String },
+    #[error("harness.address is empty; give the address the nodes reach this machine at")]
+    NoHarnessAddress,
 }
 
 impl Inventory {
@@ -147,8 +181,11 @@ impl Inventory {
         Ok(inventory)
     }
 
-    /// Checks every node, and that names are unique.
+    /// Checks the harness address, every node, and that names are unique.
     pub fn validate(&self) -> Result<(), ResourceError> {
+        if let Some(harness) = &self.harness {
+            harness.validate()?;
+        }
         let mut seen = BTreeSet::new();
         for node in &self.nodes {
             node.validate()?;
@@ -286,6 +323,7 @@ mod tests {
     use super::*;
 
     const GOOD: &str = r#"
+harness: { address: 10.0.0.1 }
 nodes:
   - name: rack1-node1
     bmc:
@@ -316,6 +354,10 @@ nodes:
     #[test]
     fn a_full_inventory_parses() {
         let inv = Inventory::from_yaml(GOOD).unwrap();
+        let harness = inv.harness.as_ref().unwrap();
+        assert_eq!((harness.address.as_str(), harness.listen), ("10.0.0.1", IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
+        let empty = GOOD.replace("address: 10.0.0.1", "address: ''");
+        assert!(matches!(Inventory::from_yaml(&empty), Err(ResourceError::NoHarnessAddress)));
         let n1 = inv.node("rack1-node1").unwrap();
         assert_eq!(n1.ssh.as_ref().unwrap().port, 22);
         assert_eq!(n1.bmc.as_ref().unwrap().kind, BmcKind::Redfish);

@@ -60,6 +60,7 @@ async fn serve(machines: Vec<SimMachine>, kind: ServeKind, dir: &Path) -> BmcSer
         bind: "127.0.0.1".parse().unwrap(),
         dir: dir.to_owned(),
         username: "rackproof".into(),
+        ssh_host_key: None,
     };
     commands::bmc_serve(machines, &options, Clock::wall())
         .await

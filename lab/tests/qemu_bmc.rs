@@ -104,6 +104,7 @@ mod qemu {
             bind: "127.0.0.1".parse().unwrap(),
             dir: dir.path().join("bmc"),
             username: "rackproof".into(),
+            ssh_host_key: None,
         };
         let server = commands::bmc_serve(nodes, &options, clock.clone()).await.unwrap();
         let served = &server.nodes[0];

@@ -178,14 +178,14 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
         }
         LabCommand::BmcServe { nodes, machine, kind, dir } => {
             let clock = Clock::wall();
-            let machines = match serve_machines(machine, nodes, &clock).await {
-                Ok(machines) => machines,
+            let (machines, ssh_host_key) = match serve_machines(machine, nodes, &clock).await {
+                Ok(served) => served,
                 Err(e) => {
                     eprintln!("error: {e}");
                     return ExitCode::from(exit::LAB_FAILED);
                 }
             };
-            let options = ServeOptions { kind, bind: IpAddr::V4(Ipv4Addr::LOCALHOST), dir, username: "admin".to_owned() };
+            let options = ServeOptions { kind, bind: IpAddr::V4(Ipv4Addr::LOCALHOST), dir, username: "admin".to_owned(), ssh_host_key };
             let server = match commands::bmc_serve(machines, &options, clock).await {
                 Ok(server) => server,
                 Err(e) => {
@@ -204,8 +204,9 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
     }
 }
 
-/// `nodes` machines `node-1` … `node-N` of `kind`, powered off with the base version installed.
-async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<Vec<ServeMachine>, String> {
+/// `nodes` machines `node-1` … `node-N` of `kind`, powered off with the base version installed,
+/// and for QEMU the SSH host key they present.
+async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<(Vec<ServeMachine>, Option<String>), String> {
     match kind {
         MachineKind::Sim => (1..=nodes)
             .map(|i| {
@@ -216,7 +217,8 @@ async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<
                     .map(ServeMachine::from)
                     .map_err(|e| e.to_string())
             })
-            .collect(),
+            .collect::<Result<_, _>>()
+            .map(|machines| (machines, None)),
         MachineKind::Qemu => {
             let cwd = std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
             let repo = workspace_root(&cwd);
@@ -226,8 +228,9 @@ async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<
                 .map_err(|e| format!("the image build stopped: {e}"))?
                 .map_err(|e| e.to_string())?;
             let count = usize::try_from(nodes).map_err(|e| e.to_string())?;
+            let host_key = commands::images_host_key(&images).map_err(|e| e.to_string())?;
             let machines = commands::qemu_nodes(&images, count, clock).map_err(|e| e.to_string())?;
-            Ok(machines.into_iter().map(ServeMachine::from).collect())
+            Ok((machines.into_iter().map(ServeMachine::from).collect(), Some(host_key)))
         }
     }
 }

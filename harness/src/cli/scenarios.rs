@@ -29,6 +29,9 @@ pub(crate) struct RunArgs {
     /// Run on this backend instead of the scenario's `lab.backend`.
     #[arg(long, value_parser = parse_backend)]
     backend: Option<Backend>,
+    /// The rack's inventory for backend `physical`, instead of the scenario's `lab.inventory`.
+    #[arg(long)]
+    inventory: Option<PathBuf>,
     /// Where each run's artifacts go (`<dir>/<scenario>/<backend>/`).
     #[arg(long, default_value = "target/rackproof-runs")]
     artifacts: PathBuf,
@@ -66,7 +69,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         println!("▶ {} on {}", scenario.name, backend.as_str());
         let started = wall.instant();
         let tools_dir = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_owned));
-        let options = engine::RunOptions { live: args.verbose, tools_dir };
+        let options = engine::RunOptions { live: args.verbose, tools_dir, inventory: args.inventory.clone() };
         let result = match engine::run_scenario_with(scenario, backend, options) {
             Ok(result) => result,
             Err(e @ engine::RunError::Interrupted { .. }) => {

@@ -1,15 +1,19 @@
-//! The machine under a guest lab node: a QEMU process of Rackproof's own (backend `qemu`) or a
-//! libvirt domain (backend `libvirt`, with the `libvirt` cargo feature). Both boot the same node
-//! images through OVMF and systemd-boot, read their identity from fw_cfg, log the serial console
-//! to a file, and sit behind the same BMC emulators; this is what the guest lab asks of either.
+//! The machine under a lab node that boots the node images: a QEMU process of Rackproof's own
+//! (backend `qemu`), a libvirt domain (backend `libvirt`, with the `libvirt` cargo feature), or a
+//! rack server (backend `physical`). All boot the same images through UEFI and systemd-boot. A
+//! guest reads its identity from fw_cfg and sits behind a BMC emulator; a rack server has its own
+//! BMC, gets its identity over SSH (`rackproof_lab::physical::deliver_identity`), and its console
+//! is read from the file or socket its inventory names. This is what the lab asks of any of them.
 
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rackproof_clock::Clock;
-use rackproof_driver::SharedMachine;
-use rackproof_qemu::{NodeIdentity, QemuMachine};
+use rackproof_driver::{ResetAction, SharedMachine};
+use rackproof_lab::physical::{Reservation, StreamConsole};
+use rackproof_lab::resource::NodeDescription;
+use rackproof_qemu::{Console, NodeIdentity, QemuMachine};
 use regex::Regex;
 
 use super::lab::Lines;
@@ -27,54 +31,122 @@ pub enum Guest {
     Qemu(Arc<QemuMachine>),
     #[cfg(feature = "libvirt")]
     Libvirt(libvirt::LibvirtGuest),
+    Rack(Box<RackServer>),
+}
+
+/// A rack server of the inventory, held for the run.
+#[derive(Debug)]
+pub struct RackServer {
+    /// The client of the server's own BMC.
+    pub bmc: SharedMachine,
+    /// Its inventory entry.
+    pub description: NodeDescription,
+    /// Its console lines since the run began (the lines of the boot in progress first).
+    console: Console,
+    /// Follows the console source (dropping it stops the reader).
+    _source: StreamConsole,
+    reader: tokio::task::AbortHandle,
+    /// The node is this run's until the lab goes.
+    _reservation: Reservation,
+}
+
+/// The line init prints at the start of each boot of the node OS; a rack server's boots are
+/// counted by it (its firmware's output is its vendor's).
+const RACK_BOOT_LINE: &str = r"^rackproof-os \S+: init started";
+
+impl RackServer {
+    /// Starts copying `source`'s lines (the backlog of the boot in progress, then each new one)
+    /// into a console; `log` is where the source's lines are kept (the file it follows).
+    pub fn new(description: NodeDescription, bmc: SharedMachine, source: StreamConsole, reservation: Reservation, log: &Path) -> Self {
+        use rackproof_lab::console::ConsoleSource as _;
+        let console = Console::new(&description.name, log);
+        let (backlog, mut live) = source.subscribe();
+        let feed = console.clone();
+        let reader = tokio::spawn(async move {
+            for line in backlog {
+                feed.push(line.text);
+            }
+            loop {
+                match live.recv().await {
+                    Ok(line) => feed.push(line.text),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => tracing::warn!(missed, "rack console lines lost"),
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        })
+        .abort_handle();
+        Self { bmc, description, console, _source: source, reader, _reservation: reservation }
+    }
+}
+
+impl Drop for RackServer {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
 }
 
 /// A place in a guest's console: waiting "since" it ignores the lines before.
 #[derive(Debug, Clone, Copy)]
 pub enum ConsoleMark {
-    Qemu(rackproof_qemu::Mark),
+    Own(rackproof_qemu::Mark),
     #[cfg(feature = "libvirt")]
     Libvirt(rackproof_libvirt::console::Mark),
 }
 
+/// The console of a node: Rackproof's own capture (QEMU, rack) or libvirt's.
+enum Serial<'a> {
+    Own(&'a Console),
+    #[cfg(feature = "libvirt")]
+    Libvirt(&'a rackproof_libvirt::console::SerialConsole),
+}
+
 impl Guest {
-    /// The machine as the BMC emulators drive it.
+    /// The machine as the BMC drives it: the machine itself for a guest (its emulator fronts
+    /// it), the BMC client for a rack server.
     pub fn power(&self) -> SharedMachine {
         match self {
             Self::Qemu(machine) => machine.clone(),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.machine.clone(),
+            Self::Rack(server) => server.bmc.clone(),
+        }
+    }
+
+    fn serial(&self) -> Serial<'_> {
+        match self {
+            Self::Qemu(machine) => Serial::Own(machine.console()),
+            #[cfg(feature = "libvirt")]
+            Self::Libvirt(guest) => Serial::Libvirt(guest.machine.console()),
+            Self::Rack(server) => Serial::Own(&server.console),
         }
     }
 
     /// Every console line so far.
     pub fn lines(&self) -> Vec<String> {
-        match self {
-            Self::Qemu(machine) => machine.console().lines(),
+        match self.serial() {
+            Serial::Own(console) => console.lines(),
             #[cfg(feature = "libvirt")]
-            Self::Libvirt(guest) => guest.machine.console().lines(),
+            Serial::Libvirt(console) => console.lines(),
         }
     }
 
     /// The console's current end.
     pub fn mark(&self) -> ConsoleMark {
-        match self {
-            Self::Qemu(machine) => ConsoleMark::Qemu(machine.console().mark()),
+        match self.serial() {
+            Serial::Own(console) => ConsoleMark::Own(console.mark()),
             #[cfg(feature = "libvirt")]
-            Self::Libvirt(guest) => ConsoleMark::Libvirt(guest.machine.console().mark()),
+            Serial::Libvirt(console) => ConsoleMark::Libvirt(console.mark()),
         }
     }
 
     /// Waits for a console line after `mark` matching `pattern`, at most `timeout`.
     pub async fn wait_line_since(&self, clock: &Clock, mark: ConsoleMark, pattern: &Regex, timeout: Duration) -> Result<String, String> {
-        match (self, mark) {
-            (Self::Qemu(machine), ConsoleMark::Qemu(mark)) => {
-                machine.console().wait_for_since(clock, mark, pattern, timeout).await.map(|l| l.text).map_err(|e| super::error_chain(&e))
+        match (self.serial(), mark) {
+            (Serial::Own(console), ConsoleMark::Own(mark)) => {
+                console.wait_for_since(clock, mark, pattern, timeout).await.map(|l| l.text).map_err(|e| super::error_chain(&e))
             }
             #[cfg(feature = "libvirt")]
-            (Self::Libvirt(guest), ConsoleMark::Libvirt(mark)) => {
-                guest.machine.console().wait_for_since(mark, pattern, timeout).await.map_err(|e| super::error_chain(&e))
-            }
+            (Serial::Libvirt(console), ConsoleMark::Libvirt(mark)) => console.wait_for_since(mark, pattern, timeout).await.map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             _ => Err("a console mark of another machine".to_owned()),
         }
@@ -83,8 +155,8 @@ impl Guest {
     /// The console's lines from now on.
     pub fn subscribe(&self) -> Lines {
         use tokio::sync::broadcast::error::RecvError;
-        match self {
-            Self::Qemu(machine) => Box::pin(futures::stream::unfold(machine.console().subscribe(), |mut lines| async move {
+        match self.serial() {
+            Serial::Own(console) => Box::pin(futures::stream::unfold(console.subscribe(), |mut lines| async move {
                 loop {
                     match lines.recv().await {
                         Ok(line) => return Some((line.text, lines)),
@@ -94,7 +166,7 @@ impl Guest {
                 }
             })),
             #[cfg(feature = "libvirt")]
-            Self::Libvirt(guest) => Box::pin(futures::stream::unfold(guest.machine.console().subscribe(), |mut lines| async move {
+            Serial::Libvirt(console) => Box::pin(futures::stream::unfold(console.subscribe(), |mut lines| async move {
                 loop {
                     match lines.recv().await {
                         Ok(line) => return Some((line, lines)),
@@ -107,21 +179,27 @@ impl Guest {
     }
 
     /// Boots so far: QEMU starts and resets for `qemu`, the firmware's boot-option starts on the
-    /// console for `libvirt`.
+    /// console for `libvirt`, the node OS's `init started` lines for a rack server.
     pub async fn boots(&self) -> u64 {
         match self {
             Self::Qemu(machine) => machine.boots().await,
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.boots(),
+            Self::Rack(server) => {
+                let pattern = Regex::new(RACK_BOOT_LINE).expect("a valid pattern");
+                server.console.count_since(rackproof_qemu::Mark::default(), &pattern) as u64
+            }
         }
     }
 
-    /// Replaces the identity the guest reads from its next power-on.
+    /// Replaces the identity the guest reads from its next power-on (a rack server's is
+    /// delivered over SSH by the lab instead).
     pub async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
         match self {
             Self::Qemu(machine) => machine.set_identity(identity).await.map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.set_identity(identity),
+            Self::Rack(_) => Err("a rack server's identity is delivered over SSH".to_owned()),
         }
     }
 
@@ -131,6 +209,7 @@ impl Guest {
             Self::Qemu(machine) => machine.reimage(disk).await.map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.reimage(disk).await,
+            Self::Rack(server) => Err(format!("node {} is a rack server; Rackproof does not rewrite its disk", server.description.name)),
         }
     }
 
@@ -140,10 +219,12 @@ impl Guest {
             Self::Qemu(machine) => machine.set_link(up).await.map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(_) => Err("network partitions of libvirt domains are not available (the NIC is QEMU's user network, outside libvirt's devices)".to_owned()),
+            Self::Rack(_) => Err("network partitions of rack servers are not available (their switch port is outside Rackproof's reach)".to_owned()),
         }
     }
 
-    /// Stops the machine and removes what it left (QEMU's files; the libvirt domain).
+    /// Stops the machine and removes what it left (QEMU's files; the libvirt domain); a rack
+    /// server is powered off through its BMC and stays as it is otherwise.
     pub async fn shutdown(&self) {
         match self {
             Self::Qemu(machine) => {
@@ -153,6 +234,11 @@ impl Guest {
             Self::Libvirt(guest) => {
                 if let Err(e) = guest.machine.teardown().await {
                     tracing::warn!(error = %super::error_chain(&e), "tearing the libvirt domain down failed");
+                }
+            }
+            Self::Rack(server) => {
+                if let Err(e) = server.bmc.reset(ResetAction::ForceOff).await {
+                    tracing::warn!(node = %server.description.name, error = %super::error_chain(&e), "powering the rack server off failed");
                 }
             }
         }

@@ -19,6 +19,7 @@ pub mod observe;
 pub mod outside;
 pub mod provider;
 pub mod qemu_lab;
+pub mod rack;
 pub mod run;
 pub mod setup;
 pub mod shared;
@@ -42,6 +43,9 @@ pub enum RunError {
     /// The async runtime could not start.
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
+    /// The rack's inventory is missing, unreadable, or lacks a node the scenario names.
+    #[error("scenario {scenario} cannot run on backend physical: {problem}")]
+    Inventory { scenario: String, problem: String },
     /// Ctrl-C or SIGTERM arrived; the lab was torn down.
     #[error("scenario {scenario} interrupted by {signal}; the lab was torn down")]
     Interrupted { scenario: String, signal: &'static str },
@@ -55,10 +59,9 @@ pub struct RunOptions {
     /// A directory searched first for the programs of `run` steps and external components: the
     /// `rackproof` binary's own, so a scenario can run `rackproof orchestrator`.
     pub tools_dir: Option<std::path::PathBuf>,
+    /// The rack's inventory for backend `physical`, instead of the scenario's `lab.inventory`.
+    pub inventory: Option<std::path::PathBuf>,
 }
-
-/// The backends the engine runs scenarios on (`libvirt` with the `libvirt` feature).
-pub const RUNNABLE_BACKENDS: [Backend; 3] = [Backend::Sim, Backend::Qemu, Backend::Libvirt];
 
 /// Runs one scenario on `backend` to its verdict with the default [`RunOptions`].
 pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResult, RunError> {
@@ -74,6 +77,14 @@ pub fn run_scenario_with(loaded: &LoadedScenario, backend: Backend, options: Run
     if !problems.is_empty() {
         return Err(RunError::Unsupported { scenario: loaded.name.clone(), backend: backend.as_str(), problems });
     }
+    let inventory = match backend {
+        Backend::Physical => {
+            let inventory = run::rack_inventory(loaded, options.inventory.as_deref())
+                .map_err(|problem| RunError::Inventory { scenario: loaded.name.clone(), problem })?;
+            Some(inventory)
+        }
+        _ => None,
+    };
     let runtime = match backend {
         Backend::Sim => tokio::runtime::Builder::new_current_thread().enable_all().start_paused(run::on_virtual_time(&loaded.scenario, backend)).build(),
         _ => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
@@ -83,7 +94,7 @@ pub fn run_scenario_with(loaded: &LoadedScenario, backend: Backend, options: Run
     let result = runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(RunError::Runtime)?;
         tokio::select! {
-            result = run::run(loaded, backend, options) => Ok(result),
+            result = run::run(loaded, backend, options, inventory) => Ok(result),
             _ = tokio::signal::ctrl_c() => Err(interrupted("Ctrl-C")),
             _ = term.recv() => Err(interrupted("SIGTERM")),
         }

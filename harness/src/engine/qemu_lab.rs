@@ -26,6 +26,7 @@ use rackproof_clock::Clock;
 use rackproof_driver::{PowerState, ResetAction, SharedMachine};
 use rackproof_lab::bmc::{self, BmcCredentials, BmcOptions};
 use rackproof_lab::image_server::{ImageFault, ImageServer};
+use rackproof_lab::physical::InventoryFile;
 use rackproof_lab::resource::{BmcDescription, BmcKind as LabBmcKind, CredentialsRef};
 use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig, FaultRule, RunningEmulator};
@@ -51,11 +52,12 @@ const RESET_PATH: &str = "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset";
 /// The line `os-update` logs just before its first write to the ESP.
 const SLOT_WRITE_LINE: &str = "installing the slot on the ESP";
 
-/// What keeps a node's BMC emulator serving.
+/// What keeps a node's BMC emulator serving; a rack server's BMC is its own.
 #[derive(Debug)]
 enum Served {
     Redfish { emulator: Emulator, _running: RunningEmulator },
     Ipmi(#[expect(dead_code, reason = "held so the emulator keeps serving")] rackproof_ipmi::IpmiEmulator),
+    Rack(LabBmcKind),
 }
 
 /// One lab node.
@@ -85,24 +87,27 @@ pub struct QemuLab {
     new_version: String,
     /// The base version (installed on the disks).
     base_version: String,
-    /// CA files of the Redfish emulators.
-    _dir: tempfile::TempDir,
+    /// This machine's address as the nodes reach it (QEMU's user network: [`HOST_ALIAS`]).
+    node_address: String,
+    /// CA files of the Redfish emulators (none in front of rack servers).
+    _dir: Option<tempfile::TempDir>,
 }
 
-/// What the `qemu` backend cannot do for this scenario, one sentence each (empty: it can run).
+/// What the backends booting the node images (`qemu`, `libvirt`, `physical`) cannot do for this
+/// scenario, one sentence each (empty: it can run).
 pub fn unsupported(scenario: &Scenario) -> Vec<String> {
     let mut problems = Vec::new();
     let base = &scenario.pool.os.value;
     let others: Vec<&str> = scenario.images.iter().map(|i| i.version.value.as_str()).filter(|v| *v != base.as_str()).collect();
     if others.len() > 1 {
         problems.push(format!(
-            "the qemu backend builds images for two versions (the pool's {base} and one update target), not {}",
+            "the node images are built for two versions (the pool's {base} and one update target), not {}",
             others.join(", ")
         ));
     }
     for image in &scenario.images {
         if image.version.value == *base && image.boot != BootBehaviour::Ok {
-            problems.push(format!("the installed version {base} must boot on qemu (its disks are built with it); only the update target can be broken"));
+            problems.push(format!("the installed version {base} must boot (the nodes start from it); only the update target can be broken"));
         }
         if let Err(e) = variant_suffix(&image.boot, base) {
             problems.push(e);
@@ -124,7 +129,7 @@ pub fn unsupported(scenario: &Scenario) -> Vec<String> {
         }))
         .any(|a| matches!(a, crate::scenario::FaultAction::Kill(k) if k.component == crate::scenario::Component::Agent));
     if kills_agent {
-        problems.push("killing the agent inside a QEMU guest is not available (it needs SSH into the guest)".to_owned());
+        problems.push("killing the agent of a node booting the node images is not available (init does not restart it)".to_owned());
     }
     problems
 }
@@ -226,7 +231,57 @@ impl QemuLab {
             pool: scenario.pool.name.clone(),
             new_version: new,
             base_version: base,
-            _dir: dir,
+            node_address: HOST_ALIAS.to_owned(),
+            _dir: Some(dir),
+        };
+        for image in scenario.images.iter().filter(|i| i.boot != BootBehaviour::Ok) {
+            for name in lab.nodes.keys() {
+                lab.break_next_version(name, &image.boot)?;
+            }
+        }
+        Ok(lab)
+    }
+
+    /// The lab of backend `physical`: the scenario's nodes from `inventory`, each reserved and
+    /// brought up (all at once) so provisioning can reach it over SSH. The API server and the
+    /// image server listen where the inventory's `harness` says, and the nodes address them there.
+    pub async fn build_rack(scenario: &Scenario, inventory: &InventoryFile, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
+        let harness = inventory.inventory.harness.as_ref().ok_or_else(|| format!("inventory {} has no `harness` section", inventory.path.display()))?;
+        let base = scenario.pool.os.value.clone();
+        let new = Self::update_target(scenario);
+        let listen = SocketAddr::new(harness.listen, 0);
+        let image_server = ImageServer::serve(images.dir().join("slots"), listen).await.map_err(|e| super::error_chain(&e))?;
+        let https = server.serve_https_also_as(listen, &[harness.address.as_str()]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;
+        let api_server = format!("https://{}:{}", harness.address, https.addr().port());
+        let mut nodes = BTreeMap::new();
+        for name in scenario.lab.node_names() {
+            let rack = super::rack::open(inventory, &name, clock).await?;
+            let kind = rack.description.bmc.as_ref().map_or(LabBmcKind::Redfish, |b| b.kind);
+            let identity = NodeIdentity {
+                node: name.clone(),
+                pool: scenario.pool.name.clone(),
+                api_server: api_server.clone(),
+                token: server.issue_token(User::node(&name)),
+                ca_pem: https.ca_pem().to_owned(),
+                kubelet_version: scenario.pool.kubernetes.clone(),
+                ..NodeIdentity::default()
+            };
+            let bmc = rack.bmc.clone();
+            nodes.insert(name, QemuNode { machine: Guest::Rack(Box::new(rack)), bmc, served: Served::Rack(kind), identity, installed: Mutex::new(base.clone()) });
+        }
+        futures::future::try_join_all(nodes.iter().map(|(name, node)| super::rack::ensure_up(name, &node.machine, clock))).await?;
+        let lab = Self {
+            nodes,
+            images,
+            image_server,
+            server: server.clone(),
+            _https: https,
+            clock: clock.clone(),
+            pool: scenario.pool.name.clone(),
+            new_version: new,
+            base_version: base,
+            node_address: harness.address.clone(),
+            _dir: None,
         };
         for image in scenario.images.iter().filter(|i| i.boot != BootBehaviour::Ok) {
             for name in lab.nodes.keys() {
@@ -244,11 +299,15 @@ impl QemuLab {
         self.nodes.get(name).ok_or_else(|| format!("no lab node {name}"))
     }
 
-    /// Hands the node the pool's OSC and a fresh disk with `version`.
+    /// Hands the node the pool's OSC and a fresh disk with `version` (a rack server: checks it
+    /// runs `version`, and leaves it off with the identity on its state partition).
     pub async fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
         let node = self.node(name)?;
         self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
         let identity = NodeIdentity { osc_secret: format!("{}/{}", osc.namespace, osc.name), ..node.identity.clone() };
+        if let Guest::Rack(server) = &node.machine {
+            return super::rack::provision(server, &node.machine, &identity, version, &self.clock).await;
+        }
         node.machine.set_identity(&identity).await?;
         let fresh = node.installed.lock().unwrap_or_else(|p| p.into_inner()).clone() == version && node.machine.boots().await == 0;
         if !fresh {
@@ -395,7 +454,7 @@ impl QemuLab {
     pub fn add_bmc_quirk(&self, name: &str, quirk: &BmcQuirk, count: Option<u32>) -> Result<(), String> {
         let node = self.node(name)?;
         let Served::Redfish { emulator, .. } = &node.served else {
-            return Err("BMC quirks on qemu need a Redfish BMC".to_owned());
+            return Err("BMC quirks are set through the Redfish emulator of a qemu node".to_owned());
         };
         let rule = match quirk {
             BmcQuirk::IgnorePowerOn => FaultRule::ignore_action("POST", RESET_PATH).for_reset_type(ResetAction::On),
@@ -425,7 +484,7 @@ impl QemuLab {
 
     /// The orchestrator's OS-update command points here (as the guests see it).
     pub fn image_server_url(&self) -> String {
-        self.image_server.url_as_seen_from(HOST_ALIAS)
+        self.image_server.url_as_seen_from(&self.node_address)
     }
 
     /// Stops every guest (QEMU: QMP `quit`, then SIGKILL; libvirt: the domain destroyed and
@@ -440,8 +499,8 @@ impl QemuLab {
 /// The timeline's words for a BMC request.
 fn describe(served: &Served, action: ResetAction) -> String {
     match served {
-        Served::Redfish { .. } => format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}"),
-        Served::Ipmi(_) => format!("ipmi: chassis control {}", super::sim_lab::ipmi_name(action)),
+        Served::Redfish { .. } | Served::Rack(LabBmcKind::Redfish) => format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}"),
+        Served::Ipmi(_) | Served::Rack(LabBmcKind::Ipmi) => format!("ipmi: chassis control {}", super::sim_lab::ipmi_name(action)),
     }
 }
 

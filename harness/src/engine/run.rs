@@ -40,6 +40,7 @@ use super::world::{DependentView, NodeView, World};
 use super::{faults, observe, setup, steps};
 use crate::load::LoadedScenario;
 use crate::scenario::{Backend, Cluster, FaultAction, Implementation, Scenario, Step};
+use rackproof_lab::physical::InventoryFile;
 
 /// How long the pool's nodes may take to come up at the start.
 const BRING_UP: Duration = Duration::from_secs(1800);
@@ -150,14 +151,24 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
                 problems.push("network partitions need QEMU's set_link, and a libvirt domain's user-mode NIC is outside libvirt's devices (backend qemu)".to_owned());
             }
         }
-        Backend::Physical => problems.push("backend physical is driven by `rackproof lab` but not yet by scenarios".to_owned()),
+        Backend::Physical => {
+            problems.extend(boot_timing_unsupported(scenario));
+            problems.extend(qemu_lab::unsupported(scenario));
+            for action in fault_actions(scenario) {
+                match action {
+                    FaultAction::Partition(p) => problems.push(format!("a network partition of {} needs QEMU's set_link; a rack server's switch port is outside Rackproof's reach (backend qemu)", p.node.value)),
+                    FaultAction::Bmc(_) => problems.push("BMC quirks are injected through the emulators of backends sim and qemu; a rack server's BMC is real".to_owned()),
+                    _ => {}
+                }
+            }
+        }
     }
     problems
 }
 
 /// `lab.bootTiming` sets the stages of simulated machines' boots; a guest boots in its own time.
 fn boot_timing_unsupported(scenario: &Scenario) -> Option<String> {
-    scenario.lab.boot_timing.is_some().then(|| "`lab.bootTiming` sets simulated machines' boot stages; a QEMU or libvirt guest boots in the time it takes (remove it, or run on backend sim)".to_owned())
+    scenario.lab.boot_timing.is_some().then(|| "`lab.bootTiming` sets simulated machines' boot stages; a guest or rack server boots in the time it takes (remove it, or run on backend sim)".to_owned())
 }
 
 /// Every fault action of the scenario: its faults' and its `fault` steps'.
@@ -215,9 +226,9 @@ fn initial_world(scenario: &Scenario) -> World {
     }
 }
 
-/// Runs `loaded` on `backend` (`sim` or `qemu`). `sim` must be called on a current-thread
-/// runtime with the clock paused (see [`super::run_scenario`]).
-pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunOptions) -> RunResult {
+/// Runs `loaded` on `backend` (`inventory`: the rack of backend `physical`). `sim` must be called
+/// on a current-thread runtime with the clock paused (see [`super::run_scenario`]).
+pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunOptions, inventory: Option<InventoryFile>) -> RunResult {
     let scenario = Arc::new(loaded.scenario.clone());
     let clock = if on_virtual_time(&scenario, backend) { Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp")) } else { Clock::wall() };
     let server = ApiServer::with_watch_window(clock.clone(), rackproof_apiserver::DEFAULT_WATCH_WINDOW, scenario.seed);
@@ -226,8 +237,8 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     let (nodes, max_unavailable) = (world.nodes.keys().cloned().collect::<Vec<_>>(), world.max_unavailable);
     let repo = qemu_lab::workspace_root(&loaded.path);
     let images = match backend {
-        Backend::Qemu | Backend::Libvirt => QemuLab::images(&scenario, &repo).await.map(Some),
-        Backend::Sim | Backend::Physical => Ok(None),
+        Backend::Qemu | Backend::Libvirt | Backend::Physical => QemuLab::images(&scenario, &repo).await.map(Some),
+        Backend::Sim => Ok(None),
     };
     let judge = Judge::new(world, Expectations::new(&scenario.expect), InvariantChecker::new(&scenario.invariants));
     let shared = Shared::new(judge, clock.clone());
@@ -238,7 +249,7 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     let (stop_progress, progress_stopped) = tokio::sync::oneshot::channel();
     let progress = options.live.then(|| tokio::spawn(shared.clone().print_progress(progress_stopped)));
     let logs = RunLogs { consoles: consoles.clone(), components: component_logs.clone() };
-    let setting = Setting { scenario: &scenario, file: &loaded.path, backend, tools_dir: options.tools_dir.as_deref() };
+    let setting = Setting { scenario: &scenario, file: &loaded.path, backend, tools_dir: options.tools_dir.as_deref(), inventory: inventory.as_ref() };
     let outcome = drive(&setting, images, &server, &client, &clock, &shared, &logs, &mut tasks).await;
     for task in &tasks {
         task.abort();
@@ -279,12 +290,33 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     RunResult { verdict, failures, timeline, elapsed, nodes, max_unavailable, consoles: consoles.take(), component_logs: component_logs.take(), expectations }
 }
 
-/// What a run is of: the scenario, its file, the backend, and where `rackproof` lives.
+/// What a run is of: the scenario, its file, the backend, where `rackproof` lives, and the
+/// rack's inventory (backend `physical`).
 struct Setting<'a> {
     scenario: &'a Arc<Scenario>,
     file: &'a std::path::Path,
     backend: Backend,
     tools_dir: Option<&'a std::path::Path>,
+    inventory: Option<&'a InventoryFile>,
+}
+
+/// The rack's inventory for a run on backend `physical`: `command_line`'s, else the scenario's
+/// `lab.inventory` (relative to the scenario file); it must list every node the scenario names.
+pub fn rack_inventory(loaded: &LoadedScenario, command_line: Option<&std::path::Path>) -> Result<InventoryFile, String> {
+    let path = match (command_line, &loaded.scenario.lab.inventory) {
+        (Some(path), _) => path.to_owned(),
+        (None, Some(path)) => loaded.path.parent().unwrap_or(std::path::Path::new(".")).join(path),
+        (None, None) => return Err("it needs the rack's inventory: set `lab.inventory` in the scenario or give `rackproof run --inventory FILE`".to_owned()),
+    };
+    let inventory = InventoryFile::load(&path).map_err(|e| super::error_chain(&e))?;
+    inventory.select(&loaded.scenario.lab.node_names()).map_err(|e| e.to_string())?;
+    if inventory.inventory.harness.is_none() {
+        return Err(format!(
+            "inventory {} has no `harness` section; add `harness: {{address: IP-OR-NAME}}` with the address the nodes reach this machine at",
+            path.display()
+        ));
+    }
+    Ok(inventory)
 }
 
 /// Where a run's text output goes: node consoles and external components.
@@ -313,6 +345,12 @@ async fn drive(
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
             let kind = if backend == Backend::Libvirt { GuestKind::Libvirt } else { GuestKind::Qemu };
             let lab = QemuLab::build(scenario, kind, images, server, clock).await?;
+            let url = lab.image_server_url();
+            (Lab::Qemu(Box::new(lab)), url)
+        }
+        (Backend::Physical, Some(images)) => {
+            let inventory = setting.inventory.ok_or("backend physical without an inventory")?;
+            let lab = QemuLab::build_rack(scenario, inventory, images, server, clock).await?;
             let url = lab.image_server_url();
             (Lab::Qemu(Box::new(lab)), url)
         }

@@ -124,8 +124,9 @@ impl Console {
         self.wait_for_since(clock, self.mark(), pattern, timeout).await
     }
 
-    /// Records one line (without its end of line).
-    pub(crate) fn push(&self, text: String) {
+    /// Records one line (without its end of line): what [`Console::capture`] does per line, and
+    /// how a console read elsewhere (a rack node's console server) is fed in.
+    pub fn push(&self, text: String) {
         let index = {
             let mut lines = self.lock();
             lines.push(text.clone());

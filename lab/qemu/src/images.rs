@@ -9,6 +9,7 @@
 //! disks/VERSION.raw                                        GPT disk, VERSION installed and blessed
 //! disks/VERSION-corrupt.raw                                the same with the slot's initrd corrupted
 //! keys/slot.key, keys/slot.pub                             the manifests' ed25519 key pair
+//! keys/ssh_host_ed25519_key                                dropbear's host key, in every slot
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -95,6 +96,12 @@ impl Images {
     /// A disk by name (`1.0.0`, `1.0.0-corrupt`).
     pub fn disk(&self, name: &str) -> Result<PathBuf, ImagesError> {
         self.existing(self.dir.join("disks").join(format!("{name}.raw")))
+    }
+
+    /// dropbear's host key file (dropbear format), the one every slot of this build presents;
+    /// `rackproof_ssh::dropbear_host_key_pin` turns it into a pin.
+    pub fn ssh_host_key(&self) -> Result<PathBuf, ImagesError> {
+        self.existing(self.dir.join("keys/ssh_host_ed25519_key"))
     }
 
     /// The public key the manifests are signed with (PEM).

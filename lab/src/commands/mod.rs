@@ -8,7 +8,8 @@
 //! - [`console`]: stream one node's console (no reservation: reading disturbs nobody);
 //! - [`bmc_serve`]: Redfish and/or IPMI emulators in front of sim or QEMU machines ([`qemu_nodes`]
 //!   makes a QEMU node set from the images), with a credentials file per node and an inventory
-//!   that points at them.
+//!   that points at them (for QEMU nodes also SSH and the harness address: a rack `rackproof run`
+//!   can use as backend `physical`).
 //!
 //! Unknown node names are refused before anything happens. With [`LabOptions::dry_run`] set,
 //! credentials are still resolved (so a missing variable shows up), but no BMC is contacted and
@@ -27,8 +28,8 @@ use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use tokio::sync::broadcast;
 
 pub use self::serve::{
-    BmcServer, QemuNodesError, ServeError, ServeKind, ServeMachine, ServeOptions, ServedNode, bmc_serve,
-    qemu_nodes,
+    BmcServer, QemuNodesError, SSH_KEY_FILE, ServeError, ServeKind, ServeMachine, ServeOptions, ServedNode,
+    bmc_serve, images_host_key, qemu_nodes,
 };
 use crate::bmc::{
     BmcAction, BmcError, BmcOptions, DryRunPower, DryRunSink, connect_node, describe,

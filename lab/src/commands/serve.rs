@@ -11,7 +11,15 @@
 //!    the first line of its first power-on);
 //!
 //! and an inventory per protocol served (`inventory-redfish.yaml`, `inventory-ipmi.yaml`) with
-//! every node, its BMC endpoint, credentials file and console file. [`BmcServer::shutdown`]
+//! every node, its BMC endpoint, credentials file and console file.
+//!
+//! QEMU nodes are a rack a scenario can run on (backend `physical`), when
+//! [`ServeOptions::ssh_host_key`] says which host key their images present: then a client key
+//! pair is generated as `ssh_ed25519` in `dir`, every QEMU node authorizes it (through fw_cfg, as
+//! an operator's key would be installed on a rack), each node's inventory entry says how to reach
+//! it over SSH (its forwarded port on 127.0.0.1, user root, the key, the pinned host key), and the
+//! inventory says the nodes reach this machine at `10.0.2.2` (the host on QEMU's user network),
+//! with the run's servers listening on 127.0.0.1. [`BmcServer::shutdown`]
 //! stops the emulators and console writers and quits every QEMU process (QMP `quit`, then
 //! SIGKILL); dropping the server stops the emulators and console writers, and a QEMU machine is
 //! SIGKILLed when its last handle goes. The files in `dir` stay (they are the user's to remove).
@@ -35,7 +43,8 @@ use tokio::task::AbortHandle;
 use crate::bmc::BmcCredentials;
 use crate::console::ConsoleSource;
 use crate::resource::{
-    BmcDescription, BmcKind, ConsoleDescription, CredentialsRef, Inventory, NodeDescription,
+    BmcDescription, BmcKind, ConsoleDescription, CredentialsRef, HarnessAddress, Inventory,
+    NodeDescription, SshDescription,
 };
 use crate::sim::SimMachine;
 
@@ -112,6 +121,27 @@ pub enum QemuNodesError {
     Images(#[from] rackproof_qemu::images::ImagesError),
     #[error(transparent)]
     Qemu(#[from] QemuError),
+    #[error("read the images' SSH host key {}", path.display())]
+    HostKeyRead {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the images' SSH host key {}", path.display())]
+    HostKey {
+        path: PathBuf,
+        #[source]
+        source: rackproof_ssh::DropbearKeyError,
+    },
+}
+
+/// The SSH host key every node booting `images` presents (`TYPE BASE64`), for
+/// [`ServeOptions::ssh_host_key`].
+pub fn images_host_key(images: &Images) -> Result<String, QemuNodesError> {
+    let path = images.ssh_host_key()?;
+    let file = std::fs::read(&path).map_err(|source| QemuNodesError::HostKeyRead { path: path.clone(), source })?;
+    let pin = rackproof_ssh::dropbear_host_key_pin(&file).map_err(|source| QemuNodesError::HostKey { path, source })?;
+    Ok(pin.to_string())
 }
 
 /// `count` QEMU nodes `node-1` … `node-N`, each with its own copy of the base disk of `images`
@@ -135,7 +165,13 @@ pub struct ServeOptions {
     pub dir: PathBuf,
     /// The BMC user name (IPMI allows at most 16 bytes).
     pub username: String,
+    /// The host key QEMU nodes present (`TYPE BASE64`, from their images'
+    /// `keys/ssh_host_ed25519_key`); `Some` makes them reachable over SSH (see the module docs).
+    pub ssh_host_key: Option<String>,
 }
+
+/// The client key file `bmc serve` generates for SSH into its QEMU nodes.
+pub const SSH_KEY_FILE: &str = "ssh_ed25519";
 
 /// `bmc serve` could not start.
 #[derive(Debug, thiserror::Error)]
@@ -177,6 +213,14 @@ pub enum ServeError {
     },
     #[error("serialize the inventory")]
     Serialize(#[source] serde_saphyr::ser::Error),
+    #[error("make the SSH client key")]
+    SshKey(#[source] rackproof_ssh::KeygenError),
+    #[error("machine {node}: hand it the SSH key")]
+    SshIdentity {
+        node: String,
+        #[source]
+        source: DriverError,
+    },
 }
 
 /// One machine behind its emulators.
@@ -190,6 +234,8 @@ pub struct ServedNode {
     pub ipmi: Option<SocketAddr>,
     pub credentials_file: PathBuf,
     pub console_file: PathBuf,
+    /// How to reach the node over SSH (QEMU nodes when [`ServeOptions::ssh_host_key`] is set).
+    pub ssh: Option<SshDescription>,
 }
 
 /// Running emulators; dropping this stops them.
@@ -268,6 +314,9 @@ impl fmt::Display for BmcServer {
             }
             writeln!(f, "  credentials: {}", node.credentials_file.display())?;
             writeln!(f, "  console:     {}", node.console_file.display())?;
+            if let Some(ssh) = &node.ssh {
+                writeln!(f, "  ssh:         ssh -i {} -p {} {}@{}", ssh.key_path.display(), ssh.port, ssh.user, ssh.host)?;
+            }
         }
         for path in [&self.redfish_inventory, &self.ipmi_inventory]
             .into_iter()
@@ -337,6 +386,14 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
             })
             .collect(),
     };
+    let ssh = match (&options.ssh_host_key, server.qemu.is_empty()) {
+        (Some(host_key), false) => {
+            let key_path = dir.join(SSH_KEY_FILE);
+            let public_line = rackproof_ssh::generate_client_key(&key_path, "rackproof-lab").map_err(ServeError::SshKey)?;
+            Some((key_path, public_line, host_key.clone()))
+        }
+        _ => None,
+    };
     let mut redfish_nodes = Vec::new();
     let mut ipmi_nodes = Vec::new();
     for machine in machines {
@@ -344,13 +401,27 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
         let credentials = BmcCredentials::new(options.username.clone(), random_password());
         let credentials_file = dir.join(format!("{name}.cred"));
         let console_file = dir.join(format!("{name}.console.log"));
+        let node_ssh = match (&machine, &ssh) {
+            (ServeMachine::Qemu(qemu), Some((key_path, public_line, host_key))) => {
+                let identity = rackproof_qemu::NodeIdentity { ssh_authorized_key: public_line.clone(), ..rackproof_qemu::NodeIdentity::default() };
+                qemu.set_identity(&identity).await.map_err(|source| ServeError::SshIdentity { node: name.clone(), source })?;
+                Some(SshDescription {
+                    host: std::net::Ipv4Addr::LOCALHOST.to_string(),
+                    port: qemu.ssh_port(),
+                    user: "root".to_owned(),
+                    key_path: key_path.clone(),
+                    host_key: host_key.clone(),
+                })
+            }
+            _ => None,
+        };
         let base = NodeDescription {
             name: name.clone(),
             bmc: None,
             console: Some(ConsoleDescription::File {
                 path: console_file.clone(),
             }),
-            ssh: None,
+            ssh: node_ssh,
             disks: Vec::new(),
         };
         base.validate().map_err(|e| ServeError::BadNode {
@@ -379,6 +450,7 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
             ipmi: None,
             credentials_file: credentials_file.clone(),
             console_file,
+            ssh: base.ssh.clone(),
         };
         if options.kind.redfish() {
             let emulator = Emulator::new(EmulatorConfig::single(
@@ -453,7 +525,11 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
         if nodes.is_empty() {
             continue;
         }
-        let text = serde_saphyr::to_string(&Inventory { nodes }).map_err(ServeError::Serialize)?;
+        let harness = ssh.as_ref().map(|_| HarnessAddress {
+            address: rackproof_qemu::HOST_ALIAS.to_owned(),
+            listen: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        });
+        let text = serde_saphyr::to_string(&Inventory { harness, nodes }).map_err(ServeError::Serialize)?;
         let path = dir.join(file);
         write_file(&path, &text, 0o644)?;
         *slot = Some(path);

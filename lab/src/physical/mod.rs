@@ -4,6 +4,7 @@
 //!   host, user, key and pinned host key; console; disks), with errors at `file:line:column`, and
 //!   node lookup that refuses unlisted names with a "did you mean".
 //! - [`Reservation`]: an exclusive per-node lock file, so two runs never drive the same node.
+//! - [`deliver_identity`]: a run's node identity written over SSH to the node's state partition.
 //! - [`StreamConsole`]: a node's console from a file or a TCP socket, as a
 //!   [`crate::console::ConsoleSource`] the strategies watch.
 //!
@@ -11,9 +12,11 @@
 //! the [`crate::commands`] module puts these together (with dry-run).
 
 mod console;
+mod identity;
 mod inventory;
 mod reservation;
 
 pub use self::console::{ConsoleError, StreamConsole};
+pub use self::identity::{Delivered, DeliveryError, IDENTITY_PATH, deliver_identity, ssh_target};
 pub use self::inventory::{InventoryError, InventoryFile, UnknownNode};
 pub use self::reservation::{Holder, Reservation, ReservationError};

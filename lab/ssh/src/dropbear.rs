@@ -1,9 +1,10 @@
 //! Host keys from dropbear's own key files, for pinning a node before it ever answers.
 //!
-//! The node images generate their dropbear host key when a slot is built (`images/build-slot`
-//! puts `etc/dropbear/dropbear_ed25519_host_key` into the initramfs), so whoever holds the slot
-//! artifacts knows the key every node booting that slot will present, out of band: read the file
-//! from the slot and pin its public half ([`dropbear_host_key`]). No trust on first use is needed.
+//! The node images' dropbear host key is generated once per image build (`ci/build-images` writes
+//! `keys/ssh_host_ed25519_key`, and `images/build-slot` puts it into every slot's initramfs as
+//! `etc/dropbear/dropbear_ed25519_host_key`), so whoever holds the build knows the key every node
+//! booting any of its slots will present, out of band: read the file and pin its public half
+//! ([`dropbear_host_key`]). No trust on first use is needed.
 //!
 //! dropbear's ed25519 key file is two SSH wire-format strings: the algorithm name
 //! `ssh-ed25519`, then 64 bytes, the 32-byte private seed followed by the 32-byte public key.

@@ -12,6 +12,7 @@
 //!   without an SFTP server; uploads are atomic (temp file, size check, rename).
 //! - [`dropbear_host_key`] reads the public half of a dropbear host key file, so a node booting
 //!   an image whose key was generated at build time is pinned before it ever answers.
+//! - [`generate_client_key`] writes a fresh ed25519 client key pair (OpenSSH format).
 //! - A dropped connection is re-established once for idempotent operations only (module
 //!   `session`).
 //!
@@ -22,6 +23,7 @@ mod copy;
 mod dropbear;
 mod error;
 mod hostkey;
+mod keygen;
 mod logs;
 mod session;
 mod shell;
@@ -30,6 +32,7 @@ mod target;
 pub use dropbear::{dropbear_host_key, dropbear_host_key_pin, DropbearKeyError};
 pub use error::Error;
 pub use hostkey::{HostKeyTrust, SeenHostKey};
+pub use keygen::{KeygenError, generate_client_key, public_path};
 pub use logs::{CollectedLog, CollectedLogs, MissingLog};
 pub use session::{ExitStatus, Output, SshSession};
 pub use target::{HostKeyPin, SshTarget, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT};

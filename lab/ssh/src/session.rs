@@ -292,7 +292,7 @@ impl Attempt {
 pub(crate) struct StdoutSink<'a> {
     pub(crate) file: &'a mut tokio::fs::File,
     pub(crate) written: u64,
-    pub(crate) error: &'a dyn Fn(std::io::Error) -> Error,
+    pub(crate) error: &'a (dyn Fn(std::io::Error) -> Error + Sync),
 }
 
 impl StdoutSink<'_> {

@@ -1,0 +1,115 @@
+//! Rack servers as lab nodes (backend `physical`): the inventory's nodes the scenario names,
+//! reserved for the run (`rackproof_lab::physical::Reservation`), driven through their own BMCs,
+//! watched on the consoles the inventory names, and reached over SSH.
+//!
+//! A server boots whatever is on its disk, so a run can't reimage it. Provisioning one for a
+//! Machine instead:
+//! 1. brings it up (when the lab is built, all servers at once: a server's POST takes minutes);
+//! 2. over SSH, checks it runs the pool's version and writes the run's identity to its state
+//!    partition (`rackproof_lab::physical::deliver_identity`);
+//! 3. shuts it down through the BMC (ACPI, then a forced power-off if it lingers), so the power-on
+//!    that follows boots it with the identity, as a guest's first boot would.
+
+use std::time::Duration;
+
+use rackproof_clock::Clock;
+use rackproof_driver::{PowerState, ResetAction};
+use rackproof_lab::bmc::{self, BmcOptions};
+use rackproof_lab::env::Env;
+use rackproof_lab::physical::{self, InventoryFile, Reservation, StreamConsole};
+use rackproof_lab::resource::ConsoleDescription;
+use rackproof_qemu::NodeIdentity;
+use regex::Regex;
+
+use super::guest::{Guest, RackServer};
+
+/// How long a server may take from power-on to its OS reporting up (POST on real hardware).
+const BOOT_DEADLINE: Duration = Duration::from_secs(900);
+/// How long an ACPI shutdown may take before the power is forced off.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(90);
+/// How long a server may take to report `Off` after a forced power-off.
+const FORCE_OFF_GRACE: Duration = Duration::from_secs(30);
+
+/// Reserves, connects and starts following the console of the inventory's node `name`.
+pub async fn open(inventory: &InventoryFile, name: &str, clock: &Clock) -> Result<RackServer, String> {
+    let description = inventory.node(name).map_err(|e| e.to_string())?.clone();
+    let env = Env::process();
+    let lock_dir = env.lock_dir().map_err(|e| e.to_string())?;
+    let reservation = Reservation::acquire(&lock_dir, name, clock).map_err(|e| super::error_chain(&e))?;
+    let console = description
+        .console
+        .as_ref()
+        .ok_or_else(|| format!("node {name}: no console in inventory {}; a run watches it to see the OS come up", inventory.path.display()))?;
+    physical::ssh_target(&description).map_err(|e| e.to_string())?;
+    let source = StreamConsole::open(name, console, clock.clone()).await.map_err(|e| super::error_chain(&e))?;
+    let bmc = bmc::connect_node(&description, &env, &BmcOptions::default(), clock.clone()).await.map_err(|e| super::error_chain(&e))?;
+    // What a console wait that timed out points at.
+    let log = match console {
+        ConsoleDescription::File { path } => path.clone(),
+        ConsoleDescription::Tcp { host, port } => std::path::PathBuf::from(format!("tcp://{host}:{port}")),
+    };
+    Ok(RackServer::new(description, bmc, source, reservation, &log))
+}
+
+/// Makes sure the server's OS is up: powers it on if it is off, restarts it if it is on but its
+/// console does not show the OS up (stuck, or a boot the run did not see start).
+pub async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), String> {
+    let bmc = guest.power();
+    let up = Regex::new(r"^rackproof-os \S+: up$").expect("a valid pattern");
+    let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
+    let mark = guest.mark();
+    let state = bmc.power_state().await.map_err(|e| format!("node {name}: {}", super::error_chain(&e)))?;
+    let action = match state {
+        PowerState::On => {
+            let lines = guest.lines();
+            if lines.iter().rev().find(|l| up.is_match(l) || started.is_match(l)).is_some_and(|l| up.is_match(l)) {
+                return Ok(());
+            }
+            ResetAction::ForceRestart
+        }
+        _ => ResetAction::On,
+    };
+    tracing::info!(node = name, %action, "bringing the rack server up to deliver its identity");
+    bmc.reset(action).await.map_err(|e| format!("node {name}: {action}: {}", super::error_chain(&e)))?;
+    guest.wait_line_since(clock, mark, &up, BOOT_DEADLINE).await.map(|_| ())
+}
+
+/// Steps 1–3 of the module docs for one server.
+pub async fn provision(server: &RackServer, guest: &Guest, identity: &NodeIdentity, version: &str, clock: &Clock) -> Result<(), String> {
+    let name = server.description.name.as_str();
+    ensure_up(name, guest, clock).await?;
+    let delivered = physical::deliver_identity(&server.description, identity, clock).await.map_err(|e| super::error_chain(&e))?;
+    if delivered.version != version {
+        return Err(format!(
+            "node {name} runs OS {}, but the pool starts from {version}; install {version} on it (ci/build-images makes disks/{version}.raw) and run again",
+            delivered.version
+        ));
+    }
+    shut_down(name, server, clock).await
+}
+
+/// An ACPI shutdown through the BMC; a forced power-off when the OS does not finish in time.
+async fn shut_down(name: &str, server: &RackServer, clock: &Clock) -> Result<(), String> {
+    let fail = |what: &str, e: &(dyn std::error::Error + 'static)| format!("node {name}: {what}: {}", super::error_chain(e));
+    server.bmc.reset(ResetAction::GracefulShutdown).await.map_err(|e| fail("graceful shutdown", &e))?;
+    if wait_off(server, clock, SHUTDOWN_GRACE).await {
+        return Ok(());
+    }
+    tracing::warn!(node = name, "still on {SHUTDOWN_GRACE:?} after an ACPI shutdown; forcing it off");
+    server.bmc.reset(ResetAction::ForceOff).await.map_err(|e| fail("force off", &e))?;
+    if wait_off(server, clock, FORCE_OFF_GRACE).await {
+        return Ok(());
+    }
+    Err(format!("node {name}: its BMC still reports it on after a forced power-off"))
+}
+
+async fn wait_off(server: &RackServer, clock: &Clock, within: Duration) -> bool {
+    let deadline = clock.instant() + within;
+    while clock.instant() < deadline {
+        if matches!(server.bmc.power_state().await, Ok(PowerState::Off)) {
+            return true;
+        }
+        clock.sleep(Duration::from_secs(1)).await;
+    }
+    false
+}
