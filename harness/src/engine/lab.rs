@@ -8,7 +8,7 @@ use futures::Stream;
 
 use super::logs::LineLogs;
 use super::provider::OscLocation;
-use super::qemu_lab::QemuLab;
+use super::image_lab::ImageLab;
 use super::shared::Shared;
 use super::sim_lab::SimLab;
 use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint};
@@ -20,7 +20,7 @@ pub type Lines = Pin<Box<dyn Stream<Item = String> + Send>>;
 #[derive(Debug)]
 pub enum Lab {
     Sim(SimLab),
-    Qemu(Box<QemuLab>),
+    Images(Box<ImageLab>),
 }
 
 impl Lab {
@@ -28,7 +28,7 @@ impl Lab {
     pub fn node_names(&self) -> Vec<String> {
         match self {
             Self::Sim(lab) => lab.nodes.keys().cloned().collect(),
-            Self::Qemu(lab) => lab.node_names(),
+            Self::Images(lab) => lab.node_names(),
         }
     }
 
@@ -37,7 +37,7 @@ impl Lab {
     pub async fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
         match self {
             Self::Sim(lab) => lab.provision(name, osc, version),
-            Self::Qemu(lab) => lab.provision(name, osc, version).await,
+            Self::Images(lab) => lab.provision(name, osc, version).await,
         }
     }
 
@@ -45,7 +45,7 @@ impl Lab {
     pub async fn decommission(&self, name: &str, shared: &Shared) {
         match self {
             Self::Sim(lab) => lab.decommission(name, shared).await,
-            Self::Qemu(lab) => lab.decommission(name, shared).await,
+            Self::Images(lab) => lab.decommission(name, shared).await,
         }
     }
 
@@ -54,7 +54,7 @@ impl Lab {
     pub async fn power_on_and_wait(&self, name: &str, shared: &Shared) {
         match self {
             Self::Sim(lab) => lab.power_on_and_wait(name, shared).await,
-            Self::Qemu(lab) => lab.power_on_and_wait(name, shared).await,
+            Self::Images(lab) => lab.power_on_and_wait(name, shared).await,
         }
     }
 
@@ -62,7 +62,7 @@ impl Lab {
     pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
         match self {
             Self::Sim(lab) => lab.power(name, action, shared).await,
-            Self::Qemu(lab) => lab.power(name, action, shared).await,
+            Self::Images(lab) => lab.power(name, action, shared).await,
         }
     }
 
@@ -70,7 +70,7 @@ impl Lab {
     pub fn console(&self, name: &str) -> Option<Lines> {
         match self {
             Self::Sim(lab) => lab.console(name),
-            Self::Qemu(lab) => lab.console(name),
+            Self::Images(lab) => lab.console(name),
         }
     }
 
@@ -78,7 +78,7 @@ impl Lab {
     pub async fn boots(&self, name: &str) -> u64 {
         match self {
             Self::Sim(lab) => lab.node(name).map_or(0, |n| n.machine.boots()),
-            Self::Qemu(lab) => lab.boots(name).await,
+            Self::Images(lab) => lab.boots(name).await,
         }
     }
 
@@ -89,7 +89,7 @@ impl Lab {
                 lab.break_next_version(name, &super::sim_nodes::behaviour(boot), versions);
                 Ok(())
             }
-            Self::Qemu(lab) => lab.break_next_version(name, boot),
+            Self::Images(lab) => lab.break_next_version(name, boot),
         }
     }
 
@@ -98,7 +98,7 @@ impl Lab {
     pub async fn cut_power(&self, name: &str, point: PowerCutPoint, shared: &Shared) -> bool {
         match self {
             Self::Sim(lab) => lab.cut_power(name, point, shared).await,
-            Self::Qemu(lab) => lab.cut_power(name, point, shared).await,
+            Self::Images(lab) => lab.cut_power(name, point, shared).await,
         }
     }
 
@@ -111,7 +111,7 @@ impl Lab {
                 }
                 Ok(())
             }
-            Self::Qemu(lab) => lab.add_bmc_quirk(name, quirk, count),
+            Self::Images(lab) => lab.add_bmc_quirk(name, quirk, count),
         }
     }
 
@@ -123,7 +123,7 @@ impl Lab {
                     node.guest.image_server_fault(answer, count);
                 }
             }
-            Self::Qemu(lab) => lab.image_server_fault(name, answer, count),
+            Self::Images(lab) => lab.image_server_fault(name, answer, count),
         }
     }
 
@@ -131,7 +131,7 @@ impl Lab {
     pub async fn kill_agent(&self, name: &str) -> Result<bool, String> {
         match self {
             Self::Sim(lab) => Ok(lab.node(name).is_some_and(|n| n.machine.kill_guest())),
-            Self::Qemu(_) => Err("killing the agent of a QEMU node is not available".to_owned()),
+            Self::Images(_) => Err("killing the agent of a node booting the node images is not available".to_owned()),
         }
     }
 
@@ -139,7 +139,7 @@ impl Lab {
     pub async fn restart_agent(&self, name: &str) -> bool {
         match self {
             Self::Sim(lab) => lab.node(name).is_some_and(|n| n.machine.restart_guest()),
-            Self::Qemu(_) => false,
+            Self::Images(_) => false,
         }
     }
 
@@ -147,7 +147,7 @@ impl Lab {
     pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
         match self {
             Self::Sim(_) => Err("network partitions need QEMU's set_link (backend qemu)".to_owned()),
-            Self::Qemu(lab) => lab.set_link(name, up).await,
+            Self::Images(lab) => lab.set_link(name, up).await,
         }
     }
 
@@ -173,7 +173,7 @@ impl Lab {
     pub async fn tear_down(&self) {
         match self {
             Self::Sim(lab) => lab.tear_down().await,
-            Self::Qemu(lab) => lab.tear_down().await,
+            Self::Images(lab) => lab.tear_down().await,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! same seed gives the same timeline; on `qemu` it runs in real time against QEMU guests.
 //!
 //! 1. The API server starts with the scenario's objects (`setup::cluster`).
-//! 2. The lab's machines are built powered off (`sim_lab` or `qemu_lab`); the components start
+//! 2. The lab's machines are built powered off (`sim_lab` or `image_lab`); the components start
 //!    under the `supervisor`; the machine provider (`provider`) binds the orchestrator's Machines
 //!    to lab machines and powers them on; their agents register the Nodes.
 //! 3. Once the pool's nodes are Ready, the workloads are placed, the faults are armed and the
@@ -32,7 +32,7 @@ use super::lab::Lab;
 use super::logs::LineLogs;
 use super::outside::Outside;
 use super::provider::Provider;
-use super::qemu_lab::{self, QemuLab};
+use super::image_lab::{self, ImageLab};
 use super::sim_lab::{EPOCH, SimLab};
 use super::supervisor::Supervisor;
 use super::timeline::{EntryKind, Timeline};
@@ -136,7 +136,7 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
         }
         Backend::Qemu => {
             problems.extend(boot_timing_unsupported(scenario));
-            problems.extend(qemu_lab::unsupported(scenario));
+            problems.extend(image_lab::unsupported(scenario));
         }
         Backend::Libvirt => {
             if !cfg!(feature = "libvirt") {
@@ -146,14 +146,14 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
                 );
             }
             problems.extend(boot_timing_unsupported(scenario));
-            problems.extend(qemu_lab::unsupported(scenario));
+            problems.extend(image_lab::unsupported(scenario));
             if fault_actions(scenario).any(|a| matches!(a, FaultAction::Partition(_))) {
                 problems.push("network partitions need QEMU's set_link, and a libvirt domain's user-mode NIC is outside libvirt's devices (backend qemu)".to_owned());
             }
         }
         Backend::Physical => {
             problems.extend(boot_timing_unsupported(scenario));
-            problems.extend(qemu_lab::unsupported(scenario));
+            problems.extend(image_lab::unsupported(scenario));
             for action in fault_actions(scenario) {
                 match action {
                     FaultAction::Partition(p) => problems.push(format!("a network partition of {} needs QEMU's set_link; a rack server's switch port is outside Rackproof's reach (backend qemu)", p.node.value)),
@@ -235,9 +235,9 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     let client = server.admin_client();
     let world = initial_world(&scenario);
     let (nodes, max_unavailable) = (world.nodes.keys().cloned().collect::<Vec<_>>(), world.max_unavailable);
-    let repo = qemu_lab::workspace_root(&loaded.path);
+    let repo = image_lab::workspace_root(&loaded.path);
     let images = match backend {
-        Backend::Qemu | Backend::Libvirt | Backend::Physical => QemuLab::images(&scenario, &repo).await.map(Some),
+        Backend::Qemu | Backend::Libvirt | Backend::Physical => ImageLab::images(&scenario, &repo).await.map(Some),
         Backend::Sim => Ok(None),
     };
     let judge = Judge::new(world, Expectations::new(&scenario.expect), InvariantChecker::new(&scenario.invariants));
@@ -344,15 +344,15 @@ async fn drive(
     let (lab, image_server_url) = match (backend, images?) {
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
             let kind = if backend == Backend::Libvirt { GuestKind::Libvirt } else { GuestKind::Qemu };
-            let lab = QemuLab::build(scenario, kind, images, server, clock).await?;
+            let lab = ImageLab::build(scenario, kind, images, server, clock).await?;
             let url = lab.image_server_url();
-            (Lab::Qemu(Box::new(lab)), url)
+            (Lab::Images(Box::new(lab)), url)
         }
         (Backend::Physical, Some(images)) => {
             let inventory = setting.inventory.ok_or("backend physical without an inventory")?;
-            let lab = QemuLab::build_rack(scenario, inventory, images, server, clock).await?;
+            let lab = ImageLab::build_rack(scenario, inventory, images, server, clock).await?;
             let url = lab.image_server_url();
-            (Lab::Qemu(Box::new(lab)), url)
+            (Lab::Images(Box::new(lab)), url)
         }
         _ => (Lab::Sim(SimLab::build(scenario, server, clock, shared)?), "http://images.lab/slots".to_owned()),
     };

@@ -1,7 +1,9 @@
-//! The lab of the `qemu` and `libvirt` backends: one guest per lab node (a QEMU process of our
-//! own, or a libvirt domain: [`super::guest`]), booting the node OS images of `ci/build-images`
-//! (OVMF, systemd-boot, Debian's kernel, the real agent binary), each behind a Redfish or IPMI
-//! emulator that the engine drives through the same BMC clients it uses for rack nodes.
+//! The lab of the backends whose nodes boot the node OS images of `ci/build-images` (OVMF or a
+//! server's UEFI, systemd-boot, Debian's kernel, the real agent binary): `qemu` and `libvirt`, one
+//! guest per lab node (a QEMU process of our own, or a libvirt domain: [`super::guest`]) behind a
+//! Redfish or IPMI emulator that the engine drives through the same BMC clients it uses for rack
+//! nodes; and `physical`, rack servers behind their own BMCs ([`super::rack`]), whose nodes reach
+//! the servers below at the address their inventory gives.
 //!
 //! What the guests reach on the host side of the user network (`10.0.2.2`):
 //! - the embedded API server over HTTPS (its certificate also names `10.0.2.2`), as their own
@@ -62,7 +64,7 @@ enum Served {
 
 /// One lab node.
 #[derive(Debug)]
-pub struct QemuNode {
+pub struct ImageNode {
     pub machine: Guest,
     /// The BMC client (Redfish or IPMI) in front of the machine's emulator.
     bmc: SharedMachine,
@@ -73,10 +75,10 @@ pub struct QemuNode {
     installed: Mutex<String>,
 }
 
-/// The QEMU lab of one run.
+/// The lab of one run on `qemu`, `libvirt` or `physical`.
 #[derive(Debug)]
-pub struct QemuLab {
-    nodes: BTreeMap<String, QemuNode>,
+pub struct ImageLab {
+    nodes: BTreeMap<String, ImageNode>,
     images: Images,
     image_server: ImageServer,
     server: ApiServer,
@@ -157,7 +159,7 @@ pub fn workspace_root(start: &Path) -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".."))
 }
 
-impl QemuLab {
+impl ImageLab {
     /// The node images of `scenario` (the pool's version and its update target), built with
     /// `ci/build-images` of `repo` (cached). Done before the run's clock starts, so a rebuild
     /// doesn't show as minutes of nothing at the start of the timeline.
@@ -219,7 +221,7 @@ impl QemuLab {
                 GuestKind::Libvirt => return Err(format!("this build has no libvirt support ({domain_prefix}…): build with `--features rackproof-harness/libvirt`")),
             };
             let (bmc, served) = serve_bmc(&name, scenario.lab.bmc, machine.power(), dir.path(), clock).await?;
-            nodes.insert(name, QemuNode { machine, bmc, served, identity, installed: Mutex::new(base.clone()) });
+            nodes.insert(name, ImageNode { machine, bmc, served, identity, installed: Mutex::new(base.clone()) });
         }
         let lab = Self {
             nodes,
@@ -267,7 +269,7 @@ impl QemuLab {
                 ..NodeIdentity::default()
             };
             let bmc = rack.bmc.clone();
-            nodes.insert(name, QemuNode { machine: Guest::Rack(Box::new(rack)), bmc, served: Served::Rack(kind), identity, installed: Mutex::new(base.clone()) });
+            nodes.insert(name, ImageNode { machine: Guest::Rack(Box::new(rack)), bmc, served: Served::Rack(kind), identity, installed: Mutex::new(base.clone()) });
         }
         futures::future::try_join_all(nodes.iter().map(|(name, node)| super::rack::ensure_up(name, &node.machine, clock))).await?;
         let lab = Self {
@@ -295,7 +297,7 @@ impl QemuLab {
         self.nodes.keys().cloned().collect()
     }
 
-    fn node(&self, name: &str) -> Result<&QemuNode, String> {
+    fn node(&self, name: &str) -> Result<&ImageNode, String> {
         self.nodes.get(name).ok_or_else(|| format!("no lab node {name}"))
     }
 
@@ -337,7 +339,7 @@ impl QemuLab {
         }
     }
 
-    async fn bring_up(&self, name: &str, node: &QemuNode, shared: &Shared) -> Result<String, String> {
+    async fn bring_up(&self, name: &str, node: &ImageNode, shared: &Shared) -> Result<String, String> {
         let up = Regex::new(r"^rackproof-os (\S+): up$").expect("a valid pattern");
         let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
         let mark = node.machine.mark();
@@ -355,7 +357,7 @@ impl QemuLab {
         Ok(up.captures(&line).map(|c| c[1].to_owned()).unwrap_or_default())
     }
 
-    async fn power_on(&self, name: &str, node: &QemuNode, shared: &Shared) -> Result<(), String> {
+    async fn power_on(&self, name: &str, node: &ImageNode, shared: &Shared) -> Result<(), String> {
         for attempt in 1..=POWER_ON_ATTEMPTS {
             shared.record(Some(name), EntryKind::Bmc, describe(&node.served, ResetAction::On));
             node.bmc.reset(ResetAction::On).await.map_err(|e| super::error_chain(&e))?;
