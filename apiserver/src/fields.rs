@@ -430,6 +430,17 @@ pub(crate) struct Writer<'a> {
 /// Records an Update-operation write: `writer` takes every field that changed from `old` to
 /// `new`; fields that disappeared leave every manager.
 pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>, shape: Shape<'_>) {
+    if let Some(old) = old
+        && let Some(managed) = same_owners(old, new, writer, shape)
+    {
+        if let Some(meta) = new.get_mut("metadata").and_then(Value::as_object_mut) {
+            match managed {
+                Some(list) => meta.insert("managedFields".to_owned(), list),
+                None => meta.remove("managedFields"),
+            };
+        }
+        return;
+    }
     let mut list = old.map(entries).unwrap_or_default();
     let new_fields = field_set(new, shape);
     let new_containers = container_set(new, shape);
@@ -477,9 +488,137 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Write
     store_entries(new, &list);
 }
 
+/// The fast path of [`record_update`] for the commonest write, a heartbeat: an object whose
+/// shape is unchanged (same keys everywhere, lists equal) and whose changed values the writer
+/// owns already, and no one else. Ownership then stays as it is and only the writer's entry
+/// gets the write's time, so `old`'s `managedFields` are copied instead of every field of both
+/// objects being listed and compared. `Some(list)`: the new `managedFields` (`None`: none);
+/// `None`: the write needs the full bookkeeping.
+fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) -> Option<Option<Value>> {
+    let (old_map, new_map) = (old.as_object()?, new.as_object()?);
+    let builtin = shape.schema.is_none();
+    let mut changed = Vec::new();
+    for key in old_map.keys().chain(new_map.keys().filter(|k| !old_map.contains_key(*k))) {
+        if !in_scope(key, shape.scope, builtin) {
+            continue;
+        }
+        let (before, after) = (old_map.get(key), new_map.get(key));
+        if key == "metadata" {
+            for meta_key in ["generateName", "labels", "annotations", "finalizers", "ownerReferences"] {
+                let path = vec!["f:metadata".to_owned(), format!("f:{meta_key}")];
+                value_changes(before.and_then(|m| m.get(meta_key)), after.and_then(|m| m.get(meta_key)), path, &mut changed)?;
+            }
+        } else {
+            value_changes(before, after, vec![format!("f:{key}")], &mut changed)?;
+        }
+    }
+    let list = old.pointer("/metadata/managedFields").and_then(Value::as_array);
+    if changed.is_empty() {
+        return Some(list.map(|l| Value::Array(l.clone())));
+    }
+    let list = list?;
+    let is_writer = |e: &Value| {
+        e.get("manager").and_then(Value::as_str) == Some(writer.manager)
+            && e.get("operation").and_then(Value::as_str) == Some("Update")
+            && e.get("subresource").and_then(Value::as_str) == writer.subresource
+    };
+    let owns = |e: &Value, path: &Path| e.get("fieldsV1").and_then(|fields| path.iter().try_fold(fields, |fields, step| fields.get(step))).is_some();
+    let position = list.iter().position(is_writer)?;
+    for path in &changed {
+        let owned_by_writer_only = list.iter().enumerate().all(|(i, e)| owns(e, path) == (i == position));
+        if !owned_by_writer_only {
+            return None;
+        }
+    }
+    let mut list = list.clone();
+    let entry = list[position].as_object_mut()?;
+    entry.insert("time".to_owned(), Value::String(writer.time.to_owned()));
+    entry.insert("apiVersion".to_owned(), Value::String(writer.api_version.to_owned()));
+    Some(Some(Value::Array(list)))
+}
+
+/// Adds to `changed` the path of every scalar that differs between `before` and `after`;
+/// `None` when their shapes differ (a key added or removed, a list changed, a type changed).
+fn value_changes(before: Option<&Value>, after: Option<&Value>, path: Path, changed: &mut Vec<Path>) -> Option<()> {
+    match (before, after) {
+        (None, None) => Some(()),
+        (Some(Value::Object(b)), Some(Value::Object(a))) => {
+            if b.len() != a.len() {
+                return None;
+            }
+            for (key, before) in b {
+                let mut child = path.clone();
+                child.push(format!("f:{key}"));
+                value_changes(Some(before), Some(a.get(key)?), child, changed)?;
+            }
+            Some(())
+        }
+        (Some(b @ Value::Array(_)), Some(a @ Value::Array(_))) => (b == a).then_some(()),
+        (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => {
+            if b != a {
+                changed.push(path);
+            }
+            Some(())
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast path gives what the full bookkeeping gives, for writes it takes and writes it
+    /// leaves to the full path alike.
+    #[test]
+    fn a_heartbeat_keeps_ownership_and_moves_only_the_writers_time() {
+        let shape = Shape { schema: None, scope: Scope::All };
+        let kubelet = |time| Writer { manager: "kubelet", api_version: "coordination.k8s.io/v1", time, subresource: None };
+        let admin = Writer { manager: "admin", api_version: "coordination.k8s.io/v1", time: "t1", subresource: None };
+        let lease = |renew: &str, holder: &str| json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "n", "resourceVersion": "7", "labels": {"a": "1"}},
+            "spec": {"holderIdentity": holder, "renewTime": renew, "leaseDurationSeconds": 40}});
+        let mut created = lease("r0", "n");
+        record_update(Some(&json!({})), &mut created, &kubelet("t0"), shape);
+        let full = |old: &Value, new: &Value, writer: &Writer<'_>| {
+            let mut expected = new.clone();
+            let mut list = entries(old);
+            let changed: BTreeSet<Path> = field_set(new, shape).into_iter().filter(|p| lookup(old, p) != lookup(new, p)).collect();
+            for entry in &mut list {
+                entry.fields.retain(|p| !changed.contains(p));
+            }
+            if let Some(entry) = list.iter_mut().find(|e| e.manager == writer.manager) {
+                entry.fields.extend(changed);
+                entry.time = writer.time.to_owned();
+            }
+            store_entries(&mut expected, &list);
+            expected
+        };
+        // The kubelet renews: it owns renewTime, so the fast path applies.
+        let mut renewed = lease("r1", "n");
+        renewed["metadata"]["managedFields"] = created["metadata"]["managedFields"].clone();
+        let expected = full(&created, &renewed, &kubelet("t2"));
+        assert!(same_owners(&created, &renewed, &kubelet("t2"), shape).is_some());
+        record_update(Some(&created), &mut renewed, &kubelet("t2"), shape);
+        assert_eq!(renewed["metadata"]["managedFields"], expected["metadata"]["managedFields"]);
+        assert_eq!(renewed["metadata"]["managedFields"][0]["time"], "t2");
+        // Someone else changes the holder: ownership moves, the full path runs.
+        let mut taken = lease("r1", "other");
+        assert!(same_owners(&renewed, &taken, &admin, shape).is_none());
+        record_update(Some(&renewed), &mut taken, &admin, shape);
+        let owners: Vec<&str> = taken["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        assert_eq!(owners, ["kubelet", "admin"]);
+        assert!(taken["metadata"]["managedFields"][1]["fieldsV1"]["f:spec"].get("f:holderIdentity").is_some());
+        assert!(taken["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].get("f:holderIdentity").is_none());
+        // A new key changes the shape: the full path runs and the kubelet gains the field.
+        let mut grown = taken.clone();
+        grown["spec"]["leaseTransitions"] = json!(1);
+        assert!(same_owners(&taken, &grown, &kubelet("t3"), shape).is_none());
+        // Nothing changed: managedFields stay exactly as they were.
+        let mut same = taken.clone();
+        record_update(Some(&taken), &mut same, &kubelet("t4"), shape);
+        assert_eq!(same["metadata"]["managedFields"], taken["metadata"]["managedFields"]);
+    }
 
     #[test]
     fn fields_v1_round_trips_with_item_markers() {

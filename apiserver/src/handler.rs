@@ -548,20 +548,20 @@ fn spec_of(object: &Value) -> Value {
     copy
 }
 
+/// Whether `old` and `new` are equal but for `apiVersion`, `kind` and the metadata's
+/// `managedFields` and `resourceVersion` (compared in place: this runs on every write).
 fn same_ignoring_bookkeeping(old: &Value, new: &Value) -> bool {
-    let strip = |v: &Value| {
-        let mut copy = v.clone();
-        if let Some(meta) = copy.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.remove("managedFields");
-            meta.remove("resourceVersion");
-        }
-        if let Some(map) = copy.as_object_mut() {
-            map.remove("apiVersion");
-            map.remove("kind");
-        }
-        copy
-    };
-    strip(old) == strip(new)
+    fn same_map(a: &serde_json::Map<String, Value>, b: &serde_json::Map<String, Value>, skip: &[&str], inner: &dyn Fn(&str, &Value, &Value) -> bool) -> bool {
+        let counted = |m: &serde_json::Map<String, Value>| m.keys().filter(|k| !skip.contains(&k.as_str())).count();
+        counted(a) == counted(b) && a.iter().filter(|(k, _)| !skip.contains(&k.as_str())).all(|(k, v)| b.get(k).is_some_and(|w| inner(k, v, w)))
+    }
+    match (old.as_object(), new.as_object()) {
+        (Some(a), Some(b)) => same_map(a, b, &["apiVersion", "kind"], &|key, v, w| match (key, v.as_object(), w.as_object()) {
+            ("metadata", Some(a), Some(b)) => same_map(a, b, &["managedFields", "resourceVersion"], &|_, v, w| v == w),
+            _ => v == w,
+        }),
+        _ => old == new,
+    }
 }
 
 fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, body: &[u8], options: &WriteOptions, now: &str) -> Result<Reply, ApiError> {
@@ -818,6 +818,22 @@ mod tests {
 
     use super::*;
     use crate::registry::Registry;
+
+    #[test]
+    fn bookkeeping_is_ignored_and_everything_else_counts() {
+        let old = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "resourceVersion": "3", "managedFields": [1]}, "spec": {"a": 1}});
+        let same = json!({"metadata": {"resourceVersion": "9", "name": "n"}, "spec": {"a": 1}, "apiVersion": "v2"});
+        assert!(same_ignoring_bookkeeping(&old, &same));
+        for differs in [
+            json!({"metadata": {"name": "m"}, "spec": {"a": 1}}),
+            json!({"metadata": {"name": "n", "labels": {}}, "spec": {"a": 1}}),
+            json!({"metadata": {"name": "n"}, "spec": {"a": 2}}),
+            json!({"metadata": {"name": "n"}, "spec": {"a": 1}, "status": {}}),
+            json!({"spec": {"a": 1}}),
+        ] {
+            assert!(!same_ignoring_bookkeeping(&old, &differs), "{differs}");
+        }
+    }
 
     #[test]
     fn spliced_objects_encode_as_presented_objects() {

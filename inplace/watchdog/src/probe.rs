@@ -83,10 +83,11 @@ pub(crate) fn probe_leases(
             None => candidates.push(name),
         }
     }
+    let leases: std::collections::BTreeMap<&str, &Lease> = leases.iter().filter_map(|l| Some((l.metadata.name.as_deref()?, l))).collect();
     let mut with_lease = Vec::new();
     let mut expired = Vec::new();
     for name in candidates {
-        let Some(lease) = leases.iter().find(|l| l.metadata.name.as_deref() == Some(name.as_str())) else {
+        let Some(lease) = leases.get(name.as_str()) else {
             excluded.push((name, "no node lease"));
             continue;
         };
