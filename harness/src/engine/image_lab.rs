@@ -95,6 +95,16 @@ pub struct ImageLab {
     _dir: Option<tempfile::TempDir>,
 }
 
+/// What a lab serves its nodes, and where they reach it.
+struct Serving {
+    image_server: ImageServer,
+    https: HttpsServer,
+    /// This machine's address as the nodes see it.
+    node_address: String,
+    /// CA files of the Redfish emulators (none in front of rack servers).
+    dir: Option<tempfile::TempDir>,
+}
+
 /// What the backends booting the node images (`qemu`, `libvirt`, `physical`) cannot do for this
 /// scenario, one sentence each (empty: it can run).
 pub fn unsupported(scenario: &Scenario) -> Vec<String> {
@@ -188,7 +198,6 @@ impl ImageLab {
     /// prepares every node, a guest of `kind`, powered off with the base version installed.
     pub async fn build(scenario: &Scenario, kind: GuestKind, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
         let base = scenario.pool.os.value.clone();
-        let new = Self::update_target(scenario);
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let image_server = ImageServer::serve(images.dir().join("slots"), loopback).await.map_err(|e| super::error_chain(&e))?;
         let https = server.serve_https_also_as(loopback, &[HOST_ALIAS]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;
@@ -223,25 +232,8 @@ impl ImageLab {
             let (bmc, served) = serve_bmc(&name, scenario.lab.bmc, machine.power(), dir.path(), clock).await?;
             nodes.insert(name, ImageNode { machine, bmc, served, identity, installed: Mutex::new(base.clone()) });
         }
-        let lab = Self {
-            nodes,
-            images,
-            image_server,
-            server: server.clone(),
-            _https: https,
-            clock: clock.clone(),
-            pool: scenario.pool.name.clone(),
-            new_version: new,
-            base_version: base,
-            node_address: HOST_ALIAS.to_owned(),
-            _dir: Some(dir),
-        };
-        for image in scenario.images.iter().filter(|i| i.boot != BootBehaviour::Ok) {
-            for name in lab.nodes.keys() {
-                lab.break_next_version(name, &image.boot)?;
-            }
-        }
-        Ok(lab)
+        let serving = Serving { image_server, https, node_address: HOST_ALIAS.to_owned(), dir: Some(dir) };
+        Self::assemble(scenario, nodes, images, serving, server, clock)
     }
 
     /// The lab of backend `physical`: the scenario's nodes from `inventory`, each reserved and
@@ -250,7 +242,6 @@ impl ImageLab {
     pub async fn build_rack(scenario: &Scenario, inventory: &InventoryFile, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
         let harness = inventory.inventory.harness.as_ref().ok_or_else(|| format!("inventory {} has no `harness` section", inventory.path.display()))?;
         let base = scenario.pool.os.value.clone();
-        let new = Self::update_target(scenario);
         let listen = SocketAddr::new(harness.listen, 0);
         let image_server = ImageServer::serve(images.dir().join("slots"), listen).await.map_err(|e| super::error_chain(&e))?;
         let https = server.serve_https_also_as(listen, &[harness.address.as_str()]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;
@@ -272,18 +263,24 @@ impl ImageLab {
             nodes.insert(name, ImageNode { machine: Guest::Rack(Box::new(rack)), bmc, served: Served::Rack(kind), identity, installed: Mutex::new(base.clone()) });
         }
         futures::future::try_join_all(nodes.iter().map(|(name, node)| super::rack::ensure_up(name, &node.machine, clock))).await?;
+        let serving = Serving { image_server, https, node_address: harness.address.clone(), dir: None };
+        Self::assemble(scenario, nodes, images, serving, server, clock)
+    }
+
+    /// The lab from its nodes and servers, the scenario's broken builds handed to every node.
+    fn assemble(scenario: &Scenario, nodes: BTreeMap<String, ImageNode>, images: Images, serving: Serving, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
         let lab = Self {
             nodes,
             images,
-            image_server,
+            image_server: serving.image_server,
             server: server.clone(),
-            _https: https,
+            _https: serving.https,
             clock: clock.clone(),
             pool: scenario.pool.name.clone(),
-            new_version: new,
-            base_version: base,
-            node_address: harness.address.clone(),
-            _dir: None,
+            new_version: Self::update_target(scenario),
+            base_version: scenario.pool.os.value.clone(),
+            node_address: serving.node_address,
+            _dir: serving.dir,
         };
         for image in scenario.images.iter().filter(|i| i.boot != BootBehaviour::Ok) {
             for name in lab.nodes.keys() {
@@ -378,13 +375,7 @@ impl ImageLab {
     /// A power action through the node's BMC, recorded in the timeline.
     pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
         let Ok(node) = self.node(name) else { return };
-        let reset = match action {
-            PowerAction::On => ResetAction::On,
-            PowerAction::Off => ResetAction::ForceOff,
-            PowerAction::Cycle => ResetAction::PowerCycle,
-            PowerAction::Reset => ResetAction::ForceRestart,
-            PowerAction::GracefulShutdown => ResetAction::GracefulShutdown,
-        };
+        let reset = super::lab::reset_action(action);
         shared.record(Some(name), EntryKind::Bmc, describe(&node.served, reset));
         if let Err(e) = node.bmc.reset(reset).await {
             shared.record(Some(name), EntryKind::Bmc, format!("{reset} failed: {}", super::error_chain(&e)));

@@ -13,6 +13,18 @@ use super::shared::Shared;
 use super::sim_lab::SimLab;
 use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint};
 
+/// The BMC reset action a scenario's power action takes (every backend alike).
+pub fn reset_action(action: PowerAction) -> rackproof_driver::ResetAction {
+    use rackproof_driver::ResetAction;
+    match action {
+        PowerAction::On => ResetAction::On,
+        PowerAction::Off => ResetAction::ForceOff,
+        PowerAction::Cycle => ResetAction::PowerCycle,
+        PowerAction::Reset => ResetAction::ForceRestart,
+        PowerAction::GracefulShutdown => ResetAction::GracefulShutdown,
+    }
+}
+
 /// Console lines of one node, as they are printed.
 pub type Lines = Pin<Box<dyn Stream<Item = String> + Send>>;
 

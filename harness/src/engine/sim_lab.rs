@@ -105,13 +105,7 @@ impl SimLab {
     /// A power action through the node's BMC, recorded in the timeline.
     pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
         let Some(node) = self.node(name) else { return };
-        let reset = match action {
-            PowerAction::On => ResetAction::On,
-            PowerAction::Off => ResetAction::ForceOff,
-            PowerAction::Cycle => ResetAction::PowerCycle,
-            PowerAction::Reset => ResetAction::ForceRestart,
-            PowerAction::GracefulShutdown => ResetAction::GracefulShutdown,
-        };
+        let reset = super::lab::reset_action(action);
         if let Err(e) = node.bmc.reset(reset).await {
             shared.record(Some(name), EntryKind::Bmc, format!("{reset} failed: {}", super::error_chain(&e)));
         }
