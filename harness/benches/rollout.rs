@@ -19,6 +19,10 @@ use rackproof_harness::engine::{self, Verdict};
 use rackproof_harness::load::{self, LoadedScenario};
 use rackproof_harness::scenario::{Backend, BootTiming, Span};
 
+/// The allocator `rackproof` runs with (see `src/main.rs`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const DEFAULT_SIZES: [u32; 2] = [200, 1000];
 
 /// A bare-metal server's boot: minutes of POST and firmware before the loader.

@@ -129,8 +129,8 @@ impl Heartbeat {
     /// One beat: registration, status, Lease, and every pod bound to the node.
     pub async fn beat(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<PodReport, HeartbeatError> {
         let node = self.register().await?;
-        self.report_status(&node, os, kubelet).await?;
-        self.renew_lease(&node).await?;
+        let node = self.report_status(&node, os, kubelet).await?;
+        self.renew_lease(node.metadata.uid.as_deref()).await?;
         self.handle_pods().await
     }
 
@@ -147,8 +147,7 @@ impl Heartbeat {
             let mut ticks = self.clock.interval(self.config.renew_interval);
             loop {
                 ticks.tick().await;
-                let seen = node.borrow().clone();
-                if let Err(e) = self.renew(seen, os, kubelet).await {
+                if let Err(e) = self.renew(&node, os, kubelet).await {
                     tracing::warn!(error = %crate::error_chain(&e), "heartbeat failed");
                 }
             }
@@ -156,14 +155,23 @@ impl Heartbeat {
         tokio::join!(beats, self.follow_pods());
     }
 
-    /// One renewal with the Node as last seen (`None`: not seen, so read or registered).
-    async fn renew(&self, seen: Option<Node>, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<(), HeartbeatError> {
-        let node = match seen {
-            Some(node) => node,
-            None => self.register().await?,
+    /// One renewal with the Node as `seen` last (`None`: not seen, so read or registered). The
+    /// Node is copied out only when its status is due: most renewals write the Lease alone.
+    async fn renew(&self, seen: &watch::Receiver<Option<Node>>, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<(), HeartbeatError> {
+        let current = seen.borrow().as_ref().filter(|node| !self.status_due(node, os, kubelet)).map(|node| node.metadata.uid.clone());
+        let uid = match current {
+            Some(uid) => uid,
+            None => {
+                let seen = seen.borrow().clone();
+                let node = match seen {
+                    Some(node) => node,
+                    None => self.register().await?,
+                };
+                let node = if self.status_due(&node, os, kubelet) { self.report_status(&node, os, kubelet).await? } else { node };
+                node.metadata.uid
+            }
         };
-        let node = if self.status_due(&node, os, kubelet) { self.report_status(&node, os, kubelet).await? } else { node };
-        self.renew_lease(&node).await?;
+        self.renew_lease(uid.as_deref()).await?;
         let pending = std::mem::take(&mut self.memory().pods_pending);
         if pending && let Err(e) = self.handle_pods().await {
             self.memory().pods_pending = true;
@@ -289,7 +297,8 @@ impl Heartbeat {
         Ok(written)
     }
 
-    async fn renew_lease(&self, node: &Node) -> Result<(), HeartbeatError> {
+    /// Renews the Lease; a new one is owned by the Node with `node_uid`.
+    async fn renew_lease(&self, node_uid: Option<&str>) -> Result<(), HeartbeatError> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), LEASE_NAMESPACE);
         let now = MicroTime(self.clock.now());
         let duration = i32::try_from(self.config.lease_duration.as_secs()).unwrap_or(i32::MAX);
@@ -325,11 +334,11 @@ impl Heartbeat {
                     .map_err(|e| self.error("renew the lease", e))?
             }
             None => {
-                let owner = node.metadata.uid.clone().map(|uid| OwnerReference {
+                let owner = node_uid.map(|uid| OwnerReference {
                     api_version: "v1".to_owned(),
                     kind: "Node".to_owned(),
                     name: self.node.clone(),
-                    uid,
+                    uid: uid.to_owned(),
                     ..Default::default()
                 });
                 let lease = Lease {

@@ -55,13 +55,13 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use rackproof_clock::Clock;
 
 pub use error::Error;
 use error::{is_conflict, is_not_found};
 use events::{Kind, Recorder};
-use probe::{Decision, Filter, LeaseProbe, MachineFacts};
+use probe::{Decision, Filter, LeaseFacts, LeaseProbe, List, MachineFacts, MachineItem, NodeFacts};
 use scale::Outcome;
 
 /// Namespace of node leases.
@@ -212,34 +212,23 @@ impl Watchdog {
     }
 
     async fn probe_leases(&self) -> Result<LeaseProbe, Error> {
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let nodes = nodes.list(&ListParams::default()).await.map_err(|source| Error::List { what: "nodes", source })?;
+        let nodes: List<NodeFacts> = self.list("nodes", Node::url_path(&(), None)).await?;
         let gvk = GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "Machine");
-        let machines: Api<DynamicObject> =
-            Api::namespaced_with(self.client.clone(), &self.config.machine_namespace, &ApiResource::from_gvk(&gvk));
-        let machines = machines.list(&ListParams::default()).await.map_err(|source| Error::List { what: "machines", source })?;
-        let machines: Vec<MachineFacts> = machines
-            .items
-            .iter()
-            .filter_map(|m| {
-                let node = m.metadata.labels.as_ref()?.get("node")?.clone();
-                let phase = m
-                    .data
-                    .pointer("/status/currentStatus/phase")
-                    .and_then(|p| p.as_str())
-                    .unwrap_or_default()
-                    .to_owned();
-                let phase = if m.metadata.deletion_timestamp.is_some() { "Terminating".to_owned() } else { phase };
-                Some(MachineFacts { node, phase })
-            })
-            .collect();
-        let leases: Api<Lease> = Api::namespaced(self.client.clone(), NODE_LEASE_NAMESPACE);
-        let leases = leases.list(&ListParams::default()).await.map_err(|source| Error::List { what: "node leases", source })?;
+        let machines_path = DynamicObject::url_path(&ApiResource::from_gvk(&gvk), Some(&self.config.machine_namespace));
+        let machines: List<MachineItem> = self.list("machines", machines_path).await?;
+        let machines: Vec<MachineFacts> = machines.items.iter().filter_map(MachineFacts::of).collect();
+        let leases: List<LeaseFacts> = self.list("node leases", Lease::url_path(&(), Some(NODE_LEASE_NAMESPACE))).await?;
         let filter = Filter {
             unhealthy_conditions: self.config.unhealthy_conditions.clone(),
             in_place_reasons: self.config.in_place_reasons.clone(),
         };
         Ok(probe::probe_leases(&nodes.items, &machines, &leases.items, &filter, self.config.kcm_node_monitor_grace, self.clock.now()))
+    }
+
+    /// Lists the objects at `path`, decoding only what `T` names (see [`probe`]).
+    async fn list<T: serde::de::DeserializeOwned>(&self, what: &'static str, path: String) -> Result<T, Error> {
+        let request = kube::core::Request::new(path).list(&ListParams::default()).map_err(|e| Error::List { what, source: kube::Error::BuildRequest(e) })?;
+        self.client.request(request).await.map_err(|source| Error::List { what, source })
     }
 
     /// Scales every dependent down (or back up, in reverse order), publishing an Event for each
