@@ -20,6 +20,7 @@ use crate::pdb;
 use crate::registry::{Resource, split_api_version};
 use crate::request::{self, Action, RawRequest, DeleteOptions, ListOptions, Subresource, Target, WriteOptions};
 use crate::state::{State, key, meta_str};
+use crate::store::{Key, Slot};
 use crate::watch;
 
 /// Who sent a request.
@@ -139,17 +140,30 @@ fn current(state: &State, target: &Target) -> Result<Arc<Value>, ApiError> {
     state.store.get(&k).cloned().ok_or_else(|| ApiError::not_found(&target.resource.group, &target.resource.plural, target.name()))
 }
 
+/// The reply with a stored object: its slot's cached encoding, spliced.
+fn slot_reply(code: u16, resource: &Resource, slot: &Slot) -> Reply {
+    let members = slot.members_json();
+    let mut body = Vec::with_capacity(members.len() + 64);
+    splice_object(&mut body, resource, members);
+    Reply::Encoded(code, Bytes::from(body))
+}
+
+/// The reply with `object` as a write stored it at `k`: spliced from the slot's encoding, which
+/// the write's watch event shares, so a write is encoded once; encoded afresh if the write
+/// deleted it instead (the last finalizer gone).
+fn stored_reply(state: &State, code: u16, resource: &Resource, k: &Key, object: &Arc<Value>) -> Reply {
+    match state.store.slot(k) {
+        Some(slot) if Arc::ptr_eq(&slot.object, object) => slot_reply(code, resource, slot),
+        _ => Reply::Json(code, present(resource, object)),
+    }
+}
+
 fn get(state: &State, target: &Target) -> Result<Reply, ApiError> {
     let k = key(&target.resource, target.namespace(), target.name());
     let slot = state.store.slot(&k).ok_or_else(|| ApiError::not_found(&target.resource.group, &target.resource.plural, target.name()))?;
     match target.sub {
         Some(Subresource::Scale) => Ok(Reply::Json(200, scale_of(&target.resource, &slot.object))),
-        _ => {
-            let members = slot.members_json();
-            let mut body = Vec::with_capacity(members.len() + 64);
-            splice_object(&mut body, &target.resource, members);
-            Ok(Reply::Encoded(200, Bytes::from(body)))
-        }
+        _ => Ok(slot_reply(200, &target.resource, slot)),
     }
 }
 
@@ -351,7 +365,7 @@ fn create(state: &mut State, ctx: &Context, target: &Target, mut body: Value, op
         return Ok(Reply::Json(201, present(&resource, &object)));
     }
     let stored = state.write(&resource, &k, object, now)?;
-    Ok(Reply::Json(201, present(&resource, &stored)))
+    Ok(stored_reply(state, 201, &resource, &k, &stored))
 }
 
 /// System metadata of a new object, and the kind's defaults.
@@ -409,14 +423,40 @@ fn update(state: &mut State, ctx: &Context, target: &Target, body: Value, option
         }
         return Err(ApiError::not_found(&resource.group, &resource.plural, target.name()));
     };
-    let result = write_over(state, ctx, target, &old, body, options, now, None)?;
-    Ok(Reply::Json(200, result))
+    let written = write_over(state, ctx, target, &old, body, options, now, None)?;
+    Ok(written.reply(state, &resource))
+}
+
+/// What a write answers with.
+enum Written {
+    /// The object stored at this key (the write's, or the unchanged one for a no-op).
+    Stored(Key, Arc<Value>),
+    /// An object the store does not hold: a dry run's, or one the write deleted.
+    Unstored(Value),
+}
+
+impl Written {
+    /// The reply (see [`stored_reply`]).
+    fn reply(self, state: &State, resource: &Resource) -> Reply {
+        match self {
+            Written::Stored(k, object) => stored_reply(state, 200, resource, &k, &object),
+            Written::Unstored(object) => Reply::Json(200, present(resource, &object)),
+        }
+    }
+
+    /// The object as written.
+    fn object(self) -> Arc<Value> {
+        match self {
+            Written::Stored(_, object) => object,
+            Written::Unstored(object) => Arc::new(object),
+        }
+    }
 }
 
 /// Writes `incoming` over `old` for a PUT or a patch: preconditions, what each subresource may
 /// change, generation, finalizer rules, managedFields, the no-op shortcut.
 #[expect(clippy::too_many_arguments, reason = "one write path shared by update, patch and apply")]
-fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value>, mut incoming: Value, options: &WriteOptions, now: &str, applied_fields: Option<Value>) -> Result<Value, ApiError> {
+fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value>, mut incoming: Value, options: &WriteOptions, now: &str, applied_fields: Option<Value>) -> Result<Written, ApiError> {
     let resource = target.resource.clone();
     if !incoming.is_object() {
         return Err(ApiError::bad_request("the object must be a JSON object"));
@@ -507,15 +547,15 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         new["metadata"]["generation"] = json!(generation);
     }
     kinds::validate(&resource, &new)?;
+    let k = key(&resource, target.namespace(), target.name());
     if same_ignoring_bookkeeping(old, &new) {
-        return Ok(present(&resource, old));
+        return Ok(Written::Stored(k, old.clone()));
     }
     if options.dry_run {
-        return Ok(present(&resource, &new));
+        return Ok(Written::Unstored(new));
     }
-    let k = key(&resource, target.namespace(), target.name());
     let stored = state.write(&resource, &k, new, now)?;
-    Ok(present(&resource, &stored))
+    Ok(Written::Stored(k, stored))
 }
 
 /// The metadata a write may not change, taken from `old`.
@@ -603,26 +643,26 @@ fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, bod
                 let managed = body.pointer("/metadata/managedFields").cloned();
                 let reply = create(state, ctx, target, body, &WriteOptions { field_manager: Some(field_manager.clone()), ..options.clone() }, now)?;
                 // create() recorded an Update entry; the object was applied, so restore Apply.
-                if let (Reply::Json(code, object), Some(managed)) = (reply, managed) {
-                    let k = key(&resource, target.namespace(), target.name());
-                    if options.dry_run {
-                        let mut object = object;
-                        object["metadata"]["managedFields"] = managed;
-                        return Ok(Reply::Json(code, object));
-                    }
-                    if let Some(stored) = state.store.get(&k).cloned() {
+                let Some(managed) = managed else { return Err(ApiError::internal("apply created an object without managedFields")) };
+                if options.dry_run {
+                    let Reply::Json(code, mut object) = reply else { return Err(ApiError::internal("apply create returned no object")) };
+                    object["metadata"]["managedFields"] = managed;
+                    return Ok(Reply::Json(code, object));
+                }
+                let k = key(&resource, target.namespace(), target.name());
+                match state.store.get(&k).cloned() {
+                    Some(stored) => {
                         let mut fixed = (*stored).clone();
                         fixed["metadata"]["managedFields"] = managed;
                         let stored = state.store.put(&k, fixed);
-                        return Ok(Reply::Json(code, present(&resource, &stored)));
+                        Ok(stored_reply(state, 201, &resource, &k, &stored))
                     }
-                    return Ok(Reply::Json(code, object));
+                    None => Ok(reply),
                 }
-                Err(ApiError::internal("apply create returned no object"))
             }
             Some(old) => {
                 let managed = merged.pointer("/metadata/managedFields").cloned().unwrap_or(json!([]));
-                write_over(state, ctx, target, &old, merged, options, now, Some(managed)).map(|v| Reply::Json(200, v))
+                write_over(state, ctx, target, &old, merged, options, now, Some(managed)).map(|written| written.reply(state, &resource))
             }
         };
     }
@@ -638,8 +678,8 @@ fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, bod
         && name != target.name() {
             return Err(ApiError::bad_request(format!("the name of the object ({name}) does not match the name on the URL ({})", target.name())));
         }
-    let result = write_over(state, ctx, target, &old, patched, options, now, None)?;
-    Ok(Reply::Json(200, result))
+    let written = write_over(state, ctx, target, &old, patched, options, now, None)?;
+    Ok(written.reply(state, &resource))
 }
 
 fn scale_of(resource: &Resource, object: &Value) -> Value {
@@ -687,8 +727,7 @@ fn update_scale(state: &mut State, ctx: &Context, target: &Target, scale: Value,
     let main = Target { sub: None, ..target.clone() };
     let mut write_options = options.clone();
     write_options.field_manager = Some(manager(ctx, options));
-    let result = write_over(state, ctx, &main, &old, new, &write_options, now, None)?;
-    let stored = state.store.get(&key(&resource, target.namespace(), target.name())).cloned().unwrap_or_else(|| Arc::new(result));
+    let stored = write_over(state, ctx, &main, &old, new, &write_options, now, None)?.object();
     Ok(Reply::Json(200, scale_of(&resource, &stored)))
 }
 

@@ -42,13 +42,14 @@ pub(crate) struct Event {
     pub(crate) object: Arc<Value>,
     /// The object before the change, for selector transitions.
     pub(crate) previous: Option<Arc<Value>>,
-    /// The object's encoding (see [`Slot::members_json`]), shared by every watch it goes to.
-    json: OnceLock<Bytes>,
+    /// The object's encoding (see [`Slot::members_json`]), shared by every watch it goes to
+    /// and, for a write, with the slot the object is stored in.
+    json: Arc<OnceLock<Bytes>>,
 }
 
 impl Event {
-    fn new(rv: u64, kind: EventType, object: Arc<Value>, previous: Option<Arc<Value>>) -> Self {
-        Self { rv, kind, object, previous, json: OnceLock::new() }
+    fn new(rv: u64, kind: EventType, object: Arc<Value>, previous: Option<Arc<Value>>, json: Arc<OnceLock<Bytes>>) -> Self {
+        Self { rv, kind, object, previous, json }
     }
 
     /// The object's members except `apiVersion` and `kind`, encoded once.
@@ -172,19 +173,17 @@ struct Log {
 }
 
 /// A stored object and, once first read, its JSON serialization without `apiVersion` and
-/// `kind` (the fields a response sets per served version), so that lists and gets splice bytes
-/// instead of cloning and re-encoding every object. A write replaces the slot, and with it the
-/// cached bytes.
+/// `kind` (the fields a response sets per served version), so that lists, gets and the answer
+/// to the write splice bytes instead of cloning and re-encoding every object. The write's watch
+/// event shares the same cache, so a write is encoded at most once. A write replaces the slot,
+/// and with it the cached bytes.
 #[derive(Debug)]
 pub(crate) struct Slot {
     pub(crate) object: Arc<Value>,
-    json: OnceLock<Bytes>,
+    json: Arc<OnceLock<Bytes>>,
 }
 
 impl Slot {
-    fn new(object: Arc<Value>) -> Self {
-        Self { object, json: OnceLock::new() }
-    }
 
     /// The object's members except `apiVersion` and `kind`, as JSON text without the
     /// surrounding braces (empty for an object with no other members).
@@ -315,14 +314,16 @@ impl Store {
         let rv = self.rv;
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(object);
-        let previous = self.objects.entry(key.gr.clone()).or_default().insert((key.namespace.clone(), key.name.clone()), Slot::new(object.clone())).map(|slot| slot.object);
+        let json = Arc::new(OnceLock::new());
+        let slot = Slot { object: object.clone(), json: json.clone() };
+        let previous = self.objects.entry(key.gr.clone()).or_default().insert((key.namespace.clone(), key.name.clone()), slot).map(|slot| slot.object);
         if let Some(previous) = &previous {
             self.unindex(key, previous);
         }
         self.index(key, &object);
         self.note_pod_change(key, previous.as_ref(), Some(&object));
         let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
-        self.record(key, Event::new(rv, kind, object.clone(), previous));
+        self.record(key, Event::new(rv, kind, object.clone(), previous, json));
         object
     }
 
@@ -336,7 +337,7 @@ impl Store {
         let mut object = (*previous).clone();
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(object);
-        self.record(key, Event::new(rv, EventType::Deleted, object.clone(), Some(previous)));
+        self.record(key, Event::new(rv, EventType::Deleted, object.clone(), Some(previous), Arc::default()));
         Some(object)
     }
 
