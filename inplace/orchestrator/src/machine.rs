@@ -28,8 +28,6 @@ use crate::{Action, Context};
 
 /// Reconciles `machine` against its Node as read at the start of this pass (`nodes`, by name).
 pub(crate) async fn reconcile(machine: &Machine, nodes: &NodesByName, ctx: &Context) -> Result<Action, Error> {
-    let namespace = machine.namespace().unwrap_or_default();
-    let name = machine.name_any();
     let now = ctx.clock.now();
     if machine.metadata.deletion_timestamp.is_some() {
         return Ok(Action::idle(ctx));
@@ -37,7 +35,7 @@ pub(crate) async fn reconcile(machine: &Machine, nodes: &NodesByName, ctx: &Cont
     let Some(node_name) = machine.node_name().filter(|n| !n.is_empty()).map(str::to_owned) else {
         if machine.phase().is_none() {
             let change = phase(MachinePhase::Pending, "waiting for a machine provider to bind a node", MachineState::Processing, MachineOperationType::Create);
-            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "Pending", "machine waits for a machine provider to bind a node").await;
         }
         return Ok(Action::idle(ctx));
@@ -58,7 +56,7 @@ pub(crate) async fn reconcile(machine: &Machine, nodes: &NodesByName, ctx: &Cont
     let mirrored = nodeops::mirrored_conditions(node);
     let conditions_differ = machine.status.as_ref().map(|s| &s.conditions) != Some(&mirrored);
     if change.is_some() || conditions_differ {
-        nodeops::update_machine_status(ctx, &namespace, &name, change.as_ref(), Some(&mirrored), now).await?;
+        nodeops::update_machine_status(ctx, machine, change.as_ref(), Some(&mirrored), now).await?;
         if let Some(change) = &change {
             ctx.event_machine(machine, Kind::Normal, change.phase.as_str(), &change.description).await;
         }
@@ -103,7 +101,6 @@ fn facts(machine: &Machine, node: &Node) -> NodeFacts {
 }
 
 async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> Result<Action, Error> {
-    let namespace = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let node_name = node.name_any();
     let now = ctx.clock.now();
@@ -160,14 +157,14 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
         Step::ReadyForUpdate => ready_for_update(machine, &node_name, ctx).await,
         Step::SetUpdating => {
             let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
-            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "InPlaceUpdating", &change.description).await;
             Ok(Action::soon())
         }
         Step::WaitForResult { deadline } => Ok(Action::at(ctx, deadline)),
         Step::RecordSuccess => {
             let change = phase(MachinePhase::InPlaceUpdateSuccessful, &format!("machine {name} updated in place"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
-            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             nodeops::set_condition(ctx, &node_name, Some((Reason::UpdateSuccessful.as_str(), "node in-place update successful")), now).await?;
             ctx.event_machine(machine, Kind::Normal, "UpdateSuccessful", &format!("node {node_name} reported a successful in-place update")).await;
             Ok(Action::soon())
@@ -196,7 +193,7 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
             nodeops::patch_node(ctx, node, reset).await?;
             nodeops::set_condition(ctx, &node_name, Some((Reason::CandidateForUpdate.as_str(), "node is a candidate for in-place update")), now).await?;
             let change = phase(MachinePhase::Running, &format!("machine {name} is a candidate again"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
-            nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+            nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "CandidateAgain", &format!("node {node_name}: failed mark or selection removed, node uncordoned and a candidate again")).await;
             Ok(Action::soon())
         }
@@ -204,7 +201,7 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
             nodeops::set_condition(ctx, &node_name, None, now).await?;
             if machine.phase().is_some_and(MachinePhase::is_in_place) {
                 let change = phase(MachinePhase::Running, &format!("machine {name} is up to date"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
-                nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+                nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             }
             ctx.event_machine(machine, Kind::Normal, "InPlaceUpdateCleared", &format!("node {node_name}: in-place update condition cleared")).await;
             Ok(Action::soon())
@@ -220,11 +217,10 @@ fn deadline_text(machine: &Machine, ctx: &Context) -> String {
 }
 
 async fn ready_for_update(machine: &Machine, node_name: &str, ctx: &Context) -> Result<Action, Error> {
-    let namespace = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let now = ctx.clock.now();
     let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
-    nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+    nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
     nodeops::set_condition(ctx, node_name, Some((Reason::DrainSuccessful.as_str(), "node drained")), now).await?;
     ctx.event_machine(machine, Kind::Normal, "DrainSuccessful", &format!("node {node_name} drained")).await;
     nodeops::set_condition(ctx, node_name, Some((Reason::ReadyForUpdate.as_str(), "node is ready for in-place update")), now).await?;
@@ -233,7 +229,6 @@ async fn ready_for_update(machine: &Machine, node_name: &str, ctx: &Context) -> 
 }
 
 async fn record_failure(machine: &Machine, node: &Node, ctx: &Context) -> Result<Action, Error> {
-    let namespace = machine.namespace().unwrap_or_default();
     let name = machine.name_any();
     let node_name = node.name_any();
     let now = ctx.clock.now();
@@ -242,7 +237,7 @@ async fn record_failure(machine: &Machine, node: &Node, ctx: &Context) -> Result
     nodeops::patch_node(ctx, node, NodePatch::default().unschedulable(true)).await?;
     let description = format!("machine {name} failed its in-place update: {reason}");
     let change = phase(MachinePhase::InPlaceUpdateFailed, &description, MachineState::Failed, MachineOperationType::InPlaceUpdate);
-    nodeops::update_machine_status(ctx, &namespace, &name, Some(&change), None, now).await?;
+    nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
     let message = format!("node in-place update failed: {reason}");
     nodeops::set_condition(ctx, &node_name, Some((Reason::UpdateFailed.as_str(), &message)), now).await?;
     ctx.event_machine(machine, Kind::Warning, "UpdateFailed", &format!("node {node_name}: {message}")).await;

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::Api;
+use kube::{Api, ResourceExt};
 use serde_json::{Map, Value, json};
 
 use crate::Context;
@@ -157,20 +157,31 @@ pub(crate) struct PhaseChange {
 
 /// Sets the Machine's phase (stamping `lastUpdateTime` only when the phase changes) and, if given,
 /// its conditions (copied from the node).
+///
+/// The first attempt writes over `machine` as the caller read it (from the watch cache), with its
+/// resourceVersion: if that copy is stale the server refuses with a conflict and the next attempt
+/// reads the Machine afresh. A copy that already says what is wanted proves nothing (it may be
+/// older than a write since), so then the Machine is read before deciding there is nothing to do.
 pub(crate) async fn update_machine_status(
     ctx: &Context,
-    namespace: &str,
-    name: &str,
+    machine: &Machine,
     change: Option<&PhaseChange>,
     conditions: Option<&[NodeCondition]>,
     now: Timestamp,
 ) -> Result<(), Error> {
-    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), namespace);
+    let namespace = machine.namespace().unwrap_or_default();
+    let name = machine.name_any();
+    let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut cached = Some(machine.clone());
     for _ in 0..ATTEMPTS {
-        let mut machine = match api.get(name).await {
-            Ok(m) => m,
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(kube(format!("read machine {namespace}/{name}"))(e)),
+        let from_cache = cached.is_some();
+        let mut machine = match cached.take() {
+            Some(m) => m,
+            None => match api.get(&name).await {
+                Ok(m) => m,
+                Err(e) if is_not_found(&e) => return Ok(()),
+                Err(e) => return Err(kube(format!("read machine {namespace}/{name}"))(e)),
+            },
         };
         let before = machine.status.clone();
         let status = machine.status.get_or_insert_with(Default::default);
@@ -188,9 +199,12 @@ pub(crate) async fn update_machine_status(
             status.conditions = conditions.to_vec();
         }
         if machine.status == before {
+            if from_cache {
+                continue;
+            }
             return Ok(());
         }
-        match api.replace_status(name, &PostParams::default(), &machine).await {
+        match api.replace_status(&name, &PostParams::default(), &machine).await {
             Ok(written) => {
                 ctx.wrote(&written);
                 return Ok(());
