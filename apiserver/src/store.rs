@@ -184,7 +184,6 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-
     /// The object's members except `apiVersion` and `kind`, as JSON text without the
     /// surrounding braces (empty for an object with no other members).
     pub(crate) fn members_json(&self) -> &Bytes {
