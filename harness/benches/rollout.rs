@@ -1,7 +1,7 @@
-//! Benchmark: the 1,000-node simulated Auto rollout (`harness/benches/large-rollout.yaml`), its
-//! wall time against the virtual time it covers. Run by
-//! `ci/bench`; prints one line per size and the ratio (goal: at least 100× faster than real time
-//! with 1,000 nodes). The same scenario also runs with 200 nodes, side by side, to show how the
+//! Benchmark: the 1,000-node simulated Auto rollout (`scenarios/large-rollout.yaml`, which the
+//! scenario matrix also runs as `sim::large-rollout`), its wall time against the virtual time it
+//! covers. Run by `ci/bench`; prints one line per size and the ratio (goal: at least 100× faster
+//! than real time with 1,000 nodes). The same scenario also runs with 200 nodes, side by side, to show how the
 //! cost grows with the node count.
 //!
 //! Each size runs twice: with the simulation's boot stages (a VM's pace: 10 s from power-on to
@@ -55,7 +55,7 @@ fn run(loaded: &LoadedScenario, nodes: u32, boot_timing: Option<BootTiming>) -> 
 }
 
 fn main() {
-    let path = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("benches/large-rollout.yaml");
+    let path = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../scenarios/large-rollout.yaml");
     let loaded = match load::load(&path) {
         Ok(loaded) => loaded,
         Err(e) => {

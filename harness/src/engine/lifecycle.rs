@@ -2,31 +2,128 @@
 //! Lease was not renewed for the node-monitor grace period gets `Ready=Unknown`
 //! (`NodeStatusUnknown`), as `kubelet stopped posting node status`. It runs as the
 //! `kube-controller-manager` dependent, so it stops when the watchdog scales that to zero.
+//!
+//! Its watches decode only what it reads ([`NodeReadiness`], [`LeaseRenewal`]): every renewal of
+//! every Lease reaches it, and decoding each whole (managedFields above all) was a cost of its own
+//! in a 1,000-node rollout.
 
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use rackproof_clock::Clock;
+use serde::Deserialize;
 use serde_json::json;
+
+/// The metadata a watch needs: identity and resourceVersion, nothing else.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Identity {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+}
+
+fn identity<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    let Identity { name, namespace, uid, resource_version } = Identity::deserialize(deserializer)?;
+    Ok(ObjectMeta { name, namespace, uid, resource_version, ..ObjectMeta::default() })
+}
+
+/// A Node as the controller reads it: its `Ready` condition.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct NodeReadiness {
+    #[serde(deserialize_with = "identity")]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    status: Option<ReadinessStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct ReadinessStatus {
+    #[serde(default)]
+    conditions: Vec<ReadyCondition>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReadyCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(default)]
+    last_heartbeat_time: Option<Time>,
+}
+
+impl NodeReadiness {
+    /// The `Ready` condition, if the node has one.
+    fn ready(&self) -> Option<&ReadyCondition> {
+        self.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
+    }
+}
+
+/// A node Lease as the controller reads it: when it was renewed.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct LeaseRenewal {
+    #[serde(deserialize_with = "identity")]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<RenewalSpec>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RenewalSpec {
+    #[serde(default)]
+    renew_time: Option<MicroTime>,
+}
+
+/// `kube::Resource` for a partial type, through the k8s-openapi traits of the type it reads.
+macro_rules! partial_of {
+    ($partial:ty, $full:ty) => {
+        impl k8s_openapi::Resource for $partial {
+            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
+            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
+            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
+            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
+            const URL_PATH_SEGMENT: &'static str = <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            type Scope = <$full as k8s_openapi::Resource>::Scope;
+        }
+        impl k8s_openapi::Metadata for $partial {
+            type Ty = ObjectMeta;
+            fn metadata(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn metadata_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+partial_of!(NodeReadiness, Node);
+partial_of!(LeaseRenewal, Lease);
 
 /// kube-controller-manager's `--node-monitor-period`.
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
 
 /// Runs until dropped.
 pub async fn run(client: Client, clock: Clock, grace: Duration) {
-    let (nodes, node_writer) = reflector::store::<Node>();
-    let (leases, lease_writer) = reflector::store::<Lease>();
-    let node_stream = reflector::reflector(node_writer, watcher::watcher(Api::<Node>::all(client.clone()), watcher::Config::default()))
+    let (nodes, node_writer) = reflector::store::<NodeReadiness>();
+    let (leases, lease_writer) = reflector::store::<LeaseRenewal>();
+    let node_stream = reflector::reflector(node_writer, watcher::watcher(Api::<NodeReadiness>::all(client.clone()), watcher::Config::default()))
         .default_backoff()
         .for_each(|_| async {});
-    let lease_api: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let lease_api: Api<LeaseRenewal> = Api::namespaced(client.clone(), "kube-node-lease");
     let lease_stream = reflector::reflector(lease_writer, watcher::watcher(lease_api, watcher::Config::default()))
         .default_backoff()
         .for_each(|_| async {});
@@ -34,7 +131,7 @@ pub async fn run(client: Client, clock: Clock, grace: Duration) {
     tokio::join!(node_stream, lease_stream, monitor);
 }
 
-async fn monitor(client: Client, clock: Clock, grace: Duration, nodes: Store<Node>, leases: Store<Lease>) {
+async fn monitor(client: Client, clock: Clock, grace: Duration, nodes: Store<NodeReadiness>, leases: Store<LeaseRenewal>) {
     let api: Api<Node> = Api::all(client);
     let mut ticks = clock.interval(MONITOR_PERIOD);
     loop {
@@ -42,16 +139,8 @@ async fn monitor(client: Client, clock: Clock, grace: Duration, nodes: Store<Nod
         let now = clock.now();
         for node in nodes.state() {
             let name = node.name_any();
-            let ready = node
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-                .is_some_and(|c| c.status == "True");
-            if !ready {
-                continue;
-            }
-            let lease = leases.get(&ObjectRef::<Lease>::new(&name).within("kube-node-lease"));
+            let Some(ready) = node.ready().filter(|c| c.status == "True") else { continue };
+            let lease = leases.get(&ObjectRef::<LeaseRenewal>::new(&name).within("kube-node-lease"));
             let renewed = lease.and_then(|l| l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0));
             let Some(renewed) = renewed else { continue };
             if now.duration_since(renewed).unsigned_abs() <= grace {
@@ -61,13 +150,49 @@ async fn monitor(client: Client, clock: Clock, grace: Duration, nodes: Store<Nod
             let patch = json!({"status": {"conditions": [{
                 "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
                 "message": "Kubelet stopped posting node status.",
-                "lastHeartbeatTime": node.status.as_ref().and_then(|s| s.conditions.as_ref())
-                    .and_then(|c| c.iter().find(|c| c.type_ == "Ready")).and_then(|c| c.last_heartbeat_time.clone()),
+                "lastHeartbeatTime": ready.last_heartbeat_time,
                 "lastTransitionTime": time,
             }]}});
             if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
                 tracing::warn!(node = %name, error = %e, "failed to mark the node NotReady");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Objects as the API server serves them, managedFields and all, decode into what the
+    /// controller reads, and keep what a watch and the store need (name, namespace,
+    /// resourceVersion).
+    #[test]
+    fn partial_objects_decode_from_served_objects() {
+        let node = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "node-1", "uid": "u1", "resourceVersion": "42", "labels": {"a": "b"},
+                "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [
+                {"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-01-01T00:00:10Z", "reason": "KubeletReady"}],
+                "nodeInfo": {"osImage": "Rackproof 1.0.0"}}});
+        let node: NodeReadiness = serde_json::from_value(node).expect("a served Node decodes");
+        assert_eq!(node.name_any(), "node-1");
+        assert_eq!(node.resource_version().as_deref(), Some("42"));
+        let ready = node.ready().expect("the Ready condition");
+        assert_eq!(ready.status, "True");
+        assert_eq!(ready.last_heartbeat_time.as_ref().map(|t| t.0.to_string()).as_deref(), Some("2026-01-01T00:00:10Z"));
+
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "node-1", "namespace": "kube-node-lease", "resourceVersion": "43",
+                "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:spec": {}}}]},
+            "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40, "renewTime": "2026-01-01T00:00:20.000000Z"}});
+        let lease: LeaseRenewal = serde_json::from_value(lease).expect("a served Lease decodes");
+        assert_eq!(ObjectRef::from_obj(&lease), ObjectRef::<LeaseRenewal>::new("node-1").within("kube-node-lease"));
+        assert_eq!(lease.spec.and_then(|s| s.renew_time).map(|t| t.0.to_string()).as_deref(), Some("2026-01-01T00:00:20Z"));
+
+        let bare: NodeReadiness = serde_json::from_value(json!({"metadata": {"name": "node-2"}})).expect("a Node without status decodes");
+        assert!(bare.ready().is_none());
     }
 }

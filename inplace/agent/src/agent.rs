@@ -37,7 +37,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inplace_api::keys::{self, OsUpdateExit};
@@ -136,7 +136,13 @@ pub struct Agent {
     clock: Clock,
     node: NodeHandle,
     heartbeat: Option<Heartbeat>,
+    /// The OSC last decoded, by the Secret version it came from: a pass reads the Secret afresh
+    /// every time, but decodes its document only when the Secret changed.
+    decoded_osc: Arc<Mutex<Option<(SecretVersion, DecodedOsc)>>>,
 }
+
+/// Which version of a Secret a document was decoded from: its uid and resourceVersion.
+type SecretVersion = (String, String);
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -209,7 +215,7 @@ impl Agent {
     pub fn new(config: AgentConfig, platform: Platform, client: kube::Client, clock: Clock) -> Self {
         let node = NodeHandle::new(client.clone(), &config.node_name);
         let heartbeat = config.heartbeat.clone().map(|hb| Heartbeat::new(client.clone(), &config, hb, clock.clone()));
-        Self { config, platform, client, clock, node, heartbeat }
+        Self { config, platform, client, clock, node, heartbeat, decoded_osc: Arc::default() }
     }
 
     /// Runs until the future is dropped: watches of the Node and of the OSC Secret, the
@@ -278,7 +284,17 @@ impl Agent {
             name: self.config.osc_secret_name.clone(),
             source,
         })?;
-        secret.map(|s| decode_secret(&s).map_err(AgentError::Decode)).transpose()
+        let Some(secret) = secret else { return Ok(None) };
+        let version = secret.metadata.uid.clone().zip(secret.metadata.resource_version.clone());
+        let mut memo = self.decoded_osc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some(version), Some((seen, decoded))) = (&version, memo.as_ref())
+            && version == seen
+        {
+            return Ok(Some(decoded.clone()));
+        }
+        let decoded = decode_secret(&secret).map_err(AgentError::Decode)?;
+        *memo = version.map(|version| (version, decoded.clone()));
+        Ok(Some(decoded))
     }
 
     async fn save(&self, state: &AgentState) -> Result<(), AgentError> {

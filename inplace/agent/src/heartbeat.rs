@@ -100,6 +100,14 @@ impl std::fmt::Debug for Heartbeat {
     }
 }
 
+/// The Lease as the heartbeat keeps it for its next update: without managedFields, which an
+/// update that leaves them out keeps as they are (kube-apiserver and the embedded server alike),
+/// so each renewal neither sends them nor has them parsed.
+fn to_hold(mut lease: Lease) -> Lease {
+    lease.metadata.managed_fields = None;
+    lease
+}
+
 fn time_text(ts: jiff::Timestamp) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
@@ -318,7 +326,7 @@ impl Heartbeat {
             spec_now.renew_time = spec.renew_time;
             lease.spec = Some(spec_now);
             let renewed = leases.replace(&self.node, &PostParams::default(), &lease).await.map_err(|e| self.error("renew the lease", e))?;
-            self.memory().lease = Some(renewed);
+            self.memory().lease = Some(to_hold(renewed));
             return Ok(());
         }
         let written = match leases.get_opt(&self.node).await.map_err(|e| self.error("read the lease", e))? {
@@ -353,7 +361,7 @@ impl Heartbeat {
                 leases.create(&PostParams::default(), &lease).await.map_err(|e| self.error("create the lease", e))?
             }
         };
-        self.memory().lease = Some(written);
+        self.memory().lease = Some(to_hold(written));
         Ok(())
     }
 

@@ -53,6 +53,15 @@ async fn the_heartbeat_renews_the_lease_and_reports_the_status_only_when_due() {
         // The Lease moves every renewal; an unchanged status is not reported again.
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(renew_time(&leases).await, start + jiff::SignedDuration::from_secs(60));
+        // Renewals leave managedFields out of their updates; the server keeps the owner of the
+        // renew time, and the time of its last write.
+        let lease = leases.get(NODE).await.unwrap();
+        let managed = lease.metadata.managed_fields.expect("the Lease keeps its managedFields");
+        let renewer = managed
+            .iter()
+            .find(|e| e.fields_v1.as_ref().and_then(|f| f.0.pointer("/f:spec/f:renewTime")).is_some())
+            .expect("a manager owns spec.renewTime");
+        assert_eq!(renewer.time.as_ref().map(|t| t.0), Some(start + jiff::SignedDuration::from_secs(60)));
         assert_eq!(heartbeat_time(&nodes.get(NODE).await.unwrap()), first_report, "an unchanged status waits for the report interval");
 
         // A change is reported at the next renewal.
