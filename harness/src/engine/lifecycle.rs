@@ -58,8 +58,9 @@ struct ReadinessStatus {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ReadyCondition {
-    #[serde(rename = "type")]
+    #[serde(default, rename = "type")]
     type_: String,
+    #[serde(default)]
     status: String,
     #[serde(default)]
     last_heartbeat_time: Option<Time>,
