@@ -2,6 +2,7 @@
 //! encoding (`f:name`, `k:{"name":"c"}`, `v:"x"`, `.`), and the bookkeeping after updates.
 
 use std::collections::BTreeSet;
+use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
 
@@ -441,6 +442,11 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Write
         }
         return;
     }
+    record_every_field(old, new, writer, shape);
+}
+
+/// The full bookkeeping of [`record_update`]: every field of both objects listed and compared.
+fn record_every_field(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>, shape: Shape<'_>) {
     let mut list = old.map(entries).unwrap_or_default();
     let new_fields = field_set(new, shape);
     let new_containers = container_set(new, shape);
@@ -488,32 +494,36 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Write
     store_entries(new, &list);
 }
 
-/// The fast path of [`record_update`] for the commonest write, a heartbeat: an object whose
-/// shape is unchanged (same keys everywhere, lists equal) and whose changed values the writer
-/// owns already, and no one else. Ownership then stays as it is and only the writer's entry
-/// gets the write's time, so `old`'s `managedFields` are copied instead of every field of both
-/// objects being listed and compared. `Some(list)`: the new `managedFields` (`None`: none);
-/// `None`: the write needs the full bookkeeping.
+/// The fast path of [`record_update`] for the commonest writes, heartbeats and status
+/// updates: an object whose shape is unchanged (same keys everywhere, keyed list items with the
+/// same keys in the same order, set lists equal) and whose changed fields the writer owns
+/// already, and no one else. Ownership then stays as it is and only the writer's entry gets the
+/// write's time, so `old`'s `managedFields` are copied instead of every field of both objects
+/// being listed and compared. `Some(list)`: the new `managedFields` (`None`: none); `None`: the
+/// write needs the full bookkeeping.
 fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) -> Option<Option<Value>> {
     let (old_map, new_map) = (old.as_object()?, new.as_object()?);
     let builtin = shape.schema.is_none();
-    let mut changed = Vec::new();
+    let mut changes = Changes { stack: Vec::new(), changed: Vec::new() };
     for key in old_map.keys().chain(new_map.keys().filter(|k| !old_map.contains_key(*k))) {
         if !in_scope(key, shape.scope, builtin) {
             continue;
         }
         let (before, after) = (old_map.get(key), new_map.get(key));
+        changes.stack.push(Step::Field(key));
         if key == "metadata" {
             for meta_key in ["generateName", "labels", "annotations", "finalizers", "ownerReferences"] {
-                let path = vec!["f:metadata".to_owned(), format!("f:{meta_key}")];
-                value_changes(before.and_then(|m| m.get(meta_key)), after.and_then(|m| m.get(meta_key)), path, &mut changed)?;
+                changes.stack.push(Step::Field(meta_key));
+                changes.compare(before.and_then(|m| m.get(meta_key)), after.and_then(|m| m.get(meta_key)), meta_key, None, true)?;
+                changes.stack.pop();
             }
         } else {
-            value_changes(before, after, vec![format!("f:{key}")], &mut changed)?;
+            changes.compare(before, after, key, child_schema(shape.schema, key), builtin)?;
         }
+        changes.stack.pop();
     }
     let list = old.pointer("/metadata/managedFields").and_then(Value::as_array);
-    if changed.is_empty() {
+    if changes.changed.is_empty() {
         return Some(list.map(|l| Value::Array(l.clone())));
     }
     let list = list?;
@@ -522,9 +532,8 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
             && e.get("operation").and_then(Value::as_str) == Some("Update")
             && e.get("subresource").and_then(Value::as_str) == writer.subresource
     };
-    let owns = |e: &Value, path: &Path| e.get("fieldsV1").and_then(|fields| path.iter().try_fold(fields, |fields, step| fields.get(step))).is_some();
     let position = list.iter().position(is_writer)?;
-    for path in &changed {
+    for path in &changes.changed {
         let owned_by_writer_only = list.iter().enumerate().all(|(i, e)| owns(e, path) == (i == position));
         if !owned_by_writer_only {
             return None;
@@ -537,30 +546,96 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
     Some(Some(Value::Array(list)))
 }
 
-/// Adds to `changed` the path of every scalar that differs between `before` and `after`;
-/// `None` when their shapes differ (a key added or removed, a list changed, a type changed).
-fn value_changes(before: Option<&Value>, after: Option<&Value>, path: Path, changed: &mut Vec<Path>) -> Option<()> {
-    match (before, after) {
-        (None, None) => Some(()),
-        (Some(Value::Object(b)), Some(Value::Object(a))) => {
-            if b.len() != a.len() {
-                return None;
-            }
-            for (key, before) in b {
-                let mut child = path.clone();
-                child.push(format!("f:{key}"));
-                value_changes(Some(before), Some(a.get(key)?), child, changed)?;
-            }
-            Some(())
+/// Whether managedFields entry `entry` owns the field at `path` itself: its `FieldsV1` node is
+/// a leaf, or carries the `"."` marker of a map or list item that is a field of its own.
+fn owns(entry: &Value, path: &Path) -> bool {
+    let node = entry.get("fieldsV1").and_then(|fields| path.iter().try_fold(fields, |fields, step| fields.get(step)));
+    node.and_then(Value::as_object).is_some_and(|node| node.is_empty() || node.contains_key("."))
+}
+
+/// One step of the path [`Changes`] is at, rendered only when a change is found there.
+enum Step<'a> {
+    Field(&'a str),
+    Item(&'a Value, Rc<[String]>),
+}
+
+/// The fields that changed between two objects of the same shape, found by walking both as
+/// [`field_set`] walks one.
+struct Changes<'a> {
+    stack: Vec<Step<'a>>,
+    changed: Vec<Path>,
+}
+
+impl<'a> Changes<'a> {
+    /// Adds the path of every field that differs between `before` and `after`, `field` with
+    /// `schema` (list kinds and atomic maps as in [`walk`]); `None` when their shapes differ (a
+    /// key added or removed, keyed list items added, removed or reordered, a set list or a type
+    /// changed).
+    fn compare(&mut self, before: Option<&'a Value>, after: Option<&'a Value>, field: &str, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
+        match (before, after) {
+            (None, None) => Some(()),
+            (Some(Value::Object(b)), Some(Value::Object(a))) => match (walks_into(b, schema, field, builtin), walks_into(a, schema, field, builtin)) {
+                (false, false) => self.leaf(b == a),
+                (true, true) if b.len() == a.len() => {
+                    for (key, before) in b {
+                        self.stack.push(Step::Field(key));
+                        self.compare(Some(before), Some(a.get(key)?), key, child_schema(schema, key), builtin)?;
+                        self.stack.pop();
+                    }
+                    Some(())
+                }
+                _ => None,
+            },
+            (Some(Value::Array(b)), Some(Value::Array(a))) => match list_kind(field, schema, builtin) {
+                ListKind::Atomic => self.leaf(b == a),
+                ListKind::Set => (b == a).then_some(()),
+                ListKind::Map(keys) => {
+                    if b.len() != a.len() {
+                        return None;
+                    }
+                    let keys: Rc<[String]> = keys.into();
+                    for (before, after) in b.iter().zip(a) {
+                        let (Some(b_item), Some(a_item)) = (before.as_object(), after.as_object()) else { return None };
+                        if keys.is_empty() || !keys.iter().all(|k| b_item.get(k).is_some() && b_item.get(k) == a_item.get(k)) || b_item.len() != a_item.len() {
+                            return None;
+                        }
+                        self.stack.push(Step::Item(before, keys.clone()));
+                        let found = self.changed.len();
+                        for (key, child) in b_item {
+                            self.stack.push(Step::Field(key));
+                            self.compare(Some(child), Some(a_item.get(key)?), key, child_schema(items_schema(schema), key), builtin)?;
+                            self.stack.pop();
+                        }
+                        // A changed member changes the item, a field of its own.
+                        if self.changed.len() > found {
+                            self.changed.push(self.path());
+                        }
+                        self.stack.pop();
+                    }
+                    Some(())
+                }
+            },
+            (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => self.leaf(b == a),
+            _ => None,
         }
-        (Some(b @ Value::Array(_)), Some(a @ Value::Array(_))) => (b == a).then_some(()),
-        (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => {
-            if b != a {
-                changed.push(path);
-            }
-            Some(())
+    }
+
+    /// A field kept whole: recorded as changed unless `same`.
+    fn leaf(&mut self, same: bool) -> Option<()> {
+        if !same {
+            self.changed.push(self.path());
         }
-        _ => None,
+        Some(())
+    }
+
+    fn path(&self) -> Path {
+        self.stack
+            .iter()
+            .map(|step| match step {
+                Step::Field(key) => format!("f:{key}"),
+                Step::Item(item, keys) => item_step(item, keys).unwrap_or_default(),
+            })
+            .collect()
     }
 }
 
@@ -618,6 +693,71 @@ mod tests {
         let mut same = taken.clone();
         record_update(Some(&taken), &mut same, &kubelet("t4"), shape);
         assert_eq!(same["metadata"]["managedFields"], taken["metadata"]["managedFields"]);
+    }
+
+    /// Status writes that change members of keyed list items (a Node's conditions) take the
+    /// fast path when the writer alone owns what changed, and give exactly what the full
+    /// bookkeeping gives; every other change falls back to it.
+    #[test]
+    fn keyed_list_members_take_the_fast_path_only_when_the_writer_owns_them() {
+        let shape = Shape { schema: None, scope: Scope::StatusOnly };
+        let writer = |manager, time| Writer { manager, api_version: "v1", time, subresource: Some("status") };
+        let node = |ready_beat: &str, update_status: &str, images: Value| json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n", "labels": {"a": "1"}},
+            "status": {
+                "conditions": [
+                    {"type": "Ready", "status": "True", "lastHeartbeatTime": ready_beat},
+                    {"type": "InPlaceUpdate", "status": update_status, "reason": "r"},
+                ],
+                "images": images,
+                "nodeInfo": {"osImage": "os 1"},
+            }});
+        // The agent writes the Ready condition and the rest; the orchestrator its own condition.
+        let mut base = node("t0", "False", json!([{"names": ["a"]}]));
+        record_update(Some(&json!({"metadata": {}})), &mut base, &writer("agent", "t0"), shape);
+        let mut next = node("t0", "True", json!([{"names": ["a"]}]));
+        next["metadata"]["managedFields"] = base["metadata"]["managedFields"].clone();
+        record_update(Some(&base), &mut next, &writer("orchestrator", "t1"), shape);
+        let base = next;
+        let fast_and_full = |new: Value, manager: &'static str| {
+            let (mut fast, mut full) = (new.clone(), new);
+            let taken = same_owners(&base, &fast, &writer(manager, "t9"), shape).is_some();
+            record_update(Some(&base), &mut fast, &writer(manager, "t9"), shape);
+            record_every_field(Some(&base), &mut full, &writer(manager, "t9"), shape);
+            assert_eq!(fast["metadata"]["managedFields"], full["metadata"]["managedFields"], "{manager} writing {fast:#}");
+            taken
+        };
+        // The agent's heartbeat moves its own condition's time: fast.
+        assert!(fast_and_full(node("t2", "True", json!([{"names": ["a"]}])), "agent"));
+        // The orchestrator's condition changes again, by the orchestrator: fast.
+        assert!(fast_and_full(node("t0", "False", json!([{"names": ["a"]}])), "orchestrator"));
+        // The agent writes the orchestrator's condition: ownership moves, full path.
+        assert!(!fast_and_full(node("t0", "False", json!([{"names": ["a"]}])), "agent"));
+        // The agent changes a member it owns (reason) of the item the orchestrator took over:
+        // the item moves to the agent, full path.
+        let mut reason = base.clone();
+        reason["status"]["conditions"][1]["reason"] = json!("r2");
+        assert!(!fast_and_full(reason, "agent"));
+        // An atomic list (images) changed by its owner: fast; by someone else: full.
+        assert!(fast_and_full(node("t0", "True", json!([{"names": ["b"]}])), "agent"));
+        assert!(!fast_and_full(node("t0", "True", json!([{"names": ["b"]}])), "orchestrator"));
+        // A condition added, removed or reordered changes the shape: full path.
+        let mut added = base.clone();
+        added["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "DiskPressure", "status": "False"}));
+        assert!(!fast_and_full(added, "agent"));
+        let mut reordered = base.clone();
+        reordered["status"]["conditions"].as_array_mut().unwrap().reverse();
+        assert!(!fast_and_full(reordered, "agent"));
+        // A member added to a condition: full path.
+        let mut grown = base.clone();
+        grown["status"]["conditions"][0]["message"] = json!("m");
+        assert!(!fast_and_full(grown, "agent"));
+        // An empty map that gains members: full path.
+        let mut empty = base.clone();
+        empty["status"]["nodeInfo"] = json!({});
+        let mut filled = empty.clone();
+        filled["status"]["nodeInfo"] = json!({"osImage": "os 2"});
+        assert!(same_owners(&empty, &filled, &writer("agent", "t9"), shape).is_none());
     }
 
     #[test]

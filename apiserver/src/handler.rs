@@ -558,10 +558,14 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
     Ok(Written::Stored(k, stored))
 }
 
-/// The metadata a write may not change, taken from `old`.
+/// The metadata a write may not change, taken from `old`. `managedFields` are dropped: the
+/// write path records them afresh from `old`'s.
 fn keep_system_metadata(meta: &mut Value, old: &Value) {
-    for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace", "managedFields"] {
+    for field in ["uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds", "generation", "name", "namespace"] {
         copy_field(meta, old, field);
+    }
+    if let Some(meta) = meta.as_object_mut() {
+        meta.remove("managedFields");
     }
 }
 

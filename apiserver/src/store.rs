@@ -45,11 +45,28 @@ pub(crate) struct Event {
     /// The object's encoding (see [`Slot::members_json`]), shared by every watch it goes to
     /// and, for a write, with the slot the object is stored in.
     json: Arc<OnceLock<Bytes>>,
+    /// The values of the [`INDEXED_FIELDS`] in the object and in the previous object: a watch
+    /// pinned to any other value never sees this event.
+    pins: Vec<(&'static str, String)>,
 }
 
 impl Event {
     fn new(rv: u64, kind: EventType, object: Arc<Value>, previous: Option<Arc<Value>>, json: Arc<OnceLock<Bytes>>) -> Self {
-        Self { rv, kind, object, previous, json }
+        let mut pins = Vec::with_capacity(2 * INDEXED_FIELDS.len());
+        for field in INDEXED_FIELDS {
+            for object in std::iter::once(&object).chain(previous.as_ref()) {
+                let pin = (field, crate::selector::field_value(object, field));
+                if !pins.contains(&pin) {
+                    pins.push(pin);
+                }
+            }
+        }
+        Self { rv, kind, object, previous, json, pins }
+    }
+
+    /// Whether a watch pinned to `pin` (or unpinned) may see this event.
+    fn may_reach(&self, pin: Option<&(&'static str, String)>) -> bool {
+        pin.is_none_or(|pin| self.pins.contains(pin))
     }
 
     /// The object's members except `apiVersion` and `kind`, encoded once.
@@ -142,12 +159,9 @@ impl Watchers {
             return;
         }
         let mut candidates: BTreeSet<u64> = self.unpinned.get(gr).cloned().unwrap_or_default();
-        for field in INDEXED_FIELDS {
-            for object in std::iter::once(&event.object).chain(event.previous.as_ref()) {
-                let value = crate::selector::field_value(object, field);
-                if let Some(set) = self.pinned.get(&(gr.clone(), field, value)) {
-                    candidates.extend(set.iter().copied());
-                }
+        for (field, value) in &event.pins {
+            if let Some(set) = self.pinned.get(&(gr.clone(), *field, value.clone())) {
+                candidates.extend(set.iter().copied());
             }
         }
         let mut gone = Vec::new();
@@ -365,14 +379,15 @@ impl Store {
         }
     }
 
-    /// Events of `gr` with rv > `since`, or `Err(oldest available)` when some were compacted.
-    pub(crate) fn events_since(&self, gr: &GroupResource, since: u64) -> Result<Vec<Arc<Event>>, u64> {
+    /// Events of `gr` with rv > `since` that a watch pinned to `pin` (see [`Store::watch`]) may
+    /// see, or `Err(oldest available)` when some were compacted.
+    pub(crate) fn events_since(&self, gr: &GroupResource, since: u64, pin: Option<&(&'static str, String)>) -> Result<Vec<Arc<Event>>, u64> {
         let Some(log) = self.logs.get(gr) else { return Ok(Vec::new()) };
         if since < log.compacted {
             return Err(log.compacted);
         }
         let start = log.events.partition_point(|e| e.rv <= since);
-        Ok(log.events.iter().skip(start).cloned().collect())
+        Ok(log.events.iter().skip(start).filter(|e| e.may_reach(pin)).cloned().collect())
     }
 
     /// Registers a watch of `gr` with filter `matches`, indexed by `pin` (one of
@@ -475,8 +490,30 @@ mod tests {
         store.put(&key("a"), json!({"metadata": {"name": "a"}}));
         store.remove(&key("a"));
         let gr = key("a").gr;
-        let events = store.events_since(&gr, 2).unwrap();
+        let events = store.events_since(&gr, 2, None).unwrap();
         assert_eq!(events.iter().map(|e| (e.rv, e.kind)).collect::<Vec<_>>(), vec![(3, EventType::Modified), (4, EventType::Deleted)]);
-        assert_eq!(store.events_since(&gr, 1).unwrap_err(), 2);
+        assert_eq!(store.events_since(&gr, 1, None).unwrap_err(), 2);
+    }
+
+    /// A replay for a watch pinned to a node's name holds the events of the pods bound to that
+    /// node before or after the change, and no other.
+    #[test]
+    fn a_pinned_replay_holds_only_the_events_that_can_match() {
+        let mut store = Store::new(10);
+        let pod = |name: &str, node: &str| json!({"metadata": {"name": name}, "spec": {"nodeName": node}});
+        store.put(&key("a"), pod("a", "n1"));
+        store.put(&key("b"), pod("b", "n2"));
+        store.put(&key("a"), pod("a", "n2"));
+        store.put(&key("c"), pod("c", "n3"));
+        let gr = key("a").gr;
+        let rvs = |pin: Option<(&'static str, &str)>| {
+            let pin = pin.map(|(field, value)| (field, value.to_owned()));
+            store.events_since(&gr, 0, pin.as_ref()).unwrap().iter().map(|e| e.rv).collect::<Vec<_>>()
+        };
+        assert_eq!(rvs(None), vec![2, 3, 4, 5]);
+        assert_eq!(rvs(Some(("spec.nodeName", "n1"))), vec![2, 4]);
+        assert_eq!(rvs(Some(("spec.nodeName", "n2"))), vec![3, 4]);
+        assert_eq!(rvs(Some(("metadata.name", "c"))), vec![5]);
+        assert_eq!(rvs(Some(("spec.nodeName", "n9"))), Vec::<u64>::new());
     }
 }

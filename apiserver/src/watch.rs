@@ -130,7 +130,7 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
                 cursor.pending.push_back(bookmark);
             }
         }
-        Some(since) => match state.store.events_since(&gr, since) {
+        Some(since) => match state.store.events_since(&gr, since, pin.as_ref()) {
             Err(oldest) => {
                 let status = ApiError::gone(format!("too old resource version: {since} ({oldest})")).status();
                 cursor.pending.push_back(line("ERROR", &status));
