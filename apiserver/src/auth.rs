@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use serde_json::Value;
 
 use crate::error::ApiError;
+use crate::pointer::At;
 use crate::request::{Action, Subresource, Target};
 use crate::state::{State, gr, meta_str};
 use crate::store::Key;
@@ -161,13 +162,13 @@ fn subresource_name(target: &Target) -> String {
 
 fn pod_node(state: &State, namespace: &str, name: &str) -> Option<String> {
     let pod = state.store.get(&Key { gr: gr("", "pods"), namespace: namespace.to_owned(), name: name.to_owned() })?;
-    pod.pointer("/spec/nodeName").and_then(Value::as_str).map(str::to_owned)
+    pod.at("/spec/nodeName").and_then(Value::as_str).map(str::to_owned)
 }
 
 fn node_pool(state: &State, node: &str) -> Option<String> {
     let object = state.store.get(&Key { gr: gr("", "nodes"), namespace: String::new(), name: node.to_owned() })?;
     let _ = meta_str(object, "name");
-    object.pointer("/metadata/labels")?.get(&state.auth.pool_label)?.as_str().map(str::to_owned)
+    object.at("/metadata/labels")?.get(&state.auth.pool_label)?.as_str().map(str::to_owned)
 }
 
 /// NodeRestriction: a node creating or updating a Node or Lease must use its own name.

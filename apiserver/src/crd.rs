@@ -7,14 +7,15 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::pointer::At;
 use crate::registry::{Resource, ScaleSpec};
 
 /// The registry entries for every served version of `crd`.
 pub(crate) fn resources(crd: &Value) -> Result<Vec<Resource>, ApiError> {
-    let name = crd.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = crd.at("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     let invalid = |field: &str, why: &str| ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", name, vec![(field.to_owned(), why.to_owned())]);
     let spec = crd.get("spec").ok_or_else(|| invalid("spec", "Required value"))?;
-    let text = |pointer: &str| spec.pointer(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let text = |pointer: &str| spec.at(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
     let group = text("/group").ok_or_else(|| invalid("spec.group", "Required value"))?;
     let plural = text("/names/plural").ok_or_else(|| invalid("spec.names.plural", "Required value"))?;
     let kind = text("/names/kind").ok_or_else(|| invalid("spec.names.kind", "Required value"))?;
@@ -28,7 +29,7 @@ pub(crate) fn resources(crd: &Value) -> Result<Vec<Resource>, ApiError> {
     };
     let singular = text("/names/singular").map(str::to_owned).unwrap_or_else(|| kind.to_lowercase());
     let strings = |pointer: &str| -> Vec<String> {
-        spec.pointer(pointer).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect()).unwrap_or_default()
+        spec.at(pointer).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect()).unwrap_or_default()
     };
     let versions = spec.get("versions").and_then(Value::as_array).filter(|v| !v.is_empty()).ok_or_else(|| invalid("spec.versions", "Required value"))?;
     let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
@@ -60,7 +61,7 @@ pub(crate) fn resources(crd: &Value) -> Result<Vec<Resource>, ApiError> {
             scale,
             eviction: false,
             strategic: false,
-            schema: version.pointer("/schema/openAPIV3Schema").cloned().map(Arc::new),
+            schema: version.at("/schema/openAPIV3Schema").cloned().map(Arc::new),
             extra_fields: &[],
             generation: true,
         });
@@ -78,7 +79,7 @@ fn json_path_to_pointer(path: &str) -> String {
 
 /// The status kube-apiserver sets on an accepted CRD.
 pub(crate) fn accepted_status(crd: &Value, now: &str) -> Value {
-    let names = crd.pointer("/spec/names").cloned().unwrap_or_else(|| json!({}));
+    let names = crd.at("/spec/names").cloned().unwrap_or_else(|| json!({}));
     let mut accepted = names;
     if accepted.get("singular").is_none() {
         let kind = accepted.get("kind").and_then(Value::as_str).unwrap_or_default().to_lowercase();
@@ -88,9 +89,9 @@ pub(crate) fn accepted_status(crd: &Value, now: &str) -> Value {
         let kind = accepted.get("kind").and_then(Value::as_str).unwrap_or_default();
         accepted["listKind"] = Value::String(format!("{kind}List"));
     }
-    let mut stored: Vec<Value> = crd.pointer("/status/storedVersions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut stored: Vec<Value> = crd.at("/status/storedVersions").and_then(Value::as_array).cloned().unwrap_or_default();
     if let Some(storage) = crd
-        .pointer("/spec/versions")
+        .at("/spec/versions")
         .and_then(Value::as_array)
         .and_then(|v| v.iter().find(|v| v.get("storage").and_then(Value::as_bool) == Some(true)))
         .and_then(|v| v.get("name"))

@@ -5,6 +5,7 @@
 use serde_json::{Map, Value};
 
 use crate::error::ApiError;
+use crate::pointer::At;
 
 /// How `JSONSchemaProps` (v1.20) decodes one keyword.
 #[derive(Clone, Copy)]
@@ -93,7 +94,7 @@ pub(crate) const KEYWORDS: &[(&str, Keyword)] = &[
 /// Decodes every `spec.versions[].schema.openAPIV3Schema` of `crd` in place. A value of the
 /// wrong JSON type is a 400 naming where it is, as kube-apiserver's decoding error is.
 pub(crate) fn decode_schemas(crd: &mut Value) -> Result<(), ApiError> {
-    let Some(versions) = crd.pointer_mut("/spec/versions").and_then(Value::as_array_mut) else { return Ok(()) };
+    let Some(versions) = crd.at_mut("/spec/versions").and_then(Value::as_array_mut) else { return Ok(()) };
     for (index, version) in versions.iter_mut().enumerate() {
         let Some(version) = version.as_object_mut() else { continue };
         let at = format!("spec.versions[{index}].schema");

@@ -5,6 +5,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::pointer::At;
+
 /// The `type`s a CRD schema may name.
 const TYPES: &[&str] = &["array", "boolean", "integer", "number", "object", "string"];
 
@@ -19,9 +21,9 @@ type Problems = Vec<(String, String)>;
 /// The problems of `crd`'s schemas (already decoded by [`crate::crd_decode::decode_schemas`]).
 pub(crate) fn schema_problems(crd: &Value) -> Problems {
     let mut problems = Vec::new();
-    let Some(versions) = crd.pointer("/spec/versions").and_then(Value::as_array).filter(|v| !v.is_empty()) else { return problems };
+    let Some(versions) = crd.at("/spec/versions").and_then(Value::as_array).filter(|v| !v.is_empty()) else { return problems };
     let validation = |version: &Value| version.get("schema").filter(|s| !s.is_null()).cloned();
-    let status_enabled = |version: &Value| version.pointer("/subresources/status").is_some_and(|s| !s.is_null());
+    let status_enabled = |version: &Value| version.at("/subresources/status").is_some_and(|s| !s.is_null());
     // kube-apiserver's internal version holds one top-level schema when every version has the
     // same one, and reports its problems under `spec.validation`.
     let first = validation(&versions[0]);

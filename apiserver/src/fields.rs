@@ -7,6 +7,7 @@ use std::rc::Rc;
 use serde_json::{Map, Value, json};
 
 use crate::patch::strategic::{ListStrategy, list_strategy};
+use crate::pointer::At;
 
 /// A path through an object, each step in `FieldsV1` syntax.
 pub(crate) type Path = Vec<String>;
@@ -378,7 +379,7 @@ pub(crate) struct Entry {
 }
 
 pub(crate) fn entries(object: &Value) -> Vec<Entry> {
-    let Some(list) = object.pointer("/metadata/managedFields").and_then(Value::as_array) else { return Vec::new() };
+    let Some(list) = object.at("/metadata/managedFields").and_then(Value::as_array) else { return Vec::new() };
     list.iter()
         .map(|e| Entry {
             manager: e.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
@@ -494,17 +495,19 @@ fn record_every_field(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>,
     store_entries(new, &list);
 }
 
-/// The fast path of [`record_update`] for the commonest writes, heartbeats and status
-/// updates: an object whose shape is unchanged (same keys everywhere, keyed list items with the
-/// same keys in the same order, set lists equal) and whose changed fields the writer owns
-/// already, and no one else. Ownership then stays as it is and only the writer's entry gets the
-/// write's time, so `old`'s `managedFields` are copied instead of every field of both objects
-/// being listed and compared. `Some(list)`: the new `managedFields` (`None`: none); `None`: the
-/// write needs the full bookkeeping.
+/// The fast path of [`record_update`] for the commonest writes: heartbeats, status updates, and
+/// labels or annotations added or removed. It applies when the object's shape is unchanged but
+/// for scalar members added to or removed from maps that stay non-empty (keyed list items with
+/// the same keys in the same order, set lists equal), the writer alone owns every field it
+/// changed, and no one owns a field it added. Then `old`'s `managedFields` are edited in place
+/// of listing and comparing every field of both objects: an added field joins the writer's
+/// entry, a removed one leaves every entry (an entry left empty goes), and the writer's entry
+/// gets the write's time when it changed or added something. `Some(list)`: the new
+/// `managedFields` (`None`: none); `None`: the write needs the full bookkeeping.
 fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) -> Option<Option<Value>> {
     let (old_map, new_map) = (old.as_object()?, new.as_object()?);
     let builtin = shape.schema.is_none();
-    let mut changes = Changes { stack: Vec::new(), changed: Vec::new() };
+    let mut changes = Changes { stack: Vec::new(), changed: Vec::new(), added: Vec::new(), removed: Vec::new() };
     for key in old_map.keys().chain(new_map.keys().filter(|k| !old_map.contains_key(*k))) {
         if !in_scope(key, shape.scope, builtin) {
             continue;
@@ -522,35 +525,103 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
         }
         changes.stack.pop();
     }
-    let list = old.pointer("/metadata/managedFields").and_then(Value::as_array);
-    if changes.changed.is_empty() {
+    let list = old.at("/metadata/managedFields").and_then(Value::as_array);
+    let Changes { changed, added, removed, .. } = changes;
+    if changed.is_empty() && added.is_empty() && removed.is_empty() {
         return Some(list.map(|l| Value::Array(l.clone())));
     }
     let list = list?;
+    let writes = !changed.is_empty() || !added.is_empty();
     let is_writer = |e: &Value| {
         e.get("manager").and_then(Value::as_str) == Some(writer.manager)
             && e.get("operation").and_then(Value::as_str) == Some("Update")
             && e.get("subresource").and_then(Value::as_str) == writer.subresource
     };
-    let position = list.iter().position(is_writer)?;
-    for path in &changes.changed {
-        let owned_by_writer_only = list.iter().enumerate().all(|(i, e)| owns(e, path) == (i == position));
+    let position = list.iter().position(is_writer);
+    if writes && position.is_none() {
+        return None;
+    }
+    for path in &changed {
+        let owned_by_writer_only = list.iter().enumerate().all(|(i, e)| owns(e, path) == (Some(i) == position));
         if !owned_by_writer_only {
             return None;
         }
     }
+    if added.iter().any(|path| list.iter().any(|e| fields_node(e, path).is_some())) {
+        return None;
+    }
+    let leaf = |node: &Value| node.as_object().is_some_and(Map::is_empty);
+    if removed.iter().any(|path| list.iter().any(|e| fields_node(e, path).is_some_and(|node| !leaf(node)))) {
+        return None;
+    }
     let mut list = list.clone();
-    let entry = list[position].as_object_mut()?;
-    entry.insert("time".to_owned(), Value::String(writer.time.to_owned()));
-    entry.insert("apiVersion".to_owned(), Value::String(writer.api_version.to_owned()));
-    Some(Some(Value::Array(list)))
+    for entry in &mut list {
+        for path in &removed {
+            if let Some(fields) = entry.get_mut("fieldsV1").and_then(Value::as_object_mut) {
+                remove_leaf(fields, path);
+            }
+        }
+    }
+    if let Some(position) = position.filter(|_| writes) {
+        let entry = list[position].as_object_mut()?;
+        for path in &added {
+            add_leaf(entry.get_mut("fieldsV1")?.as_object_mut()?, path);
+        }
+        entry.insert("time".to_owned(), Value::String(writer.time.to_owned()));
+        entry.insert("apiVersion".to_owned(), Value::String(writer.api_version.to_owned()));
+    }
+    list.retain(|e| e.get("fieldsV1").and_then(Value::as_object).is_some_and(|fields| !fields.is_empty()));
+    Some((!list.is_empty()).then_some(Value::Array(list)))
+}
+
+/// Adds the leaf `path` to a `FieldsV1` tree where [`to_fields_v1`] would put it: members in
+/// byte order, `"."` last; a leaf that gains members keeps its own field with a `"."`.
+fn add_leaf(node: &mut Map<String, Value>, path: &[String]) {
+    let Some((step, rest)) = path.split_first() else { return };
+    let existed = node.contains_key(step);
+    if !existed {
+        let mut members: Vec<(String, Value)> = std::mem::take(node).into_iter().collect();
+        let at = members.partition_point(|(key, _)| key != "." && key < step);
+        members.insert(at, (step.clone(), json!({})));
+        *node = members.into_iter().collect();
+    }
+    let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else { return };
+    if !rest.is_empty() {
+        if existed && child.is_empty() {
+            child.insert(".".to_owned(), json!({}));
+        }
+        add_leaf(child, rest);
+    }
+}
+
+/// Removes the leaf `path` from a `FieldsV1` tree, with the nodes it leaves holding nothing, as
+/// [`to_fields_v1`] would encode the set without it. Whether it was there.
+fn remove_leaf(node: &mut Map<String, Value>, path: &[String]) -> bool {
+    let Some((step, rest)) = path.split_first() else { return false };
+    if rest.is_empty() {
+        return node.shift_remove(step).is_some();
+    }
+    let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else { return false };
+    if !remove_leaf(child, rest) {
+        return false;
+    }
+    if child.is_empty() {
+        node.shift_remove(step);
+    } else if child.len() == 1 && child.contains_key(".") {
+        child.clear();
+    }
+    true
 }
 
 /// Whether managedFields entry `entry` owns the field at `path` itself: its `FieldsV1` node is
 /// a leaf, or carries the `"."` marker of a map or list item that is a field of its own.
 fn owns(entry: &Value, path: &Path) -> bool {
-    let node = entry.get("fieldsV1").and_then(|fields| path.iter().try_fold(fields, |fields, step| fields.get(step)));
-    node.and_then(Value::as_object).is_some_and(|node| node.is_empty() || node.contains_key("."))
+    fields_node(entry, path).and_then(Value::as_object).is_some_and(|node| node.is_empty() || node.contains_key("."))
+}
+
+/// The node of managedFields entry `entry`'s `FieldsV1` at `path`, if any.
+fn fields_node<'v>(entry: &'v Value, path: &Path) -> Option<&'v Value> {
+    entry.get("fieldsV1").and_then(|fields| path.iter().try_fold(fields, |fields, step| fields.get(step)))
 }
 
 /// One step of the path [`Changes`] is at, rendered only when a change is found there.
@@ -563,27 +634,26 @@ enum Step<'a> {
 /// [`field_set`] walks one.
 struct Changes<'a> {
     stack: Vec<Step<'a>>,
+    /// Fields whose value changed.
     changed: Vec<Path>,
+    /// Scalar members added to a map that had members before.
+    added: Vec<Path>,
+    /// Scalar members removed from a map that keeps members.
+    removed: Vec<Path>,
 }
 
 impl<'a> Changes<'a> {
     /// Adds the path of every field that differs between `before` and `after`, `field` with
-    /// `schema` (list kinds and atomic maps as in [`walk`]); `None` when their shapes differ (a
-    /// key added or removed, keyed list items added, removed or reordered, a set list or a type
-    /// changed).
+    /// `schema` (list kinds and atomic maps as in [`walk`]); `None` when their shapes differ
+    /// otherwise than by scalar members of maps (keyed list items added, removed or reordered, a
+    /// map emptied or filled, a member that is a map or list added or removed, a set list or a
+    /// type changed).
     fn compare(&mut self, before: Option<&'a Value>, after: Option<&'a Value>, field: &str, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
         match (before, after) {
             (None, None) => Some(()),
             (Some(Value::Object(b)), Some(Value::Object(a))) => match (walks_into(b, schema, field, builtin), walks_into(a, schema, field, builtin)) {
                 (false, false) => self.leaf(b == a),
-                (true, true) if b.len() == a.len() => {
-                    for (key, before) in b {
-                        self.stack.push(Step::Field(key));
-                        self.compare(Some(before), Some(a.get(key)?), key, child_schema(schema, key), builtin)?;
-                        self.stack.pop();
-                    }
-                    Some(())
-                }
+                (true, true) => self.members(b, a, schema, builtin),
                 _ => None,
             },
             (Some(Value::Array(b)), Some(Value::Array(a))) => match list_kind(field, schema, builtin) {
@@ -596,18 +666,14 @@ impl<'a> Changes<'a> {
                     let keys: Rc<[String]> = keys.into();
                     for (before, after) in b.iter().zip(a) {
                         let (Some(b_item), Some(a_item)) = (before.as_object(), after.as_object()) else { return None };
-                        if keys.is_empty() || !keys.iter().all(|k| b_item.get(k).is_some() && b_item.get(k) == a_item.get(k)) || b_item.len() != a_item.len() {
+                        if keys.is_empty() || !keys.iter().all(|k| b_item.get(k).is_some() && b_item.get(k) == a_item.get(k)) {
                             return None;
                         }
                         self.stack.push(Step::Item(before, keys.clone()));
-                        let found = self.changed.len();
-                        for (key, child) in b_item {
-                            self.stack.push(Step::Field(key));
-                            self.compare(Some(child), Some(a_item.get(key)?), key, child_schema(items_schema(schema), key), builtin)?;
-                            self.stack.pop();
-                        }
+                        let found = self.changed.len() + self.added.len() + self.removed.len();
+                        self.members(b_item, a_item, items_schema(schema), builtin)?;
                         // A changed member changes the item, a field of its own.
-                        if self.changed.len() > found {
+                        if self.changed.len() + self.added.len() + self.removed.len() > found {
                             self.changed.push(self.path());
                         }
                         self.stack.pop();
@@ -618,6 +684,30 @@ impl<'a> Changes<'a> {
             (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => self.leaf(b == a),
             _ => None,
         }
+    }
+
+    /// Compares the members of two maps (or keyed list items) that both have members, `schema`
+    /// being the maps'; a scalar member on one side only is added or removed.
+    fn members(&mut self, b: &'a Map<String, Value>, a: &'a Map<String, Value>, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
+        let scalar = |value: &Value| !value.is_object() && !value.is_array();
+        for (key, before) in b {
+            self.stack.push(Step::Field(key));
+            match a.get(key) {
+                Some(after) => self.compare(Some(before), Some(after), key, child_schema(schema, key), builtin)?,
+                None if scalar(before) => self.removed.push(self.path()),
+                None => return None,
+            }
+            self.stack.pop();
+        }
+        for (key, after) in a.iter().filter(|(key, _)| !b.contains_key(*key)) {
+            if !scalar(after) {
+                return None;
+            }
+            self.stack.push(Step::Field(key));
+            self.added.push(self.path());
+            self.stack.pop();
+        }
+        Some(())
     }
 
     /// A field kept whole: recorded as changed unless `same`.
@@ -685,10 +775,15 @@ mod tests {
         assert_eq!(owners, ["kubelet", "admin"]);
         assert!(taken["metadata"]["managedFields"][1]["fieldsV1"]["f:spec"].get("f:holderIdentity").is_some());
         assert!(taken["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].get("f:holderIdentity").is_none());
-        // A new key changes the shape: the full path runs and the kubelet gains the field.
+        // A new scalar no one owns: the fast path adds it to the kubelet's fields.
         let mut grown = taken.clone();
         grown["spec"]["leaseTransitions"] = json!(1);
-        assert!(same_owners(&taken, &grown, &kubelet("t3"), shape).is_none());
+        assert!(same_owners(&taken, &grown, &kubelet("t3"), shape).is_some());
+        let mut full_grown = grown.clone();
+        record_every_field(Some(&taken), &mut full_grown, &kubelet("t3"), shape);
+        record_update(Some(&taken), &mut grown, &kubelet("t3"), shape);
+        assert_eq!(grown["metadata"]["managedFields"].to_string(), full_grown["metadata"]["managedFields"].to_string());
+        assert!(grown["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].get("f:leaseTransitions").is_some());
         // Nothing changed: managedFields stay exactly as they were.
         let mut same = taken.clone();
         record_update(Some(&taken), &mut same, &kubelet("t4"), shape);
@@ -748,16 +843,97 @@ mod tests {
         let mut reordered = base.clone();
         reordered["status"]["conditions"].as_array_mut().unwrap().reverse();
         assert!(!fast_and_full(reordered, "agent"));
-        // A member added to a condition: full path.
+        // A member added to a condition by the item's owner: fast; by someone else: full.
         let mut grown = base.clone();
         grown["status"]["conditions"][0]["message"] = json!("m");
-        assert!(!fast_and_full(grown, "agent"));
+        assert!(fast_and_full(grown.clone(), "agent"));
+        assert!(!fast_and_full(grown, "orchestrator"));
         // An empty map that gains members: full path.
         let mut empty = base.clone();
         empty["status"]["nodeInfo"] = json!({});
         let mut filled = empty.clone();
         filled["status"]["nodeInfo"] = json!({"osImage": "os 2"});
         assert!(same_owners(&empty, &filled, &writer("agent", "t9"), shape).is_none());
+    }
+
+    /// Random writes by three managers (labels and annotations set and removed, condition
+    /// members changed, added and removed, conditions added and removed, spec fields) give the
+    /// same `managedFields`, member order included, on the fast path as on the full one, for a
+    /// built-in kind (whole object and status writes) and a custom resource.
+    #[test]
+    fn the_fast_path_gives_what_the_full_bookkeeping_gives_for_random_writes() {
+        let mut seed: u64 = 0x5eed;
+        let mut next = move |n: u64| {
+            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 33) % n
+        };
+        // As a custom resource: maps of strings and a keyed list of conditions.
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "additionalProperties": {"type": "string"}},
+            "status": {"type": "object", "properties": {
+                "conditions": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"],
+                    "items": {"type": "object", "additionalProperties": {"type": "string"}}},
+                "nodeInfo": {"type": "object", "properties": {"osImage": {"type": "string"}}},
+            }},
+        }});
+        for (scope, schema) in [(Scope::All, None), (Scope::StatusOnly, None), (Scope::All, Some(&schema))] {
+            let shape = Shape { schema, scope };
+            let subresource = (scope == Scope::StatusOnly).then_some("status");
+            let mut current = json!({"apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": "n", "labels": {"l0": "x"}, "annotations": {"a0": "x"}},
+                "spec": {"podCIDR": "10.0.0.0/24"},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}], "nodeInfo": {"osImage": "os"}}});
+            let (mut fast_taken, mut shape_changes) = (0, 0);
+            for round in 0..3000 {
+                let mut new = current.clone();
+                new["metadata"].as_object_mut().unwrap().shift_remove("managedFields");
+                let key = format!("{}", next(4));
+                let value = json!(format!("v{}", next(3)));
+                match next(9) {
+                    0 => new["metadata"]["labels"][format!("l{key}")] = value,
+                    1 => _ = new["metadata"]["labels"].as_object_mut().unwrap().shift_remove(&format!("l{key}")),
+                    2 => new["metadata"]["annotations"][format!("a{key}")] = value,
+                    3 => _ = new["metadata"]["annotations"].as_object_mut().unwrap().shift_remove(&format!("a{key}")),
+                    4 => new["spec"][format!("s{key}")] = value,
+                    5 => _ = new["spec"].as_object_mut().unwrap().shift_remove(&format!("s{key}")),
+                    6 | 7 => {
+                        let conditions = new["status"]["conditions"].as_array_mut().unwrap();
+                        let i = next(conditions.len() as u64) as usize;
+                        match next(3) {
+                            0 => conditions[i]["status"] = json!(if next(2) == 0 { "True" } else { "False" }),
+                            1 => conditions[i][format!("m{key}")] = value,
+                            _ => _ = conditions[i].as_object_mut().unwrap().shift_remove(&format!("m{key}")),
+                        }
+                    }
+                    _ => {
+                        let conditions = new["status"]["conditions"].as_array_mut().unwrap();
+                        let kind = format!("C{key}");
+                        match conditions.iter().position(|c| c["type"] == kind.as_str()) {
+                            Some(i) if conditions.len() > 1 => _ = conditions.remove(i),
+                            Some(_) => {}
+                            None => conditions.push(json!({"type": kind, "status": "Unknown"})),
+                        }
+                    }
+                }
+                let manager = ["agent", "orchestrator", "admin"][next(3) as usize];
+                let time = format!("t{round}");
+                let writer = Writer { manager, api_version: "v1", time: &time, subresource };
+                if let Some(managed) = same_owners(&current, &new, &writer, shape) {
+                    fast_taken += 1;
+                    let mut fast = new.clone();
+                    fast["metadata"]["managedFields"] = managed.unwrap_or(Value::Null);
+                    let mut full = new.clone();
+                    record_every_field(Some(&current), &mut full, &writer, shape);
+                    let shown = |object: &Value| object["metadata"].get("managedFields").filter(|m| !m.is_null()).map(Value::to_string);
+                    assert_eq!(shown(&fast), shown(&full), "round {round}: {manager} writing {new:#}\nover {current:#}");
+                } else {
+                    shape_changes += 1;
+                }
+                record_update(Some(&current), &mut new, &writer, shape);
+                current = new;
+            }
+            assert!(fast_taken > 1000 && shape_changes > 100, "{scope:?}: fast {fast_taken}, full {shape_changes}");
+        }
     }
 
     #[test]

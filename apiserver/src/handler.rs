@@ -17,6 +17,7 @@ use crate::fields::{self, Scope, Shape, Writer};
 use crate::kinds;
 use crate::patch::{self, PatchType};
 use crate::pdb;
+use crate::pointer::At;
 use crate::registry::{Resource, split_api_version};
 use crate::request::{self, Action, RawRequest, DeleteOptions, ListOptions, Subresource, Target, WriteOptions};
 use crate::state::{State, key, meta_str};
@@ -391,7 +392,7 @@ fn check_namespace(state: &State, namespace: &str, user: &User, verb: &str, reso
     let ns = state.store.get(&crate::store::Key { gr: crate::state::gr("", "namespaces"), namespace: String::new(), name: namespace.to_owned() });
     match ns {
         None => Err(ApiError::not_found("", "namespaces", namespace)),
-        Some(ns) if ns.pointer("/metadata/deletionTimestamp").is_some() => Err(ApiError::forbidden(
+        Some(ns) if ns.at("/metadata/deletionTimestamp").is_some() => Err(ApiError::forbidden(
             &user.name,
             verb,
             &resource.group,
@@ -535,15 +536,15 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         new["status"] = crate::crd::accepted_status(&new, now);
     }
     kinds::finish(&resource, &mut new);
-    if old.pointer("/metadata/deletionTimestamp").is_some() {
-        let old_fins: Vec<&Value> = old.pointer("/metadata/finalizers").and_then(Value::as_array).map(|f| f.iter().collect()).unwrap_or_default();
-        let added = new.pointer("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| f.iter().any(|x| !old_fins.contains(&x)));
+    if old.at("/metadata/deletionTimestamp").is_some() {
+        let old_fins: Vec<&Value> = old.at("/metadata/finalizers").and_then(Value::as_array).map(|f| f.iter().collect()).unwrap_or_default();
+        let added = new.at("/metadata/finalizers").and_then(Value::as_array).is_some_and(|f| f.iter().any(|x| !old_fins.contains(&x)));
         if added {
             return Err(ApiError::invalid(&resource.group, &resource.kind, target.name(), vec![("metadata.finalizers".into(), "Forbidden: no new finalizers can be added if the object is being deleted".into())]));
         }
     }
-    if resource.generation && target.sub.is_none() && spec_of(&new) != spec_of(old) {
-        let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
+    if resource.generation && target.sub.is_none() && spec_differs(&new, old) {
+        let generation = old.at("/metadata/generation").and_then(Value::as_i64).unwrap_or(0) + 1;
         new["metadata"]["generation"] = json!(generation);
     }
     kinds::validate(&resource, &new)?;
@@ -581,15 +582,12 @@ fn copy_field(meta: &mut Value, old: &Value, field: &str) {
     }
 }
 
-fn spec_of(object: &Value) -> Value {
-    let mut copy = object.clone();
-    if let Some(map) = copy.as_object_mut() {
-        map.remove("metadata");
-        map.remove("status");
-        map.remove("apiVersion");
-        map.remove("kind");
-    }
-    copy
+/// Whether `a` and `b` differ in anything but `metadata`, `status`, `apiVersion` and `kind`
+/// (what bumps `metadata.generation`), compared in place.
+fn spec_differs(a: &Value, b: &Value) -> bool {
+    let (Some(a), Some(b)) = (a.as_object(), b.as_object()) else { return a != b };
+    let spec = |(key, _): &(&String, &Value)| !matches!(key.as_str(), "metadata" | "status" | "apiVersion" | "kind");
+    a.iter().filter(spec).count() != b.iter().filter(spec).count() || a.iter().filter(spec).any(|(key, value)| b.get(key) != Some(value))
 }
 
 /// Whether `old` and `new` are equal but for `apiVersion`, `kind` and the metadata's
@@ -644,7 +642,7 @@ fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, bod
             None => {
                 let mut body = merged;
                 body["metadata"]["name"] = json!(target.name());
-                let managed = body.pointer("/metadata/managedFields").cloned();
+                let managed = body.at("/metadata/managedFields").cloned();
                 let reply = create(state, ctx, target, body, &WriteOptions { field_manager: Some(field_manager.clone()), ..options.clone() }, now)?;
                 // create() recorded an Update entry; the object was applied, so restore Apply.
                 let Some(managed) = managed else { return Err(ApiError::internal("apply created an object without managedFields")) };
@@ -665,7 +663,7 @@ fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, bod
                 }
             }
             Some(old) => {
-                let managed = merged.pointer("/metadata/managedFields").cloned().unwrap_or(json!([]));
+                let managed = merged.at("/metadata/managedFields").cloned().unwrap_or(json!([]));
                 write_over(state, ctx, target, &old, merged, options, now, Some(managed)).map(|written| written.reply(state, &resource))
             }
         };
@@ -688,11 +686,11 @@ fn patch(state: &mut State, ctx: &Context, target: &Target, kind: PatchType, bod
 
 fn scale_of(resource: &Resource, object: &Value) -> Value {
     let spec = resource.scale.as_ref();
-    let replicas = spec.and_then(|s| object.pointer(&s.spec_replicas)).cloned().unwrap_or(json!(0));
-    let status_replicas = spec.and_then(|s| object.pointer(&s.status_replicas)).cloned().unwrap_or(json!(0));
+    let replicas = spec.and_then(|s| object.at(&s.spec_replicas)).cloned().unwrap_or(json!(0));
+    let status_replicas = spec.and_then(|s| object.at(&s.status_replicas)).cloned().unwrap_or(json!(0));
     let selector = match spec.and_then(|s| s.label_selector.as_ref()) {
-        Some(pointer) => object.pointer(pointer).and_then(Value::as_str).map(str::to_owned),
-        None => object.pointer("/spec/selector/matchLabels").and_then(Value::as_object).map(|labels| {
+        Some(pointer) => object.at(pointer).and_then(Value::as_str).map(str::to_owned),
+        None => object.at("/spec/selector/matchLabels").and_then(Value::as_object).map(|labels| {
             labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect::<Vec<_>>().join(",")
         }),
     };
@@ -719,7 +717,7 @@ fn update_scale(state: &mut State, ctx: &Context, target: &Target, scale: Value,
     let spec = resource.scale.clone().ok_or_else(|| ApiError::path_not_found("scale"))?;
     let old = current(state, target)?;
     // An absent `replicas` is 0 (it is `omitempty`).
-    let replicas = scale.pointer("/spec/replicas").filter(|r| !r.is_null()).map_or(Some(0), Value::as_i64);
+    let replicas = scale.at("/spec/replicas").filter(|r| !r.is_null()).map_or(Some(0), Value::as_i64);
     let Some(replicas) = replicas.filter(|r| *r >= 0) else {
         return Err(ApiError::invalid("autoscaling", "Scale", target.name(), vec![("spec.replicas".into(), "Invalid value: must be greater than or equal to 0".into())]));
     };
@@ -841,12 +839,12 @@ fn evict(state: &mut State, target: &Target, body: &Value, now: &str) -> Result<
         }
     let pod = current(state, target)?;
     let done = || Reply::Json(201, success_status(201, json!({"name": target.name(), "kind": "pods"})));
-    if pod.pointer("/metadata/deletionTimestamp").is_some() {
+    if pod.at("/metadata/deletionTimestamp").is_some() {
         return Ok(done());
     }
     pdb::check_eviction(state, &pod)?;
-    let grace = body.pointer("/deleteOptions/gracePeriodSeconds").and_then(Value::as_i64);
-    let dry_run = body.pointer("/deleteOptions/dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All"));
+    let grace = body.at("/deleteOptions/gracePeriodSeconds").and_then(Value::as_i64);
+    let dry_run = body.at("/deleteOptions/dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All"));
     if dry_run {
         return Ok(done());
     }

@@ -6,6 +6,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::pointer::At;
 use crate::registry::Resource;
 use crate::schema;
 
@@ -72,7 +73,7 @@ pub(crate) fn label_value_problem(value: &str) -> Option<String> {
 
 /// Validates `object` (after defaulting) as kube-apiserver would; 422 with the causes otherwise.
 pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiError> {
-    let name = object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = object.at("/metadata/name").and_then(Value::as_str).unwrap_or_default();
     let mut causes: Vec<(String, String)> = Vec::new();
     let name_ok = match resource.plural.as_str() {
         "namespaces" => is_dns_label(name),
@@ -83,7 +84,7 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
     } else if !name_ok {
         causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
     }
-    if let Some(labels) = object.pointer("/metadata/labels") {
+    if let Some(labels) = object.at("/metadata/labels") {
         match labels.as_object() {
             Some(map) => {
                 for (key, value) in map {
@@ -103,7 +104,7 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
             None => causes.push(("metadata.labels".into(), "Invalid value: must be an object".into())),
         }
     }
-    if let Some(annotations) = object.pointer("/metadata/annotations").and_then(Value::as_object) {
+    if let Some(annotations) = object.at("/metadata/annotations").and_then(Value::as_object) {
         let mut total = 0;
         for (key, value) in annotations {
             for problem in qualified_name_problems(&key.to_lowercase()) {
@@ -118,18 +119,18 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
     match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Pod") => validate_pod_spec(object.get("spec"), "spec", &mut causes),
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet") => {
-            match object.pointer("/spec/selector") {
+            match object.at("/spec/selector") {
                 None => causes.push(("spec.selector".into(), "Required value".into())),
                 Some(selector) => {
-                    let labels = object.pointer("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
+                    let labels = object.at("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
                     let matches = crate::selector::LabelSelector::from_object(selector).map(|s| !s.is_empty() && s.matches(&json!({"metadata": {"labels": labels}}))).unwrap_or(false);
                     if !matches {
                         causes.push(("spec.template.metadata.labels".into(), "Invalid value: `selector` does not match template `labels`".into()));
                     }
                 }
             }
-            validate_pod_spec(object.pointer("/spec/template/spec"), "spec.template.spec", &mut causes);
-            if object.pointer("/spec/replicas").is_some_and(|r| r.as_i64().is_none_or(|r| r < 0)) {
+            validate_pod_spec(object.at("/spec/template/spec"), "spec.template.spec", &mut causes);
+            if object.at("/spec/replicas").is_some_and(|r| r.as_i64().is_none_or(|r| r < 0)) {
                 causes.push(("spec.replicas".into(), "Invalid value: must be greater than or equal to 0".into()));
             }
         }
@@ -163,7 +164,7 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<(String,
 }
 
 fn set_default(object: &mut Value, pointer: &str, value: Value) {
-    if object.pointer(pointer).is_some() {
+    if object.at(pointer).is_some() {
         return;
     }
     let mut current = object;
@@ -232,11 +233,11 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
         ("apiextensions.k8s.io", "CustomResourceDefinition") => {
             set_default(object, "/spec/conversion", json!({"strategy": "None"}));
             let storage: Vec<Value> = object
-                .pointer("/spec/versions")
+                .at("/spec/versions")
                 .and_then(Value::as_array)
                 .map(|versions| versions.iter().filter(|v| v.get("storage") == Some(&json!(true))).filter_map(|v| v.get("name").cloned()).collect())
                 .unwrap_or_default();
-            if !storage.is_empty() && object.pointer("/status/storedVersions").and_then(Value::as_array).is_none_or(Vec::is_empty) && object.get("status").is_none_or(Value::is_object) {
+            if !storage.is_empty() && object.at("/status/storedVersions").and_then(Value::as_array).is_none_or(Vec::is_empty) && object.get("status").is_none_or(Value::is_object) {
                 object["status"]["storedVersions"] = Value::Array(storage);
             }
         }
@@ -245,20 +246,20 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
             set_default(object, "/spec/strategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
             set_default(object, "/spec/revisionHistoryLimit", json!(10));
             set_default(object, "/spec/progressDeadlineSeconds", json!(600));
-            if let Some(spec) = object.pointer_mut("/spec/template/spec") {
+            if let Some(spec) = object.at_mut("/spec/template/spec") {
                 default_pod_spec(spec);
             }
         }
         ("apps", "ReplicaSet" | "StatefulSet") => {
             set_default(object, "/spec/replicas", json!(1));
-            if let Some(spec) = object.pointer_mut("/spec/template/spec") {
+            if let Some(spec) = object.at_mut("/spec/template/spec") {
                 default_pod_spec(spec);
             }
         }
         ("apps", "DaemonSet") => {
             set_default(object, "/spec/updateStrategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
             set_default(object, "/spec/revisionHistoryLimit", json!(10));
-            if let Some(spec) = object.pointer_mut("/spec/template/spec") {
+            if let Some(spec) = object.at_mut("/spec/template/spec") {
                 default_pod_spec(spec);
             }
         }
@@ -276,9 +277,9 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
         }
         ("", "Namespace") => {
             set_default(object, "/status/phase", json!("Active"));
-            let name = object.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+            let name = object.at("/metadata/name").cloned().unwrap_or(Value::Null);
             if name.is_string() {
-                if !object.pointer("/metadata/labels").is_some_and(Value::is_object) {
+                if !object.at("/metadata/labels").is_some_and(Value::is_object) {
                     object["metadata"]["labels"] = json!({});
                 }
                 object["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
@@ -294,7 +295,7 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
 
 /// Condition times are `metav1.Time` values (not pointers): unset, they are written as `null`.
 fn null_condition_times(object: &mut Value, fields: &[&str]) {
-    let Some(conditions) = object.pointer_mut("/status/conditions").and_then(Value::as_array_mut) else { return };
+    let Some(conditions) = object.at_mut("/status/conditions").and_then(Value::as_array_mut) else { return };
     for condition in conditions.iter_mut().filter(|c| c.is_object()) {
         for field in fields {
             set_default(condition, &format!("/{field}"), Value::Null);
@@ -379,7 +380,7 @@ pub(crate) fn admit(resource: &Resource, object: &mut Value, old: Option<&Value>
         }
         // The namespace strategy (after field tracking, like admission): the `kubernetes`
         // finalizer on create, kept from the old namespace on updates.
-        ("", "Namespace") if object.get("spec").is_none_or(Value::is_object) => match old.and_then(|old| old.pointer("/spec/finalizers")) {
+        ("", "Namespace") if object.get("spec").is_none_or(Value::is_object) => match old.and_then(|old| old.at("/spec/finalizers")) {
             Some(finalizers) => object["spec"]["finalizers"] = finalizers.clone(),
             None if old.is_none() => set_default(object, "/spec/finalizers", json!(["kubernetes"])),
             None => {}
@@ -408,13 +409,13 @@ fn admit_priority(pod: &mut Value, old: Option<&Value>) -> Result<(), ApiError> 
     let spec = &mut pod["spec"];
     if let Some(old) = old {
         for field in ["priority", "preemptionPolicy"] {
-            if let Some(value) = old.pointer(&format!("/spec/{field}")) {
+            if let Some(value) = old.at(&format!("/spec/{field}")) {
                 spec[field] = value.clone();
             }
         }
         return Ok(());
     }
-    let name = pod.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let name = pod.at("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
     let spec = &mut pod["spec"];
     let class = spec.get("priorityClassName").and_then(Value::as_str).unwrap_or_default();
     let priority = if class.is_empty() {

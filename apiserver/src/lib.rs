@@ -129,6 +129,7 @@ mod kinds;
 mod openapi;
 mod patch;
 mod pdb;
+mod pointer;
 mod registry;
 mod request;
 mod schema;

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
+use crate::pointer::At;
 use crate::selector::LabelSelector;
 use crate::state::{State, gr, meta_str};
 use crate::store::Key;
@@ -47,7 +48,7 @@ fn scaled(value: &Value, total: i64, round_up: bool) -> Option<i64> {
 fn selector_of(pdb: &Value) -> Option<LabelSelector> {
     // A budget with an empty or missing selector matches no pods (policy/v1 matches all pods
     // with an empty selector `{}`).
-    pdb.pointer("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok())
+    pdb.at("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok())
 }
 
 /// A pod's part in a budget's counts, `(expected, healthy)`; `None`: absent.
@@ -66,36 +67,36 @@ fn count(selector: Option<&LabelSelector>, pods: &[&Value]) -> (i64, i64) {
 /// A budget's counts as its status holds them, when that status is of its current generation.
 fn stored_counts(pdb: &Value) -> Option<(i64, i64)> {
     let status = pdb.get("status")?;
-    let generation = pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1));
+    let generation = pdb.at("/metadata/generation").cloned().unwrap_or(json!(1));
     (status.get("observedGeneration") == Some(&generation)).then_some(())?;
     Some((status.get("expectedPods")?.as_i64()?, status.get("currentHealthy")?.as_i64()?))
 }
 
 /// The status fields of `pdb` for `expected` matching pods of which `healthy` are ready.
 fn status(pdb: &Value, (expected, healthy): (i64, i64), now: &str) -> Value {
-    let desired = if let Some(min) = pdb.pointer("/spec/minAvailable") {
+    let desired = if let Some(min) = pdb.at("/spec/minAvailable") {
         scaled(min, expected, true).unwrap_or(0)
-    } else if let Some(max) = pdb.pointer("/spec/maxUnavailable") {
+    } else if let Some(max) = pdb.at("/spec/maxUnavailable") {
         (expected - scaled(max, expected, true).unwrap_or(0)).max(0)
     } else {
         0
     };
     let allowed = (healthy - desired).max(0);
-    let previous = pdb.pointer("/status/conditions/0");
+    let previous = pdb.at("/status/conditions/0");
     let (status, reason) = if allowed > 0 { ("True", "SufficientPods") } else { ("False", "InsufficientPods") };
     let transition = match previous {
         Some(p) if p.get("status").and_then(Value::as_str) == Some(status) => p.get("lastTransitionTime").cloned().unwrap_or(json!(now)),
         _ => json!(now),
     };
     json!({
-        "observedGeneration": pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+        "observedGeneration": pdb.at("/metadata/generation").cloned().unwrap_or(json!(1)),
         "disruptionsAllowed": allowed,
         "currentHealthy": healthy,
         "desiredHealthy": desired,
         "expectedPods": expected,
         "conditions": [{
             "type": "DisruptionAllowed", "status": status, "reason": reason, "message": "",
-            "observedGeneration": pdb.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+            "observedGeneration": pdb.at("/metadata/generation").cloned().unwrap_or(json!(1)),
             "lastTransitionTime": transition,
         }],
     })
@@ -150,7 +151,7 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
             };
             let status = status(pdb, counts, now);
             let mut comparable = status.clone();
-            if let (Some(old), Some(new)) = (pdb.pointer("/status/conditions/0/lastTransitionTime"), comparable.pointer_mut("/conditions/0/lastTransitionTime")) {
+            if let (Some(old), Some(new)) = (pdb.at("/status/conditions/0/lastTransitionTime"), comparable.at_mut("/conditions/0/lastTransitionTime")) {
                 *new = old.clone();
             }
             if pdb.get("status") == Some(&comparable) {
@@ -168,7 +169,7 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
 
 /// Whether evicting `pod` is allowed now; Err(429) when a budget forbids it.
 pub(crate) fn check_eviction(state: &State, pod: &Value) -> Result<(), ApiError> {
-    let phase = pod.pointer("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    let phase = pod.at("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
     if matches!(phase, "Succeeded" | "Failed" | "Pending") {
         return Ok(());
     }
@@ -177,15 +178,15 @@ pub(crate) fn check_eviction(state: &State, pod: &Value) -> Result<(), ApiError>
         .store
         .range(&gr("policy", "poddisruptionbudgets"), Some(namespace), None)
         .map(|(_, v)| &**v)
-        .filter(|pdb| pdb.pointer("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok()).is_some_and(|s| s.matches(pod)))
+        .filter(|pdb| pdb.at("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok()).is_some_and(|s| s.matches(pod)))
         .collect();
     match matching.as_slice() {
         [] => Ok(()),
         [pdb] => {
-            let allowed = pdb.pointer("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
-            let healthy = pdb.pointer("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
-            let desired = pdb.pointer("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
-            let always = pdb.pointer("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow");
+            let allowed = pdb.at("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
+            let healthy = pdb.at("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
+            let desired = pdb.at("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
+            let always = pdb.at("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow");
             if !pod_ready(pod) && (always || healthy >= desired) {
                 return Ok(());
             }

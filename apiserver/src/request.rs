@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::patch::PatchType;
+use crate::pointer::At;
 use crate::registry::{Registry, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 
@@ -423,8 +424,8 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
         if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
             options.propagation = Some("Orphan".to_owned());
         }
-        options.uid = value.pointer("/preconditions/uid").and_then(Value::as_str).map(str::to_owned);
-        options.resource_version = value.pointer("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_owned);
+        options.uid = value.at("/preconditions/uid").and_then(Value::as_str).map(str::to_owned);
+        options.resource_version = value.at("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_owned);
         if value.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All")) {
             options.dry_run = true;
         }

@@ -12,6 +12,7 @@ use crate::auth::AuthConfig;
 use crate::crd;
 use crate::error::ApiError;
 use crate::pdb;
+use crate::pointer::At;
 use crate::registry::{GroupResource, Registry, Resource, split_api_version};
 use crate::store::{Key, Store};
 
@@ -47,7 +48,7 @@ pub(crate) fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
 
 fn finalizers(object: &Value) -> Vec<String> {
     object
-        .pointer("/metadata/finalizers")
+        .at("/metadata/finalizers")
         .and_then(Value::as_array)
         .map(|f| f.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         .unwrap_or_default()
@@ -102,8 +103,8 @@ impl State {
         if resource.group == "apiextensions.k8s.io" && resource.plural == "customresourcedefinitions" {
             self.serve_crd(&object)?;
         }
-        let deleting = object.pointer("/metadata/deletionTimestamp").is_some();
-        let grace_over = object.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
+        let deleting = object.at("/metadata/deletionTimestamp").is_some();
+        let grace_over = object.at("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
         if deleting && grace_over && finalizers(&object).is_empty() && self.store.get(key).is_some() {
             // The write removes the last finalizer: like kube-apiserver, the object is deleted
             // instead of stored (watchers see only DELETED, with the object as last stored), and
@@ -118,7 +119,7 @@ impl State {
 
     fn serve_crd(&mut self, crd: &Value) -> Result<(), ApiError> {
         let resources = crd::resources(crd)?;
-        if crd.pointer("/metadata/deletionTimestamp").is_some() {
+        if crd.at("/metadata/deletionTimestamp").is_some() {
             return Ok(());
         }
         if let Some(first) = resources.first() {
@@ -138,7 +139,7 @@ impl State {
     pub(crate) fn purge(&mut self, key: &Key, now: &str) -> Option<Arc<Value>> {
         let removed = self.store.remove(key)?;
         if key.gr.group == "apiextensions.k8s.io" && key.gr.resource == "customresourcedefinitions"
-            && let (Some(group), Some(plural)) = (removed.pointer("/spec/group").and_then(Value::as_str), removed.pointer("/spec/names/plural").and_then(Value::as_str)) {
+            && let (Some(group), Some(plural)) = (removed.at("/spec/group").and_then(Value::as_str), removed.at("/spec/names/plural").and_then(Value::as_str)) {
                 let gr = gr(group, plural);
                 let keys: Vec<Key> = self.store.range(&gr, None, None).map(|((ns, name), _)| Key { gr: gr.clone(), namespace: ns.clone(), name: name.clone() }).collect();
                 for k in keys {
@@ -153,7 +154,7 @@ impl State {
         self.after_change(key, now);
         // Owners waiting in foreground deletion for this dependent may now go.
         let owners: Vec<String> = removed
-            .pointer("/metadata/ownerReferences")
+            .at("/metadata/ownerReferences")
             .and_then(Value::as_array)
             .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_owned).collect())
             .unwrap_or_default();
@@ -215,22 +216,22 @@ impl State {
     /// 0; an unbound or terminal pod goes at once (after its finalizers).
     pub(crate) fn delete_pod(&mut self, key: &Key, grace: Option<i64>, propagation: Option<&str>, now: &str) -> Option<Arc<Value>> {
         let current = self.store.get(key)?.clone();
-        let bound = current.pointer("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let terminal = matches!(current.pointer("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-        let default_grace = current.pointer("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30);
+        let bound = current.at("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
+        let terminal = matches!(current.at("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
+        let default_grace = current.at("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30);
         let mut grace = grace.unwrap_or(default_grace).max(0);
         if !bound || terminal {
             grace = 0;
         }
-        if let Some(existing) = current.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64)
-            && current.pointer("/metadata/deletionTimestamp").is_some() {
+        if let Some(existing) = current.at("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64)
+            && current.at("/metadata/deletionTimestamp").is_some() {
                 grace = grace.min(existing);
             }
         if grace == 0 {
             // As kube-apiserver: the pod is first stored with deletionTimestamp now and grace
             // period 0 (watchers see it MODIFIED), then deleted unless finalizers hold it.
             let mut object = (*current).clone();
-            if object.pointer("/metadata/deletionTimestamp").is_none() {
+            if object.at("/metadata/deletionTimestamp").is_none() {
                 object["metadata"]["deletionTimestamp"] = Value::String(now.to_owned());
             }
             object["metadata"]["deletionGracePeriodSeconds"] = json!(0);
@@ -255,7 +256,7 @@ impl State {
     /// A deleting object whose finalizers are gone (and whose grace period is over) is removed;
     /// the `orphan` and `foregroundDeletion` finalizers are processed here.
     fn settle_deleting(&mut self, key: &Key, object: &Value, now: &str) {
-        if object.pointer("/metadata/deletionTimestamp").is_none() {
+        if object.at("/metadata/deletionTimestamp").is_none() {
             return;
         }
         let mut fins = finalizers(object);
@@ -265,7 +266,7 @@ impl State {
             for dependent in self.store.dependents_of(&uid) {
                 if let Some(dep) = self.store.get(&dependent).cloned() {
                     let mut dep = (*dep).clone();
-                    if let Some(refs) = dep.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+                    if let Some(refs) = dep.at_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
                         refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()));
                     }
                     self.store.put(&dependent, dep);
@@ -277,7 +278,7 @@ impl State {
         if fins.iter().any(|f| f == "foregroundDeletion") {
             let dependents = self.store.dependents_of(&uid);
             for dependent in &dependents {
-                let deleting = self.store.get(dependent).is_some_and(|d| d.pointer("/metadata/deletionTimestamp").is_some());
+                let deleting = self.store.get(dependent).is_some_and(|d| d.at("/metadata/deletionTimestamp").is_some());
                 if !deleting {
                     self.delete(dependent, Some("Foreground"), now);
                 }
@@ -287,7 +288,7 @@ impl State {
                 changed = true;
             }
         }
-        let grace_over = object.pointer("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
+        let grace_over = object.at("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
         if fins.is_empty() && grace_over {
             self.purge(key, now);
         } else if changed {
@@ -301,7 +302,7 @@ impl State {
     fn collect_garbage(&mut self, uid: &str, now: &str) {
         for dependent in self.store.dependents_of(uid) {
             let Some(object) = self.store.get(&dependent).cloned() else { continue };
-            if object.pointer("/metadata/deletionTimestamp").is_some() && finalizers(&object).is_empty() {
+            if object.at("/metadata/deletionTimestamp").is_some() && finalizers(&object).is_empty() {
                 continue;
             }
             if self.all_owners_gone(&object, &dependent) {
@@ -309,7 +310,7 @@ impl State {
             } else {
                 let mut updated = (*object).clone();
                 let gone = |r: &Value| r.get("uid").and_then(Value::as_str) == Some(uid);
-                if let Some(refs) = updated.pointer_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+                if let Some(refs) = updated.at_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
                     refs.retain(|r| !gone(r));
                 }
                 self.store.put(&dependent, updated);
@@ -320,7 +321,7 @@ impl State {
     /// Whether every owner reference of `object` points at an object that no longer exists
     /// (owners of kinds this server does not serve count as existing).
     pub(crate) fn all_owners_gone(&self, object: &Value, key: &Key) -> bool {
-        let Some(refs) = object.pointer("/metadata/ownerReferences").and_then(Value::as_array) else { return false };
+        let Some(refs) = object.at("/metadata/ownerReferences").and_then(Value::as_array) else { return false };
         !refs.is_empty()
             && refs.iter().all(|r| {
                 let api_version = r.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
@@ -342,7 +343,7 @@ impl State {
     fn finish_namespace(&mut self, namespace: &str, now: &str) {
         let ns_key = Key { gr: gr("", "namespaces"), namespace: String::new(), name: namespace.to_owned() };
         let Some(ns) = self.store.get(&ns_key).cloned() else { return };
-        if ns.pointer("/metadata/deletionTimestamp").is_none() {
+        if ns.at("/metadata/deletionTimestamp").is_none() {
             return;
         }
         let resources: BTreeSet<GroupResource> = self.registry.all().filter(|r| r.namespaced).map(|r| r.group_resource()).collect();
@@ -351,7 +352,7 @@ impl State {
             let keys: Vec<(Key, bool)> = self
                 .store
                 .range(&gr, Some(namespace), None)
-                .map(|((ns, name), object)| (Key { gr: gr.clone(), namespace: ns.clone(), name: name.clone() }, object.pointer("/metadata/deletionTimestamp").is_some()))
+                .map(|((ns, name), object)| (Key { gr: gr.clone(), namespace: ns.clone(), name: name.clone() }, object.at("/metadata/deletionTimestamp").is_some()))
                 .collect();
             for (key, deleting) in keys {
                 remaining += 1;
@@ -377,7 +378,7 @@ impl State {
     pub(crate) fn delete_namespace(&mut self, name: &str, now: &str) -> Option<Arc<Value>> {
         let ns_key = Key { gr: gr("", "namespaces"), namespace: String::new(), name: name.to_owned() };
         let current = self.store.get(&ns_key)?.clone();
-        if current.pointer("/metadata/deletionTimestamp").is_none() {
+        if current.at("/metadata/deletionTimestamp").is_none() {
             let mut object = (*current).clone();
             object["metadata"]["deletionTimestamp"] = Value::String(now.to_owned());
             object["status"]["phase"] = json!("Terminating");

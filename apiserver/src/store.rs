@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 use bytes::Bytes;
 use serde_json::Value;
 
+use crate::pointer::At;
 use crate::registry::GroupResource;
 
 /// Where an object lives.
@@ -410,7 +411,7 @@ impl Store {
     }
 
     fn index(&mut self, key: &Key, object: &Value) {
-        if let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str) {
+        if let Some(uid) = object.at("/metadata/uid").and_then(Value::as_str) {
             self.by_uid.insert(uid.to_owned(), key.clone());
         }
         for owner in owner_uids(object) {
@@ -422,7 +423,7 @@ impl Store {
     }
 
     fn unindex(&mut self, key: &Key, object: &Value) {
-        if let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str)
+        if let Some(uid) = object.at("/metadata/uid").and_then(Value::as_str)
             && self.by_uid.get(uid) == Some(key) {
                 self.by_uid.remove(uid);
             }
@@ -466,7 +467,7 @@ fn bound_node<'a>(key: &Key, object: &'a Value) -> Option<&'a str> {
 
 fn owner_uids(object: &Value) -> Vec<String> {
     object
-        .pointer("/metadata/ownerReferences")
+        .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
         .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_owned).collect())
         .unwrap_or_default()

@@ -27,6 +27,7 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use crate::Core;
 use crate::error::ApiError;
+use crate::pointer::At;
 use crate::registry::Resource;
 use crate::request::ListOptions;
 use crate::store::{Delivery, Event, INDEXED_FIELDS, Matcher};
@@ -88,7 +89,7 @@ fn matcher(namespace: Option<String>, options: &ListOptions) -> Matcher {
     let labels = options.labels.clone();
     let fields = options.fields.clone();
     Box::new(move |object: &Value| {
-        let namespace_ok = namespace.as_deref().is_none_or(|ns| object.pointer("/metadata/namespace").and_then(Value::as_str) == Some(ns));
+        let namespace_ok = namespace.as_deref().is_none_or(|ns| object.at("/metadata/namespace").and_then(Value::as_str) == Some(ns));
         namespace_ok && labels.matches(object) && fields.matches(object)
     })
 }
