@@ -495,14 +495,15 @@ fn record_every_field(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>,
     store_entries(new, &list);
 }
 
-/// The fast path of [`record_update`] for the commonest writes: heartbeats, status updates, and
-/// labels or annotations added or removed. It applies when the object's shape is unchanged but
-/// for scalar members added to or removed from maps that stay non-empty (keyed list items with
-/// the same keys in the same order, set lists equal), the writer alone owns every field it
-/// changed, and no one owns a field it added. Then `old`'s `managedFields` are edited in place
-/// of listing and comparing every field of both objects: an added field joins the writer's
-/// entry, a removed one leaves every entry (an entry left empty goes), and the writer's entry
-/// gets the write's time when it changed or added something. `Some(list)`: the new
+/// The fast path of [`record_update`] for the commonest writes: heartbeats, status updates,
+/// labels or annotations added or removed, conditions added or removed. It applies when the
+/// object's shape changed at most by members removed from maps and items removed from keyed
+/// lists that keep some, and by scalar members and items of scalars added to maps and keyed
+/// lists that had some (set lists equal); when the writer alone owns every field it changed; and
+/// when no one owns a field it added. Then `old`'s `managedFields` are edited instead of every
+/// field of both objects being listed and compared: an added field joins the writer's entry, a
+/// removed one leaves every entry with all under it (an entry left empty goes), and the writer's
+/// entry gets the write's time when it changed or added something. `Some(list)`: the new
 /// `managedFields` (`None`: none); `None`: the write needs the full bookkeeping.
 fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) -> Option<Option<Value>> {
     let (old_map, new_map) = (old.as_object()?, new.as_object()?);
@@ -550,15 +551,11 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
     if added.iter().any(|path| list.iter().any(|e| fields_node(e, path).is_some())) {
         return None;
     }
-    let leaf = |node: &Value| node.as_object().is_some_and(Map::is_empty);
-    if removed.iter().any(|path| list.iter().any(|e| fields_node(e, path).is_some_and(|node| !leaf(node)))) {
-        return None;
-    }
     let mut list = list.clone();
     for entry in &mut list {
         for path in &removed {
             if let Some(fields) = entry.get_mut("fieldsV1").and_then(Value::as_object_mut) {
-                remove_leaf(fields, path);
+                remove_subtree(fields, path);
             }
         }
     }
@@ -594,15 +591,15 @@ fn add_leaf(node: &mut Map<String, Value>, path: &[String]) {
     }
 }
 
-/// Removes the leaf `path` from a `FieldsV1` tree, with the nodes it leaves holding nothing, as
-/// [`to_fields_v1`] would encode the set without it. Whether it was there.
-fn remove_leaf(node: &mut Map<String, Value>, path: &[String]) -> bool {
+/// Removes `path` and every path under it from a `FieldsV1` tree, with the nodes that are left
+/// holding nothing, as [`to_fields_v1`] would encode the set without them. Whether it was there.
+fn remove_subtree(node: &mut Map<String, Value>, path: &[String]) -> bool {
     let Some((step, rest)) = path.split_first() else { return false };
     if rest.is_empty() {
         return node.shift_remove(step).is_some();
     }
     let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else { return false };
-    if !remove_leaf(child, rest) {
+    if !remove_subtree(child, rest) {
         return false;
     }
     if child.is_empty() {
@@ -636,9 +633,11 @@ struct Changes<'a> {
     stack: Vec<Step<'a>>,
     /// Fields whose value changed.
     changed: Vec<Path>,
-    /// Scalar members added to a map that had members before.
+    /// Fields added: scalar members of maps that had members before, keyed list items (each
+    /// before its members) of lists that had items.
     added: Vec<Path>,
-    /// Scalar members removed from a map that keeps members.
+    /// Fields removed, each with every field under it: members of maps that keep members,
+    /// items of keyed lists that keep items.
     removed: Vec<Path>,
 }
 
@@ -659,48 +658,71 @@ impl<'a> Changes<'a> {
             (Some(Value::Array(b)), Some(Value::Array(a))) => match list_kind(field, schema, builtin) {
                 ListKind::Atomic => self.leaf(b == a),
                 ListKind::Set => (b == a).then_some(()),
-                ListKind::Map(keys) => {
-                    if b.len() != a.len() {
-                        return None;
-                    }
-                    let keys: Rc<[String]> = keys.into();
-                    for (before, after) in b.iter().zip(a) {
-                        let (Some(b_item), Some(a_item)) = (before.as_object(), after.as_object()) else { return None };
-                        if keys.is_empty() || !keys.iter().all(|k| b_item.get(k).is_some() && b_item.get(k) == a_item.get(k)) {
-                            return None;
-                        }
-                        self.stack.push(Step::Item(before, keys.clone()));
-                        let found = self.changed.len() + self.added.len() + self.removed.len();
-                        self.members(b_item, a_item, items_schema(schema), builtin)?;
-                        // A changed member changes the item, a field of its own.
-                        if self.changed.len() + self.added.len() + self.removed.len() > found {
-                            self.changed.push(self.path());
-                        }
-                        self.stack.pop();
-                    }
-                    Some(())
-                }
+                ListKind::Map(keys) => self.keyed_items(b, a, keys.into(), items_schema(schema), builtin),
             },
             (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => self.leaf(b == a),
             _ => None,
         }
     }
 
+    /// Compares two non-empty keyed lists item by item, matched by their keys (the order of the
+    /// items is not a field); `schema` is the items'. An item on one side only is added (with its
+    /// members, which must be scalars) or removed (with everything under it).
+    fn keyed_items(&mut self, b: &'a [Value], a: &'a [Value], keys: Rc<[String]>, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
+        if keys.is_empty() || b.is_empty() || a.is_empty() {
+            return None;
+        }
+        let steps = |items: &[Value]| -> Option<Vec<String>> {
+            let steps: Vec<String> = items.iter().map(|item| item.as_object().and_then(|_| item_step(item, &keys))).collect::<Option<_>>()?;
+            let unique: BTreeSet<&String> = steps.iter().collect();
+            (unique.len() == steps.len()).then_some(steps)
+        };
+        let (b_steps, a_steps) = (steps(b)?, steps(a)?);
+        for (before, step) in b.iter().zip(&b_steps) {
+            self.stack.push(Step::Item(before, keys.clone()));
+            match a_steps.iter().position(|s| s == step) {
+                Some(i) => {
+                    let (b_item, a_item) = (before.as_object()?, a[i].as_object()?);
+                    let found = self.changed.len() + self.added.len() + self.removed.len();
+                    self.members(b_item, a_item, schema, builtin)?;
+                    // A changed member changes the item, a field of its own.
+                    if self.changed.len() + self.added.len() + self.removed.len() > found {
+                        self.changed.push(self.path());
+                    }
+                }
+                None => self.removed.push(self.path()),
+            }
+            self.stack.pop();
+        }
+        for (after, _) in a.iter().zip(&a_steps).filter(|(_, step)| !b_steps.contains(step)) {
+            self.stack.push(Step::Item(after, keys.clone()));
+            self.added.push(self.path());
+            for (key, member) in after.as_object()? {
+                if member.is_object() || member.is_array() {
+                    return None;
+                }
+                self.stack.push(Step::Field(key));
+                self.added.push(self.path());
+                self.stack.pop();
+            }
+            self.stack.pop();
+        }
+        Some(())
+    }
+
     /// Compares the members of two maps (or keyed list items) that both have members, `schema`
-    /// being the maps'; a scalar member on one side only is added or removed.
+    /// being the maps'; a member only before is removed, a scalar member only after added.
     fn members(&mut self, b: &'a Map<String, Value>, a: &'a Map<String, Value>, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
-        let scalar = |value: &Value| !value.is_object() && !value.is_array();
         for (key, before) in b {
             self.stack.push(Step::Field(key));
             match a.get(key) {
                 Some(after) => self.compare(Some(before), Some(after), key, child_schema(schema, key), builtin)?,
-                None if scalar(before) => self.removed.push(self.path()),
-                None => return None,
+                None => self.removed.push(self.path()),
             }
             self.stack.pop();
         }
         for (key, after) in a.iter().filter(|(key, _)| !b.contains_key(*key)) {
-            if !scalar(after) {
+            if after.is_object() || after.is_array() {
                 return None;
             }
             self.stack.push(Step::Field(key));
@@ -836,13 +858,23 @@ mod tests {
         // An atomic list (images) changed by its owner: fast; by someone else: full.
         assert!(fast_and_full(node("t0", "True", json!([{"names": ["b"]}])), "agent"));
         assert!(!fast_and_full(node("t0", "True", json!([{"names": ["b"]}])), "orchestrator"));
-        // A condition added, removed or reordered changes the shape: full path.
+        // A condition of scalars added, or one removed, or the conditions reordered: fast.
         let mut added = base.clone();
         added["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "DiskPressure", "status": "False"}));
-        assert!(!fast_and_full(added, "agent"));
+        assert!(fast_and_full(added, "orchestrator"));
+        let mut removed = base.clone();
+        removed["status"]["conditions"].as_array_mut().unwrap().remove(1);
+        assert!(fast_and_full(removed, "agent"));
         let mut reordered = base.clone();
         reordered["status"]["conditions"].as_array_mut().unwrap().reverse();
-        assert!(!fast_and_full(reordered, "agent"));
+        assert!(fast_and_full(reordered, "agent"));
+        // A condition with a map member added, or the last one removed: full path.
+        let mut nested = base.clone();
+        nested["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "X", "details": {"a": "b"}}));
+        assert!(!fast_and_full(nested, "agent"));
+        let mut emptied = base.clone();
+        emptied["status"]["conditions"] = json!([]);
+        assert!(!fast_and_full(emptied, "agent"));
         // A member added to a condition by the item's owner: fast; by someone else: full.
         let mut grown = base.clone();
         grown["status"]["conditions"][0]["message"] = json!("m");
