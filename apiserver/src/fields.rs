@@ -1,7 +1,7 @@
 //! Field sets and `metadata.managedFields`: which manager owns which fields, in the `FieldsV1`
 //! encoding (`f:name`, `k:{"name":"c"}`, `v:"x"`, `.`), and the bookkeeping after updates.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use serde_json::{Map, Value, json};
@@ -396,21 +396,29 @@ pub(crate) fn store_entries(object: &mut Value, entries: &[Entry]) {
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
-        .map(|e| {
-            let mut v = json!({
-                "manager": e.manager,
-                "operation": e.operation,
-                "apiVersion": e.api_version,
-                "time": e.time,
-                "fieldsType": "FieldsV1",
-                "fieldsV1": to_fields_v1(&e.fields),
-            });
-            if let Some(sub) = &e.subresource {
-                v["subresource"] = Value::String(sub.clone());
-            }
-            v
-        })
+        .map(|e| entry_value(&e.manager, &e.operation, &e.api_version, &e.time, e.subresource.as_deref(), to_fields_v1(&e.fields)))
         .collect();
+    set_managed_fields(object, list);
+}
+
+/// One entry of `metadata.managedFields` as stored.
+fn entry_value(manager: &str, operation: &str, api_version: &str, time: &str, subresource: Option<&str>, fields: Value) -> Value {
+    let mut entry = json!({
+        "manager": manager,
+        "operation": operation,
+        "apiVersion": api_version,
+        "time": time,
+        "fieldsType": "FieldsV1",
+        "fieldsV1": fields,
+    });
+    if let Some(subresource) = subresource {
+        entry["subresource"] = Value::String(subresource.to_owned());
+    }
+    entry
+}
+
+/// Sets `metadata.managedFields` to `list`, or removes it when `list` is empty.
+fn set_managed_fields(object: &mut Value, list: Vec<Value>) {
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
         if list.is_empty() {
             meta.remove("managedFields");
@@ -443,7 +451,107 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Write
         }
         return;
     }
+    if old.is_none_or(|old| old.at("/metadata/managedFields").and_then(Value::as_array).is_none_or(Vec::is_empty))
+        && let Some(fields) = new_fields_tree(old, new, shape)
+    {
+        let list: Vec<Value> = fields.encode().into_iter().map(|fields| entry_value(writer.manager, "Update", writer.api_version, writer.time, writer.subresource, fields)).collect();
+        set_managed_fields(new, list);
+        return;
+    }
     record_every_field(old, new, writer, shape);
+}
+
+/// A `FieldsV1` tree being built: whether the path is a field of the set, and the steps under it.
+#[derive(Debug, Default)]
+struct Tree {
+    own: bool,
+    children: BTreeMap<String, Tree>,
+}
+
+impl Tree {
+    fn child(&mut self, step: String) -> &mut Tree {
+        self.children.entry(step).or_default()
+    }
+
+    /// The tree in `FieldsV1` as [`to_fields_v1`] writes it (steps in byte order, `"."` last);
+    /// `None` when it holds no field.
+    fn encode(self) -> Option<Value> {
+        let mut map: Map<String, Value> = self.children.into_iter().filter_map(|(step, child)| Some((step, child.encode()?))).collect();
+        if !self.own && map.is_empty() {
+            return None;
+        }
+        if self.own && !map.is_empty() {
+            map.insert(".".to_owned(), json!({}));
+        }
+        Some(Value::Object(map))
+    }
+}
+
+/// The fields of `new` (within `shape.scope`) that [`record_every_field`] gives a writer when
+/// no one owned anything before (a create, against the kind's zero value): those whose value
+/// differs from `old`'s and the containers `old` lacks, found in one walk of both. `None` for
+/// a keyed list item without its keys, which the full bookkeeping handles.
+fn new_fields_tree(old: Option<&Value>, new: &Value, shape: Shape<'_>) -> Option<Tree> {
+    let mut root = Tree::default();
+    let Some(map) = new.as_object() else { return Some(root) };
+    let builtin = shape.schema.is_none();
+    for (key, value) in map {
+        if !in_scope(key, shape.scope, builtin) {
+            continue;
+        }
+        let node = root.child(format!("f:{key}"));
+        let before = old.and_then(|old| old.get(key));
+        if key == "metadata" {
+            for meta_key in ["generateName", "labels", "annotations", "finalizers", "ownerReferences"] {
+                if let Some(value) = value.get(meta_key) {
+                    grow(node.child(format!("f:{meta_key}")), value, before.and_then(|m| m.get(meta_key)), meta_key, None, true)?;
+                }
+            }
+            continue;
+        }
+        grow(node, value, before, key, child_schema(shape.schema, key), builtin)?;
+    }
+    Some(root)
+}
+
+/// Adds to `tree` (the node of `field`, which holds `value`, and `before` in the old object)
+/// what [`field_set`] and [`container_set`] list under it and differs from `before`.
+fn grow(tree: &mut Tree, value: &Value, before: Option<&Value>, field: &str, schema: Option<&Value>, builtin: bool) -> Option<()> {
+    let container = !builtin || OPTIONAL_CONTAINERS.contains(&field);
+    match value {
+        Value::Object(map) if walks_into(map, schema, field, builtin) => {
+            tree.own |= container && before.is_none();
+            for (key, child) in map {
+                grow(tree.child(format!("f:{key}")), child, before.and_then(|b| b.get(key)), key, child_schema(schema, key), builtin)?;
+            }
+        }
+        Value::Array(items) => {
+            let kind = list_kind(field, schema, builtin);
+            tree.own |= container && !items.is_empty() && kind != ListKind::Atomic && before.is_none();
+            let before_items = before.and_then(Value::as_array);
+            match kind {
+                ListKind::Map(keys) => {
+                    for item in items {
+                        let step = item_step(item, &keys)?;
+                        let before_item = before_items.and_then(|olds| olds.iter().find(|old| keys.iter().all(|k| old.get(k) == item.get(k))));
+                        let node = tree.child(step);
+                        node.own |= before_item != Some(item);
+                        for (key, child) in item.as_object()? {
+                            grow(node.child(format!("f:{key}")), child, before_item.and_then(|b| b.get(key)), key, child_schema(items_schema(schema), key), builtin)?;
+                        }
+                    }
+                }
+                ListKind::Set => {
+                    for item in items.iter().filter(|item| before_items.is_none_or(|olds| !olds.contains(item))) {
+                        tree.child(format!("v:{item}")).own = true;
+                    }
+                }
+                ListKind::Atomic => tree.own |= before != Some(value),
+            }
+        }
+        _ => tree.own |= before != Some(value),
+    }
+    Some(())
 }
 
 /// The full bookkeeping of [`record_update`]: every field of both objects listed and compared.
@@ -891,7 +999,8 @@ mod tests {
     /// Random writes by three managers (labels and annotations set and removed, condition
     /// members changed, added and removed, conditions added and removed, spec fields) give the
     /// same `managedFields`, member order included, on the fast path as on the full one, for a
-    /// built-in kind (whole object and status writes) and a custom resource.
+    /// built-in kind (whole object and status writes) and a custom resource; and so does the
+    /// one-walk path of writes over objects no one owned anything of (creates).
     #[test]
     fn the_fast_path_gives_what_the_full_bookkeeping_gives_for_random_writes() {
         let mut seed: u64 = 0x5eed;
@@ -961,6 +1070,14 @@ mod tests {
                 } else {
                     shape_changes += 1;
                 }
+                // With no one owning anything before (as a create against the zero value), the
+                // one-walk path gives what the full bookkeeping gives.
+                let mut unowned = current.clone();
+                unowned["metadata"].as_object_mut().unwrap().shift_remove("managedFields");
+                let (mut walked, mut full) = (new.clone(), new.clone());
+                record_update(Some(&unowned), &mut walked, &writer, shape);
+                record_every_field(Some(&unowned), &mut full, &writer, shape);
+                assert_eq!(walked["metadata"].get("managedFields").map(Value::to_string), full["metadata"].get("managedFields").map(Value::to_string), "round {round}: over {unowned:#}");
                 record_update(Some(&current), &mut new, &writer, shape);
                 current = new;
             }
