@@ -2,7 +2,9 @@
 //!
 //! One pass ([`Agent::reconcile`]), each step idempotent and recorded in the state store:
 //!
-//! 1. Read the pool's OSC Secret (`inplace_api::osc::secret::decode_secret`) and the Node.
+//! 1. Read the pool's OSC Secret (`inplace_api::osc::secret::decode_secret`) and the Node: in the
+//!    loop ([`Agent::run`]) the latest versions its watches delivered, as gardener-node-agent reads
+//!    them from its controller-runtime cache; in a single pass ([`Agent::reconcile`]) from the API.
 //! 2. Up to date (no plan, last-applied checksum equal): make sure the Node carries the applied
 //!    checksum annotation; done.
 //! 3. A new checksum: compute a [`crate::plan`] against the last-applied OSC and persist it. An
@@ -167,6 +169,16 @@ enum Step {
     Stop(Outcome),
 }
 
+/// Where a reconcile pass reads the Node and the OSC Secret.
+#[derive(Clone, Copy)]
+enum Reads<'a> {
+    /// From the API (a single pass).
+    Live,
+    /// The latest versions the watches of [`Agent::run`] delivered: a pass costs no requests to
+    /// read them, and it runs again whenever they change in what it reads.
+    Followed { node: &'a watch::Receiver<Option<Node>>, osc: &'a watch::Receiver<Option<Secret>> },
+}
+
 /// What a reconcile pass reads of the Node: labels, annotations, and each condition's type,
 /// status and reason (not the heartbeat times, which move with every status report).
 pub fn node_fingerprint(node: &Node) -> u64 {
@@ -237,10 +249,11 @@ impl Agent {
                 None => std::future::pending().await,
             }
         };
+        let reads = (node.clone(), osc.clone());
         let changes = wake_on_changes(node, osc, &wake);
         let reconcile = async {
             loop {
-                let wait = match self.reconcile().await {
+                let wait = match self.reconcile_with(Reads::Followed { node: &reads.0, osc: &reads.1 }).await {
                     Ok(Outcome::Retrying(at)) => self.clock.until(at).max(Duration::from_millis(1)).min(self.config.resync_interval),
                     Ok(outcome) => {
                         tracing::debug!(?outcome, "reconciled");
@@ -277,24 +290,34 @@ impl Agent {
         }
     }
 
-    async fn read_osc(&self) -> Result<Option<DecodedOsc>, AgentError> {
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
-        let secret = secrets.get_opt(&self.config.osc_secret_name).await.map_err(|source| AgentError::Secret {
-            namespace: self.config.osc_secret_namespace.clone(),
-            name: self.config.osc_secret_name.clone(),
-            source,
-        })?;
-        let Some(secret) = secret else { return Ok(None) };
-        let version = secret.metadata.uid.clone().zip(secret.metadata.resource_version.clone());
-        let mut memo = self.decoded_osc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let (Some(version), Some((seen, decoded))) = (&version, memo.as_ref())
-            && version == seen
-        {
-            return Ok(Some(decoded.clone()));
+    async fn read_osc(&self, reads: Reads<'_>) -> Result<Option<DecodedOsc>, AgentError> {
+        match reads {
+            Reads::Live => {
+                let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
+                let secret = secrets.get_opt(&self.config.osc_secret_name).await.map_err(|source| AgentError::Secret {
+                    namespace: self.config.osc_secret_namespace.clone(),
+                    name: self.config.osc_secret_name.clone(),
+                    source,
+                })?;
+                secret.as_ref().map(|secret| self.decode_osc(secret)).transpose()
+            }
+            Reads::Followed { osc, .. } => osc.borrow().as_ref().map(|secret| self.decode_osc(secret)).transpose(),
         }
-        let decoded = decode_secret(&secret).map_err(AgentError::Decode)?;
-        *memo = version.map(|version| (version, decoded.clone()));
-        Ok(Some(decoded))
+    }
+
+    /// The decoded OSC of `secret`, decoded again only when the Secret changed.
+    fn decode_osc(&self, secret: &Secret) -> Result<DecodedOsc, AgentError> {
+        let version = secret.metadata.uid.as_ref().zip(secret.metadata.resource_version.as_ref());
+        let mut memo = self.decoded_osc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let (Some((uid, rv)), Some(((seen_uid, seen_rv), decoded))) = (version, memo.as_ref())
+            && uid == seen_uid
+            && rv == seen_rv
+        {
+            return Ok(decoded.clone());
+        }
+        let decoded = decode_secret(secret).map_err(AgentError::Decode)?;
+        *memo = version.map(|(uid, rv)| ((uid.clone(), rv.clone()), decoded.clone()));
+        Ok(decoded)
     }
 
     async fn save(&self, state: &AgentState) -> Result<(), AgentError> {
@@ -302,12 +325,23 @@ impl Agent {
         Ok(())
     }
 
-    /// One reconcile pass (see the module docs).
+    /// One reconcile pass (see the module docs), reading the Node and the OSC Secret from the API.
     pub async fn reconcile(&self) -> Result<Outcome, AgentError> {
-        let Some(decoded) = self.read_osc().await? else {
+        self.reconcile_with(Reads::Live).await
+    }
+
+    async fn reconcile_with(&self, reads: Reads<'_>) -> Result<Outcome, AgentError> {
+        let Some(decoded) = self.read_osc(reads).await? else {
             return Ok(Outcome::Waiting(format!("no OSC secret {}/{}", self.config.osc_secret_namespace, self.config.osc_secret_name)));
         };
-        let Some(node) = self.node.get().await? else {
+        let node = match reads {
+            Reads::Live => self.node.get().await?,
+            Reads::Followed { node, .. } => {
+                let followed = node.borrow().clone();
+                self.node.get_followed(followed).await?
+            }
+        };
+        let Some(node) = node else {
             return Ok(Outcome::Waiting(format!("node {} is not registered", self.config.node_name)));
         };
         let mut state = match state::load(self.platform.store.as_ref()).await {

@@ -2,6 +2,7 @@
 //! (maps merge, `null` deletes), so the agent never overwrites what the orchestrator wrote.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use inplace_api::keys;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -51,6 +52,18 @@ pub struct NodeHandle {
     pods: Api<Pod>,
     client: kube::Client,
     name: String,
+    /// The resourceVersion of the agent's last write of the Node, until a followed copy shows it.
+    unseen_write: Arc<Mutex<Option<String>>>,
+}
+
+/// Whether an object at resourceVersion `cached` includes the write that returned `written`.
+/// Versions are compared as numbers (etcd revisions, which the embedded server also gives);
+/// anything else only when equal, so an unknown format costs a read, never a stale answer.
+fn includes(cached: &str, written: &str) -> bool {
+    match (cached.parse::<u64>(), written.parse::<u64>()) {
+        (Ok(cached), Ok(written)) => cached >= written,
+        _ => cached == written,
+    }
 }
 
 impl std::fmt::Debug for NodeHandle {
@@ -62,7 +75,7 @@ impl std::fmt::Debug for NodeHandle {
 impl NodeHandle {
     /// Node `name` through `client`.
     pub fn new(client: kube::Client, name: &str) -> Self {
-        Self { nodes: Api::all(client.clone()), pods: Api::all(client.clone()), client, name: name.to_owned() }
+        Self { nodes: Api::all(client.clone()), pods: Api::all(client.clone()), client, name: name.to_owned(), unseen_write: Arc::default() }
     }
 
     fn error(&self, action: &str, source: kube::Error) -> NodeError {
@@ -72,6 +85,25 @@ impl NodeHandle {
     /// The Node, if it exists.
     pub async fn get(&self) -> Result<Option<Node>, NodeError> {
         self.nodes.get_opt(&self.name).await.map_err(|e| self.error("read the node", e))
+    }
+
+    /// The Node as `followed` (the latest copy the agent's watch delivered) has it, or read from
+    /// the API while that copy may not show the agent's own last write yet: a pass must not take
+    /// the failed label it just set for one a person removed.
+    pub async fn get_followed(&self, followed: Option<Node>) -> Result<Option<Node>, NodeError> {
+        let behind = {
+            let mut unseen = self.unseen_write.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let shown = match (unseen.as_deref(), followed.as_ref().and_then(|n| n.metadata.resource_version.as_deref())) {
+                (None, _) => true,
+                (Some(written), Some(cached)) => includes(cached, written),
+                (Some(_), None) => false,
+            };
+            if shown {
+                *unseen = None;
+            }
+            !shown
+        };
+        if behind { self.get().await } else { Ok(followed) }
     }
 
     /// Sets (`Some`) or removes (`None`) labels and annotations in one merge patch.
@@ -84,10 +116,12 @@ impl NodeHandle {
             Value::Object(m.iter().map(|(k, v)| ((*k).to_owned(), v.map_or(Value::Null, |v| json!(v)))).collect())
         };
         let patch = json!({"metadata": {"labels": to_map(labels), "annotations": to_map(annotations)}});
-        self.nodes
+        let written = self
+            .nodes
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| self.error("label and annotate the node", e))?;
+        *self.unseen_write.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = written.metadata.resource_version;
         Ok(())
     }
 
@@ -126,5 +160,19 @@ impl NodeHandle {
             }
         }
         Ok(deleted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::includes;
+
+    #[test]
+    fn a_copy_includes_a_write_from_its_version_on() {
+        assert!(includes("42", "42"));
+        assert!(includes("100", "42"), "numbers compare as numbers, not text");
+        assert!(!includes("41", "42"));
+        assert!(includes("v7", "v7"));
+        assert!(!includes("v8", "v7"), "an unknown format counts only when equal");
     }
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{NODE, Sim, annotation, label, osc};
+use common::{NODE, SECRET, Sim, annotation, label, osc};
 use inplace_api::keys;
 
 const LIMIT: Duration = Duration::from_secs(3600);
@@ -34,6 +34,43 @@ async fn happy_path_updates_the_os_reboots_blesses_and_reports_success() {
     assert_eq!(info.os_image, "Rackproof 2.0.0");
     sim.wait_for(|_| false, Duration::from_secs(60)).await;
     assert!(sim.pod("daemon").await.is_none(), "pods left on the node are deleted (and their deletion completed)");
+}
+
+/// Like gardener-node-agent reading its controller-runtime cache, the running agent reads its
+/// Node and its pool's OSC Secret from its watches: a whole update, with resyncs before and
+/// after, never GETs the Secret, and the Node only to read past its own writes.
+#[tokio::test(start_paused = true)]
+async fn the_running_agent_reads_its_node_and_osc_from_its_watches() {
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.wait_for(|_| false, Duration::from_secs(300)).await;
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    sim.wait_for(|_| false, Duration::from_secs(300)).await;
+    let requests = sim.requests.lock().unwrap().clone();
+    let watches = |path: &str| requests.iter().filter(|r| r.starts_with(&format!("GET {path}?")) && r.contains("watch=true")).count();
+    assert!(watches("/api/v1/nodes") > 0 && watches("/api/v1/namespaces/kube-system/secrets") > 0, "the agent follows both: {requests:#?}");
+    let count = |request: &str| requests.iter().filter(|r| *r == request).count();
+    assert_eq!(count(&format!("GET /api/v1/namespaces/kube-system/secrets/{SECRET}")), 0, "{requests:#?}");
+    // The heartbeat reads the Node once per boot (to register it if missing), and a pass reads it
+    // when the watch may not show the agent's own last write yet; never once per pass.
+    let node_reads = count(&format!("GET /api/v1/nodes/{NODE}"));
+    let node_patches = count(&format!("PATCH /api/v1/nodes/{NODE}?"));
+    assert!(node_reads <= 2 + node_patches, "{node_reads} reads of the Node, {node_patches} patches: {requests:#?}");
+}
+
+/// The agent starts before its node is registered, when the Node authorizer does not let it
+/// watch its pool's Secret yet; it retries soon, so the first OSC is applied moments after the
+/// heartbeat registers the node, not a whole poll interval later.
+#[tokio::test(start_paused = true)]
+async fn the_first_osc_is_applied_moments_after_the_node_registers() {
+    let mut sim = Sim::new().await;
+    let started = sim.clock.instant();
+    sim.start().await;
+    let took = sim.clock.since(started);
+    assert!(took < sim.config.poll_interval / 2, "the initial OSC took {took:?}");
 }
 
 #[tokio::test(start_paused = true)]

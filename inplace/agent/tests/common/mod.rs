@@ -137,6 +137,8 @@ pub struct Sim {
     pub writes: Arc<AtomicU64>,
     pub boot_id: Arc<AtomicU64>,
     pub config: AgentConfig,
+    /// Every request the agent sent, as "METHOD path?query".
+    pub requests: Arc<Mutex<Vec<String>>>,
     events_tx: mpsc::UnboundedSender<Event>,
     events: mpsc::UnboundedReceiver<Event>,
     task: Option<tokio::task::JoinHandle<()>>,
@@ -251,6 +253,7 @@ impl Sim {
             writes: Arc::new(AtomicU64::new(0)),
             boot_id: Arc::new(AtomicU64::new(0)),
             config,
+            requests: Arc::default(),
             events_tx,
             events,
             task: None,
@@ -339,7 +342,7 @@ impl Sim {
             boot: Arc::new(EspAssessor::new(Arc::new(self.esp.clone()), Arc::new(self.booted.clone()), "rackproof")),
             os_update: self.runner.clone(),
         };
-        let agent = Agent::new(self.config.clone(), platform, self.server.node_client(NODE), self.clock.clone());
+        let agent = Agent::new(self.config.clone(), platform, recording(self.server.node_client(NODE), self.requests.clone()), self.clock.clone());
         self.task = Some(tokio::spawn(async move { agent.run().await }));
     }
 
@@ -428,6 +431,16 @@ impl Sim {
     pub async fn pod(&self, name: &str) -> Option<Pod> {
         Api::<Pod>::namespaced(self.client.clone(), "default").get_opt(name).await.unwrap()
     }
+}
+
+/// `client`, writing "METHOD path?query" of every request it sends into `log`.
+fn recording(client: kube::Client, log: Arc<Mutex<Vec<String>>>) -> kube::Client {
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let client = client.clone();
+        log.lock().unwrap().push(format!("{} {}", request.method(), request.uri()));
+        async move { client.send(request).await }
+    });
+    kube::Client::new(service, "default")
 }
 
 pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
