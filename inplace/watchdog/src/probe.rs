@@ -46,18 +46,30 @@ pub struct List<T> {
     pub items: Vec<T>,
 }
 
-/// The metadata the prober reads.
+/// The metadata the prober reads of a Node: name and annotations.
 #[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Meta {
     #[serde(default)]
     pub name: String,
     #[serde(default)]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+/// The metadata the prober reads of a Machine: labels and whether it is being deleted.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineMeta {
+    #[serde(default)]
     pub labels: Option<BTreeMap<String, String>>,
     #[serde(default)]
-    pub annotations: Option<BTreeMap<String, String>>,
-    #[serde(default)]
     pub deletion_timestamp: Option<String>,
+}
+
+/// The metadata of an object the prober reads only the name of.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Named {
+    #[serde(default)]
+    pub name: String,
 }
 
 /// A Node as the prober sees it: name, annotations and conditions.
@@ -88,9 +100,24 @@ pub struct ConditionFacts {
 /// A Machine as listed: its labels (`node`) and `status.currentStatus.phase`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct MachineItem {
-    pub metadata: Meta,
+    pub metadata: MachineMeta,
     #[serde(default)]
-    pub status: Option<serde_json::Map<String, serde_json::Value>>,
+    pub status: Option<MachineStatusFacts>,
+}
+
+/// The part of a Machine's status the prober reads (not the node conditions mirrored there).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineStatusFacts {
+    #[serde(default)]
+    pub current_status: Option<CurrentStatusFacts>,
+}
+
+/// A Machine's `status.currentStatus`, its phase.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CurrentStatusFacts {
+    #[serde(default)]
+    pub phase: Option<String>,
 }
 
 /// A Machine as the prober sees it: the node it backs and its phase.
@@ -110,9 +137,8 @@ impl MachineFacts {
             None => machine
                 .status
                 .as_ref()
-                .and_then(|s| s.get("currentStatus")?.get("phase")?.as_str())
-                .unwrap_or_default()
-                .to_owned(),
+                .and_then(|s| s.current_status.as_ref()?.phase.clone())
+                .unwrap_or_default(),
         };
         Some(Self { node, phase })
     }
@@ -121,7 +147,7 @@ impl MachineFacts {
 /// A Lease as the prober sees it: name and `spec.renewTime`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct LeaseFacts {
-    pub metadata: Meta,
+    pub metadata: Named,
     #[serde(default)]
     pub spec: Option<LeaseSpecFacts>,
 }
@@ -264,7 +290,7 @@ mod tests {
     }
 
     fn lease(name: &str, renewed: i64) -> LeaseFacts {
-        LeaseFacts { metadata: Meta { name: name.into(), ..Default::default() }, spec: Some(LeaseSpecFacts { renew_time: Some(at(renewed)) }) }
+        LeaseFacts { metadata: Named { name: name.into() }, spec: Some(LeaseSpecFacts { renew_time: Some(at(renewed)) }) }
     }
 
     fn filter() -> Filter {
