@@ -174,6 +174,25 @@ async fn managed_fields_mark_added_maps_and_lists_as_kube_apiserver() {
     );
 }
 
+/// What the heartbeat's Lease renewals rely on: an update that leaves managedFields out keeps
+/// every writer's entry and records its own, as kube-apiserver does.
+#[tokio::test(start_paused = true)]
+async fn an_update_without_managed_fields_keeps_them_and_records_the_writer() {
+    let server = server();
+    let client = server.admin_client();
+    let body = json!({"metadata": {"name": "cm", "labels": {"a": "1"}}, "data": {"k": "v"}}).to_string().into_bytes();
+    let (_, created) = raw(&client, "POST", "/api/v1/namespaces/default/configmaps?fieldManager=first", JSON, body).await;
+    let mut update = created.clone();
+    update["metadata"].as_object_mut().unwrap().remove("managedFields");
+    update["data"]["k2"] = json!("w");
+    let (code, updated) = raw(&client, "PUT", "/api/v1/namespaces/default/configmaps/cm?fieldManager=second", JSON, update.to_string().into_bytes()).await;
+    assert_eq!(code, 200, "{updated}");
+    let entries = updated["metadata"]["managedFields"].as_array().unwrap();
+    let fields = |manager: &str| entries.iter().find(|e| e["manager"] == manager).map(|e| e["fieldsV1"].clone());
+    assert_eq!(fields("first"), Some(json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}}, "f:data": {".": {}, "f:k": {}}})), "{updated}");
+    assert_eq!(fields("second"), Some(json!({"f:data": {"f:k2": {}}})), "{updated}");
+}
+
 #[tokio::test(start_paused = true)]
 async fn removing_the_last_finalizer_sends_only_deleted() {
     let server = server();
