@@ -473,11 +473,11 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
         }
     let mut new = match target.sub {
         Some(Subresource::Status) => {
-            let mut new = (**old).clone();
+            let Some(incoming) = incoming.as_object_mut() else { return Err(ApiError::bad_request("the object must be a JSON object")) };
             // Built-in status strategies keep the object's metadata from the request (labels,
             // annotations, ...) and reset only the spec; custom resources keep only status.
-            if resource.schema.is_none() {
-                let mut meta = incoming.get("metadata").cloned().unwrap_or_else(|| json!({}));
+            let meta = resource.schema.is_none().then(|| {
+                let mut meta = incoming.remove("metadata").unwrap_or_else(|| json!({}));
                 keep_system_metadata(&mut meta, old);
                 let (group, kind) = (resource.group.as_str(), resource.kind.as_str());
                 if group == "apps" && kind == "Deployment" {
@@ -486,17 +486,9 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
                 if group.is_empty() && kind == "Pod" {
                     copy_field(&mut meta, old, "ownerReferences");
                 }
-                new["metadata"] = meta;
-            }
-            match incoming.get("status") {
-                Some(status) => new["status"] = status.clone(),
-                None => {
-                    if let Some(map) = new.as_object_mut() {
-                        map.remove("status");
-                    }
-                }
-            }
-            new
+                meta
+            });
+            with_members(old, meta, incoming.remove("status"))
         }
         _ => {
             let mut new = incoming;
@@ -557,6 +549,29 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
     }
     let stored = state.write(&resource, &k, new, now)?;
     Ok(Written::Stored(k, stored))
+}
+
+/// `old` with its metadata replaced by `meta` (when given) and its status by `status` (`None`:
+/// removed), in `old`'s member order; only the members kept are copied.
+fn with_members(old: &Value, meta: Option<Value>, status: Option<Value>) -> Value {
+    let (mut meta, mut status) = (meta, status);
+    let mut map = serde_json::Map::new();
+    for (key, value) in old.as_object().into_iter().flatten() {
+        let member = match key.as_str() {
+            "metadata" => meta.take().or_else(|| Some(value.clone())),
+            "status" => status.take(),
+            _ => Some(value.clone()),
+        };
+        if let Some(member) = member {
+            map.insert(key.clone(), member);
+        }
+    }
+    for (key, member) in [("metadata", meta), ("status", status)] {
+        if let Some(member) = member {
+            map.insert(key.to_owned(), member);
+        }
+    }
+    Value::Object(map)
 }
 
 /// The metadata a write may not change, taken from `old`. `managedFields` are dropped: the

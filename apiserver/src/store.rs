@@ -331,10 +331,15 @@ impl Store {
         let json = Arc::new(OnceLock::new());
         let slot = Slot { object: object.clone(), json: json.clone() };
         let previous = self.objects.entry(key.gr.clone()).or_default().insert((key.namespace.clone(), key.name.clone()), slot).map(|slot| slot.object);
-        if let Some(previous) = &previous {
-            self.unindex(key, previous);
+        match &previous {
+            // Most writes (a heartbeat, a status) keep the uid, owners and node: indexed already.
+            Some(previous) if same_index_entries(key, previous, &object) => {}
+            Some(previous) => {
+                self.unindex(key, previous);
+                self.index(key, &object);
+            }
+            None => self.index(key, &object),
         }
-        self.index(key, &object);
         self.note_pod_change(key, previous.as_ref(), Some(&object));
         let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
         self.record(key, Event::new(rv, kind, object.clone(), previous, json));
@@ -465,6 +470,18 @@ fn bound_node<'a>(key: &Key, object: &'a Value) -> Option<&'a str> {
         .filter(|node| !node.is_empty())
 }
 
+/// Whether the indexes hold the same entries for `a` as for `b` at `key`: same uid, owners
+/// and bound node.
+fn same_index_entries(key: &Key, a: &Value, b: &Value) -> bool {
+    fn uid(object: &Value) -> Option<&str> {
+        object.at("/metadata/uid").and_then(Value::as_str)
+    }
+    fn owners(object: &Value) -> impl Iterator<Item = &str> {
+        object.at("/metadata/ownerReferences").and_then(Value::as_array).into_iter().flatten().filter_map(|r| r.get("uid").and_then(Value::as_str))
+    }
+    uid(a) == uid(b) && owners(a).eq(owners(b)) && bound_node(key, a) == bound_node(key, b)
+}
+
 fn owner_uids(object: &Value) -> Vec<String> {
     object
         .at("/metadata/ownerReferences")
@@ -516,5 +533,19 @@ mod tests {
         assert_eq!(rvs(Some(("spec.nodeName", "n2"))), vec![3, 4]);
         assert_eq!(rvs(Some(("metadata.name", "c"))), vec![5]);
         assert_eq!(rvs(Some(("spec.nodeName", "n9"))), Vec::<u64>::new());
+    }
+
+    /// The owner index follows every write: an update that keeps the owners keeps the object a
+    /// dependent, one that changes them moves it.
+    #[test]
+    fn the_owner_index_follows_updates() {
+        let mut store = Store::new(10);
+        let owned = |owner: &str, image: &str| json!({"metadata": {"name": "a", "uid": "u-a", "ownerReferences": [{"uid": owner}]}, "spec": {"image": image}});
+        store.put(&key("a"), owned("o1", "v1"));
+        store.put(&key("a"), owned("o1", "v2"));
+        assert_eq!(store.dependents_of("o1"), vec![key("a")]);
+        store.put(&key("a"), owned("o2", "v2"));
+        assert_eq!(store.dependents_of("o1"), Vec::<Key>::new());
+        assert_eq!(store.dependents_of("o2"), vec![key("a")]);
     }
 }

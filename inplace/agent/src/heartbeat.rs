@@ -108,6 +108,20 @@ fn to_hold(mut lease: Lease) -> Lease {
     lease
 }
 
+/// What a renewal reads of the update's reply: the Lease's new resourceVersion. The rest is what
+/// the heartbeat sent (an update of a Lease changes nothing else in it), so the reply's spec and
+/// managedFields are skipped, not decoded, on every renewal.
+#[derive(Debug, serde::Deserialize)]
+struct Renewed {
+    metadata: RenewedMeta,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RenewedMeta {
+    resource_version: Option<String>,
+}
+
 fn time_text(ts: jiff::Timestamp) -> String {
     ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
@@ -325,8 +339,13 @@ impl Heartbeat {
             spec_now.lease_duration_seconds = spec.lease_duration_seconds;
             spec_now.renew_time = spec.renew_time;
             lease.spec = Some(spec_now);
-            let renewed = leases.replace(&self.node, &PostParams::default(), &lease).await.map_err(|e| self.error("renew the lease", e))?;
-            self.memory().lease = Some(to_hold(renewed));
+            let body = serde_json::to_vec(&lease).map_err(|e| self.error("encode the lease", kube::Error::SerdeError(e)))?;
+            let request = kube::core::Request::new(leases.resource_url())
+                .replace(&self.node, &PostParams::default(), body)
+                .map_err(|e| self.error("renew the lease", kube::Error::BuildRequest(e)))?;
+            let renewed: Renewed = self.client.request(request).await.map_err(|e| self.error("renew the lease", e))?;
+            lease.metadata.resource_version = renewed.metadata.resource_version;
+            self.memory().lease = Some(lease);
             return Ok(());
         }
         let written = match leases.get_opt(&self.node).await.map_err(|e| self.error("read the lease", e))? {

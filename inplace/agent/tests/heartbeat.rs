@@ -1,6 +1,7 @@
 //! The heartbeat as a kubelet: Lease renewals, node status reports only when something changed or
 //! every status report interval, pods handled as they arrive, recovery from a lost Lease.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inplace_agent::heartbeat::{ANNOTATION_OS_VERSION, Heartbeat, LEASE_NAMESPACE};
@@ -14,6 +15,9 @@ use kube::api::{DeleteParams, PostParams};
 use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
 use serde_json::json;
+
+#[path = "common/recording.rs"]
+mod recording;
 
 const NODE: &str = "worker-1";
 
@@ -35,10 +39,12 @@ async fn the_heartbeat_renews_the_lease_and_reports_the_status_only_when_due() {
     let admin = server.admin_client();
     let client = server.node_client(NODE);
     let agent = AgentConfig::new(NODE, "pool-a", "kube-system", "osc");
-    let heartbeat = Heartbeat::new(client.clone(), &agent, HeartbeatConfig::default(), clock.clone());
+    let requests: Arc<Mutex<Vec<String>>> = Arc::default();
+    let heartbeat = Heartbeat::new(recording::recording(client.clone(), requests.clone()), &agent, HeartbeatConfig::default(), clock.clone());
     let kubelet = HeartbeatKubelet::new(client, NODE, Some("1.30.4".into()));
     let os = FixedOsVersion::new("1.0.0");
     let run = heartbeat.run(&os, &kubelet);
+    let lease_requests = || requests.lock().unwrap().iter().filter(|r| r.contains("/leases")).cloned().collect::<Vec<_>>();
     let nodes: Api<Node> = Api::all(admin.clone());
     let leases: Api<Lease> = Api::namespaced(admin.clone(), LEASE_NAMESPACE);
     let pods: Api<Pod> = Api::namespaced(admin.clone(), "default");
@@ -50,9 +56,14 @@ async fn the_heartbeat_renews_the_lease_and_reports_the_status_only_when_due() {
         assert_eq!(node.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_OS_VERSION)).map(String::as_str), Some("1.0.0"));
         assert_eq!(node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.os_image.as_str()), Some("Rackproof 1.0.0"));
 
-        // The Lease moves every renewal; an unchanged status is not reported again.
+        // The Lease moves every renewal, with one update of the Lease as last written (no
+        // read, no conflict); an unchanged status is not reported again.
+        let before = lease_requests().len();
         tokio::time::sleep(Duration::from_secs(60)).await;
         assert_eq!(renew_time(&leases).await, start + jiff::SignedDuration::from_secs(60));
+        let renewals = lease_requests().split_off(before);
+        assert_eq!(renewals.len(), 6, "one request per renewal: {renewals:?}");
+        assert!(renewals.iter().all(|r| r.starts_with("PUT ")), "{renewals:?}");
         // Renewals leave managedFields out of their updates; the server keeps the owner of the
         // renew time, and the time of its last write.
         let lease = leases.get(NODE).await.unwrap();

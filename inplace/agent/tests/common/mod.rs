@@ -8,6 +8,9 @@
 
 #![expect(unreachable_pub, reason = "test support module: items are public to the test binary")]
 
+mod recording;
+use recording::recording;
+
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -431,16 +434,6 @@ impl Sim {
     pub async fn pod(&self, name: &str) -> Option<Pod> {
         Api::<Pod>::namespaced(self.client.clone(), "default").get_opt(name).await.unwrap()
     }
-}
-
-/// `client`, writing "METHOD path?query" of every request it sends into `log`.
-fn recording(client: kube::Client, log: Arc<Mutex<Vec<String>>>) -> kube::Client {
-    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-        let client = client.clone();
-        log.lock().unwrap().push(format!("{} {}", request.method(), request.uri()));
-        async move { client.send(request).await }
-    });
-    kube::Client::new(service, "default")
 }
 
 pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
