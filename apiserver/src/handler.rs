@@ -551,14 +551,15 @@ fn write_over(state: &mut State, ctx: &Context, target: &Target, old: &Arc<Value
     Ok(Written::Stored(k, stored))
 }
 
-/// `old` with its metadata replaced by `meta` (when given) and its status by `status` (`None`:
-/// removed), in `old`'s member order; only the members kept are copied.
+/// `old` with its metadata replaced by `meta` (when given; else `old`'s without `managedFields`,
+/// which the write path records afresh) and its status by `status` (`None`: removed), in `old`'s
+/// member order; only the members kept are copied.
 fn with_members(old: &Value, meta: Option<Value>, status: Option<Value>) -> Value {
     let (mut meta, mut status) = (meta, status);
     let mut map = serde_json::Map::new();
     for (key, value) in old.as_object().into_iter().flatten() {
         let member = match key.as_str() {
-            "metadata" => meta.take().or_else(|| Some(value.clone())),
+            "metadata" => meta.take().or_else(|| Some(without_managed_fields(value))),
             "status" => status.take(),
             _ => Some(value.clone()),
         };
@@ -572,6 +573,14 @@ fn with_members(old: &Value, meta: Option<Value>, status: Option<Value>) -> Valu
         }
     }
     Value::Object(map)
+}
+
+/// A copy of `meta` without `managedFields`.
+fn without_managed_fields(meta: &Value) -> Value {
+    match meta.as_object() {
+        Some(members) => Value::Object(members.iter().filter(|(key, _)| *key != "managedFields").map(|(key, value)| (key.clone(), value.clone())).collect()),
+        None => meta.clone(),
+    }
 }
 
 /// The metadata a write may not change, taken from `old`. `managedFields` are dropped: the

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::{Client, Resource};
 use rackproof_clock::Clock;
 
 /// Publishes Events for one component; failures are logged, never fatal.
@@ -70,8 +70,16 @@ impl Recorder {
             source: Some(EventSource { component: Some(self.component.to_owned()), host: None }),
             ..Default::default()
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &namespace);
-        if let Err(error) = api.create(&PostParams::default(), &event).await {
+        // The reply is not kept: it is skipped over, not decoded into an Event.
+        let url = Event::url_path(&(), Some(&namespace));
+        let request = serde_json::to_vec(&event)
+            .map_err(kube::Error::SerdeError)
+            .and_then(|body| kube::core::Request::new(url).create(&PostParams::default(), body).map_err(kube::Error::BuildRequest));
+        let published = match request {
+            Ok(request) => self.client.request::<serde::de::IgnoredAny>(request).await.map(drop),
+            Err(error) => Err(error),
+        };
+        if let Err(error) = published {
             tracing::warn!(%error, reason, "failed to publish event");
         }
     }

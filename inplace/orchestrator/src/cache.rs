@@ -55,7 +55,12 @@ fn key_of<K: Resource>(object: &K) -> Key {
 
 /// A resourceVersion as a number, when the server's are numbers.
 fn version_of<K: Resource>(object: &K) -> Option<u64> {
-    object.meta().resource_version.as_deref().and_then(|rv| rv.parse().ok())
+    object.meta().resource_version.as_deref().and_then(version)
+}
+
+/// A resourceVersion as a number (kube-apiserver's and the embedded server's are).
+fn version(rv: &str) -> Option<u64> {
+    rv.parse().ok()
 }
 
 /// What a cache holds.
@@ -190,13 +195,19 @@ where
         })
     }
 
-    /// Records a write the API server acknowledged with `object`.
-    pub(crate) fn wrote(&self, object: &K) {
+    /// Records a write the API server acknowledged with resourceVersion `rv`.
+    pub(crate) fn wrote(&self, rv: Option<&str>) {
         let mut state = self.lock();
-        match version_of(object) {
+        match rv.and_then(version) {
             Some(rv) => state.written = state.written.max(rv),
             None => state.opaque = true,
         }
+    }
+
+    /// The version of the last write recorded, which reads wait for.
+    #[cfg(test)]
+    pub(crate) fn awaited(&self) -> u64 {
+        self.lock().written
     }
 
     /// Records that the orchestrator deleted the object `namespace`/`name`.
@@ -320,7 +331,7 @@ mod tests {
         assert!(!unsynced.lock().current(), "no complete list yet");
         let cache = synced(&[object("a", "5")]);
         assert!(cache.lock().current());
-        cache.wrote(&object("b", "9"));
+        cache.wrote(Some("9"));
         assert!(!cache.lock().current(), "the write at 9 has not arrived");
         cache.lock().apply(Event::Apply(object("a", "7")));
         assert!(!cache.lock().current(), "an older event does not cover the write");
@@ -357,7 +368,7 @@ mod tests {
     #[test]
     fn opaque_resource_versions_make_the_cache_never_current() {
         let cache = synced(&[object("a", "5")]);
-        cache.wrote(&object("a", "not-a-number"));
+        cache.wrote(Some("not-a-number"));
         assert!(!cache.lock().current());
         cache.lock().apply(Event::Apply(object("a", "999")));
         assert!(!cache.lock().current());

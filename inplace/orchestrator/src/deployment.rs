@@ -46,7 +46,7 @@ use inplace_api::strategy::{OrchestrationType, scaled_int_or_percent};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -56,6 +56,7 @@ use crate::events::Kind;
 use crate::machineset::{LABEL_SCALE_UP_DISABLED, owned};
 use crate::nodeops::{self, ATTEMPTS, NodePatch, is_ready, label};
 use crate::plan::{self, Limits, Member, Orchestration, UpdateResult};
+use crate::write::Write;
 use crate::{Action, Context, settings};
 
 /// MachineDeployment status condition: `True` while failed nodes halt the rollout.
@@ -175,11 +176,9 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         for set in &old {
             if set.labels().get(LABEL_SCALE_UP_DISABLED).map(String::as_str) != Some("true") {
                 let patch = json!({ "metadata": { "labels": { LABEL_SCALE_UP_DISABLED: "true" } } });
-                let written = sets_api
-                    .patch(&set.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+                ctx.write(&sets_api, Write::MergePatch(&set.name_any(), patch))
                     .await
                     .map_err(kube(format!("label machineset {namespace}/{} scale-up-disabled", set.name_any())))?;
-                ctx.wrote(&written);
             }
         }
         for machine in new_machines.iter().copied().chain(old_machines.iter().map(|(_, m)| *m)) {
@@ -215,11 +214,9 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     }
     for machine in &arrived {
         let patch = json!({ "metadata": { "labels": { LABEL_UPDATE_RESULT: null } } });
-        let written = machines_api
-            .patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+        ctx.write(&machines_api, Write::MergePatch(&machine.name_any(), patch))
             .await
             .map_err(kube(format!("remove the update-result label of machine {namespace}/{}", machine.name_any())))?;
-        ctx.wrote(&written);
     }
     for machine in &new_machines {
         if let Some(node) = node_of(machine)
@@ -415,9 +412,8 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
         ..ObjectMeta::default()
     };
     let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &namespace);
-    match api.create(&PostParams::default(), &set).await {
-        Ok(written) => {
-            ctx.wrote(&written);
+    match ctx.write(&api, Write::Create(&set)).await {
+        Ok(()) => {
             ctx.event_deployment(md, Kind::Normal, "MachineSetCreated", &format!("created machineset {set_name} with {replicas} replicas for the new template")).await;
             Ok(())
         }
@@ -435,11 +431,8 @@ async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment
             Err(e) => return Err(kube(format!("read machineset {name}"))(e)),
         };
         settings::copy(&md.spec.template.spec, &mut set.spec.template.spec);
-        match api.replace(name, &PostParams::default(), &set).await {
-            Ok(written) => {
-                ctx.wrote(&written);
-                return Ok(());
-            }
+        match ctx.write(api, Write::Replace(name, &set)).await {
+            Ok(()) => return Ok(()),
             Err(e) if is_conflict(&e) => continue,
             Err(e) => return Err(kube(format!("copy the machine settings into machineset {name}"))(e)),
         }
@@ -467,9 +460,8 @@ async fn scale_set(
             return Ok(to);
         }
         set.spec.replicas = to;
-        match api.replace(name, &PostParams::default(), &set).await {
-            Ok(written) => {
-                ctx.wrote(&written);
+        match ctx.write(api, Write::Replace(name, &set)).await {
+            Ok(()) => {
                 ctx.event_deployment(md, Kind::Normal, "ScalingMachineSet", &format!("scaled machineset {name} from {from} to {to}")).await;
                 return Ok(to);
             }
@@ -498,11 +490,9 @@ async fn transfer(machine: &Machine, new: &MachineSet, hash: &str, api: &Api<Mac
     labels.insert(MACHINE_TEMPLATE_HASH_LABEL.to_owned(), json!(hash));
     labels.insert(LABEL_UPDATE_RESULT.to_owned(), json!(UPDATE_RESULT_SUCCESSFUL));
     let patch = json!({ "metadata": { "ownerReferences": owner, "labels": labels } });
-    let written = api
-        .patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+    ctx.write(api, Write::MergePatch(&machine.name_any(), patch))
         .await
         .map_err(kube(format!("move machine {} to machineset {}", machine.name_any(), new.name_any())))?;
-    ctx.wrote(&written);
     Ok(())
 }
 

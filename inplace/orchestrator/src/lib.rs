@@ -95,6 +95,7 @@ mod runner;
 mod settings;
 mod step;
 pub mod workerpool;
+mod write;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -176,9 +177,7 @@ pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Err
             return Err(Error::Config(format!("the {what} is empty")));
         }
     }
-    let recorder = Recorder::new(client.clone(), clock.clone(), "inplace-orchestrator");
-    let ctx = Context { client, clock, config, recorder, refusals: Arc::new(Mutex::new(Default::default())), caches: Caches::default() };
-    runner::run(ctx).await;
+    runner::run(Context::new(client, clock, config)).await;
     Ok(())
 }
 
@@ -194,9 +193,9 @@ pub(crate) struct Context {
 }
 
 impl Context {
-    /// Records a write the API server acknowledged with `object`: reads of its kind wait for it.
-    pub(crate) fn wrote<K: Cached>(&self, object: &K) {
-        K::cache(&self.caches).wrote(object);
+    fn new(client: Client, clock: Clock, config: Config) -> Self {
+        let recorder = Recorder::new(client.clone(), clock.clone(), "inplace-orchestrator");
+        Self { client, clock, config, recorder, refusals: Arc::new(Mutex::new(Default::default())), caches: Caches::default() }
     }
 
     /// Records that the object `namespace`/`name` of kind `K` was deleted: reads of its kind

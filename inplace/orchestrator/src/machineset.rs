@@ -21,11 +21,12 @@ use inplace_api::crd::{Machine, MachineSet, MachineSetStatus};
 use inplace_api::keys::{LABEL_UPDATE_RESULT, MachinePhase, UPDATE_RESULT_SUCCESSFUL};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::DeleteParams;
 use kube::{Api, Resource, ResourceExt};
 
 use crate::error::{Error, is_conflict, is_not_found, kube};
 use crate::events::Kind;
+use crate::write::Write;
 use crate::{Action, Context, settings};
 
 /// MCM's label that stops a MachineSet from creating machines.
@@ -61,9 +62,8 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
             let machine_name = (0..).map(|i| format!("{name}-{i}")).find(|n| !taken.contains(n)).unwrap_or_default();
             taken.insert(machine_name.clone());
             let machine = new_machine(set, &machine_name);
-            match api.create(&PostParams::default(), &machine).await {
-                Ok(written) => {
-                    ctx.wrote(&written);
+            match ctx.write(&api, Write::Create(&machine)).await {
+                Ok(()) => {
                     ctx.event_set(set, Kind::Normal, "MachineCreated", &format!("created machine {machine_name}")).await;
                     changed = true;
                 }
@@ -90,11 +90,9 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
     for machine in &active {
         if !settings::same(&machine.spec, &set.spec.template.spec) {
             let patch = settings::merge_patch(&set.spec.template.spec);
-            let written = api
-                .patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch))
+            ctx.write(&api, Write::MergePatch(&machine.name_any(), patch))
                 .await
                 .map_err(kube(format!("copy the machine settings of machineset {name} into machine {namespace}/{}", machine.name_any())))?;
-            ctx.wrote(&written);
             changed = true;
         }
     }
@@ -175,11 +173,8 @@ async fn update_status(set: &MachineSet, active: &[&Machine], ctx: &Context) -> 
     let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut updated = set.clone();
     updated.status = Some(want);
-    match api.replace_status(&set.name_any(), &PostParams::default(), &updated).await {
-        Ok(written) => {
-            ctx.wrote(&written);
-            Ok(())
-        }
+    match ctx.write(&api, Write::ReplaceStatus(&set.name_any(), &updated)).await {
+        Ok(()) => Ok(()),
         // A newer version exists; the next pass writes the status from it.
         Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(()),
         Err(e) => Err(kube(format!("update the status of machineset {namespace}/{}", set.name_any()))(e)),

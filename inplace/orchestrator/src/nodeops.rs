@@ -9,12 +9,12 @@ use inplace_api::keys::{CONDITION_IN_PLACE_UPDATE, MachinePhase, MachineOperatio
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Map, Value, json};
 
 use crate::Context;
 use crate::error::{Error, is_conflict, is_not_found, kube};
+use crate::write::Write;
 
 /// How often a read-modify-write is tried before giving up with [`Error::Contended`].
 pub(crate) const ATTEMPTS: usize = 8;
@@ -80,11 +80,8 @@ pub(crate) async fn patch_node(ctx: &Context, node: &Node, patch: NodePatch) -> 
     }
     let name = node.metadata.name.clone().unwrap_or_default();
     let api: Api<Node> = Api::all(ctx.client.clone());
-    match api.patch(&name, &PatchParams::default(), &Patch::Merge(patch.to_json())).await {
-        Ok(written) => {
-            ctx.wrote(&written);
-            Ok(true)
-        }
+    match ctx.write(&api, Write::MergePatch(&name, patch.to_json())).await {
+        Ok(()) => Ok(true),
         Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(kube(format!("patch node {name}"))(e)),
     }
@@ -133,11 +130,8 @@ pub(crate) async fn set_condition(ctx: &Context, node: &str, value: Option<(&str
                 }
             }
         }
-        match api.replace_status(node, &PostParams::default(), &current).await {
-            Ok(written) => {
-                ctx.wrote(&written);
-                return Ok(());
-            }
+        match ctx.write(&api, Write::ReplaceStatus(node, &current)).await {
+            Ok(()) => return Ok(()),
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(kube(format!("update the InPlaceUpdate condition of node {node}"))(e)),
@@ -204,11 +198,8 @@ pub(crate) async fn update_machine_status(
             }
             return Ok(());
         }
-        match api.replace_status(&name, &PostParams::default(), &machine).await {
-            Ok(written) => {
-                ctx.wrote(&written);
-                return Ok(());
-            }
+        match ctx.write(&api, Write::ReplaceStatus(&name, &machine)).await {
+            Ok(()) => return Ok(()),
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(kube(format!("update the status of machine {namespace}/{name}"))(e)),
