@@ -63,6 +63,7 @@ use crate::platform::os_version::OsVersionSource;
 use crate::platform::reboot::Reboot;
 use crate::state::{self, AgentState, Applied, OsProgress, Plan};
 use crate::store::StateStore;
+use crate::together::run_together;
 
 /// The platform the agent runs on (see the crate docs for the implementations).
 #[derive(Debug, Clone)]
@@ -272,7 +273,7 @@ impl Agent {
                 }
             }
         };
-        tokio::join!(follow_node, follow_osc, heartbeat, changes, reconcile);
+        run_together(vec![Box::pin(follow_node), Box::pin(follow_osc), Box::pin(heartbeat), Box::pin(changes), Box::pin(reconcile)]).await;
     }
 
     /// One heartbeat (if configured) and one reconcile pass, with the heartbeat running during the

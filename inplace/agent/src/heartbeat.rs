@@ -42,6 +42,7 @@ use tokio::sync::watch;
 use crate::config::{AgentConfig, HeartbeatConfig};
 use crate::platform::kubelet::Kubelet;
 use crate::platform::os_version::OsVersionSource;
+use crate::together::run_together;
 
 /// Node annotation with the running OS version (written by the heartbeat).
 pub const ANNOTATION_OS_VERSION: &str = "node-agent.rackproof.dev/os-version";
@@ -160,7 +161,7 @@ impl Heartbeat {
     pub async fn run(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) {
         let (latest, node) = watch::channel(None);
         let nodes: Api<Node> = Api::all(self.client.clone());
-        tokio::join!(crate::follow::follow(nodes, &self.node, &self.clock, self.retry, &latest), self.run_with(os, kubelet, node));
+        run_together(vec![Box::pin(crate::follow::follow(nodes, &self.node, &self.clock, self.retry, &latest)), Box::pin(self.run_with(os, kubelet, node))]).await;
     }
 
     /// Runs the heartbeat until dropped, with `node` following the Node (see the module docs).
@@ -174,7 +175,7 @@ impl Heartbeat {
                 }
             }
         };
-        tokio::join!(beats, self.follow_pods());
+        run_together(vec![Box::pin(beats), Box::pin(self.follow_pods())]).await;
     }
 
     /// One renewal with the Node as `seen` last (`None`: not seen, so read or registered). The

@@ -64,6 +64,7 @@ pub mod plan;
 pub mod platform;
 pub mod state;
 pub mod store;
+mod together;
 
 pub use agent::{Agent, AgentError, Outcome, Platform};
 pub use config::{AgentConfig, HeartbeatConfig, TokenSecret};
