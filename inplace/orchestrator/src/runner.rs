@@ -82,7 +82,24 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
             std::future::ready(relevant.then_some(()))
         })
         .boxed();
-    let machines = ctx.caches.machines.follow(Api::<Machine>::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
+    // A Machine's mirrored Node conditions change with every status its kubelet reports, and
+    // the orchestrator's own copy of them is all such an event brings: nothing to act on.
+    let mut machine_fingerprints: HashMap<String, u64> = HashMap::new();
+    let machines = ctx
+        .caches
+        .machines
+        .follow(Api::<Machine>::namespaced(client.clone(), &ns))
+        .filter_map(move |event| {
+            let relevant = match &event {
+                Ok(Some(machine)) => {
+                    let fingerprint = machine_fingerprint(machine);
+                    machine_fingerprints.insert(machine.name_any(), fingerprint) != Some(fingerprint)
+                }
+                _ => true,
+            };
+            std::future::ready(relevant.then_some(()))
+        })
+        .boxed();
     let sets = ctx.caches.sets.follow(Api::<MachineSet>::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
     let deployments = watcher(Api::<MachineDeployment>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let pools = watcher(Api::<WorkerPool>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
@@ -103,6 +120,20 @@ fn node_fingerprint(node: &Node) -> u64 {
     for condition in node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
         (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
     }
+    hasher.finish()
+}
+
+/// What the controllers read of a Machine: all of it but the conditions mirrored from its Node
+/// (which only the mirroring compares) and the bookkeeping (resourceVersion, managedFields).
+fn machine_fingerprint(machine: &Machine) -> u64 {
+    let mut read = machine.clone();
+    read.metadata.resource_version = None;
+    read.metadata.managed_fields = None;
+    if let Some(status) = &mut read.status {
+        status.conditions.clear();
+    }
+    let mut hasher = DefaultHasher::new();
+    serde_json::to_vec(&read).unwrap_or_default().hash(&mut hasher);
     hasher.finish()
 }
 
@@ -159,4 +190,33 @@ async fn pass(ctx: &Context) -> Option<Duration> {
 /// Every object of a kind the orchestrator keeps no cache of, listed afresh.
 async fn list_all<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug>(api: &Api<K>) -> Result<Vec<K>, kube::Error> {
     Ok(api.list(&ListParams::default()).await?.items)
+}
+
+#[cfg(test)]
+mod tests {
+    use inplace_api::keys::MachinePhase;
+    use k8s_openapi::api::core::v1::NodeCondition;
+
+    use super::*;
+
+    /// A Machine event wakes a pass unless all it changed is the mirrored conditions.
+    #[test]
+    fn only_a_change_the_controllers_read_wakes_a_pass() {
+        let mut machine: Machine = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "m-0", "namespace": "ns", "resourceVersion": "5", "labels": {"node": "n-0"}},
+            "spec": {},
+            "status": {"currentStatus": {"phase": "Running"}},
+        }))
+        .unwrap();
+        let before = machine_fingerprint(&machine);
+        let status = machine.status.as_mut().unwrap();
+        status.conditions.push(NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+        machine.metadata.resource_version = Some("6".into());
+        assert_eq!(machine_fingerprint(&machine), before, "mirrored conditions and bookkeeping");
+        machine.status.as_mut().unwrap().current_status.phase = Some(MachinePhase::InPlaceUpdating);
+        assert_ne!(machine_fingerprint(&machine), before, "the phase");
+        let phase_changed = machine_fingerprint(&machine);
+        machine.metadata.labels.get_or_insert_default().insert("selected".into(), "true".into());
+        assert_ne!(machine_fingerprint(&machine), phase_changed, "a label");
+    }
 }
