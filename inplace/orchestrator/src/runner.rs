@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -65,41 +66,10 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     let cfg = watcher::Config::default();
     // Kubelet heartbeats rewrite every Node every few seconds; only changes the controllers act on
     // wake a pass (with a thousand nodes, waking on each heartbeat would mean a pass all the time).
-    // The cache keeps every change either way.
-    let mut fingerprints: HashMap<String, u64> = HashMap::new();
-    let nodes = ctx
-        .caches
-        .nodes
-        .follow(Api::<Node>::all(client.clone()))
-        .filter_map(move |event| {
-            let relevant = match &event {
-                Ok(Some(node)) => {
-                    let fingerprint = node_fingerprint(node);
-                    fingerprints.insert(node.name_any(), fingerprint) != Some(fingerprint)
-                }
-                _ => true,
-            };
-            std::future::ready(relevant.then_some(()))
-        })
-        .boxed();
-    // A Machine's mirrored Node conditions change with every status its kubelet reports, and
-    // the orchestrator's own copy of them is all such an event brings: nothing to act on.
-    let mut machine_fingerprints: HashMap<String, u64> = HashMap::new();
-    let machines = ctx
-        .caches
-        .machines
-        .follow(Api::<Machine>::namespaced(client.clone(), &ns))
-        .filter_map(move |event| {
-            let relevant = match &event {
-                Ok(Some(machine)) => {
-                    let fingerprint = machine_fingerprint(machine);
-                    machine_fingerprints.insert(machine.name_any(), fingerprint) != Some(fingerprint)
-                }
-                _ => true,
-            };
-            std::future::ready(relevant.then_some(()))
-        })
-        .boxed();
+    // A Machine's mirrored Node conditions change with every status its kubelet reports, and the
+    // orchestrator's own copy of them is all such an event brings. The caches keep every change.
+    let nodes = changes_read(ctx.caches.nodes.follow(Api::<Node>::all(client.clone())), node_fingerprint);
+    let machines = changes_read(ctx.caches.machines.follow(Api::<Machine>::namespaced(client.clone(), &ns)), machine_fingerprint);
     let sets = ctx.caches.sets.follow(Api::<MachineSet>::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
     let deployments = watcher(Api::<MachineDeployment>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let pools = watcher(Api::<WorkerPool>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
@@ -107,6 +77,27 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     while all.next().await.is_some() {
         wake.notify_one();
     }
+}
+
+/// The events of `events` that change what the controllers read of an object (its `fingerprint`),
+/// and every other kind of event (errors, relists, deletions), as wake-ups.
+fn changes_read<K: ResourceExt + Send + Sync + 'static>(
+    events: impl futures::Stream<Item = Result<Option<Arc<K>>, watcher::Error>> + Send + 'static,
+    fingerprint: fn(&K) -> u64,
+) -> futures::stream::BoxStream<'static, ()> {
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    events
+        .filter_map(move |event| {
+            let relevant = match &event {
+                Ok(Some(object)) => {
+                    let now = fingerprint(object);
+                    seen.insert(object.name_any(), now) != Some(now)
+                }
+                _ => true,
+            };
+            std::future::ready(relevant.then_some(()))
+        })
+        .boxed()
 }
 
 /// What the controllers read of a Node: labels, annotations, the cordon, deletion, and each
