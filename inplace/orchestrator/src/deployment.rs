@@ -255,7 +255,9 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         changed = true;
     }
 
-    // 5. Transfer.
+    // 5. Transfer, then one scale per set for all the machines it moved (a crash in between is
+    //    repaired by step 3 of the next pass, as after a single move).
+    let mut moved: BTreeMap<String, i32> = BTreeMap::new();
     for (set, machine) in &old_machines {
         let Some(node) = node_of(machine) else { continue };
         if label(node, LABEL_UPDATE_RESULT) != Some(UPDATE_RESULT_SUCCESSFUL)
@@ -264,10 +266,13 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
             continue;
         }
         transfer(machine, &new, &hash, &machines_api, ctx).await?;
-        scale_set(&sets_api, &set.name_any(), |r| (r - 1).max(0), md, ctx).await?;
-        new_replicas = scale_set(&sets_api, &new.name_any(), |r| r + 1, md, ctx).await?;
+        *moved.entry(set.name_any()).or_default() += 1;
         let message = format!("machine {} (node {}) updated in place and moved to machineset {}", machine.name_any(), node.name_any(), new.name_any());
         ctx.event_deployment(md, Kind::Normal, "MachineMoved", &message).await;
+    }
+    for (set, count) in &moved {
+        scale_set(&sets_api, set, |r| (r - count).max(0), md, ctx).await?;
+        new_replicas = scale_set(&sets_api, &new.name_any(), |r| r + count, md, ctx).await?;
         changed = true;
     }
     if changed {
@@ -413,7 +418,7 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
     };
     let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &namespace);
     match ctx.write(&api, Write::Create(&set)).await {
-        Ok(()) => {
+        Ok(_) => {
             ctx.event_deployment(md, Kind::Normal, "MachineSetCreated", &format!("created machineset {set_name} with {replicas} replicas for the new template")).await;
             Ok(())
         }
@@ -432,7 +437,7 @@ async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment
         };
         settings::copy(&md.spec.template.spec, &mut set.spec.template.spec);
         match ctx.write(api, Write::Replace(name, &set)).await {
-            Ok(()) => return Ok(()),
+            Ok(_) => return Ok(()),
             Err(e) if is_conflict(&e) => continue,
             Err(e) => return Err(kube(format!("copy the machine settings into machineset {name}"))(e)),
         }
@@ -461,7 +466,7 @@ async fn scale_set(
         }
         set.spec.replicas = to;
         match ctx.write(api, Write::Replace(name, &set)).await {
-            Ok(()) => {
+            Ok(_) => {
                 ctx.event_deployment(md, Kind::Normal, "ScalingMachineSet", &format!("scaled machineset {name} from {from} to {to}")).await;
                 return Ok(to);
             }

@@ -113,7 +113,7 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 Reason::SelectedForUpdate => "node is selected for in-place update".to_owned(),
                 other => other.as_str().to_owned(),
             };
-            nodeops::set_condition(ctx, &node_name, Some((reason.as_str(), &message)), now).await?;
+            nodeops::set_condition(ctx, node, Some((reason.as_str(), &message)), now).await?;
             ctx.event_machine(machine, Kind::Normal, reason.as_str(), &format!("node {node_name}: {message}")).await;
             Ok(Action::soon())
         }
@@ -146,7 +146,7 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 ctx.event_machine(machine, Kind::Warning, "EvictionBlocked", &message).await;
             }
             if round.drained() || force && round.deleted.is_empty() && round.remaining == 0 {
-                return ready_for_update(machine, &node_name, ctx).await;
+                return ready_for_update(machine, node, ctx).await;
             }
             if force {
                 return Ok(Action::soon());
@@ -154,7 +154,7 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
             let until_deadline = ctx.clock.until(deadline);
             Ok(Action::after(ctx.config.eviction_retry_interval.min(until_deadline.max(Duration::from_millis(1)))))
         }
-        Step::ReadyForUpdate => ready_for_update(machine, &node_name, ctx).await,
+        Step::ReadyForUpdate => ready_for_update(machine, node, ctx).await,
         Step::SetUpdating => {
             let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
@@ -165,7 +165,7 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
         Step::RecordSuccess => {
             let change = phase(MachinePhase::InPlaceUpdateSuccessful, &format!("machine {name} updated in place"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
-            nodeops::set_condition(ctx, &node_name, Some((Reason::UpdateSuccessful.as_str(), "node in-place update successful")), now).await?;
+            nodeops::set_condition(ctx, node, Some((Reason::UpdateSuccessful.as_str(), "node in-place update successful")), now).await?;
             ctx.event_machine(machine, Kind::Normal, "UpdateSuccessful", &format!("node {node_name} reported a successful in-place update")).await;
             Ok(Action::soon())
         }
@@ -191,14 +191,14 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 .annotation(ANNOTATION_UPDATE_FAILED_REASON, None)
                 .unschedulable(false);
             nodeops::patch_node(ctx, node, reset).await?;
-            nodeops::set_condition(ctx, &node_name, Some((Reason::CandidateForUpdate.as_str(), "node is a candidate for in-place update")), now).await?;
+            nodeops::set_condition(ctx, node, Some((Reason::CandidateForUpdate.as_str(), "node is a candidate for in-place update")), now).await?;
             let change = phase(MachinePhase::Running, &format!("machine {name} is a candidate again"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "CandidateAgain", &format!("node {node_name}: failed mark or selection removed, node uncordoned and a candidate again")).await;
             Ok(Action::soon())
         }
         Step::ClearCondition => {
-            nodeops::set_condition(ctx, &node_name, None, now).await?;
+            nodeops::set_condition(ctx, node, None, now).await?;
             if machine.phase().is_some_and(MachinePhase::is_in_place) {
                 let change = phase(MachinePhase::Running, &format!("machine {name} is up to date"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
                 nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
@@ -216,14 +216,15 @@ fn deadline_text(machine: &Machine, ctx: &Context) -> String {
     format_duration(timeout)
 }
 
-async fn ready_for_update(machine: &Machine, node_name: &str, ctx: &Context) -> Result<Action, Error> {
+async fn ready_for_update(machine: &Machine, node: &Node, ctx: &Context) -> Result<Action, Error> {
     let name = machine.name_any();
+    let node_name = node.name_any();
     let now = ctx.clock.now();
     let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
     nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
-    nodeops::set_condition(ctx, node_name, Some((Reason::DrainSuccessful.as_str(), "node drained")), now).await?;
+    let drained = nodeops::set_condition(ctx, node, Some((Reason::DrainSuccessful.as_str(), "node drained")), now).await?;
     ctx.event_machine(machine, Kind::Normal, "DrainSuccessful", &format!("node {node_name} drained")).await;
-    nodeops::set_condition(ctx, node_name, Some((Reason::ReadyForUpdate.as_str(), "node is ready for in-place update")), now).await?;
+    nodeops::set_condition(ctx, &drained, Some((Reason::ReadyForUpdate.as_str(), "node is ready for in-place update")), now).await?;
     ctx.event_machine(machine, Kind::Normal, "ReadyForUpdate", &format!("node {node_name} is ready for its in-place update")).await;
     Ok(Action::soon())
 }
@@ -239,7 +240,7 @@ async fn record_failure(machine: &Machine, node: &Node, ctx: &Context) -> Result
     let change = phase(MachinePhase::InPlaceUpdateFailed, &description, MachineState::Failed, MachineOperationType::InPlaceUpdate);
     nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
     let message = format!("node in-place update failed: {reason}");
-    nodeops::set_condition(ctx, &node_name, Some((Reason::UpdateFailed.as_str(), &message)), now).await?;
+    nodeops::set_condition(ctx, node, Some((Reason::UpdateFailed.as_str(), &message)), now).await?;
     ctx.event_machine(machine, Kind::Warning, "UpdateFailed", &format!("node {node_name}: {message}")).await;
     Ok(Action::soon())
 }

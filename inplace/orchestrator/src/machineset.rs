@@ -63,7 +63,7 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
             taken.insert(machine_name.clone());
             let machine = new_machine(set, &machine_name);
             match ctx.write(&api, Write::Create(&machine)).await {
-                Ok(()) => {
+                Ok(_) => {
                     ctx.event_set(set, Kind::Normal, "MachineCreated", &format!("created machine {machine_name}")).await;
                     changed = true;
                 }
@@ -174,7 +174,7 @@ async fn update_status(set: &MachineSet, active: &[&Machine], ctx: &Context) -> 
     let mut updated = set.clone();
     updated.status = Some(want);
     match ctx.write(&api, Write::ReplaceStatus(&set.name_any(), &updated)).await {
-        Ok(()) => Ok(()),
+        Ok(_) => Ok(()),
         // A newer version exists; the next pass writes the status from it.
         Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(()),
         Err(e) => Err(kube(format!("update the status of machineset {namespace}/{}", set.name_any()))(e)),

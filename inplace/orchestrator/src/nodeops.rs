@@ -1,6 +1,7 @@
 //! Writes to Nodes and Machines that every controller shares: label/annotation/cordon patches
 //! (JSON merge patches, which need no resourceVersion), the `InPlaceUpdate` condition and Machine
-//! status (read-modify-replace with the resourceVersion read, retried on 409).
+//! status (replaced over the caller's copy with its resourceVersion; on a 409 read afresh and
+//! retried).
 
 use std::collections::BTreeMap;
 
@@ -81,7 +82,7 @@ pub(crate) async fn patch_node(ctx: &Context, node: &Node, patch: NodePatch) -> 
     let name = node.metadata.name.clone().unwrap_or_default();
     let api: Api<Node> = Api::all(ctx.client.clone());
     match ctx.write(&api, Write::MergePatch(&name, patch.to_json())).await {
-        Ok(()) => Ok(true),
+        Ok(_) => Ok(true),
         Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(kube(format!("patch node {name}"))(e)),
     }
@@ -92,52 +93,80 @@ pub(crate) fn in_place_condition(node: &Node) -> Option<&NodeCondition> {
     node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == CONDITION_IN_PLACE_UPDATE)
 }
 
-/// Sets (`Some(reason, message)`) or removes (`None`) the `InPlaceUpdate` condition.
-pub(crate) async fn set_condition(ctx: &Context, node: &str, value: Option<(&str, &str)>, now: Timestamp) -> Result<(), Error> {
+/// Sets (`Some(reason, message)`) or removes (`None`) the `InPlaceUpdate` condition of `node`.
+///
+/// As [`update_machine_status`] does, the first attempt writes over `node` as the caller has it
+/// (the pass's copy from the watch cache) with its resourceVersion; a stale copy is refused with
+/// a conflict and the next attempt reads the Node afresh, and a copy that already says what is
+/// wanted is read again before deciding there is nothing to do. Returns the Node as it now is —
+/// the written copy carrying the resourceVersion the server answered with — so a second condition
+/// in the same pass writes over it without a conflict.
+pub(crate) async fn set_condition(ctx: &Context, node: &Node, value: Option<(&str, &str)>, now: Timestamp) -> Result<Node, Error> {
+    let name = node.name_any();
     let api: Api<Node> = Api::all(ctx.client.clone());
+    let mut cached = Some(node.clone());
     for _ in 0..ATTEMPTS {
-        let mut current = match api.get(node).await {
-            Ok(n) => n,
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(kube(format!("read node {node}"))(e)),
+        let from_cache = cached.is_some();
+        let mut current = match cached.take() {
+            Some(n) => n,
+            None => match api.get(&name).await {
+                Ok(n) => n,
+                Err(e) if is_not_found(&e) => return Ok(node.clone()),
+                Err(e) => return Err(kube(format!("read node {name}"))(e)),
+            },
         };
-        let status = current.status.get_or_insert_with(Default::default);
-        let conditions = status.conditions.get_or_insert_with(Vec::new);
-        let existing = conditions.iter().position(|c| c.type_ == CONDITION_IN_PLACE_UPDATE);
-        match (value, existing) {
-            (None, None) => return Ok(()),
-            (None, Some(i)) => {
-                conditions.remove(i);
+        if !with_condition(&mut current, value, now) {
+            if from_cache {
+                continue;
             }
-            (Some((reason, message)), found) => {
-                if let Some(i) = found
-                    && conditions[i].reason.as_deref() == Some(reason)
-                    && conditions[i].message.as_deref() == Some(message)
-                {
-                    return Ok(());
-                }
-                let condition = NodeCondition {
-                    type_: CONDITION_IN_PLACE_UPDATE.to_owned(),
-                    status: "True".to_owned(),
-                    reason: Some(reason.to_owned()),
-                    message: Some(message.to_owned()),
-                    last_transition_time: Some(Time(now)),
-                    last_heartbeat_time: Some(Time(now)),
-                };
-                match found {
-                    Some(i) => conditions[i] = condition,
-                    None => conditions.push(condition),
-                }
-            }
+            return Ok(current);
         }
-        match ctx.write(&api, Write::ReplaceStatus(node, &current)).await {
-            Ok(()) => return Ok(()),
+        match ctx.write(&api, Write::ReplaceStatus(&name, &current)).await {
+            Ok(version) => {
+                current.metadata.resource_version = version;
+                return Ok(current);
+            }
             Err(e) if is_conflict(&e) => continue,
-            Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(kube(format!("update the InPlaceUpdate condition of node {node}"))(e)),
+            Err(e) if is_not_found(&e) => return Ok(current),
+            Err(e) => return Err(kube(format!("update the InPlaceUpdate condition of node {name}"))(e)),
         }
     }
-    Err(Error::Contended { action: format!("update the InPlaceUpdate condition of node {node}") })
+    Err(Error::Contended { action: format!("update the InPlaceUpdate condition of node {name}") })
+}
+
+/// Sets or removes the `InPlaceUpdate` condition of `node`; whether that changed it.
+fn with_condition(node: &mut Node, value: Option<(&str, &str)>, now: Timestamp) -> bool {
+    let status = node.status.get_or_insert_with(Default::default);
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    let existing = conditions.iter().position(|c| c.type_ == CONDITION_IN_PLACE_UPDATE);
+    match (value, existing) {
+        (None, None) => false,
+        (None, Some(i)) => {
+            conditions.remove(i);
+            true
+        }
+        (Some((reason, message)), found) => {
+            if let Some(i) = found
+                && conditions[i].reason.as_deref() == Some(reason)
+                && conditions[i].message.as_deref() == Some(message)
+            {
+                return false;
+            }
+            let condition = NodeCondition {
+                type_: CONDITION_IN_PLACE_UPDATE.to_owned(),
+                status: "True".to_owned(),
+                reason: Some(reason.to_owned()),
+                message: Some(message.to_owned()),
+                last_transition_time: Some(Time(now)),
+                last_heartbeat_time: Some(Time(now)),
+            };
+            match found {
+                Some(i) => conditions[i] = condition,
+                None => conditions.push(condition),
+            }
+            true
+        }
+    }
 }
 
 /// A change to a Machine's status.
@@ -199,7 +228,7 @@ pub(crate) async fn update_machine_status(
             return Ok(());
         }
         match ctx.write(&api, Write::ReplaceStatus(&name, &machine)).await {
-            Ok(()) => return Ok(()),
+            Ok(_) => return Ok(()),
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(()),
             Err(e) => return Err(kube(format!("update the status of machine {namespace}/{name}"))(e)),
@@ -238,4 +267,54 @@ pub(crate) fn is_ready(node: &Node) -> bool {
 /// A label of the node.
 pub(crate) fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
     node.metadata.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+#[cfg(test)]
+mod tests {
+    use rackproof_apiserver::ApiServer;
+    use rackproof_clock::Clock;
+
+    use super::*;
+    use crate::Config;
+
+    fn reasons(node: &Node) -> Vec<(String, Option<String>)> {
+        let conditions = node.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        conditions.into_iter().map(|c| (c.type_, c.reason)).collect()
+    }
+
+    /// A condition written over a stale copy keeps what others wrote since; a copy that already
+    /// says what is wanted is checked against the API; the returned Node takes the next write.
+    #[tokio::test(start_paused = true)]
+    async fn a_condition_written_over_a_stale_copy_loses_nothing() {
+        let clock = Clock::simulated("2026-01-01T00:00:00Z".parse().unwrap());
+        let server = ApiServer::new(clock.clone());
+        let ctx = Context::new(server.admin_client(), clock.clone(), Config::default());
+        let api: Api<Node> = Api::all(ctx.client.clone());
+        let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+        let copy = api.create(&Default::default(), &node).await.unwrap();
+
+        // The kubelet reports Ready after the copy was taken.
+        let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}});
+        api.patch_status("n1", &Default::default(), &kube::api::Patch::Merge(ready)).await.unwrap();
+        let written = set_condition(&ctx, &copy, Some(("SelectedForUpdate", "selected")), clock.now()).await.unwrap();
+        let stored = api.get("n1").await.unwrap();
+        assert_eq!(
+            reasons(&stored),
+            vec![("Ready".into(), Some("KubeletReady".into())), (CONDITION_IN_PLACE_UPDATE.into(), Some("SelectedForUpdate".into()))]
+        );
+        assert_eq!(written.metadata.resource_version, stored.metadata.resource_version, "the returned Node is the stored one");
+
+        // Someone removes the condition; a copy that still shows it does not end the matter.
+        let mut cleared = stored.clone();
+        cleared.status.as_mut().unwrap().conditions.as_mut().unwrap().retain(|c| c.type_ != CONDITION_IN_PLACE_UPDATE);
+        api.replace_status("n1", &Default::default(), &cleared).await.unwrap();
+        let again = set_condition(&ctx, &written, Some(("SelectedForUpdate", "selected")), clock.now()).await.unwrap();
+        assert_eq!(reasons(&api.get("n1").await.unwrap()).len(), 2, "the condition is written again");
+
+        // The returned Node takes the next condition at once.
+        let next = set_condition(&ctx, &again, Some(("DrainSuccessful", "drained")), clock.now()).await.unwrap();
+        let stored = api.get("n1").await.unwrap();
+        assert_eq!(next.metadata.resource_version, stored.metadata.resource_version);
+        assert_eq!(reasons(&stored)[1].1.as_deref(), Some("DrainSuccessful"));
+    }
 }

@@ -37,8 +37,8 @@ struct WrittenMeta {
 
 impl Context {
     /// Sends `write` through `api` and records the resourceVersion the API server answered with:
-    /// reads of kind `K` wait until the watch shows it.
-    pub(crate) async fn write<K: Cached + Serialize>(&self, api: &Api<K>, write: Write<'_, K>) -> Result<(), kube::Error> {
+    /// reads of kind `K` wait until the watch shows it. Returns that resourceVersion.
+    pub(crate) async fn write<K: Cached + Serialize>(&self, api: &Api<K>, write: Write<'_, K>) -> Result<Option<String>, kube::Error> {
         let request = kube::core::Request::new(api.resource_url());
         let body = |object: &K| serde_json::to_vec(object).map_err(kube::Error::SerdeError);
         let request = match write {
@@ -50,7 +50,7 @@ impl Context {
         .map_err(kube::Error::BuildRequest)?;
         let written: Written = self.client.request(request).await?;
         K::cache(&self.caches).wrote(written.metadata.resource_version.as_deref());
-        Ok(())
+        Ok(written.metadata.resource_version)
     }
 }
 
