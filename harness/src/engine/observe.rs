@@ -2,6 +2,7 @@
 //! change into one stream of observations, in the order the API server delivered them.
 
 use futures::{Stream, StreamExt, stream};
+use inplace_api::unmanaged::{self, Unmanaged};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
 use kube::runtime::WatchStreamExt;
@@ -43,10 +44,11 @@ where
 /// Every observation from now on, merged. Failed watches are retried with backoff.
 pub fn observe(client: &Client) -> impl Stream<Item = Observation> + Send + 'static {
     let config = watcher::Config::default();
-    let nodes = watcher::watcher(Api::<Node>::all(client.clone()), config.clone()).default_backoff();
-    let pods = watcher::watcher(Api::<Pod>::all(client.clone()), config.clone()).default_backoff();
-    let deployments = watcher::watcher(Api::<Deployment>::namespaced(client.clone(), NAMESPACE), config.clone()).default_backoff();
-    let events = watcher::watcher(Api::<KubeEvent>::all(client.clone()), config).default_backoff();
+    // Nothing here reads managedFields: they are skipped, not decoded (see `inplace_api::unmanaged`).
+    let nodes = unmanaged::watcher(Api::<Unmanaged<Node>>::all(client.clone()), config.clone()).default_backoff();
+    let pods = unmanaged::watcher(Api::<Unmanaged<Pod>>::all(client.clone()), config.clone()).default_backoff();
+    let deployments = unmanaged::watcher(Api::<Unmanaged<Deployment>>::namespaced(client.clone(), NAMESPACE), config.clone()).default_backoff();
+    let events = unmanaged::watcher(Api::<Unmanaged<KubeEvent>>::all(client.clone()), config).default_backoff();
     stream::select_all([
         flatten(nodes, |n| Observation::Node(Box::new(n)), |n: Node| Some(Observation::NodeGone(n.name_any()))).boxed(),
         flatten(

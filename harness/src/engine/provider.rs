@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use inplace_api::crd::Machine;
+use inplace_api::unmanaged::{self, Unmanaged};
 use inplace_orchestrator::workerpool::ANNOTATION_OSC_SECRET;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
@@ -60,7 +61,8 @@ impl Provider {
     /// its Machine goes away. Runs until dropped.
     pub async fn run(self: Arc<Self>, shared: Shared) {
         let api: Api<Machine> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let mut events = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff().boxed();
+        let watched: Api<Unmanaged<Machine>> = Api::namespaced(self.client.clone(), NAMESPACE);
+        let mut events = unmanaged::watcher(watched, watcher::Config::default()).default_backoff().boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Apply(machine) | Event::InitApply(machine)) => {

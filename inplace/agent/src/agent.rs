@@ -44,6 +44,7 @@ use std::time::Duration;
 
 use inplace_api::keys::{self, OsUpdateExit};
 use inplace_api::osc::secret::{DecodedOsc, decode_secret};
+use inplace_api::unmanaged::Unmanaged;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
@@ -240,8 +241,8 @@ impl Agent {
         let (node_latest, node) = watch::channel(None);
         let (osc_latest, osc) = watch::channel(None);
         let wake = Notify::new();
-        let follow_node = follow(Api::<Node>::all(self.client.clone()), &self.config.node_name, &self.clock, self.config.poll_interval, &node_latest);
-        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
+        let follow_node = follow(Api::<Unmanaged<Node>>::all(self.client.clone()), &self.config.node_name, &self.clock, self.config.poll_interval, &node_latest);
+        let secrets: Api<Unmanaged<Secret>> = Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
         let follow_osc = follow(secrets, &self.config.osc_secret_name, &self.clock, self.config.poll_interval, &osc_latest);
         let heartbeat_node = node.clone();
         let heartbeat = async {

@@ -9,6 +9,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use futures::StreamExt;
+use inplace_api::unmanaged::{self, Unmanaged};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
 use rackproof_clock::Clock;
@@ -22,12 +23,12 @@ const FIRST_RETRY: Duration = Duration::from_millis(250);
 /// Keeps `latest` up to date with object `name` of `api` until the future is dropped. Watch
 /// errors are logged at debug level (a node that is not registered yet may not read its pool's
 /// Secret) and retried after a backoff from [`FIRST_RETRY`] up to `retry`.
-pub(crate) async fn follow<K>(api: Api<K>, name: &str, clock: &Clock, retry: Duration, latest: &watch::Sender<Option<K>>)
+pub(crate) async fn follow<K>(api: Api<Unmanaged<K>>, name: &str, clock: &Clock, retry: Duration, latest: &watch::Sender<Option<K>>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = std::pin::pin!(watcher::watcher(api, config));
+    let mut events = std::pin::pin!(unmanaged::watcher(api, config));
     // Whether the current (re)list found the object.
     let mut listed = false;
     let mut backoff = FIRST_RETRY.min(retry);

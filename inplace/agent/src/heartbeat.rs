@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use inplace_api::unmanaged::{self, Unmanaged};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -160,7 +161,7 @@ impl Heartbeat {
     /// Runs the heartbeat until dropped, following the Node through its own watch.
     pub async fn run(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) {
         let (latest, node) = watch::channel(None);
-        let nodes: Api<Node> = Api::all(self.client.clone());
+        let nodes: Api<Unmanaged<Node>> = Api::all(self.client.clone());
         run_together(vec![Box::pin(crate::follow::follow(nodes, &self.node, &self.clock, self.retry, &latest)), Box::pin(self.run_with(os, kubelet, node))]).await;
     }
 
@@ -227,9 +228,9 @@ impl Heartbeat {
 
     /// Handles each pod bound to the node as the watch delivers it, until dropped.
     async fn follow_pods(&self) {
-        let pods: Api<Pod> = Api::all(self.client.clone());
+        let pods: Api<Unmanaged<Pod>> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node));
-        let mut events = std::pin::pin!(watcher::watcher(pods, config));
+        let mut events = std::pin::pin!(unmanaged::watcher(pods, config));
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Apply(pod) | Event::InitApply(pod)) => {

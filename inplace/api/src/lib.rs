@@ -47,6 +47,7 @@ pub mod pool;
 pub mod quantity;
 pub mod standalone;
 pub mod strategy;
+pub mod unmanaged;
 pub mod validate;
 pub mod version;
 

@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
+use inplace_api::unmanaged::{self, Unmanaged};
 use kube::api::ListParams;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -182,9 +183,10 @@ where
     /// Applies the watch's events as they come; yields one item per event: the object it added
     /// or changed, if any (the loop wakes on them). Failed watches are retried with back-off by
     /// the stream; their errors are yielded too.
-    pub(crate) fn follow(&self, api: Api<K>) -> impl futures::Stream<Item = Result<Option<Arc<K>>, watcher::Error>> + Send + 'static {
+    /// The objects are kept without their managedFields, which no controller reads.
+    pub(crate) fn follow(&self, api: Api<Unmanaged<K>>) -> impl futures::Stream<Item = Result<Option<Arc<K>>, watcher::Error>> + Send + 'static {
         let cache = self.clone();
-        watcher::watcher(api, watcher::Config::default()).default_backoff().map(move |event| {
+        unmanaged::watcher(api, watcher::Config::default()).default_backoff().map(move |event| {
             let applied = {
                 let mut state = cache.lock();
                 state.failing = event.is_err();

@@ -181,21 +181,20 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
                     .map_err(kube(format!("label machineset {namespace}/{} scale-up-disabled", set.name_any())))?;
             }
         }
-        for machine in new_machines.iter().copied().chain(old_machines.iter().map(|(_, m)| *m)) {
-            if let Some(node) = node_of(machine) {
-                let protect = NodePatch::default()
-                    .annotation(ANNOTATION_SCALE_DOWN_DISABLED, Some(SCALE_DOWN_DISABLED_VALUE))
-                    .annotation(ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM, Some(SCALE_DOWN_DISABLED_VALUE));
-                changed |= nodeops::patch_node(ctx, node, protect).await?;
+        // One patch per node: the protection, and on old nodes the candidate label.
+        let all = new_machines.iter().map(|m| (false, *m)).chain(old_machines.iter().map(|(_, m)| (true, *m)));
+        for (is_old, machine) in all {
+            let Some(node) = node_of(machine) else { continue };
+            let mut patch = NodePatch::default()
+                .annotation(ANNOTATION_SCALE_DOWN_DISABLED, Some(SCALE_DOWN_DISABLED_VALUE))
+                .annotation(ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM, Some(SCALE_DOWN_DISABLED_VALUE));
+            let candidate = is_old && label(node, LABEL_CANDIDATE_FOR_UPDATE).is_none();
+            if candidate {
+                patch = patch.label(LABEL_CANDIDATE_FOR_UPDATE, Some("true"));
             }
-        }
-        for (_, machine) in &old_machines {
-            if let Some(node) = node_of(machine)
-                && label(node, LABEL_CANDIDATE_FOR_UPDATE).is_none()
-            {
-                nodeops::patch_node(ctx, node, NodePatch::default().label(LABEL_CANDIDATE_FOR_UPDATE, Some("true"))).await?;
+            changed |= nodeops::patch_node(ctx, node, patch).await?;
+            if candidate {
                 ctx.event_deployment(md, Kind::Normal, "CandidateForUpdate", &format!("node {} labelled candidate for update", node.name_any())).await;
-                changed = true;
             }
         }
     }

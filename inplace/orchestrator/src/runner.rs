@@ -68,9 +68,9 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     // wake a pass (with a thousand nodes, waking on each heartbeat would mean a pass all the time).
     // A Machine's mirrored Node conditions change with every status its kubelet reports, and the
     // orchestrator's own copy of them is all such an event brings. The caches keep every change.
-    let nodes = changes_read(ctx.caches.nodes.follow(Api::<Node>::all(client.clone())), node_fingerprint);
-    let machines = changes_read(ctx.caches.machines.follow(Api::<Machine>::namespaced(client.clone(), &ns)), machine_fingerprint);
-    let sets = ctx.caches.sets.follow(Api::<MachineSet>::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
+    let nodes = changes_read(ctx.caches.nodes.follow(Api::all(client.clone())), node_fingerprint);
+    let machines = changes_read(ctx.caches.machines.follow(Api::namespaced(client.clone(), &ns)), machine_fingerprint);
+    let sets = ctx.caches.sets.follow(Api::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
     let deployments = watcher(Api::<MachineDeployment>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
     let pools = watcher(Api::<WorkerPool>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
     let mut all = futures::stream::select_all([nodes, machines, sets, deployments, pools]);
@@ -115,11 +115,10 @@ fn node_fingerprint(node: &Node) -> u64 {
 }
 
 /// What the controllers read of a Machine: all of it but the conditions mirrored from its Node
-/// (which only the mirroring compares) and the bookkeeping (resourceVersion, managedFields).
+/// (which only the mirroring compares) and the resourceVersion (the watch brings no managedFields).
 fn machine_fingerprint(machine: &Machine) -> u64 {
     let mut read = machine.clone();
     read.metadata.resource_version = None;
-    read.metadata.managed_fields = None;
     if let Some(status) = &mut read.status {
         status.conditions.clear();
     }
