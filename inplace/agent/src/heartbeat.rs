@@ -305,8 +305,9 @@ impl Heartbeat {
                 "operatingSystem": "linux", "architecture": std::env::consts::ARCH,
             },
         }});
-        let nodes: Api<Node> = Api::all(self.client.clone());
-        let mut written = nodes
+        // The replies are read without their managedFields, which the heartbeat never reads.
+        let nodes: Api<Unmanaged<Node>> = Api::all(self.client.clone());
+        let Unmanaged(mut written) = nodes
             .patch_status(&self.node, &PatchParams::default(), &Patch::Strategic(&status))
             .await
             .map_err(|e| self.error("report the node status", e))?;
@@ -315,7 +316,8 @@ impl Heartbeat {
             written = nodes
                 .patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map_err(|e| self.error("annotate the OS version", e))?;
+                .map_err(|e| self.error("annotate the OS version", e))?
+                .0;
         }
         self.memory().reported_at = Some(at);
         Ok(written)
@@ -406,7 +408,7 @@ impl Heartbeat {
         if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(self.node.as_str()) {
             return Ok(report);
         }
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let api: Api<Unmanaged<Pod>> = Api::namespaced(self.client.clone(), &namespace);
         if pod.metadata.deletion_timestamp.is_some() {
             let params = DeleteParams {
                 grace_period_seconds: Some(0),

@@ -96,6 +96,11 @@ impl Phase {
 /// How many console lines are kept for late subscribers.
 const HISTORY_LIMIT: usize = 4096;
 
+/// How many console lines a slow subscriber may fall behind before it misses some. The channel
+/// is made at the first subscription: a thousand machines nobody reads the console of live
+/// without a thousand such buffers.
+const CONSOLE_CAPACITY: usize = 1024;
+
 struct Inner {
     name: String,
     clock: Clock,
@@ -103,7 +108,6 @@ struct Inner {
     catalog: Catalog,
     timing: BootTiming,
     guest: Option<Arc<dyn GuestOs>>,
-    console: broadcast::Sender<ConsoleLine>,
     state: Mutex<State>,
 }
 
@@ -118,6 +122,8 @@ struct State {
     boots: u64,
     last_boot: Option<BootRecord>,
     history: Vec<ConsoleLine>,
+    /// Live console lines, once someone subscribed.
+    console: Option<broadcast::Sender<ConsoleLine>>,
     ignore_power_on: u32,
     /// Per-machine boot behaviours that replace the catalog's (fault: "this version panics on
     /// this node only").
@@ -239,7 +245,6 @@ impl SimMachineBuilder {
             let name = install_entry(&esp, &artifact.new_entry(&stem), None).map_err(esp_err)?;
             bless(&esp, &name).map_err(esp_err)?;
         }
-        let (console, _) = broadcast::channel(1024);
         let inner = Arc::new(Inner {
             name: self.name,
             clock: self.clock,
@@ -247,7 +252,6 @@ impl SimMachineBuilder {
             catalog: self.catalog,
             timing: self.timing,
             guest: self.guest,
-            console,
             state: Mutex::new(State {
                 power: PowerState::Off,
                 phase: Phase::Off,
@@ -258,6 +262,7 @@ impl SimMachineBuilder {
                 boots: 0,
                 last_boot: None,
                 history: Vec::new(),
+                console: None,
                 ignore_power_on: 0,
                 overrides: BTreeMap::new(),
                 guest: None,
@@ -487,8 +492,10 @@ impl Inner {
             s.history.drain(..HISTORY_LIMIT / 2);
         }
         s.history.push(line.clone());
-        // No subscribers is fine.
-        let _ = inner.console.send(line);
+        if let Some(console) = &s.console {
+            // No subscribers left is fine.
+            let _ = console.send(line);
+        }
     }
 
     /// Stops everything running (boot sequence, guest) and starts a new generation.
@@ -879,9 +886,10 @@ impl BootControl for SimMachine {
 
 impl ConsoleSource for SimMachine {
     fn subscribe(&self) -> (Vec<ConsoleLine>, broadcast::Receiver<ConsoleLine>) {
-        let s = self.inner.lock();
+        let mut s = self.inner.lock();
         // Lines are sent while holding the state lock, so none falls between these two.
-        (s.history.clone(), self.inner.console.subscribe())
+        let live = s.console.get_or_insert_with(|| broadcast::channel(CONSOLE_CAPACITY).0).subscribe();
+        (s.history.clone(), live)
     }
 }
 
