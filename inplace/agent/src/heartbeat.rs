@@ -29,6 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use inplace_api::resource_version::Written;
 use inplace_api::unmanaged::{self, Unmanaged};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -108,20 +109,6 @@ impl std::fmt::Debug for Heartbeat {
 fn to_hold(mut lease: Lease) -> Lease {
     lease.metadata.managed_fields = None;
     lease
-}
-
-/// What a renewal reads of the update's reply: the Lease's new resourceVersion. The rest is what
-/// the heartbeat sent (an update of a Lease changes nothing else in it), so the reply's spec and
-/// managedFields are skipped, not decoded, on every renewal.
-#[derive(Debug, serde::Deserialize)]
-struct Renewed {
-    metadata: RenewedMeta,
-}
-
-#[derive(Debug, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RenewedMeta {
-    resource_version: Option<String>,
 }
 
 fn time_text(ts: jiff::Timestamp) -> String {
@@ -347,8 +334,10 @@ impl Heartbeat {
             let request = kube::core::Request::new(leases.resource_url())
                 .replace(&self.node, &PostParams::default(), body)
                 .map_err(|e| self.error("renew the lease", kube::Error::BuildRequest(e)))?;
-            let renewed: Renewed = self.client.request(request).await.map_err(|e| self.error("renew the lease", e))?;
-            lease.metadata.resource_version = renewed.metadata.resource_version;
+            // The rest of the reply is what the heartbeat sent (an update of a Lease changes
+            // nothing else in it): only the new resourceVersion is read.
+            let renewed: Written = self.client.request(request).await.map_err(|e| self.error("renew the lease", e))?;
+            lease.metadata.resource_version = renewed.resource_version();
             self.memory().lease = Some(lease);
             return Ok(());
         }

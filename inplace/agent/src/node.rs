@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use inplace_api::keys;
+use inplace_api::resource_version::{self, Written};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -56,16 +57,6 @@ pub struct NodeHandle {
     unseen_write: Arc<Mutex<Option<String>>>,
 }
 
-/// Whether an object at resourceVersion `cached` includes the write that returned `written`.
-/// Versions are compared as numbers (etcd revisions, which the embedded server also gives);
-/// anything else only when equal, so an unknown format costs a read, never a stale answer.
-fn includes(cached: &str, written: &str) -> bool {
-    match (cached.parse::<u64>(), written.parse::<u64>()) {
-        (Ok(cached), Ok(written)) => cached >= written,
-        _ => cached == written,
-    }
-}
-
 impl std::fmt::Debug for NodeHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("NodeHandle").field("name", &self.name).finish_non_exhaustive()
@@ -95,7 +86,7 @@ impl NodeHandle {
             let mut unseen = self.unseen_write.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             let shown = match (unseen.as_deref(), followed.as_ref().and_then(|n| n.metadata.resource_version.as_deref())) {
                 (None, _) => true,
-                (Some(written), Some(cached)) => includes(cached, written),
+                (Some(written), Some(cached)) => resource_version::includes(cached, written),
                 (Some(_), None) => false,
             };
             if shown {
@@ -116,12 +107,11 @@ impl NodeHandle {
             Value::Object(m.iter().map(|(k, v)| ((*k).to_owned(), v.map_or(Value::Null, |v| json!(v)))).collect())
         };
         let patch = json!({"metadata": {"labels": to_map(labels), "annotations": to_map(annotations)}});
-        let written = self
-            .nodes
+        let request = kube::core::Request::new(self.nodes.resource_url())
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|e| self.error("label and annotate the node", e))?;
-        *self.unseen_write.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = written.metadata.resource_version;
+            .map_err(|e| self.error("label and annotate the node", kube::Error::BuildRequest(e)))?;
+        let written: Written = self.client.request(request).await.map_err(|e| self.error("label and annotate the node", e))?;
+        *self.unseen_write.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = written.resource_version();
         Ok(())
     }
 
@@ -160,19 +150,5 @@ impl NodeHandle {
             }
         }
         Ok(deleted)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::includes;
-
-    #[test]
-    fn a_copy_includes_a_write_from_its_version_on() {
-        assert!(includes("42", "42"));
-        assert!(includes("100", "42"), "numbers compare as numbers, not text");
-        assert!(!includes("41", "42"));
-        assert!(includes("v7", "v7"));
-        assert!(!includes("v8", "v7"), "an unknown format counts only when equal");
     }
 }

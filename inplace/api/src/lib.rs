@@ -45,6 +45,7 @@ pub mod keys;
 pub mod osc;
 pub mod pool;
 pub mod quantity;
+pub mod resource_version;
 pub mod standalone;
 pub mod strategy;
 pub mod unmanaged;

@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::StreamExt;
+use inplace_api::resource_version;
 use inplace_api::unmanaged::{self, Unmanaged};
 use kube::api::ListParams;
 use kube::runtime::watcher::{self, Event};
@@ -56,12 +57,7 @@ fn key_of<K: Resource>(object: &K) -> Key {
 
 /// A resourceVersion as a number, when the server's are numbers.
 fn version_of<K: Resource>(object: &K) -> Option<u64> {
-    object.meta().resource_version.as_deref().and_then(version)
-}
-
-/// A resourceVersion as a number (kube-apiserver's and the embedded server's are).
-fn version(rv: &str) -> Option<u64> {
-    rv.parse().ok()
+    object.meta().resource_version.as_deref().and_then(resource_version::as_number)
 }
 
 /// What a cache holds.
@@ -200,7 +196,7 @@ where
     /// Records a write the API server acknowledged with resourceVersion `rv`.
     pub(crate) fn wrote(&self, rv: Option<&str>) {
         let mut state = self.lock();
-        match rv.and_then(version) {
+        match rv.and_then(resource_version::as_number) {
             Some(rv) => state.written = state.written.max(rv),
             None => state.opaque = true,
         }

@@ -5,7 +5,8 @@
 
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use serde::{Deserialize, Serialize};
+use inplace_api::resource_version::Written;
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::Context;
@@ -23,18 +24,6 @@ pub(crate) enum Write<'a, K> {
     MergePatch(&'a str, Value),
 }
 
-/// What a write reads of its reply.
-#[derive(Debug, Deserialize)]
-struct Written {
-    metadata: WrittenMeta,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WrittenMeta {
-    resource_version: Option<String>,
-}
-
 impl Context {
     /// Sends `write` through `api` and records the resourceVersion the API server answered with:
     /// reads of kind `K` wait until the watch shows it. Returns that resourceVersion.
@@ -48,9 +37,9 @@ impl Context {
             Write::MergePatch(name, patch) => request.patch(name, &PatchParams::default(), &Patch::Merge(patch)),
         }
         .map_err(kube::Error::BuildRequest)?;
-        let written: Written = self.client.request(request).await?;
-        K::cache(&self.caches).wrote(written.metadata.resource_version.as_deref());
-        Ok(written.metadata.resource_version)
+        let version = self.client.request::<Written>(request).await?.resource_version();
+        K::cache(&self.caches).wrote(version.as_deref());
+        Ok(version)
     }
 }
 
