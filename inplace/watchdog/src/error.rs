@@ -6,13 +6,20 @@ pub enum Error {
     /// The API server did not answer the `/version` probe.
     #[error("failed to probe the API server")]
     ApiServer(#[source] kube::Error),
-    /// Listing nodes, machines or leases failed.
+    /// Listing nodes or leases failed.
     #[error("failed to list {what}")]
     List {
         what: &'static str,
         #[source]
         source: kube::Error,
     },
+    /// The Machine watch has not completed its first list.
+    #[error(
+        "the Machines in namespace {namespace} are not known: their watch has not completed its first list within {}{}",
+        rackproof_clock::format_duration(*.waited),
+        .last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default()
+    )]
+    MachinesNotListed { namespace: String, waited: std::time::Duration, last_error: Option<String> },
     /// Reading or updating a dependent Deployment failed.
     #[error("failed to scale dependent deployment {name}")]
     Dependent {

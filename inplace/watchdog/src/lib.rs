@@ -17,8 +17,9 @@
 //!
 //! 1. Wait out a 429 back-off if one is pending ([`Config::throttle_backoff`], DWD: 10 s).
 //! 2. Probe the API server (`GET /version`). Failure: no scaling decision at all, status says so.
-//! 3. List Nodes, Machines (`machine.sapcloud.io/v1alpha1`, [`Config::machine_namespace`]) and
-//!    Leases in `kube-node-lease`; compute candidates and expired leases ([`probe`] documents the
+//! 3. List Nodes and the Leases in `kube-node-lease`, read the Machines
+//!    (`machine.sapcloud.io/v1alpha1`, [`Config::machine_namespace`]) from a watch that runs
+//!    beside the probes (DWD reads them through its manager's cache; `machines`); compute candidates and expired leases ([`probe`] documents the
 //!    rules: managed, healthy by [`Config::unhealthy_conditions`], Machine not Failed/Terminating,
 //!    not under in-place update by [`Config::in_place_reasons`], has a lease).
 //! 4. Exactly one candidate: no action. Otherwise `expired / candidates ≥`
@@ -45,6 +46,7 @@
 pub mod cli;
 mod error;
 mod events;
+mod machines;
 pub mod probe;
 pub mod scale;
 
@@ -54,14 +56,15 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, Resource};
 use rackproof_clock::Clock;
 
 pub use error::Error;
 use error::{is_conflict, is_not_found};
 use events::{Kind, Recorder};
-use probe::{Decision, Filter, LeaseFacts, LeaseProbe, List, MachineFacts, MachineItem, NodeFacts};
+use machines::Machines;
+use probe::{Decision, Filter, LeaseFacts, LeaseProbe, List, NodeFacts};
 use scale::Outcome;
 
 /// Namespace of node leases.
@@ -131,8 +134,14 @@ impl Config {
 /// Probes until the future is dropped. Returns only for an unusable [`Config`].
 pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Error> {
     config.validate()?;
-    let watchdog = Watchdog::new(client, clock, config);
-    watchdog.run().await;
+    let machines = Machines::new(&config.machine_namespace);
+    let watchdog = Watchdog::new(client.clone(), clock, config, &machines);
+    // Biased: the watch first, so a probe sees every Machine event delivered before it.
+    tokio::select! {
+        biased;
+        _ = machines.follow(client) => {}
+        _ = watchdog.run() => {}
+    }
     Ok(())
 }
 
@@ -145,18 +154,19 @@ enum Last {
     Failed,
 }
 
-struct Watchdog {
+struct Watchdog<'a> {
     client: Client,
     clock: Clock,
     config: Config,
+    machines: &'a Machines,
     recorder: Recorder,
     last: Option<Last>,
 }
 
-impl Watchdog {
-    fn new(client: Client, clock: Clock, config: Config) -> Self {
+impl<'a> Watchdog<'a> {
+    fn new(client: Client, clock: Clock, config: Config, machines: &'a Machines) -> Self {
         let recorder = Recorder::new(client.clone(), clock.clone(), "dependency-watchdog");
-        Self { client, clock, config, recorder, last: None }
+        Self { client, clock, config, machines, recorder, last: None }
     }
 
     async fn run(mut self) {
@@ -213,10 +223,7 @@ impl Watchdog {
 
     async fn probe_leases(&self) -> Result<LeaseProbe, Error> {
         let nodes: List<NodeFacts> = self.list("nodes", Node::url_path(&(), None)).await?;
-        let gvk = GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "Machine");
-        let machines_path = DynamicObject::url_path(&ApiResource::from_gvk(&gvk), Some(&self.config.machine_namespace));
-        let machines: List<MachineItem> = self.list("machines", machines_path).await?;
-        let machines: Vec<MachineFacts> = machines.items.iter().filter_map(MachineFacts::of).collect();
+        let machines = self.machines.facts(&self.clock, self.config.probe_interval).await?;
         let leases: List<LeaseFacts> = self.list("node leases", Lease::url_path(&(), Some(NODE_LEASE_NAMESPACE))).await?;
         let filter = Filter {
             unhealthy_conditions: self.config.unhealthy_conditions.clone(),

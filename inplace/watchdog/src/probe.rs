@@ -14,15 +14,17 @@
 //!    Otherwise `expired / candidates ≥ nodeLeaseFailureFraction` → scale down, else scale up.
 
 //!
-//! The prober lists every Node, Machine and Lease at each probe, as DWD does. It decodes only
-//! what these rules read ([`NodeFacts`], [`MachineItem`], [`LeaseFacts`]): every other field of
-//! the listed objects, managedFields above all, is skipped instead of built and dropped, which
-//! made the probe the largest cost of a 1,000-node simulated rollout.
+//! The prober lists every Node and Lease at each probe and reads Machines from a watch
+//! (`machines`), as DWD does. It decodes only what these rules read ([`NodeFacts`],
+//! [`MachineItem`], [`LeaseFacts`]): every other field, managedFields above all, is skipped
+//! instead of built and dropped, which made the probe the largest cost of a 1,000-node simulated
+//! rollout.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Deserialize;
 
 /// The fraction of the grace period after which DWD treats a lease as expired.
@@ -55,14 +57,28 @@ pub struct Meta {
     pub annotations: Option<BTreeMap<String, String>>,
 }
 
-/// The metadata the prober reads of a Machine: labels and whether it is being deleted.
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The metadata the prober reads of a Machine: identity and resourceVersion (for its watch),
+/// labels, and whether it is being deleted. managedFields and the rest are skipped unread.
+#[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MachineMeta {
+struct MachineMeta {
     #[serde(default)]
-    pub labels: Option<BTreeMap<String, String>>,
+    name: Option<String>,
     #[serde(default)]
-    pub deletion_timestamp: Option<String>,
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: Option<BTreeMap<String, String>>,
+    #[serde(default)]
+    deletion_timestamp: Option<Time>,
+}
+
+fn machine_meta<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    let MachineMeta { name, namespace, uid, resource_version, labels, deletion_timestamp } = MachineMeta::deserialize(deserializer)?;
+    Ok(ObjectMeta { name, namespace, uid, resource_version, labels, deletion_timestamp, ..ObjectMeta::default() })
 }
 
 /// The metadata of an object the prober reads only the name of.
@@ -97,10 +113,12 @@ pub struct ConditionFacts {
     pub reason: Option<String>,
 }
 
-/// A Machine as listed: its labels (`node`) and `status.currentStatus.phase`.
+/// A Machine as the prober's watch decodes it: its metadata ([`MachineMeta`]) and
+/// `status.currentStatus.phase`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct MachineItem {
-    pub metadata: MachineMeta,
+    #[serde(deserialize_with = "machine_meta")]
+    pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: Option<MachineStatusFacts>,
 }
@@ -121,14 +139,14 @@ pub struct CurrentStatusFacts {
 }
 
 /// A Machine as the prober sees it: the node it backs and its phase.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct MachineFacts {
     pub node: String,
     pub phase: String,
 }
 
 impl MachineFacts {
-    /// The facts of a listed Machine; `None` for one without a `node` label. A Machine being
+    /// The facts of a Machine; `None` for one without a `node` label. A Machine being
     /// deleted is `Terminating`, whatever its phase says.
     pub fn of(machine: &MachineItem) -> Option<Self> {
         let node = machine.metadata.labels.as_ref()?.get("node")?.clone();

@@ -163,6 +163,45 @@ async fn nodes_under_update_with_expired_leases_do_not_trigger_a_scale_down() {
     assert_eq!(status["candidates"], "n3,n4");
 }
 
+/// Machines come from a watch, not a list per probe (as DWD reads them through its cache): a
+/// Machine that fails after the watchdog started takes its node out of the next probe, and a new
+/// node's Machine makes it a candidate, with the Machines listed once.
+#[tokio::test(start_paused = true)]
+async fn machines_are_read_from_a_watch_and_their_changes_reach_the_next_probe() {
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let forward = hook(|_: Seen| async { Verdict::Forward });
+    let _watchdog = cluster.start_watchdog_with(faulty_client(cluster.client.clone(), forward, log.clone()), Cluster::config());
+    cluster.clock.sleep(Duration::from_secs(30)).await;
+    assert_eq!(cluster.status().await["candidates"], "n0,n1,n2,n3,n4");
+
+    // The Machines of n0 and n1 fail; then the leases of n0, n1 and n2 expire. Without the
+    // failures that would be 3 of 5 (a scale-down); with them it is 1 of 3.
+    let gvk = kube::api::GroupVersionKind::gvk("machine.sapcloud.io", "v1alpha1", "Machine");
+    let machines: Api<kube::api::DynamicObject> = Api::namespaced_with(cluster.client.clone(), NS, &kube::api::ApiResource::from_gvk(&gvk));
+    for node in ["n0", "n1"] {
+        let failed = json!({"status": {"currentStatus": {"phase": "Failed"}}});
+        machines.patch_status(&format!("m-{node}"), &PatchParams::default(), &Patch::Merge(&failed)).await.unwrap();
+    }
+    cluster.dead.lock().unwrap().extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    cluster.clock.sleep(Duration::from_secs(120)).await;
+    let status = cluster.status().await;
+    assert_eq!(status["candidates"], "n2,n3,n4", "{status:?}");
+    assert_eq!(cluster.replicas("machine-controller-manager").await, (1, None));
+
+    // A node added later is a candidate at the next probe.
+    cluster.add_node("n5").await;
+    cluster.clock.sleep(Duration::from_secs(20)).await;
+    assert_eq!(cluster.status().await["candidates"], "n2,n3,n4,n5");
+
+    const MACHINES: &str = "/apis/machine.sapcloud.io/v1alpha1/namespaces/kube-system/machines";
+    let lists = log.lock().unwrap().iter().filter(|r| r.path == MACHINES && !r.watch).count();
+    assert_eq!(lists, 1, "the Machines are listed once, then watched");
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_same_number_of_dead_nodes_not_under_update_scales_down_in_order_and_back() {
     let all = names(5);
