@@ -35,30 +35,30 @@ pub struct NodeView {
 impl NodeView {
     /// Builds the view from a Node object (pods are counted separately).
     pub fn from_node(node: &Node) -> Self {
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        let annotations = node.metadata.annotations.clone().unwrap_or_default();
-        let status = node.status.clone().unwrap_or_default();
-        let conditions = status.conditions.unwrap_or_default();
+        let label = |key: &str| node.metadata.labels.as_ref().and_then(|l| l.get(key));
+        let annotation = |key: &str| node.metadata.annotations.as_ref().and_then(|a| a.get(key));
+        let status = node.status.as_ref();
+        let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
         let ready = conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
         let in_place_reason = conditions
             .iter()
             .find(|c| c.type_ == keys::CONDITION_IN_PLACE_UPDATE)
             .and_then(|c| c.reason.clone());
-        let node_info = status.node_info;
-        let os_version = annotations.get(ANNOTATION_OS_VERSION).cloned().or_else(|| {
-            node_info.as_ref().map(|i| i.os_image.strip_prefix("Rackproof ").unwrap_or(&i.os_image).to_owned())
+        let node_info = status.and_then(|s| s.node_info.as_ref());
+        let os_version = annotation(ANNOTATION_OS_VERSION).cloned().or_else(|| {
+            node_info.map(|i| i.os_image.strip_prefix("Rackproof ").unwrap_or(&i.os_image).to_owned())
         });
         Self {
             registered: true,
             ready,
             unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
-            candidate: labels.contains_key(keys::LABEL_CANDIDATE_FOR_UPDATE),
-            selected: labels.contains_key(keys::LABEL_SELECTED_FOR_UPDATE),
-            result: labels.get(keys::LABEL_UPDATE_RESULT).cloned(),
-            failed_reason: annotations.get(keys::ANNOTATION_UPDATE_FAILED_REASON).cloned(),
+            candidate: label(keys::LABEL_CANDIDATE_FOR_UPDATE).is_some(),
+            selected: label(keys::LABEL_SELECTED_FOR_UPDATE).is_some(),
+            result: label(keys::LABEL_UPDATE_RESULT).cloned(),
+            failed_reason: annotation(keys::ANNOTATION_UPDATE_FAILED_REASON).cloned(),
             in_place_reason,
             os_version,
-            kubelet_version: node_info.as_ref().map(|i| i.kubelet_version.clone()),
+            kubelet_version: node_info.map(|i| i.kubelet_version.clone()),
             evictable_pods: 0,
         }
     }
