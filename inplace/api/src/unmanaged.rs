@@ -39,6 +39,14 @@ where
     })
 }
 
+/// An object's `metadata` decoded without `managedFields`, for a narrow type's
+/// `#[serde(deserialize_with = "inplace_api::unmanaged::metadata")] metadata: ObjectMeta`: the
+/// identity and resourceVersion a watch needs and every other member but the one that is most of
+/// the metadata's bytes.
+pub fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    <ObjectMeta as de::Deserialize>::deserialize(Skipping { inner: deserializer, level: Level::Metadata })
+}
+
 /// A `K` decoded without `metadata.managedFields` (left empty). A [`kube::Resource`] as `K` is,
 /// so `Api<Unmanaged<Node>>` lists and watches Nodes.
 #[derive(Debug, Clone, PartialEq)]
@@ -314,6 +322,20 @@ mod tests {
         });
         let Unmanaged(machine) = serde_json::from_value::<Unmanaged<Machine>>(machine).unwrap();
         assert_eq!((machine.metadata.managed_fields, machine.spec.provider_id.as_deref()), (None, Some("sim://m1")));
+    }
+
+    /// A narrow type's metadata decodes as `ObjectMeta` does, without managedFields.
+    #[test]
+    fn metadata_alone_decodes_without_managed_fields() {
+        #[derive(serde::Deserialize)]
+        struct Narrow {
+            #[serde(deserialize_with = "metadata")]
+            metadata: ObjectMeta,
+        }
+        let mut expected: Node = serde_json::from_value(node_json()).unwrap();
+        expected.metadata.managed_fields = None;
+        let narrow: Narrow = serde_json::from_str(&node_json().to_string()).unwrap();
+        assert_eq!(narrow.metadata, expected.metadata);
     }
 
     /// A malformed object fails as the full type fails.

@@ -19,9 +19,10 @@
 //! 2. Probe the API server (`GET /version`). Failure: no scaling decision at all, status says so.
 //! 3. List Nodes and the Leases in `kube-node-lease`, read the Machines
 //!    (`machine.sapcloud.io/v1alpha1`, [`Config::machine_namespace`]) from a watch that runs
-//!    beside the probes (DWD reads them through its manager's cache; `machines`); compute candidates and expired leases ([`probe`] documents the
-//!    rules: managed, healthy by [`Config::unhealthy_conditions`], Machine not Failed/Terminating,
-//!    not under in-place update by [`Config::in_place_reasons`], has a lease).
+//!    beside the probes (DWD reads them through its manager's cache; `machines`); compute
+//!    candidates and expired leases ([`probe`] documents the rules: managed, healthy by
+//!    [`Config::unhealthy_conditions`], Machine not Failed/Terminating, not under in-place
+//!    update by [`Config::in_place_reasons`], has a lease).
 //! 4. Exactly one candidate: no action. Otherwise `expired / candidates ≥`
 //!    [`Config::node_lease_failure_fraction`] → scale the [`Config::dependents`] down in order,
 //!    else scale them back up in reverse order ([`scale`] documents the annotations).

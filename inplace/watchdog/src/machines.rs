@@ -10,6 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use futures::StreamExt;
+use inplace_api::crd::Machine;
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
@@ -100,25 +101,26 @@ fn name(machine: &MachineItem) -> String {
     machine.metadata.name.clone().unwrap_or_default()
 }
 
-/// `machine.sapcloud.io/v1alpha1` Machines, decoded as [`MachineItem`].
+/// `machine.sapcloud.io/v1alpha1` Machines (names as [`Machine`] has them), decoded as
+/// [`MachineItem`].
 impl kube::Resource for MachineItem {
     type DynamicType = ();
     type Scope = NamespaceResourceScope;
 
     fn kind(_: &()) -> Cow<'_, str> {
-        "Machine".into()
+        Machine::kind(&())
     }
 
     fn group(_: &()) -> Cow<'_, str> {
-        "machine.sapcloud.io".into()
+        Machine::group(&())
     }
 
     fn version(_: &()) -> Cow<'_, str> {
-        "v1alpha1".into()
+        Machine::version(&())
     }
 
     fn plural(_: &()) -> Cow<'_, str> {
-        "machines".into()
+        Machine::plural(&())
     }
 
     fn meta(&self) -> &ObjectMeta {

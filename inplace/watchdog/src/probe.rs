@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 
 /// The fraction of the grace period after which DWD treats a lease as expired.
@@ -55,30 +55,6 @@ pub struct Meta {
     pub name: String,
     #[serde(default)]
     pub annotations: Option<BTreeMap<String, String>>,
-}
-
-/// The metadata the prober reads of a Machine: identity and resourceVersion (for its watch),
-/// labels, and whether it is being deleted. managedFields and the rest are skipped unread.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct MachineMeta {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    resource_version: Option<String>,
-    #[serde(default)]
-    labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    deletion_timestamp: Option<Time>,
-}
-
-fn machine_meta<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    let MachineMeta { name, namespace, uid, resource_version, labels, deletion_timestamp } = MachineMeta::deserialize(deserializer)?;
-    Ok(ObjectMeta { name, namespace, uid, resource_version, labels, deletion_timestamp, ..ObjectMeta::default() })
 }
 
 /// The metadata of an object the prober reads only the name of.
@@ -113,11 +89,11 @@ pub struct ConditionFacts {
     pub reason: Option<String>,
 }
 
-/// A Machine as the prober's watch decodes it: its metadata ([`MachineMeta`]) and
-/// `status.currentStatus.phase`.
+/// A Machine as the prober's watch decodes it: its metadata without managedFields (labels,
+/// deletion, and what the watch needs) and `status.currentStatus.phase`.
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct MachineItem {
-    #[serde(deserialize_with = "machine_meta")]
+    #[serde(deserialize_with = "inplace_api::unmanaged::metadata")]
     pub metadata: ObjectMeta,
     #[serde(default)]
     pub status: Option<MachineStatusFacts>,
