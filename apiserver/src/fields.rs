@@ -473,7 +473,7 @@ impl Tree {
         self.children.entry(step).or_default()
     }
 
-    /// The tree in `FieldsV1` as [`to_fields_v1`] writes it (steps in byte order, `"."` last);
+    /// The tree in `FieldsV1` as [`to_fields_v1`] writes it (steps in byte order, `"."` first);
     /// `None` when it holds no field.
     fn encode(self) -> Option<Value> {
         let mut map: Map<String, Value> = self.children.into_iter().filter_map(|(step, child)| Some((step, child.encode()?))).collect();
@@ -679,16 +679,14 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
     Some((!list.is_empty()).then_some(Value::Array(list)))
 }
 
-/// Adds the leaf `path` to a `FieldsV1` tree where [`to_fields_v1`] would put it: members in
-/// byte order, `"."` last; a leaf that gains members keeps its own field with a `"."`.
+/// Adds the leaf `path` to a `FieldsV1` tree as [`to_fields_v1`] would encode it (a JSON map
+/// keeps its members in byte order, `"."` first); a leaf that gains members keeps its own field
+/// with a `"."`.
 fn add_leaf(node: &mut Map<String, Value>, path: &[String]) {
     let Some((step, rest)) = path.split_first() else { return };
     let existed = node.contains_key(step);
     if !existed {
-        let mut members: Vec<(String, Value)> = std::mem::take(node).into_iter().collect();
-        let at = members.partition_point(|(key, _)| key != "." && key < step);
-        members.insert(at, (step.clone(), json!({})));
-        *node = members.into_iter().collect();
+        node.insert(step.clone(), json!({}));
     }
     let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else { return };
     if !rest.is_empty() {
@@ -704,14 +702,14 @@ fn add_leaf(node: &mut Map<String, Value>, path: &[String]) {
 fn remove_subtree(node: &mut Map<String, Value>, path: &[String]) -> bool {
     let Some((step, rest)) = path.split_first() else { return false };
     if rest.is_empty() {
-        return node.shift_remove(step).is_some();
+        return node.remove(step).is_some();
     }
     let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else { return false };
     if !remove_subtree(child, rest) {
         return false;
     }
     if child.is_empty() {
-        node.shift_remove(step);
+        node.remove(step);
     } else if child.len() == 1 && child.contains_key(".") {
         child.clear();
     }
@@ -1027,23 +1025,23 @@ mod tests {
             let (mut fast_taken, mut shape_changes) = (0, 0);
             for round in 0..3000 {
                 let mut new = current.clone();
-                new["metadata"].as_object_mut().unwrap().shift_remove("managedFields");
+                new["metadata"].as_object_mut().unwrap().remove("managedFields");
                 let key = format!("{}", next(4));
                 let value = json!(format!("v{}", next(3)));
                 match next(9) {
                     0 => new["metadata"]["labels"][format!("l{key}")] = value,
-                    1 => _ = new["metadata"]["labels"].as_object_mut().unwrap().shift_remove(&format!("l{key}")),
+                    1 => _ = new["metadata"]["labels"].as_object_mut().unwrap().remove(&format!("l{key}")),
                     2 => new["metadata"]["annotations"][format!("a{key}")] = value,
-                    3 => _ = new["metadata"]["annotations"].as_object_mut().unwrap().shift_remove(&format!("a{key}")),
+                    3 => _ = new["metadata"]["annotations"].as_object_mut().unwrap().remove(&format!("a{key}")),
                     4 => new["spec"][format!("s{key}")] = value,
-                    5 => _ = new["spec"].as_object_mut().unwrap().shift_remove(&format!("s{key}")),
+                    5 => _ = new["spec"].as_object_mut().unwrap().remove(&format!("s{key}")),
                     6 | 7 => {
                         let conditions = new["status"]["conditions"].as_array_mut().unwrap();
                         let i = next(conditions.len() as u64) as usize;
                         match next(3) {
                             0 => conditions[i]["status"] = json!(if next(2) == 0 { "True" } else { "False" }),
                             1 => conditions[i][format!("m{key}")] = value,
-                            _ => _ = conditions[i].as_object_mut().unwrap().shift_remove(&format!("m{key}")),
+                            _ => _ = conditions[i].as_object_mut().unwrap().remove(&format!("m{key}")),
                         }
                     }
                     _ => {
@@ -1073,7 +1071,7 @@ mod tests {
                 // With no one owning anything before (as a create against the zero value), the
                 // one-walk path gives what the full bookkeeping gives.
                 let mut unowned = current.clone();
-                unowned["metadata"].as_object_mut().unwrap().shift_remove("managedFields");
+                unowned["metadata"].as_object_mut().unwrap().remove("managedFields");
                 let (mut walked, mut full) = (new.clone(), new.clone());
                 record_update(Some(&unowned), &mut walked, &writer, shape);
                 record_every_field(Some(&unowned), &mut full, &writer, shape);

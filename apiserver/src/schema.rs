@@ -219,7 +219,7 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         validate(&json!({"spec": {"size": 0, "mode": "other"}}), &schema(), "", &mut errors);
         let fields: Vec<&str> = errors.iter().map(|(f, _)| f.as_str()).collect();
-        assert_eq!(fields, vec!["spec.size", "spec.mode"]);
+        assert_eq!(fields, vec!["spec.mode", "spec.size"]);
         errors.clear();
         validate(&json!({"spec": {"mode": "auto"}}), &schema(), "", &mut errors);
         assert_eq!(errors[0].0, "spec.size");

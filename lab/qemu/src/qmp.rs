@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rackproof_clock::Clock;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
@@ -19,6 +19,14 @@ use tokio::sync::{Mutex as AsyncMutex, broadcast, mpsc};
 
 /// How long one QMP command may take.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A command as QMP's wire format spells it: `execute` first, then `arguments` when given.
+#[derive(serde::Serialize)]
+struct Command<'a> {
+    execute: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arguments: Option<&'a Value>,
+}
 
 /// A QMP event.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,11 +111,8 @@ impl Qmp {
 
     /// Runs one command and returns its `return` value.
     pub async fn execute(&self, command: &str, arguments: Option<Value>) -> Result<Value, QmpError> {
-        let mut message = json!({ "execute": command });
-        if let Some(args) = arguments {
-            message["arguments"] = args;
-        }
-        let mut line = message.to_string();
+        let message = Command { execute: command, arguments: arguments.as_ref() };
+        let mut line = serde_json::to_string(&message).map_err(|e| QmpError::Protocol { command: command.to_owned(), message: e.to_string() })?;
         line.push('\n');
         let mut guard = self.writer.lock().await;
         let (writer, answers) = &mut *guard;
@@ -171,6 +176,7 @@ async fn read_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use tokio::io::AsyncReadExt as _;
     use tokio::net::UnixListener;
 
