@@ -754,8 +754,11 @@ impl<'a> Changes<'a> {
     /// map emptied or filled, a member that is a map or list added or removed, a set list or a
     /// type changed).
     fn compare(&mut self, before: Option<&'a Value>, after: Option<&'a Value>, field: &str, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
+        // Most of a write is what was there: equal values hold no change, whatever their shape.
+        if before == after {
+            return Some(());
+        }
         match (before, after) {
-            (None, None) => Some(()),
             (Some(Value::Object(b)), Some(Value::Object(a))) => match (walks_into(b, schema, field, builtin), walks_into(a, schema, field, builtin)) {
                 (false, false) => self.leaf(b == a),
                 (true, true) => self.members(b, a, schema, builtin),
