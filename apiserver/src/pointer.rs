@@ -19,6 +19,20 @@ pub(crate) trait At {
 
 impl At for Value {
     fn at(&self, pointer: &str) -> Option<&Value> {
+        // The server's own pointers (`/metadata/uid`) have no escapes: their tokens are slices.
+        if let Some(rest) = pointer.strip_prefix('/')
+            && !rest.contains('~')
+        {
+            let mut value = self;
+            for token in rest.split('/') {
+                value = match value {
+                    Value::Object(map) => map.get(token)?,
+                    Value::Array(list) => list.get(index(token)?)?,
+                    _ => return None,
+                };
+            }
+            return Some(value);
+        }
         let mut value = self;
         for token in tokens(pointer)? {
             value = match value {
