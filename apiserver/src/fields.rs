@@ -755,21 +755,22 @@ impl<'a> Changes<'a> {
     /// type changed).
     fn compare(&mut self, before: Option<&'a Value>, after: Option<&'a Value>, field: &str, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
         // Most of a write is what was there: equal values hold no change, whatever their shape.
+        // Past this, `before` and `after` differ.
         if before == after {
             return Some(());
         }
         match (before, after) {
             (Some(Value::Object(b)), Some(Value::Object(a))) => match (walks_into(b, schema, field, builtin), walks_into(a, schema, field, builtin)) {
-                (false, false) => self.leaf(b == a),
+                (false, false) => self.changed_leaf(),
                 (true, true) => self.members(b, a, schema, builtin),
                 _ => None,
             },
             (Some(Value::Array(b)), Some(Value::Array(a))) => match list_kind(field, schema, builtin) {
-                ListKind::Atomic => self.leaf(b == a),
-                ListKind::Set => (b == a).then_some(()),
+                ListKind::Atomic => self.changed_leaf(),
+                ListKind::Set => None,
                 ListKind::Map(keys) => self.keyed_items(b, a, keys.into(), items_schema(schema), builtin),
             },
-            (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => self.leaf(b == a),
+            (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => self.changed_leaf(),
             _ => None,
         }
     }
@@ -841,11 +842,9 @@ impl<'a> Changes<'a> {
         Some(())
     }
 
-    /// A field kept whole: recorded as changed unless `same`.
-    fn leaf(&mut self, same: bool) -> Option<()> {
-        if !same {
-            self.changed.push(self.path());
-        }
+    /// A field kept whole whose value changed.
+    fn changed_leaf(&mut self) -> Option<()> {
+        self.changed.push(self.path());
         Some(())
     }
 

@@ -23,25 +23,9 @@ impl At for Value {
         if let Some(rest) = pointer.strip_prefix('/')
             && !rest.contains('~')
         {
-            let mut value = self;
-            for token in rest.split('/') {
-                value = match value {
-                    Value::Object(map) => map.get(token)?,
-                    Value::Array(list) => list.get(index(token)?)?,
-                    _ => return None,
-                };
-            }
-            return Some(value);
+            return rest.split('/').try_fold(self, step);
         }
-        let mut value = self;
-        for token in tokens(pointer)? {
-            value = match value {
-                Value::Object(map) => map.get(token.as_ref())?,
-                Value::Array(list) => list.get(index(&token)?)?,
-                _ => return None,
-            };
-        }
-        Some(value)
+        tokens(pointer)?.try_fold(self, |value, token| step(value, &token))
     }
 
     fn at_mut(&mut self, pointer: &str) -> Option<&mut Value> {
@@ -54,6 +38,15 @@ impl At for Value {
             };
         }
         Some(value)
+    }
+}
+
+/// The member or item `token` names in `value`.
+fn step<'v>(value: &'v Value, token: &str) -> Option<&'v Value> {
+    match value {
+        Value::Object(map) => map.get(token),
+        Value::Array(list) => list.get(index(token)?),
+        _ => None,
     }
 }
 
