@@ -20,7 +20,9 @@ const NODES: usize = 10_000;
 const DEFAULT_ROUNDS: usize = 5;
 
 fn main() -> Result<(), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(run())
 }
 
@@ -40,9 +42,16 @@ async fn run() -> Result<(), BoxError> {
         }))?;
         api.create(&PostParams::default(), &node).await?;
     }
-    println!("{NODES} node creates (one client): {:.3} s", clock.since(start).as_secs_f64());
+    println!(
+        "{NODES} node creates (one client): {:.3} s",
+        clock.since(start).as_secs_f64()
+    );
 
-    let rounds = std::env::var("LIST_ROUNDS").ok().and_then(|r| r.parse().ok()).filter(|r| *r > 0).unwrap_or(DEFAULT_ROUNDS);
+    let rounds = std::env::var("LIST_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|r| *r > 0)
+        .unwrap_or(DEFAULT_ROUNDS);
     let mut raw = Vec::new();
     let mut size = 0;
     for _ in 0..rounds {
@@ -67,8 +76,15 @@ async fn run() -> Result<(), BoxError> {
         api.get(&format!("bench-node-{i:05}")).await?;
         gets.push(clock.since(start));
     }
-    println!("list of {NODES} nodes as bytes ({size} bytes): median {:.4} s (first {:.4} s)", median(&raw), raw[0].as_secs_f64());
-    println!("list of {NODES} nodes as k8s_openapi Nodes: median {:.4} s", median(&typed));
+    println!(
+        "list of {NODES} nodes as bytes ({size} bytes): median {:.4} s (first {:.4} s)",
+        median(&raw),
+        raw[0].as_secs_f64()
+    );
+    println!(
+        "list of {NODES} nodes as k8s_openapi Nodes: median {:.4} s",
+        median(&typed)
+    );
     println!("get of one node: median {:.1} µs", median(&gets) * 1e6);
     Ok(())
 }

@@ -31,17 +31,26 @@ pub struct User {
 impl User {
     /// The admin identity (`system:masters`).
     pub fn admin() -> Self {
-        Self { name: "rackproof:admin".to_owned(), groups: vec![MASTERS_GROUP.to_owned(), "system:authenticated".to_owned()] }
+        Self {
+            name: "rackproof:admin".to_owned(),
+            groups: vec![MASTERS_GROUP.to_owned(), "system:authenticated".to_owned()],
+        }
     }
 
     /// The identity of node `name`'s kubelet or node agent.
     pub fn node(name: &str) -> Self {
-        Self { name: format!("system:node:{name}"), groups: vec![NODES_GROUP.to_owned(), "system:authenticated".to_owned()] }
+        Self {
+            name: format!("system:node:{name}"),
+            groups: vec![NODES_GROUP.to_owned(), "system:authenticated".to_owned()],
+        }
     }
 
     /// Any other user with `groups`; it may use discovery only.
     pub fn named(name: &str, groups: &[&str]) -> Self {
-        Self { name: name.to_owned(), groups: groups.iter().map(|g| (*g).to_owned()).collect() }
+        Self {
+            name: name.to_owned(),
+            groups: groups.iter().map(|g| (*g).to_owned()).collect(),
+        }
     }
 
     /// The node this identity belongs to, if it is a node identity.
@@ -68,7 +77,11 @@ pub(crate) struct AuthConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self { tokens: HashMap::new(), pool_label: DEFAULT_POOL_LABEL.to_owned(), node_secrets: BTreeMap::new() }
+        Self {
+            tokens: HashMap::new(),
+            pool_label: DEFAULT_POOL_LABEL.to_owned(),
+            node_secrets: BTreeMap::new(),
+        }
     }
 }
 
@@ -83,7 +96,16 @@ pub(crate) fn authorize(state: &State, user: &User, action: &Action) -> Result<(
     };
     let resource = &target.resource;
     let namespace = target.namespace.as_deref().unwrap_or_default();
-    let deny = |why: &str| Err(ApiError::forbidden(&user.name, verb, &resource.group, &subresource_name(target), namespace, why));
+    let deny = |why: &str| {
+        Err(ApiError::forbidden(
+            &user.name,
+            verb,
+            &resource.group,
+            &subresource_name(target),
+            namespace,
+            why,
+        ))
+    };
     let Some(node) = user.node_name() else {
         return deny("no RBAC policy matched");
     };
@@ -96,26 +118,42 @@ pub(crate) fn authorize(state: &State, user: &User, action: &Action) -> Result<(
             if read {
                 return Ok(());
             }
-            if matches!(verb, "create" | "update" | "patch" | "delete") && name == Some(node) && !matches!(target.sub, Some(Subresource::Scale | Subresource::Eviction)) {
+            if matches!(verb, "create" | "update" | "patch" | "delete")
+                && name == Some(node)
+                && !matches!(target.sub, Some(Subresource::Scale | Subresource::Eviction))
+            {
                 return Ok(());
             }
             if verb == "create" && name.is_none() {
                 // The name is in the body; the handler checks it matches (NodeRestriction).
                 return Ok(());
             }
-            deny(&format!("node {node:?} may only modify its own Node object"))
+            deny(&format!(
+                "node {node:?} may only modify its own Node object"
+            ))
         }
         ("coordination.k8s.io", "leases") => {
-            if namespace == "kube-node-lease" && (name == Some(node) || (verb == "create" && name.is_none())) && verb != "list" && verb != "watch" {
+            if namespace == "kube-node-lease"
+                && (name == Some(node) || (verb == "create" && name.is_none()))
+                && verb != "list"
+                && verb != "watch"
+            {
                 return Ok(());
             }
-            deny(&format!("node {node:?} may only use its own Lease in kube-node-lease"))
+            deny(&format!(
+                "node {node:?} may only use its own Lease in kube-node-lease"
+            ))
         }
         ("", "pods") => {
             if matches!(verb, "list" | "watch") {
-                return match action.field_selector().and_then(|f| f.pinned("spec.nodeName")) {
+                return match action
+                    .field_selector()
+                    .and_then(|f| f.pinned("spec.nodeName"))
+                {
                     Some(pinned) if pinned == node => Ok(()),
-                    _ => deny(&format!("node {node:?} may only list pods with fieldSelector spec.nodeName={node}")),
+                    _ => deny(&format!(
+                        "node {node:?} may only list pods with fieldSelector spec.nodeName={node}"
+                    )),
                 };
             }
             let allowed_verb = match target.sub {
@@ -123,7 +161,8 @@ pub(crate) fn authorize(state: &State, user: &User, action: &Action) -> Result<(
                 Some(Subresource::Status) => matches!(verb, "get" | "update" | "patch"),
                 _ => false,
             };
-            let bound_here = name.is_some_and(|name| pod_node(state, namespace, name).as_deref() == Some(node));
+            let bound_here =
+                name.is_some_and(|name| pod_node(state, namespace, name).as_deref() == Some(node));
             if allowed_verb && bound_here {
                 return Ok(());
             }
@@ -131,17 +170,28 @@ pub(crate) fn authorize(state: &State, user: &User, action: &Action) -> Result<(
         }
         ("", "secrets") => {
             let pool = node_pool(state, node);
-            let allowed = pool.and_then(|p| state.auth.node_secrets.get(&p)).cloned().unwrap_or_default();
+            let allowed = pool
+                .and_then(|p| state.auth.node_secrets.get(&p))
+                .cloned()
+                .unwrap_or_default();
             let wanted = match verb {
                 "get" => name.map(str::to_owned),
-                "list" | "watch" => action.field_selector().and_then(|f| f.pinned("metadata.name")).map(str::to_owned),
+                "list" | "watch" => action
+                    .field_selector()
+                    .and_then(|f| f.pinned("metadata.name"))
+                    .map(str::to_owned),
                 _ => None,
             };
             if let Some(wanted) = wanted
-                && allowed.iter().any(|(ns, n)| ns == namespace && *n == wanted) {
-                    return Ok(());
-                }
-            deny(&format!("no relationship found between node '{node}' and this object"))
+                && allowed
+                    .iter()
+                    .any(|(ns, n)| ns == namespace && *n == wanted)
+            {
+                return Ok(());
+            }
+            deny(&format!(
+                "no relationship found between node '{node}' and this object"
+            ))
         }
         ("", "events") | ("events.k8s.io", "events") => {
             if matches!(verb, "create" | "update" | "patch") {
@@ -149,7 +199,9 @@ pub(crate) fn authorize(state: &State, user: &User, action: &Action) -> Result<(
             }
             deny("nodes may only write events")
         }
-        _ => deny(&format!("node {node:?} is not allowed to access this resource")),
+        _ => deny(&format!(
+            "node {node:?} is not allowed to access this resource"
+        )),
     }
 }
 
@@ -161,22 +213,58 @@ fn subresource_name(target: &Target) -> String {
 }
 
 fn pod_node(state: &State, namespace: &str, name: &str) -> Option<String> {
-    let pod = state.store.get(&Key { gr: gr("", "pods"), namespace: namespace.to_owned(), name: name.to_owned() })?;
-    pod.at("/spec/nodeName").and_then(Value::as_str).map(str::to_owned)
+    let pod = state.store.get(&Key {
+        gr: gr("", "pods"),
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+    })?;
+    pod.at("/spec/nodeName")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
 }
 
 fn node_pool(state: &State, node: &str) -> Option<String> {
-    let object = state.store.get(&Key { gr: gr("", "nodes"), namespace: String::new(), name: node.to_owned() })?;
+    let object = state.store.get(&Key {
+        gr: gr("", "nodes"),
+        namespace: String::new(),
+        name: node.to_owned(),
+    })?;
     let _ = meta_str(object, "name");
-    object.at("/metadata/labels")?.get(&state.auth.pool_label)?.as_str().map(str::to_owned)
+    object
+        .at("/metadata/labels")?
+        .get(&state.auth.pool_label)?
+        .as_str()
+        .map(str::to_owned)
 }
 
 /// NodeRestriction: a node creating or updating a Node or Lease must use its own name.
-pub(crate) fn check_node_body(user: &User, target: &Target, body_name: Option<&str>) -> Result<(), ApiError> {
-    let Some(node) = user.node_name() else { return Ok(()) };
-    let own = matches!((target.resource.group.as_str(), target.resource.plural.as_str()), ("", "nodes") | ("coordination.k8s.io", "leases"));
+pub(crate) fn check_node_body(
+    user: &User,
+    target: &Target,
+    body_name: Option<&str>,
+) -> Result<(), ApiError> {
+    let Some(node) = user.node_name() else {
+        return Ok(());
+    };
+    let own = matches!(
+        (
+            target.resource.group.as_str(),
+            target.resource.plural.as_str()
+        ),
+        ("", "nodes") | ("coordination.k8s.io", "leases")
+    );
     if own && body_name.is_some_and(|n| n != node) {
-        return Err(ApiError::forbidden(&user.name, "create", &target.resource.group, &target.resource.plural, target.namespace.as_deref().unwrap_or_default(), &format!("node {node:?} is not allowed to modify {:?}", body_name.unwrap_or_default())));
+        return Err(ApiError::forbidden(
+            &user.name,
+            "create",
+            &target.resource.group,
+            &target.resource.plural,
+            target.namespace.as_deref().unwrap_or_default(),
+            &format!(
+                "node {node:?} is not allowed to modify {:?}",
+                body_name.unwrap_or_default()
+            ),
+        ));
     }
     Ok(())
 }

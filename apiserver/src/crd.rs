@@ -12,42 +12,106 @@ use crate::registry::{Resource, ScaleSpec};
 
 /// The registry entries for every served version of `crd`.
 pub(crate) fn resources(crd: &Value) -> Result<Vec<Resource>, ApiError> {
-    let name = crd.at("/metadata/name").and_then(Value::as_str).unwrap_or_default();
-    let invalid = |field: &str, why: &str| ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", name, vec![(field.to_owned(), why.to_owned())]);
-    let spec = crd.get("spec").ok_or_else(|| invalid("spec", "Required value"))?;
-    let text = |pointer: &str| spec.at(pointer).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let name = crd
+        .at("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let invalid = |field: &str, why: &str| {
+        ApiError::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            vec![(field.to_owned(), why.to_owned())],
+        )
+    };
+    let spec = crd
+        .get("spec")
+        .ok_or_else(|| invalid("spec", "Required value"))?;
+    let text = |pointer: &str| {
+        spec.at(pointer)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
     let group = text("/group").ok_or_else(|| invalid("spec.group", "Required value"))?;
-    let plural = text("/names/plural").ok_or_else(|| invalid("spec.names.plural", "Required value"))?;
+    let plural =
+        text("/names/plural").ok_or_else(|| invalid("spec.names.plural", "Required value"))?;
     let kind = text("/names/kind").ok_or_else(|| invalid("spec.names.kind", "Required value"))?;
     if name != format!("{plural}.{group}") {
-        return Err(invalid("metadata.name", &format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group")));
+        return Err(invalid(
+            "metadata.name",
+            &format!("Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"),
+        ));
     }
     let namespaced = match text("/scope") {
         Some("Namespaced") => true,
         Some("Cluster") => false,
-        _ => return Err(invalid("spec.scope", "Unsupported value: supported values: \"Cluster\", \"Namespaced\"")),
+        _ => {
+            return Err(invalid(
+                "spec.scope",
+                "Unsupported value: supported values: \"Cluster\", \"Namespaced\"",
+            ));
+        }
     };
-    let singular = text("/names/singular").map(str::to_owned).unwrap_or_else(|| kind.to_lowercase());
+    let singular = text("/names/singular")
+        .map(str::to_owned)
+        .unwrap_or_else(|| kind.to_lowercase());
     let strings = |pointer: &str| -> Vec<String> {
-        spec.at(pointer).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect()).unwrap_or_default()
+        spec.at(pointer)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
     };
-    let versions = spec.get("versions").and_then(Value::as_array).filter(|v| !v.is_empty()).ok_or_else(|| invalid("spec.versions", "Required value"))?;
-    let storage = versions.iter().filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true)).count();
+    let versions = spec
+        .get("versions")
+        .and_then(Value::as_array)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| invalid("spec.versions", "Required value"))?;
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
     if storage != 1 {
-        return Err(invalid("spec.versions", "Invalid value: must have exactly one version marked as storage version"));
+        return Err(invalid(
+            "spec.versions",
+            "Invalid value: must have exactly one version marked as storage version",
+        ));
     }
     let mut out = Vec::new();
     for version in versions {
-        let version_name = version.get("name").and_then(Value::as_str).filter(|s| !s.is_empty()).ok_or_else(|| invalid("spec.versions[].name", "Required value"))?;
+        let version_name = version
+            .get("name")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .ok_or_else(|| invalid("spec.versions[].name", "Required value"))?;
         if version.get("served").and_then(Value::as_bool) != Some(true) {
             continue;
         }
         let subresources = version.get("subresources");
-        let scale = subresources.and_then(|s| s.get("scale")).map(|scale| ScaleSpec {
-            spec_replicas: json_path_to_pointer(scale.get("specReplicasPath").and_then(Value::as_str).unwrap_or(".spec.replicas")),
-            status_replicas: json_path_to_pointer(scale.get("statusReplicasPath").and_then(Value::as_str).unwrap_or(".status.replicas")),
-            label_selector: scale.get("labelSelectorPath").and_then(Value::as_str).map(json_path_to_pointer),
-        });
+        let scale = subresources
+            .and_then(|s| s.get("scale"))
+            .map(|scale| ScaleSpec {
+                spec_replicas: json_path_to_pointer(
+                    scale
+                        .get("specReplicasPath")
+                        .and_then(Value::as_str)
+                        .unwrap_or(".spec.replicas"),
+                ),
+                status_replicas: json_path_to_pointer(
+                    scale
+                        .get("statusReplicasPath")
+                        .and_then(Value::as_str)
+                        .unwrap_or(".status.replicas"),
+                ),
+                label_selector: scale
+                    .get("labelSelectorPath")
+                    .and_then(Value::as_str)
+                    .map(json_path_to_pointer),
+            });
         out.push(Resource {
             group: group.to_owned(),
             version: version_name.to_owned(),
@@ -70,11 +134,13 @@ pub(crate) fn resources(crd: &Value) -> Result<Vec<Resource>, ApiError> {
 }
 
 fn json_path_to_pointer(path: &str) -> String {
-    path.trim_start_matches('.').split('.').fold(String::new(), |mut acc, part| {
-        acc.push('/');
-        acc.push_str(part);
-        acc
-    })
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |mut acc, part| {
+            acc.push('/');
+            acc.push_str(part);
+            acc
+        })
 }
 
 /// The status kube-apiserver sets on an accepted CRD.
@@ -82,22 +148,37 @@ pub(crate) fn accepted_status(crd: &Value, now: &str) -> Value {
     let names = crd.at("/spec/names").cloned().unwrap_or_else(|| json!({}));
     let mut accepted = names;
     if accepted.get("singular").is_none() {
-        let kind = accepted.get("kind").and_then(Value::as_str).unwrap_or_default().to_lowercase();
+        let kind = accepted
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_lowercase();
         accepted["singular"] = Value::String(kind);
     }
     if accepted.get("listKind").is_none() {
-        let kind = accepted.get("kind").and_then(Value::as_str).unwrap_or_default();
+        let kind = accepted
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
         accepted["listKind"] = Value::String(format!("{kind}List"));
     }
-    let mut stored: Vec<Value> = crd.at("/status/storedVersions").and_then(Value::as_array).cloned().unwrap_or_default();
+    let mut stored: Vec<Value> = crd
+        .at("/status/storedVersions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     if let Some(storage) = crd
         .at("/spec/versions")
         .and_then(Value::as_array)
-        .and_then(|v| v.iter().find(|v| v.get("storage").and_then(Value::as_bool) == Some(true)))
+        .and_then(|v| {
+            v.iter()
+                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        })
         .and_then(|v| v.get("name"))
-        && !stored.contains(storage) {
-            stored.push(storage.clone());
-        }
+        && !stored.contains(storage)
+    {
+        stored.push(storage.clone());
+    }
     json!({
         "conditions": [
             {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now, "reason": "NoConflicts", "message": "no conflicts found"},
@@ -120,7 +201,10 @@ mod tests {
         let resources = resources(&crd).unwrap();
         assert_eq!(resources.len(), 1);
         assert!(resources[0].status);
-        assert_eq!(resources[0].scale.as_ref().unwrap().spec_replicas, "/spec/size");
+        assert_eq!(
+            resources[0].scale.as_ref().unwrap().spec_replicas,
+            "/spec/size"
+        );
         assert_eq!(resources[0].singular, "widget");
         let mut bad = crd.clone();
         bad["metadata"]["name"] = json!("other");

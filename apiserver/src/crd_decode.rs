@@ -94,9 +94,13 @@ pub(crate) const KEYWORDS: &[(&str, Keyword)] = &[
 /// Decodes every `spec.versions[].schema.openAPIV3Schema` of `crd` in place. A value of the
 /// wrong JSON type is a 400 naming where it is, as kube-apiserver's decoding error is.
 pub(crate) fn decode_schemas(crd: &mut Value) -> Result<(), ApiError> {
-    let Some(versions) = crd.at_mut("/spec/versions").and_then(Value::as_array_mut) else { return Ok(()) };
+    let Some(versions) = crd.at_mut("/spec/versions").and_then(Value::as_array_mut) else {
+        return Ok(());
+    };
     for (index, version) in versions.iter_mut().enumerate() {
-        let Some(version) = version.as_object_mut() else { continue };
+        let Some(version) = version.as_object_mut() else {
+            continue;
+        };
         let at = format!("spec.versions[{index}].schema");
         match version.get_mut("schema") {
             None => {}
@@ -106,7 +110,8 @@ pub(crate) fn decode_schemas(crd: &mut Value) -> Result<(), ApiError> {
             Some(Value::Object(validation)) => match validation.remove("openAPIV3Schema") {
                 None | Some(Value::Null) => {}
                 Some(schema) => {
-                    let decoded = decode_schema(schema, &format!("{at}.openAPIV3Schema")).map_err(cannot_handle)?;
+                    let decoded = decode_schema(schema, &format!("{at}.openAPIV3Schema"))
+                        .map_err(cannot_handle)?;
                     validation.insert("openAPIV3Schema".to_owned(), decoded);
                 }
             },
@@ -117,13 +122,18 @@ pub(crate) fn decode_schemas(crd: &mut Value) -> Result<(), ApiError> {
 }
 
 fn cannot_handle(why: String) -> ApiError {
-    ApiError::bad_request(format!("CustomResourceDefinition in version \"v1\" cannot be handled as a CustomResourceDefinition: {why}"))
+    ApiError::bad_request(format!(
+        "CustomResourceDefinition in version \"v1\" cannot be handled as a CustomResourceDefinition: {why}"
+    ))
 }
 
 fn wrong(at: &str, expected: &str, found: &Value) -> String {
     let mut text = found.to_string();
     if text.len() > 60 {
-        let cut = (0..=60).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        let cut = (0..=60)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
         text.truncate(cut);
         text.push_str("...");
     }
@@ -139,7 +149,9 @@ fn decode_schema(value: Value, at: &str) -> Result<Value, String> {
     };
     let mut out = Map::new();
     for (key, value) in map {
-        let Some((_, keyword)) = KEYWORDS.iter().find(|(name, _)| *name == key) else { continue };
+        let Some((_, keyword)) = KEYWORDS.iter().find(|(name, _)| *name == key) else {
+            continue;
+        };
         let here = format!("{at}.{key}");
         if let Some(decoded) = decode_keyword(*keyword, value, &here)? {
             out.insert(key, decoded);
@@ -204,19 +216,35 @@ fn decode_keyword(keyword: Keyword, value: Value, at: &str) -> Result<Option<Val
         Keyword::Schema => decode_schema(value, at)?,
         Keyword::SchemaList => match value {
             Value::Array(items) if items.is_empty() => return Ok(None),
-            Value::Array(items) => Value::Array(items.into_iter().enumerate().map(|(i, s)| decode_schema(s, &format!("{at}[{i}]"))).collect::<Result<_, _>>()?),
+            Value::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| decode_schema(s, &format!("{at}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            ),
             other => return Err(wrong(at, "an array of JSON schemas", &other)),
         },
         Keyword::SchemaMap => match value {
             Value::Object(map) if map.is_empty() => return Ok(None),
-            Value::Object(map) => Value::Object(map.into_iter().map(|(k, s)| decode_schema(s, &format!("{at}[{k}]")).map(|s| (k, s))).collect::<Result<_, _>>()?),
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, s)| decode_schema(s, &format!("{at}[{k}]")).map(|s| (k, s)))
+                    .collect::<Result<_, _>>()?,
+            ),
             other => return Err(wrong(at, "an object of JSON schemas", &other)),
         },
         // Go's JSONSchemaPropsOrArray decodes anything but an object or a non-empty list as
         // an empty value, which encodes as nothing useful: treat it as unset.
         Keyword::SchemaOrList => match value {
             Value::Object(_) => decode_schema(value, at)?,
-            Value::Array(items) if !items.is_empty() => Value::Array(items.into_iter().enumerate().map(|(i, s)| decode_schema(s, &format!("{at}[{i}]"))).collect::<Result<_, _>>()?),
+            Value::Array(items) if !items.is_empty() => Value::Array(
+                items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, s)| decode_schema(s, &format!("{at}[{i}]")))
+                    .collect::<Result<_, _>>()?,
+            ),
             _ => return Ok(None),
         },
         Keyword::SchemaOrFlag => match value {
@@ -232,7 +260,8 @@ fn decode_keyword(keyword: Keyword, value: Value, at: &str) -> Result<Option<Val
                     let here = format!("{at}[{name}]");
                     let decoded = match dependency {
                         Value::Object(_) => decode_schema(dependency, &here)?,
-                        Value::Array(_) => decode_keyword(Keyword::TextList, dependency, &here)?.unwrap_or(Value::Null),
+                        Value::Array(_) => decode_keyword(Keyword::TextList, dependency, &here)?
+                            .unwrap_or(Value::Null),
                         _ => Value::Null,
                     };
                     out.insert(name, decoded);
@@ -246,7 +275,8 @@ fn decode_keyword(keyword: Keyword, value: Value, at: &str) -> Result<Option<Val
                 let mut out = Map::new();
                 for (key, value) in map {
                     if matches!(key.as_str(), "description" | "url")
-                        && let Some(text) = decode_keyword(Keyword::Text, value, &format!("{at}.{key}"))?
+                        && let Some(text) =
+                            decode_keyword(Keyword::Text, value, &format!("{at}.{key}"))?
                     {
                         out.insert(key, text);
                     }
@@ -272,30 +302,66 @@ mod tests {
     #[test]
     fn wrong_json_types_are_bad_requests_naming_where() {
         for (schema, at) in [
-            (json!({"type": "object", "properties": [{"a": 1}]}), "openAPIV3Schema.properties:"),
-            (json!({"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": "yes"}}}), "properties[a].x-kubernetes-int-or-string:"),
-            (json!({"type": "object", "required": "a"}), "openAPIV3Schema.required:"),
-            (json!({"type": "object", "required": [1]}), "openAPIV3Schema.required[0]:"),
+            (
+                json!({"type": "object", "properties": [{"a": 1}]}),
+                "openAPIV3Schema.properties:",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"x-kubernetes-int-or-string": "yes"}}}),
+                "properties[a].x-kubernetes-int-or-string:",
+            ),
+            (
+                json!({"type": "object", "required": "a"}),
+                "openAPIV3Schema.required:",
+            ),
+            (
+                json!({"type": "object", "required": [1]}),
+                "openAPIV3Schema.required[0]:",
+            ),
             (json!({"type": ["string"]}), "openAPIV3Schema.type:"),
-            (json!({"type": "object", "properties": {"a": "string"}}), "properties[a]:"),
-            (json!({"type": "string", "minLength": "3"}), "openAPIV3Schema.minLength:"),
-            (json!({"type": "string", "maxLength": 1.5}), "openAPIV3Schema.maxLength:"),
-            (json!({"type": "object", "additionalProperties": "no"}), "openAPIV3Schema.additionalProperties:"),
+            (
+                json!({"type": "object", "properties": {"a": "string"}}),
+                "properties[a]:",
+            ),
+            (
+                json!({"type": "string", "minLength": "3"}),
+                "openAPIV3Schema.minLength:",
+            ),
+            (
+                json!({"type": "string", "maxLength": 1.5}),
+                "openAPIV3Schema.maxLength:",
+            ),
+            (
+                json!({"type": "object", "additionalProperties": "no"}),
+                "openAPIV3Schema.additionalProperties:",
+            ),
             (json!([1]), "openAPIV3Schema:"),
         ] {
             let error = decode_schemas(&mut crd(schema.clone())).unwrap_err();
             assert_eq!((error.code, error.reason), (400, "BadRequest"), "{schema}");
-            assert!(error.message.contains(&format!("spec.versions[0].schema.{at}")) || error.message.contains(at), "{schema}: {}", error.message);
+            assert!(
+                error
+                    .message
+                    .contains(&format!("spec.versions[0].schema.{at}"))
+                    || error.message.contains(at),
+                "{schema}: {}",
+                error.message
+            );
         }
     }
 
     #[test]
     fn unknown_keys_and_zero_values_are_dropped() {
-        let mut object = crd(json!({"type": "object", "tpye": "x", "description": "", "nullable": false, "required": [],
+        let mut object = crd(
+            json!({"type": "object", "tpye": "x", "description": "", "nullable": false, "required": [],
             "x-kubernetes-preserve-unknown-fields": false, "properties": {"a": {"type": "string", "xml": {}, "default": null, "enum": ["x", null]}},
-            "items": "junk", "externalDocs": {"url": "u", "other": 1}}));
+            "items": "junk", "externalDocs": {"url": "u", "other": 1}}),
+        );
         decode_schemas(&mut object).unwrap();
-        assert_eq!(object["spec"]["versions"][0]["schema"]["openAPIV3Schema"], json!({"type": "object",
-            "x-kubernetes-preserve-unknown-fields": false, "properties": {"a": {"type": "string", "enum": ["x", null]}}, "externalDocs": {"url": "u"}}));
+        assert_eq!(
+            object["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+            json!({"type": "object",
+            "x-kubernetes-preserve-unknown-fields": false, "properties": {"a": {"type": "string", "enum": ["x", null]}}, "externalDocs": {"url": "u"}})
+        );
     }
 }

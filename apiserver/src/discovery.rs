@@ -85,13 +85,22 @@ fn entries(resource: &Resource) -> Vec<Value> {
 }
 
 pub(crate) fn resources(registry: &Registry, group: &str, version: &str) -> Value {
-    let list: Vec<Value> = registry.all().filter(|r| r.group == group && r.version == version).flat_map(|r| entries(r)).collect();
-    let group_version = if group.is_empty() { version.to_owned() } else { format!("{group}/{version}") };
+    let list: Vec<Value> = registry
+        .all()
+        .filter(|r| r.group == group && r.version == version)
+        .flat_map(|r| entries(r))
+        .collect();
+    let group_version = if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    };
     json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": list})
 }
 
 /// Content type of an aggregated discovery response.
-pub(crate) const AGGREGATED_MEDIA_TYPE: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+pub(crate) const AGGREGATED_MEDIA_TYPE: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
 
 fn aggregated_resource(resource: &Resource) -> Value {
     let mut subresources = Vec::new();
@@ -138,11 +147,19 @@ pub(crate) fn aggregated(registry: &Registry, core: bool) -> Value {
             .into_iter()
             .filter(|(g, _)| *g == group)
             .map(|(g, v)| {
-                let resources: Vec<Value> = registry.all().filter(|r| r.group == g && r.version == v).map(|r| aggregated_resource(r)).collect();
+                let resources: Vec<Value> = registry
+                    .all()
+                    .filter(|r| r.group == g && r.version == v)
+                    .map(|r| aggregated_resource(r))
+                    .collect();
                 json!({"version": v, "resources": resources, "freshness": "Current"})
             })
             .collect();
-        let metadata = if group.is_empty() { json!({"creationTimestamp": null}) } else { json!({"name": group, "creationTimestamp": null}) };
+        let metadata = if group.is_empty() {
+            json!({"creationTimestamp": null})
+        } else {
+            json!({"name": group, "creationTimestamp": null})
+        };
         items.push(json!({"metadata": metadata, "versions": versions}));
     }
     json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {}, "items": items})

@@ -19,7 +19,12 @@ pub struct ApiError {
 
 impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { code, reason, message: message.into(), details: None }
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
     }
 
     /// Sets `details`, leaving out an empty `name` or `group` as kube-apiserver does (both are
@@ -33,22 +38,41 @@ impl ApiError {
     }
 
     pub(crate) fn not_found(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{} \"{name}\" not found", qualified(group, resource)))
-            .with_details(json!({"name": name, "group": group, "kind": resource}))
+        Self::new(
+            404,
+            "NotFound",
+            format!("{} \"{name}\" not found", qualified(group, resource)),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
     pub(crate) fn path_not_found(path: &str) -> Self {
-        Self::new(404, "NotFound", format!("the server could not find the requested resource (path {path})"))
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource (path {path})"),
+        )
     }
 
     pub(crate) fn already_exists(group: &str, resource: &str, name: &str) -> Self {
-        Self::new(409, "AlreadyExists", format!("{} \"{name}\" already exists", qualified(group, resource)))
-            .with_details(json!({"name": name, "group": group, "kind": resource}))
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{} \"{name}\" already exists", qualified(group, resource)),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
     pub(crate) fn conflict(group: &str, resource: &str, name: &str, why: &str) -> Self {
-        Self::new(409, "Conflict", format!("Operation cannot be fulfilled on {} \"{name}\": {why}", qualified(group, resource)))
-            .with_details(json!({"name": name, "group": group, "kind": resource}))
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {} \"{name}\": {why}",
+                qualified(group, resource)
+            ),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
     /// 409 for a server-side apply conflict: like kube-apiserver, `details` carry only the
@@ -58,7 +82,11 @@ impl ApiError {
         let message = if lines.len() == 1 {
             format!("Apply failed with 1 conflict: {}", lines[0])
         } else {
-            format!("Apply failed with {} conflicts: {}", lines.len(), lines.join("\n"))
+            format!(
+                "Apply failed with {} conflicts: {}",
+                lines.len(),
+                lines.join("\n")
+            )
         };
         let causes: Vec<Value> = causes
             .into_iter()
@@ -70,19 +98,36 @@ impl ApiError {
     /// 422 Invalid. Each cause is `(field, message)`; the message starts with the error type
     /// as `field.Error` prints it (`Required value`, `Unsupported value: ...`), which gives the
     /// cause's `reason` (see [`cause_reason`]).
-    pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: Vec<(String, String)>) -> Self {
-        let text: Vec<String> = causes.iter().map(|(field, msg)| format!("{field}: {msg}")).collect();
-        let message = format!("{kind}.{} \"{name}\" is invalid: {}", if group.is_empty() { "" } else { group }, text.join(", "));
+    pub(crate) fn invalid(
+        group: &str,
+        kind: &str,
+        name: &str,
+        causes: Vec<(String, String)>,
+    ) -> Self {
+        let text: Vec<String> = causes
+            .iter()
+            .map(|(field, msg)| format!("{field}: {msg}"))
+            .collect();
+        let message = format!(
+            "{kind}.{} \"{name}\" is invalid: {}",
+            if group.is_empty() { "" } else { group },
+            text.join(", ")
+        );
         let message = message.replace(". \"", " \"");
         let causes: Vec<Value> = causes
             .into_iter()
             .map(|(field, msg)| json!({"reason": cause_reason(&msg), "message": msg, "field": field}))
             .collect();
-        Self::new(422, "Invalid", message).with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
+        Self::new(422, "Invalid", message)
+            .with_details(json!({"name": name, "group": group, "kind": kind, "causes": causes}))
     }
 
     pub(crate) fn invalid_patch(why: &str) -> Self {
-        Self::new(422, "Invalid", format!("the server rejected our request due to an error in our request: {why}"))
+        Self::new(
+            422,
+            "Invalid",
+            format!("the server rejected our request due to an error in our request: {why}"),
+        )
     }
 
     pub(crate) fn bad_request(message: impl Into<String>) -> Self {
@@ -98,12 +143,31 @@ impl ApiError {
     }
 
     /// 403 from an admission plugin: `pods "x" is forbidden: <why>`.
-    pub(crate) fn forbidden_by_admission(group: &str, resource: &str, name: &str, why: &str) -> Self {
-        Self::new(403, "Forbidden", format!("{} \"{name}\" is forbidden: {why}", qualified(group, resource)))
-            .with_details(json!({"name": name, "group": group, "kind": resource}))
+    pub(crate) fn forbidden_by_admission(
+        group: &str,
+        resource: &str,
+        name: &str,
+        why: &str,
+    ) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{} \"{name}\" is forbidden: {why}",
+                qualified(group, resource)
+            ),
+        )
+        .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
-    pub(crate) fn forbidden(user: &str, verb: &str, group: &str, resource: &str, namespace: &str, why: &str) -> Self {
+    pub(crate) fn forbidden(
+        user: &str,
+        verb: &str,
+        group: &str,
+        resource: &str,
+        namespace: &str,
+        why: &str,
+    ) -> Self {
         let scope = if namespace.is_empty() {
             "at the cluster scope".to_owned()
         } else {
@@ -129,11 +193,21 @@ impl ApiError {
     }
 
     pub(crate) fn too_large(limit: usize) -> Self {
-        Self::new(413, "RequestEntityTooLarge", format!("request is too large: limit is {limit} bytes"))
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("request is too large: limit is {limit} bytes"),
+        )
     }
 
     pub(crate) fn unsupported_media_type(content_type: &str) -> Self {
-        Self::new(415, "UnsupportedMediaType", format!("the body of the request was in an unknown format - accepted media types include: application/json, application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml; got {content_type:?}"))
+        Self::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml; got {content_type:?}"
+            ),
+        )
     }
 
     pub(crate) fn not_acceptable(message: impl Into<String>) -> Self {
@@ -164,7 +238,11 @@ impl ApiError {
 
 /// `resource.group` as kube-apiserver prints it in messages (`pods`, `deployments.apps`).
 pub(crate) fn qualified(group: &str, resource: &str) -> String {
-    if group.is_empty() { resource.to_owned() } else { format!("{resource}.{group}") }
+    if group.is_empty() {
+        resource.to_owned()
+    } else {
+        format!("{resource}.{group}")
+    }
 }
 
 /// The `metav1.CauseType` of a field error, from the words its message starts with (the
@@ -180,7 +258,10 @@ pub(crate) fn cause_reason(message: &str) -> &'static str {
         ("Not found", "FieldValueNotFound"),
         ("Internal error", "InternalError"),
     ];
-    TYPES.iter().find(|(prefix, _)| message.starts_with(prefix)).map_or("FieldValueInvalid", |(_, reason)| reason)
+    TYPES
+        .iter()
+        .find(|(prefix, _)| message.starts_with(prefix))
+        .map_or("FieldValueInvalid", |(_, reason)| reason)
 }
 
 /// A successful `metav1.Status`.

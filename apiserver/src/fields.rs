@@ -44,7 +44,12 @@ pub(crate) fn list_kind(field: &str, schema: Option<&Value>, builtin: bool) -> L
                 schema
                     .get("x-kubernetes-list-map-keys")
                     .and_then(Value::as_array)
-                    .map(|keys| keys.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .map(|keys| {
+                        keys.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
                     .unwrap_or_default(),
             ),
             Some("set") => ListKind::Set,
@@ -52,7 +57,11 @@ pub(crate) fn list_kind(field: &str, schema: Option<&Value>, builtin: bool) -> L
             _ => ListKind::Atomic,
         };
     }
-    if builtin { from_strategy(field) } else { ListKind::Atomic }
+    if builtin {
+        from_strategy(field)
+    } else {
+        ListKind::Atomic
+    }
 }
 
 fn from_strategy(field: &str) -> ListKind {
@@ -66,7 +75,10 @@ fn from_strategy(field: &str) -> ListKind {
 /// Schema of property `key` under `schema`.
 pub(crate) fn child_schema<'a>(schema: Option<&'a Value>, key: &str) -> Option<&'a Value> {
     let schema = schema?;
-    schema.get("properties").and_then(|p| p.get(key)).or_else(|| schema.get("additionalProperties").filter(|v| v.is_object()))
+    schema
+        .get("properties")
+        .and_then(|p| p.get(key))
+        .or_else(|| schema.get("additionalProperties").filter(|v| v.is_object()))
 }
 
 pub(crate) fn items_schema(schema: Option<&Value>) -> Option<&Value> {
@@ -97,7 +109,9 @@ fn in_scope(key: &str, scope: Scope, builtin: bool) -> bool {
 /// Every field set in `object`, within `shape.scope`.
 pub(crate) fn field_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
     let mut out = BTreeSet::new();
-    let Some(map) = object.as_object() else { return out };
+    let Some(map) = object.as_object() else {
+        return out;
+    };
     let builtin = shape.schema.is_none();
     for (key, value) in map {
         if !in_scope(key, shape.scope, builtin) {
@@ -105,25 +119,59 @@ pub(crate) fn field_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
         }
         let path = vec![format!("f:{key}")];
         if key == "metadata" {
-            for meta_key in ["generateName", "labels", "annotations", "finalizers", "ownerReferences"] {
+            for meta_key in [
+                "generateName",
+                "labels",
+                "annotations",
+                "finalizers",
+                "ownerReferences",
+            ] {
                 if let Some(value) = value.get(meta_key) {
-                    walk(value, vec![path[0].clone(), format!("f:{meta_key}")], meta_key, None, true, &mut out);
+                    walk(
+                        value,
+                        vec![path[0].clone(), format!("f:{meta_key}")],
+                        meta_key,
+                        None,
+                        true,
+                        &mut out,
+                    );
                 }
             }
             continue;
         }
-        walk(value, path, key, child_schema(shape.schema, key), builtin, &mut out);
+        walk(
+            value,
+            path,
+            key,
+            child_schema(shape.schema, key),
+            builtin,
+            &mut out,
+        );
     }
     out
 }
 
-fn walk(value: &Value, path: Path, field: &str, schema: Option<&Value>, builtin: bool, out: &mut BTreeSet<Path>) {
+fn walk(
+    value: &Value,
+    path: Path,
+    field: &str,
+    schema: Option<&Value>,
+    builtin: bool,
+    out: &mut BTreeSet<Path>,
+) {
     match value {
         Value::Object(map) if walks_into(map, schema, field, builtin) => {
             for (key, child) in map {
                 let mut child_path = path.clone();
                 child_path.push(format!("f:{key}"));
-                walk(child, child_path, key, child_schema(schema, key), builtin, out);
+                walk(
+                    child,
+                    child_path,
+                    key,
+                    child_schema(schema, key),
+                    builtin,
+                    out,
+                );
             }
         }
         Value::Array(items) => match list_kind(field, schema, builtin) {
@@ -140,7 +188,14 @@ fn walk(value: &Value, path: Path, field: &str, schema: Option<&Value>, builtin:
                         for (key, child) in map {
                             let mut child_path = item_path.clone();
                             child_path.push(format!("f:{key}"));
-                            walk(child, child_path, key, child_schema(items_schema(schema), key), builtin, out);
+                            walk(
+                                child,
+                                child_path,
+                                key,
+                                child_schema(items_schema(schema), key),
+                                builtin,
+                                out,
+                            );
                         }
                     }
                 }
@@ -170,15 +225,40 @@ const ATOMIC_STRUCTS: &[&str] = &["selector"];
 /// from a new, empty object, so that writing them adds the field itself (a `"."` entry in
 /// `FieldsV1`) and not only its members.
 const OPTIONAL_CONTAINERS: &[&str] = &[
-    "labels", "annotations", "finalizers", "ownerReferences", "data", "binaryData", "matchLabels", "nodeSelector", "limits", "requests",
-    "capacity", "allocatable", "conditions", "addresses", "env", "ports", "volumeMounts", "volumes", "rollingUpdate", "conversion",
+    "labels",
+    "annotations",
+    "finalizers",
+    "ownerReferences",
+    "data",
+    "binaryData",
+    "matchLabels",
+    "nodeSelector",
+    "limits",
+    "requests",
+    "capacity",
+    "allocatable",
+    "conditions",
+    "addresses",
+    "env",
+    "ports",
+    "volumeMounts",
+    "volumes",
+    "rollingUpdate",
+    "conversion",
 ];
 
 /// The maps and lists of `object` (within `shape.scope`) that kube's field tracking counts as
 /// fields of their own when they are added: every one of a custom resource, the
 /// [`OPTIONAL_CONTAINERS`] of built-in types. List items are in [`field_set`] already.
 pub(crate) fn container_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> {
-    fn visit(value: &Value, path: &mut Path, field: &str, schema: Option<&Value>, builtin: bool, out: &mut BTreeSet<Path>) {
+    fn visit(
+        value: &Value,
+        path: &mut Path,
+        field: &str,
+        schema: Option<&Value>,
+        builtin: bool,
+        out: &mut BTreeSet<Path>,
+    ) {
         let counts = !path.is_empty() && (!builtin || OPTIONAL_CONTAINERS.contains(&field));
         match value {
             Value::Object(map) if walks_into(map, schema, field, builtin) => {
@@ -202,11 +282,21 @@ pub(crate) fn container_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> 
                 }
                 if let Some(keys) = keys {
                     for item in items {
-                        let (Some(step), Some(map)) = (item_step(item, &keys), item.as_object()) else { continue };
+                        let (Some(step), Some(map)) = (item_step(item, &keys), item.as_object())
+                        else {
+                            continue;
+                        };
                         path.push(step);
                         for (key, child) in map {
                             path.push(format!("f:{key}"));
-                            visit(child, path, key, child_schema(items_schema(schema), key), builtin, out);
+                            visit(
+                                child,
+                                path,
+                                key,
+                                child_schema(items_schema(schema), key),
+                                builtin,
+                                out,
+                            );
                             path.pop();
                         }
                         path.pop();
@@ -217,7 +307,9 @@ pub(crate) fn container_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> 
         }
     }
     let mut out = BTreeSet::new();
-    let Some(map) = object.as_object() else { return out };
+    let Some(map) = object.as_object() else {
+        return out;
+    };
     let builtin = shape.schema.is_none();
     for (key, value) in map {
         if !in_scope(key, shape.scope, builtin) {
@@ -226,18 +318,37 @@ pub(crate) fn container_set(object: &Value, shape: Shape<'_>) -> BTreeSet<Path> 
         if key == "metadata" {
             for meta_key in ["labels", "annotations", "finalizers", "ownerReferences"] {
                 if let Some(value) = value.get(meta_key) {
-                    visit(value, &mut vec!["f:metadata".to_owned(), format!("f:{meta_key}")], meta_key, None, true, &mut out);
+                    visit(
+                        value,
+                        &mut vec!["f:metadata".to_owned(), format!("f:{meta_key}")],
+                        meta_key,
+                        None,
+                        true,
+                        &mut out,
+                    );
                 }
             }
             continue;
         }
-        visit(value, &mut vec![format!("f:{key}")], key, child_schema(shape.schema, key), builtin, &mut out);
+        visit(
+            value,
+            &mut vec![format!("f:{key}")],
+            key,
+            child_schema(shape.schema, key),
+            builtin,
+            &mut out,
+        );
     }
     out
 }
 
 /// Whether an object's members are fields of their own (not an empty or atomic value).
-fn walks_into(map: &Map<String, Value>, schema: Option<&Value>, field: &str, builtin: bool) -> bool {
+fn walks_into(
+    map: &Map<String, Value>,
+    schema: Option<&Value>,
+    field: &str,
+    builtin: bool,
+) -> bool {
     let atomic = preserves_unknown_as_leaf(schema) || builtin && ATOMIC_STRUCTS.contains(&field);
     !map.is_empty() && !atomic
 }
@@ -262,7 +373,9 @@ fn step_into<'a>(value: &'a Value, step: &str) -> Option<&'a Value> {
     let items = value.as_array()?;
     if let Some(key) = step.strip_prefix("k:") {
         let key: Map<String, Value> = serde_json::from_str(key).ok()?;
-        return items.iter().find(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)));
+        return items
+            .iter()
+            .find(|item| key.iter().all(|(k, v)| item.get(k) == Some(v)));
     }
     if let Some(literal) = step.strip_prefix("v:") {
         let literal: Value = serde_json::from_str(literal).ok()?;
@@ -273,14 +386,20 @@ fn step_into<'a>(value: &'a Value, step: &str) -> Option<&'a Value> {
 
 /// Removes the field, list item or set value at `path`.
 pub(crate) fn remove(object: &mut Value, path: &[String]) {
-    let Some((last, parent_path)) = path.split_last() else { return };
+    let Some((last, parent_path)) = path.split_last() else {
+        return;
+    };
     let mut current = object;
     for step in parent_path {
         let next = if let Some(field) = step.strip_prefix("f:") {
             current.get_mut(field)
         } else {
             let found = step_into(current, step).cloned();
-            current.as_array_mut().and_then(|items| items.iter_mut().find(|item| Some(&**item) == found.as_ref()))
+            current.as_array_mut().and_then(|items| {
+                items
+                    .iter_mut()
+                    .find(|item| Some(&**item) == found.as_ref())
+            })
         };
         match next {
             Some(next) => current = next,
@@ -292,9 +411,10 @@ pub(crate) fn remove(object: &mut Value, path: &[String]) {
             map.remove(field);
         }
     } else if let Some(found) = step_into(current, last).cloned()
-        && let Some(items) = current.as_array_mut() {
-            items.retain(|item| *item != found);
-        }
+        && let Some(items) = current.as_array_mut()
+    {
+        items.retain(|item| *item != found);
+    }
 }
 
 /// Encodes a set as `FieldsV1`.
@@ -303,7 +423,11 @@ pub(crate) fn to_fields_v1(set: &BTreeSet<Path>) -> Value {
     for path in set {
         let mut node = &mut root;
         for step in path {
-            node = node.entry(step.clone()).or_insert_with(|| json!({})).as_object_mut().expect("fields nodes are objects");
+            node = node
+                .entry(step.clone())
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .expect("fields nodes are objects");
         }
     }
     // A node that is in the set itself and has children gets a "." marker.
@@ -311,12 +435,13 @@ pub(crate) fn to_fields_v1(set: &BTreeSet<Path>) -> Value {
         for (step, child) in node.iter_mut() {
             prefix.push(step.clone());
             if let Some(child) = child.as_object_mut()
-                && !child.is_empty() {
-                    mark(child, prefix, set);
-                    if set.contains(prefix) {
-                        child.insert(".".to_owned(), json!({}));
-                    }
+                && !child.is_empty()
+            {
+                mark(child, prefix, set);
+                if set.contains(prefix) {
+                    child.insert(".".to_owned(), json!({}));
                 }
+            }
             prefix.pop();
         }
     }
@@ -379,14 +504,38 @@ pub(crate) struct Entry {
 }
 
 pub(crate) fn entries(object: &Value) -> Vec<Entry> {
-    let Some(list) = object.at("/metadata/managedFields").and_then(Value::as_array) else { return Vec::new() };
+    let Some(list) = object
+        .at("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
     list.iter()
         .map(|e| Entry {
-            manager: e.get("manager").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            operation: e.get("operation").and_then(Value::as_str).unwrap_or("Update").to_owned(),
-            api_version: e.get("apiVersion").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            time: e.get("time").and_then(Value::as_str).unwrap_or_default().to_owned(),
-            subresource: e.get("subresource").and_then(Value::as_str).map(str::to_owned),
+            manager: e
+                .get("manager")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            operation: e
+                .get("operation")
+                .and_then(Value::as_str)
+                .unwrap_or("Update")
+                .to_owned(),
+            api_version: e
+                .get("apiVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            time: e
+                .get("time")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            subresource: e
+                .get("subresource")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
             fields: e.get("fieldsV1").map(from_fields_v1).unwrap_or_default(),
         })
         .collect()
@@ -396,13 +545,29 @@ pub(crate) fn store_entries(object: &mut Value, entries: &[Entry]) {
     let list: Vec<Value> = entries
         .iter()
         .filter(|e| !e.fields.is_empty())
-        .map(|e| entry_value(&e.manager, &e.operation, &e.api_version, &e.time, e.subresource.as_deref(), to_fields_v1(&e.fields)))
+        .map(|e| {
+            entry_value(
+                &e.manager,
+                &e.operation,
+                &e.api_version,
+                &e.time,
+                e.subresource.as_deref(),
+                to_fields_v1(&e.fields),
+            )
+        })
         .collect();
     set_managed_fields(object, list);
 }
 
 /// One entry of `metadata.managedFields` as stored.
-fn entry_value(manager: &str, operation: &str, api_version: &str, time: &str, subresource: Option<&str>, fields: Value) -> Value {
+fn entry_value(
+    manager: &str,
+    operation: &str,
+    api_version: &str,
+    time: &str,
+    subresource: Option<&str>,
+    fields: Value,
+) -> Value {
     let mut entry = json!({
         "manager": manager,
         "operation": operation,
@@ -439,7 +604,12 @@ pub(crate) struct Writer<'a> {
 
 /// Records an Update-operation write: `writer` takes every field that changed from `old` to
 /// `new`; fields that disappeared leave every manager.
-pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>, shape: Shape<'_>) {
+pub(crate) fn record_update(
+    old: Option<&Value>,
+    new: &mut Value,
+    writer: &Writer<'_>,
+    shape: Shape<'_>,
+) {
     if let Some(old) = old
         && let Some(managed) = same_owners(old, new, writer, shape)
     {
@@ -451,10 +621,26 @@ pub(crate) fn record_update(old: Option<&Value>, new: &mut Value, writer: &Write
         }
         return;
     }
-    if old.is_none_or(|old| old.at("/metadata/managedFields").and_then(Value::as_array).is_none_or(Vec::is_empty))
-        && let Some(fields) = new_fields_tree(old, new, shape)
+    if old.is_none_or(|old| {
+        old.at("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+    }) && let Some(fields) = new_fields_tree(old, new, shape)
     {
-        let list: Vec<Value> = fields.encode().into_iter().map(|fields| entry_value(writer.manager, "Update", writer.api_version, writer.time, writer.subresource, fields)).collect();
+        let list: Vec<Value> = fields
+            .encode()
+            .into_iter()
+            .map(|fields| {
+                entry_value(
+                    writer.manager,
+                    "Update",
+                    writer.api_version,
+                    writer.time,
+                    writer.subresource,
+                    fields,
+                )
+            })
+            .collect();
         set_managed_fields(new, list);
         return;
     }
@@ -476,7 +662,11 @@ impl Tree {
     /// The tree in `FieldsV1` as [`to_fields_v1`] writes it (steps in byte order, `"."` first);
     /// `None` when it holds no field.
     fn encode(self) -> Option<Value> {
-        let mut map: Map<String, Value> = self.children.into_iter().filter_map(|(step, child)| Some((step, child.encode()?))).collect();
+        let mut map: Map<String, Value> = self
+            .children
+            .into_iter()
+            .filter_map(|(step, child)| Some((step, child.encode()?)))
+            .collect();
         if !self.own && map.is_empty() {
             return None;
         }
@@ -493,7 +683,9 @@ impl Tree {
 /// a keyed list item without its keys, which the full bookkeeping handles.
 fn new_fields_tree(old: Option<&Value>, new: &Value, shape: Shape<'_>) -> Option<Tree> {
     let mut root = Tree::default();
-    let Some(map) = new.as_object() else { return Some(root) };
+    let Some(map) = new.as_object() else {
+        return Some(root);
+    };
     let builtin = shape.schema.is_none();
     for (key, value) in map {
         if !in_scope(key, shape.scope, builtin) {
@@ -502,47 +694,95 @@ fn new_fields_tree(old: Option<&Value>, new: &Value, shape: Shape<'_>) -> Option
         let node = root.child(format!("f:{key}"));
         let before = old.and_then(|old| old.get(key));
         if key == "metadata" {
-            for meta_key in ["generateName", "labels", "annotations", "finalizers", "ownerReferences"] {
+            for meta_key in [
+                "generateName",
+                "labels",
+                "annotations",
+                "finalizers",
+                "ownerReferences",
+            ] {
                 if let Some(value) = value.get(meta_key) {
-                    grow(node.child(format!("f:{meta_key}")), value, before.and_then(|m| m.get(meta_key)), meta_key, None, true)?;
+                    grow(
+                        node.child(format!("f:{meta_key}")),
+                        value,
+                        before.and_then(|m| m.get(meta_key)),
+                        meta_key,
+                        None,
+                        true,
+                    )?;
                 }
             }
             continue;
         }
-        grow(node, value, before, key, child_schema(shape.schema, key), builtin)?;
+        grow(
+            node,
+            value,
+            before,
+            key,
+            child_schema(shape.schema, key),
+            builtin,
+        )?;
     }
     Some(root)
 }
 
 /// Adds to `tree` (the node of `field`, which holds `value`, and `before` in the old object)
 /// what [`field_set`] and [`container_set`] list under it and differs from `before`.
-fn grow(tree: &mut Tree, value: &Value, before: Option<&Value>, field: &str, schema: Option<&Value>, builtin: bool) -> Option<()> {
+fn grow(
+    tree: &mut Tree,
+    value: &Value,
+    before: Option<&Value>,
+    field: &str,
+    schema: Option<&Value>,
+    builtin: bool,
+) -> Option<()> {
     let container = !builtin || OPTIONAL_CONTAINERS.contains(&field);
     match value {
         Value::Object(map) if walks_into(map, schema, field, builtin) => {
             tree.own |= container && before.is_none();
             for (key, child) in map {
-                grow(tree.child(format!("f:{key}")), child, before.and_then(|b| b.get(key)), key, child_schema(schema, key), builtin)?;
+                grow(
+                    tree.child(format!("f:{key}")),
+                    child,
+                    before.and_then(|b| b.get(key)),
+                    key,
+                    child_schema(schema, key),
+                    builtin,
+                )?;
             }
         }
         Value::Array(items) => {
             let kind = list_kind(field, schema, builtin);
-            tree.own |= container && !items.is_empty() && kind != ListKind::Atomic && before.is_none();
+            tree.own |=
+                container && !items.is_empty() && kind != ListKind::Atomic && before.is_none();
             let before_items = before.and_then(Value::as_array);
             match kind {
                 ListKind::Map(keys) => {
                     for item in items {
                         let step = item_step(item, &keys)?;
-                        let before_item = before_items.and_then(|olds| olds.iter().find(|old| keys.iter().all(|k| old.get(k) == item.get(k))));
+                        let before_item = before_items.and_then(|olds| {
+                            olds.iter()
+                                .find(|old| keys.iter().all(|k| old.get(k) == item.get(k)))
+                        });
                         let node = tree.child(step);
                         node.own |= before_item != Some(item);
                         for (key, child) in item.as_object()? {
-                            grow(node.child(format!("f:{key}")), child, before_item.and_then(|b| b.get(key)), key, child_schema(items_schema(schema), key), builtin)?;
+                            grow(
+                                node.child(format!("f:{key}")),
+                                child,
+                                before_item.and_then(|b| b.get(key)),
+                                key,
+                                child_schema(items_schema(schema), key),
+                                builtin,
+                            )?;
                         }
                     }
                 }
                 ListKind::Set => {
-                    for item in items.iter().filter(|item| before_items.is_none_or(|olds| !olds.contains(item))) {
+                    for item in items
+                        .iter()
+                        .filter(|item| before_items.is_none_or(|olds| !olds.contains(item)))
+                    {
                         tree.child(format!("v:{item}")).own = true;
                     }
                 }
@@ -565,23 +805,37 @@ fn record_every_field(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>,
         .cloned()
         .collect();
     // Maps and lists that were not there before are fields of their own.
-    changed.extend(new_containers.iter().filter(|path| old.is_none_or(|old| lookup(old, path).is_none())).cloned());
+    changed.extend(
+        new_containers
+            .iter()
+            .filter(|path| old.is_none_or(|old| lookup(old, path).is_none()))
+            .cloned(),
+    );
     // Every field of the new object; a write of every scope already walked them all.
     let all_new = if shape.scope == Scope::All {
         let mut all_new = new_fields;
         all_new.extend(new_containers);
         all_new
     } else {
-        let all = Shape { schema: shape.schema, scope: Scope::All };
+        let all = Shape {
+            schema: shape.schema,
+            scope: Scope::All,
+        };
         let mut all_new = field_set(new, all);
         all_new.extend(container_set(new, all));
         all_new
     };
     for entry in &mut list {
-        entry.fields.retain(|p| all_new.contains(p) && !changed.contains(p));
+        entry
+            .fields
+            .retain(|p| all_new.contains(p) && !changed.contains(p));
     }
     if !changed.is_empty() {
-        let position = list.iter().position(|e| e.manager == writer.manager && e.operation == "Update" && e.subresource.as_deref() == writer.subresource);
+        let position = list.iter().position(|e| {
+            e.manager == writer.manager
+                && e.operation == "Update"
+                && e.subresource.as_deref() == writer.subresource
+        });
         let entry = match position {
             Some(i) => &mut list[i],
             None => {
@@ -613,20 +867,45 @@ fn record_every_field(old: Option<&Value>, new: &mut Value, writer: &Writer<'_>,
 /// removed one leaves every entry with all under it (an entry left empty goes), and the writer's
 /// entry gets the write's time when it changed or added something. `Some(list)`: the new
 /// `managedFields` (`None`: none); `None`: the write needs the full bookkeeping.
-fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) -> Option<Option<Value>> {
+fn same_owners(
+    old: &Value,
+    new: &Value,
+    writer: &Writer<'_>,
+    shape: Shape<'_>,
+) -> Option<Option<Value>> {
     let (old_map, new_map) = (old.as_object()?, new.as_object()?);
     let builtin = shape.schema.is_none();
-    let mut changes = Changes { stack: Vec::new(), changed: Vec::new(), added: Vec::new(), removed: Vec::new() };
-    for key in old_map.keys().chain(new_map.keys().filter(|k| !old_map.contains_key(*k))) {
+    let mut changes = Changes {
+        stack: Vec::new(),
+        changed: Vec::new(),
+        added: Vec::new(),
+        removed: Vec::new(),
+    };
+    for key in old_map
+        .keys()
+        .chain(new_map.keys().filter(|k| !old_map.contains_key(*k)))
+    {
         if !in_scope(key, shape.scope, builtin) {
             continue;
         }
         let (before, after) = (old_map.get(key), new_map.get(key));
         changes.stack.push(Step::Field(key));
         if key == "metadata" {
-            for meta_key in ["generateName", "labels", "annotations", "finalizers", "ownerReferences"] {
+            for meta_key in [
+                "generateName",
+                "labels",
+                "annotations",
+                "finalizers",
+                "ownerReferences",
+            ] {
                 changes.stack.push(Step::Field(meta_key));
-                changes.compare(before.and_then(|m| m.get(meta_key)), after.and_then(|m| m.get(meta_key)), meta_key, None, true)?;
+                changes.compare(
+                    before.and_then(|m| m.get(meta_key)),
+                    after.and_then(|m| m.get(meta_key)),
+                    meta_key,
+                    None,
+                    true,
+                )?;
                 changes.stack.pop();
             }
         } else {
@@ -635,7 +914,12 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
         changes.stack.pop();
     }
     let list = old.at("/metadata/managedFields").and_then(Value::as_array);
-    let Changes { changed, added, removed, .. } = changes;
+    let Changes {
+        changed,
+        added,
+        removed,
+        ..
+    } = changes;
     if changed.is_empty() && added.is_empty() && removed.is_empty() {
         return Some(list.map(|l| Value::Array(l.clone())));
     }
@@ -651,12 +935,18 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
         return None;
     }
     for path in &changed {
-        let owned_by_writer_only = list.iter().enumerate().all(|(i, e)| owns(e, path) == (Some(i) == position));
+        let owned_by_writer_only = list
+            .iter()
+            .enumerate()
+            .all(|(i, e)| owns(e, path) == (Some(i) == position));
         if !owned_by_writer_only {
             return None;
         }
     }
-    if added.iter().any(|path| list.iter().any(|e| fields_node(e, path).is_some())) {
+    if added
+        .iter()
+        .any(|path| list.iter().any(|e| fields_node(e, path).is_some()))
+    {
         return None;
     }
     let mut list = list.clone();
@@ -673,9 +963,16 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
             add_leaf(entry.get_mut("fieldsV1")?.as_object_mut()?, path);
         }
         entry.insert("time".to_owned(), Value::String(writer.time.to_owned()));
-        entry.insert("apiVersion".to_owned(), Value::String(writer.api_version.to_owned()));
+        entry.insert(
+            "apiVersion".to_owned(),
+            Value::String(writer.api_version.to_owned()),
+        );
     }
-    list.retain(|e| e.get("fieldsV1").and_then(Value::as_object).is_some_and(|fields| !fields.is_empty()));
+    list.retain(|e| {
+        e.get("fieldsV1")
+            .and_then(Value::as_object)
+            .is_some_and(|fields| !fields.is_empty())
+    });
     Some((!list.is_empty()).then_some(Value::Array(list)))
 }
 
@@ -683,12 +980,16 @@ fn same_owners(old: &Value, new: &Value, writer: &Writer<'_>, shape: Shape<'_>) 
 /// keeps its members in byte order, `"."` first); a leaf that gains members keeps its own field
 /// with a `"."`.
 fn add_leaf(node: &mut Map<String, Value>, path: &[String]) {
-    let Some((step, rest)) = path.split_first() else { return };
+    let Some((step, rest)) = path.split_first() else {
+        return;
+    };
     let existed = node.contains_key(step);
     if !existed {
         node.insert(step.clone(), json!({}));
     }
-    let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else { return };
+    let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else {
+        return;
+    };
     if !rest.is_empty() {
         if existed && child.is_empty() {
             child.insert(".".to_owned(), json!({}));
@@ -700,11 +1001,15 @@ fn add_leaf(node: &mut Map<String, Value>, path: &[String]) {
 /// Removes `path` and every path under it from a `FieldsV1` tree, with the nodes that are left
 /// holding nothing, as [`to_fields_v1`] would encode the set without them. Whether it was there.
 fn remove_subtree(node: &mut Map<String, Value>, path: &[String]) -> bool {
-    let Some((step, rest)) = path.split_first() else { return false };
+    let Some((step, rest)) = path.split_first() else {
+        return false;
+    };
     if rest.is_empty() {
         return node.remove(step).is_some();
     }
-    let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else { return false };
+    let Some(child) = node.get_mut(step).and_then(Value::as_object_mut) else {
+        return false;
+    };
     if !remove_subtree(child, rest) {
         return false;
     }
@@ -719,12 +1024,17 @@ fn remove_subtree(node: &mut Map<String, Value>, path: &[String]) -> bool {
 /// Whether managedFields entry `entry` owns the field at `path` itself: its `FieldsV1` node is
 /// a leaf, or carries the `"."` marker of a map or list item that is a field of its own.
 fn owns(entry: &Value, path: &Path) -> bool {
-    fields_node(entry, path).and_then(Value::as_object).is_some_and(|node| node.is_empty() || node.contains_key("."))
+    fields_node(entry, path)
+        .and_then(Value::as_object)
+        .is_some_and(|node| node.is_empty() || node.contains_key("."))
 }
 
 /// The node of managedFields entry `entry`'s `FieldsV1` at `path`, if any.
 fn fields_node<'v>(entry: &'v Value, path: &Path) -> Option<&'v Value> {
-    entry.get("fieldsV1").and_then(|fields| path.iter().try_fold(fields, |fields, step| fields.get(step)))
+    entry.get("fieldsV1").and_then(|fields| {
+        path.iter()
+            .try_fold(fields, |fields, step| fields.get(step))
+    })
 }
 
 /// One step of the path [`Changes`] is at, rendered only when a change is found there.
@@ -753,24 +1063,42 @@ impl<'a> Changes<'a> {
     /// otherwise than by scalar members of maps (keyed list items added, removed or reordered, a
     /// map emptied or filled, a member that is a map or list added or removed, a set list or a
     /// type changed).
-    fn compare(&mut self, before: Option<&'a Value>, after: Option<&'a Value>, field: &str, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
+    fn compare(
+        &mut self,
+        before: Option<&'a Value>,
+        after: Option<&'a Value>,
+        field: &str,
+        schema: Option<&'a Value>,
+        builtin: bool,
+    ) -> Option<()> {
         // Most of a write is what was there: equal values hold no change, whatever their shape.
         // Past this, `before` and `after` differ.
         if before == after {
             return Some(());
         }
         match (before, after) {
-            (Some(Value::Object(b)), Some(Value::Object(a))) => match (walks_into(b, schema, field, builtin), walks_into(a, schema, field, builtin)) {
+            (Some(Value::Object(b)), Some(Value::Object(a))) => match (
+                walks_into(b, schema, field, builtin),
+                walks_into(a, schema, field, builtin),
+            ) {
                 (false, false) => self.changed_leaf(),
                 (true, true) => self.members(b, a, schema, builtin),
                 _ => None,
             },
-            (Some(Value::Array(b)), Some(Value::Array(a))) => match list_kind(field, schema, builtin) {
-                ListKind::Atomic => self.changed_leaf(),
-                ListKind::Set => None,
-                ListKind::Map(keys) => self.keyed_items(b, a, keys.into(), items_schema(schema), builtin),
-            },
-            (Some(b), Some(a)) if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() => self.changed_leaf(),
+            (Some(Value::Array(b)), Some(Value::Array(a))) => {
+                match list_kind(field, schema, builtin) {
+                    ListKind::Atomic => self.changed_leaf(),
+                    ListKind::Set => None,
+                    ListKind::Map(keys) => {
+                        self.keyed_items(b, a, keys.into(), items_schema(schema), builtin)
+                    }
+                }
+            }
+            (Some(b), Some(a))
+                if !b.is_object() && !b.is_array() && !a.is_object() && !a.is_array() =>
+            {
+                self.changed_leaf()
+            }
             _ => None,
         }
     }
@@ -778,12 +1106,22 @@ impl<'a> Changes<'a> {
     /// Compares two non-empty keyed lists item by item, matched by their keys (the order of the
     /// items is not a field); `schema` is the items'. An item on one side only is added (with its
     /// members, which must be scalars) or removed (with everything under it).
-    fn keyed_items(&mut self, b: &'a [Value], a: &'a [Value], keys: Rc<[String]>, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
+    fn keyed_items(
+        &mut self,
+        b: &'a [Value],
+        a: &'a [Value],
+        keys: Rc<[String]>,
+        schema: Option<&'a Value>,
+        builtin: bool,
+    ) -> Option<()> {
         if keys.is_empty() || b.is_empty() || a.is_empty() {
             return None;
         }
         let steps = |items: &[Value]| -> Option<Vec<String>> {
-            let steps: Vec<String> = items.iter().map(|item| item.as_object().and_then(|_| item_step(item, &keys))).collect::<Option<_>>()?;
+            let steps: Vec<String> = items
+                .iter()
+                .map(|item| item.as_object().and_then(|_| item_step(item, &keys)))
+                .collect::<Option<_>>()?;
             let unique: BTreeSet<&String> = steps.iter().collect();
             (unique.len() == steps.len()).then_some(steps)
         };
@@ -804,7 +1142,11 @@ impl<'a> Changes<'a> {
             }
             self.stack.pop();
         }
-        for (after, _) in a.iter().zip(&a_steps).filter(|(_, step)| !b_steps.contains(step)) {
+        for (after, _) in a
+            .iter()
+            .zip(&a_steps)
+            .filter(|(_, step)| !b_steps.contains(step))
+        {
             self.stack.push(Step::Item(after, keys.clone()));
             self.added.push(self.path());
             for (key, member) in after.as_object()? {
@@ -822,11 +1164,23 @@ impl<'a> Changes<'a> {
 
     /// Compares the members of two maps (or keyed list items) that both have members, `schema`
     /// being the maps'; a member only before is removed, a scalar member only after added.
-    fn members(&mut self, b: &'a Map<String, Value>, a: &'a Map<String, Value>, schema: Option<&'a Value>, builtin: bool) -> Option<()> {
+    fn members(
+        &mut self,
+        b: &'a Map<String, Value>,
+        a: &'a Map<String, Value>,
+        schema: Option<&'a Value>,
+        builtin: bool,
+    ) -> Option<()> {
         for (key, before) in b {
             self.stack.push(Step::Field(key));
             match a.get(key) {
-                Some(after) => self.compare(Some(before), Some(after), key, child_schema(schema, key), builtin)?,
+                Some(after) => self.compare(
+                    Some(before),
+                    Some(after),
+                    key,
+                    child_schema(schema, key),
+                    builtin,
+                )?,
                 None => self.removed.push(self.path()),
             }
             self.stack.pop();
@@ -867,18 +1221,36 @@ mod tests {
     /// leaves to the full path alike.
     #[test]
     fn a_heartbeat_keeps_ownership_and_moves_only_the_writers_time() {
-        let shape = Shape { schema: None, scope: Scope::All };
-        let kubelet = |time| Writer { manager: "kubelet", api_version: "coordination.k8s.io/v1", time, subresource: None };
-        let admin = Writer { manager: "admin", api_version: "coordination.k8s.io/v1", time: "t1", subresource: None };
-        let lease = |renew: &str, holder: &str| json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        let shape = Shape {
+            schema: None,
+            scope: Scope::All,
+        };
+        let kubelet = |time| Writer {
+            manager: "kubelet",
+            api_version: "coordination.k8s.io/v1",
+            time,
+            subresource: None,
+        };
+        let admin = Writer {
+            manager: "admin",
+            api_version: "coordination.k8s.io/v1",
+            time: "t1",
+            subresource: None,
+        };
+        let lease = |renew: &str, holder: &str| {
+            json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "n", "resourceVersion": "7", "labels": {"a": "1"}},
-            "spec": {"holderIdentity": holder, "renewTime": renew, "leaseDurationSeconds": 40}});
+            "spec": {"holderIdentity": holder, "renewTime": renew, "leaseDurationSeconds": 40}})
+        };
         let mut created = lease("r0", "n");
         record_update(Some(&json!({})), &mut created, &kubelet("t0"), shape);
         let full = |old: &Value, new: &Value, writer: &Writer<'_>| {
             let mut expected = new.clone();
             let mut list = entries(old);
-            let changed: BTreeSet<Path> = field_set(new, shape).into_iter().filter(|p| lookup(old, p) != lookup(new, p)).collect();
+            let changed: BTreeSet<Path> = field_set(new, shape)
+                .into_iter()
+                .filter(|p| lookup(old, p) != lookup(new, p))
+                .collect();
             for entry in &mut list {
                 entry.fields.retain(|p| !changed.contains(p));
             }
@@ -895,16 +1267,32 @@ mod tests {
         let expected = full(&created, &renewed, &kubelet("t2"));
         assert!(same_owners(&created, &renewed, &kubelet("t2"), shape).is_some());
         record_update(Some(&created), &mut renewed, &kubelet("t2"), shape);
-        assert_eq!(renewed["metadata"]["managedFields"], expected["metadata"]["managedFields"]);
+        assert_eq!(
+            renewed["metadata"]["managedFields"],
+            expected["metadata"]["managedFields"]
+        );
         assert_eq!(renewed["metadata"]["managedFields"][0]["time"], "t2");
         // Someone else changes the holder: ownership moves, the full path runs.
         let mut taken = lease("r1", "other");
         assert!(same_owners(&renewed, &taken, &admin, shape).is_none());
         record_update(Some(&renewed), &mut taken, &admin, shape);
-        let owners: Vec<&str> = taken["metadata"]["managedFields"].as_array().unwrap().iter().map(|e| e["manager"].as_str().unwrap()).collect();
+        let owners: Vec<&str> = taken["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["manager"].as_str().unwrap())
+            .collect();
         assert_eq!(owners, ["kubelet", "admin"]);
-        assert!(taken["metadata"]["managedFields"][1]["fieldsV1"]["f:spec"].get("f:holderIdentity").is_some());
-        assert!(taken["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].get("f:holderIdentity").is_none());
+        assert!(
+            taken["metadata"]["managedFields"][1]["fieldsV1"]["f:spec"]
+                .get("f:holderIdentity")
+                .is_some()
+        );
+        assert!(
+            taken["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]
+                .get("f:holderIdentity")
+                .is_none()
+        );
         // A new scalar no one owns: the fast path adds it to the kubelet's fields.
         let mut grown = taken.clone();
         grown["spec"]["leaseTransitions"] = json!(1);
@@ -912,12 +1300,22 @@ mod tests {
         let mut full_grown = grown.clone();
         record_every_field(Some(&taken), &mut full_grown, &kubelet("t3"), shape);
         record_update(Some(&taken), &mut grown, &kubelet("t3"), shape);
-        assert_eq!(grown["metadata"]["managedFields"].to_string(), full_grown["metadata"]["managedFields"].to_string());
-        assert!(grown["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"].get("f:leaseTransitions").is_some());
+        assert_eq!(
+            grown["metadata"]["managedFields"].to_string(),
+            full_grown["metadata"]["managedFields"].to_string()
+        );
+        assert!(
+            grown["metadata"]["managedFields"][0]["fieldsV1"]["f:spec"]
+                .get("f:leaseTransitions")
+                .is_some()
+        );
         // Nothing changed: managedFields stay exactly as they were.
         let mut same = taken.clone();
         record_update(Some(&taken), &mut same, &kubelet("t4"), shape);
-        assert_eq!(same["metadata"]["managedFields"], taken["metadata"]["managedFields"]);
+        assert_eq!(
+            same["metadata"]["managedFields"],
+            taken["metadata"]["managedFields"]
+        );
     }
 
     /// Status writes that change members of keyed list items (a Node's conditions) take the
@@ -925,9 +1323,18 @@ mod tests {
     /// bookkeeping gives; every other change falls back to it.
     #[test]
     fn keyed_list_members_take_the_fast_path_only_when_the_writer_owns_them() {
-        let shape = Shape { schema: None, scope: Scope::StatusOnly };
-        let writer = |manager, time| Writer { manager, api_version: "v1", time, subresource: Some("status") };
-        let node = |ready_beat: &str, update_status: &str, images: Value| json!({"apiVersion": "v1", "kind": "Node",
+        let shape = Shape {
+            schema: None,
+            scope: Scope::StatusOnly,
+        };
+        let writer = |manager, time| Writer {
+            manager,
+            api_version: "v1",
+            time,
+            subresource: Some("status"),
+        };
+        let node = |ready_beat: &str, update_status: &str, images: Value| {
+            json!({"apiVersion": "v1", "kind": "Node",
             "metadata": {"name": "n", "labels": {"a": "1"}},
             "status": {
                 "conditions": [
@@ -936,10 +1343,16 @@ mod tests {
                 ],
                 "images": images,
                 "nodeInfo": {"osImage": "os 1"},
-            }});
+            }})
+        };
         // The agent writes the Ready condition and the rest; the orchestrator its own condition.
         let mut base = node("t0", "False", json!([{"names": ["a"]}]));
-        record_update(Some(&json!({"metadata": {}})), &mut base, &writer("agent", "t0"), shape);
+        record_update(
+            Some(&json!({"metadata": {}})),
+            &mut base,
+            &writer("agent", "t0"),
+            shape,
+        );
         let mut next = node("t0", "True", json!([{"names": ["a"]}]));
         next["metadata"]["managedFields"] = base["metadata"]["managedFields"].clone();
         record_update(Some(&base), &mut next, &writer("orchestrator", "t1"), shape);
@@ -949,36 +1362,66 @@ mod tests {
             let taken = same_owners(&base, &fast, &writer(manager, "t9"), shape).is_some();
             record_update(Some(&base), &mut fast, &writer(manager, "t9"), shape);
             record_every_field(Some(&base), &mut full, &writer(manager, "t9"), shape);
-            assert_eq!(fast["metadata"]["managedFields"], full["metadata"]["managedFields"], "{manager} writing {fast:#}");
+            assert_eq!(
+                fast["metadata"]["managedFields"], full["metadata"]["managedFields"],
+                "{manager} writing {fast:#}"
+            );
             taken
         };
         // The agent's heartbeat moves its own condition's time: fast.
-        assert!(fast_and_full(node("t2", "True", json!([{"names": ["a"]}])), "agent"));
+        assert!(fast_and_full(
+            node("t2", "True", json!([{"names": ["a"]}])),
+            "agent"
+        ));
         // The orchestrator's condition changes again, by the orchestrator: fast.
-        assert!(fast_and_full(node("t0", "False", json!([{"names": ["a"]}])), "orchestrator"));
+        assert!(fast_and_full(
+            node("t0", "False", json!([{"names": ["a"]}])),
+            "orchestrator"
+        ));
         // The agent writes the orchestrator's condition: ownership moves, full path.
-        assert!(!fast_and_full(node("t0", "False", json!([{"names": ["a"]}])), "agent"));
+        assert!(!fast_and_full(
+            node("t0", "False", json!([{"names": ["a"]}])),
+            "agent"
+        ));
         // The agent changes a member it owns (reason) of the item the orchestrator took over:
         // the item moves to the agent, full path.
         let mut reason = base.clone();
         reason["status"]["conditions"][1]["reason"] = json!("r2");
         assert!(!fast_and_full(reason, "agent"));
         // An atomic list (images) changed by its owner: fast; by someone else: full.
-        assert!(fast_and_full(node("t0", "True", json!([{"names": ["b"]}])), "agent"));
-        assert!(!fast_and_full(node("t0", "True", json!([{"names": ["b"]}])), "orchestrator"));
+        assert!(fast_and_full(
+            node("t0", "True", json!([{"names": ["b"]}])),
+            "agent"
+        ));
+        assert!(!fast_and_full(
+            node("t0", "True", json!([{"names": ["b"]}])),
+            "orchestrator"
+        ));
         // A condition of scalars added, or one removed, or the conditions reordered: fast.
         let mut added = base.clone();
-        added["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "DiskPressure", "status": "False"}));
+        added["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "DiskPressure", "status": "False"}));
         assert!(fast_and_full(added, "orchestrator"));
         let mut removed = base.clone();
-        removed["status"]["conditions"].as_array_mut().unwrap().remove(1);
+        removed["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .remove(1);
         assert!(fast_and_full(removed, "agent"));
         let mut reordered = base.clone();
-        reordered["status"]["conditions"].as_array_mut().unwrap().reverse();
+        reordered["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .reverse();
         assert!(fast_and_full(reordered, "agent"));
         // A condition with a map member added, or the last one removed: full path.
         let mut nested = base.clone();
-        nested["status"]["conditions"].as_array_mut().unwrap().push(json!({"type": "X", "details": {"a": "b"}}));
+        nested["status"]["conditions"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"type": "X", "details": {"a": "b"}}));
         assert!(!fast_and_full(nested, "agent"));
         let mut emptied = base.clone();
         emptied["status"]["conditions"] = json!([]);
@@ -1005,7 +1448,9 @@ mod tests {
     fn the_fast_path_gives_what_the_full_bookkeeping_gives_for_random_writes() {
         let mut seed: u64 = 0x5eed;
         let mut next = move |n: u64| {
-            seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
             (seed >> 33) % n
         };
         // As a custom resource: maps of strings and a keyed list of conditions.
@@ -1017,7 +1462,11 @@ mod tests {
                 "nodeInfo": {"type": "object", "properties": {"osImage": {"type": "string"}}},
             }},
         }});
-        for (scope, schema) in [(Scope::All, None), (Scope::StatusOnly, None), (Scope::All, Some(&schema))] {
+        for (scope, schema) in [
+            (Scope::All, None),
+            (Scope::StatusOnly, None),
+            (Scope::All, Some(&schema)),
+        ] {
             let shape = Shape { schema, scope };
             let subresource = (scope == Scope::StatusOnly).then_some("status");
             let mut current = json!({"apiVersion": "v1", "kind": "Node",
@@ -1027,23 +1476,49 @@ mod tests {
             let (mut fast_taken, mut shape_changes) = (0, 0);
             for round in 0..3000 {
                 let mut new = current.clone();
-                new["metadata"].as_object_mut().unwrap().remove("managedFields");
+                new["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
                 let key = format!("{}", next(4));
                 let value = json!(format!("v{}", next(3)));
                 match next(9) {
                     0 => new["metadata"]["labels"][format!("l{key}")] = value,
-                    1 => _ = new["metadata"]["labels"].as_object_mut().unwrap().remove(&format!("l{key}")),
+                    1 => {
+                        _ = new["metadata"]["labels"]
+                            .as_object_mut()
+                            .unwrap()
+                            .remove(&format!("l{key}"))
+                    }
                     2 => new["metadata"]["annotations"][format!("a{key}")] = value,
-                    3 => _ = new["metadata"]["annotations"].as_object_mut().unwrap().remove(&format!("a{key}")),
+                    3 => {
+                        _ = new["metadata"]["annotations"]
+                            .as_object_mut()
+                            .unwrap()
+                            .remove(&format!("a{key}"))
+                    }
                     4 => new["spec"][format!("s{key}")] = value,
-                    5 => _ = new["spec"].as_object_mut().unwrap().remove(&format!("s{key}")),
+                    5 => {
+                        _ = new["spec"]
+                            .as_object_mut()
+                            .unwrap()
+                            .remove(&format!("s{key}"))
+                    }
                     6 | 7 => {
                         let conditions = new["status"]["conditions"].as_array_mut().unwrap();
                         let i = next(conditions.len() as u64) as usize;
                         match next(3) {
-                            0 => conditions[i]["status"] = json!(if next(2) == 0 { "True" } else { "False" }),
+                            0 => {
+                                conditions[i]["status"] =
+                                    json!(if next(2) == 0 { "True" } else { "False" })
+                            }
                             1 => conditions[i][format!("m{key}")] = value,
-                            _ => _ = conditions[i].as_object_mut().unwrap().remove(&format!("m{key}")),
+                            _ => {
+                                _ = conditions[i]
+                                    .as_object_mut()
+                                    .unwrap()
+                                    .remove(&format!("m{key}"))
+                            }
                         }
                     }
                     _ => {
@@ -1058,30 +1533,56 @@ mod tests {
                 }
                 let manager = ["agent", "orchestrator", "admin"][next(3) as usize];
                 let time = format!("t{round}");
-                let writer = Writer { manager, api_version: "v1", time: &time, subresource };
+                let writer = Writer {
+                    manager,
+                    api_version: "v1",
+                    time: &time,
+                    subresource,
+                };
                 if let Some(managed) = same_owners(&current, &new, &writer, shape) {
                     fast_taken += 1;
                     let mut fast = new.clone();
                     fast["metadata"]["managedFields"] = managed.unwrap_or(Value::Null);
                     let mut full = new.clone();
                     record_every_field(Some(&current), &mut full, &writer, shape);
-                    let shown = |object: &Value| object["metadata"].get("managedFields").filter(|m| !m.is_null()).map(Value::to_string);
-                    assert_eq!(shown(&fast), shown(&full), "round {round}: {manager} writing {new:#}\nover {current:#}");
+                    let shown = |object: &Value| {
+                        object["metadata"]
+                            .get("managedFields")
+                            .filter(|m| !m.is_null())
+                            .map(Value::to_string)
+                    };
+                    assert_eq!(
+                        shown(&fast),
+                        shown(&full),
+                        "round {round}: {manager} writing {new:#}\nover {current:#}"
+                    );
                 } else {
                     shape_changes += 1;
                 }
                 // With no one owning anything before (as a create against the zero value), the
                 // one-walk path gives what the full bookkeeping gives.
                 let mut unowned = current.clone();
-                unowned["metadata"].as_object_mut().unwrap().remove("managedFields");
+                unowned["metadata"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("managedFields");
                 let (mut walked, mut full) = (new.clone(), new.clone());
                 record_update(Some(&unowned), &mut walked, &writer, shape);
                 record_every_field(Some(&unowned), &mut full, &writer, shape);
-                assert_eq!(walked["metadata"].get("managedFields").map(Value::to_string), full["metadata"].get("managedFields").map(Value::to_string), "round {round}: over {unowned:#}");
+                assert_eq!(
+                    walked["metadata"]
+                        .get("managedFields")
+                        .map(Value::to_string),
+                    full["metadata"].get("managedFields").map(Value::to_string),
+                    "round {round}: over {unowned:#}"
+                );
                 record_update(Some(&current), &mut new, &writer, shape);
                 current = new;
             }
-            assert!(fast_taken > 1000 && shape_changes > 100, "{scope:?}: fast {fast_taken}, full {shape_changes}");
+            assert!(
+                fast_taken > 1000 && shape_changes > 100,
+                "{scope:?}: fast {fast_taken}, full {shape_changes}"
+            );
         }
     }
 
@@ -1089,14 +1590,28 @@ mod tests {
     fn fields_v1_round_trips_with_item_markers() {
         let object = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"a": "1"}, "finalizers": ["x"]},
             "spec": {"containers": [{"name": "c", "image": "i"}]}});
-        let set = field_set(&object, Shape { schema: None, scope: Scope::All });
+        let set = field_set(
+            &object,
+            Shape {
+                schema: None,
+                scope: Scope::All,
+            },
+        );
         let encoded = to_fields_v1(&set);
-        assert_eq!(encoded, json!({
-            "f:metadata": {"f:finalizers": {"v:\"x\"": {}}, "f:labels": {"f:a": {}}},
-            "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}}}
-        }));
+        assert_eq!(
+            encoded,
+            json!({
+                "f:metadata": {"f:finalizers": {"v:\"x\"": {}}, "f:labels": {"f:a": {}}},
+                "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:image": {}, "f:name": {}}}}
+            })
+        );
         assert_eq!(from_fields_v1(&encoded), set);
-        let path: Path = vec!["f:spec".into(), "f:containers".into(), "k:{\"name\":\"c\"}".into(), "f:image".into()];
+        let path: Path = vec![
+            "f:spec".into(),
+            "f:containers".into(),
+            "k:{\"name\":\"c\"}".into(),
+            "f:image".into(),
+        ];
         assert_eq!(lookup(&object, &path), Some(&json!("i")));
         assert_eq!(render(&path), ".spec.containers[name=\"c\"].image");
         let mut removed = object.clone();

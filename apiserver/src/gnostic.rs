@@ -481,9 +481,15 @@ pub(crate) fn convert(document: &Value) -> Result<Document, String> {
             let paths = object(value, &at)?;
             let mut out = Vec::new();
             for (name, item) in paths.iter().filter(|(k, _)| k.starts_with('/')) {
-                out.push(NamedPathItem { name: name.clone(), value: Some(path_item(item, &at.key(name))?) });
+                out.push(NamedPathItem {
+                    name: name.clone(),
+                    value: Some(path_item(item, &at.key(name))?),
+                });
             }
-            Some(Paths { vendor_extension: extensions(paths), path: out })
+            Some(Paths {
+                vendor_extension: extensions(paths),
+                path: out,
+            })
         }
         None => None,
     };
@@ -492,9 +498,14 @@ pub(crate) fn convert(document: &Value) -> Result<Document, String> {
             let at = at.key("definitions");
             let mut out = Vec::new();
             for (name, def) in object(value, &at)? {
-                out.push(NamedSchema { name: name.clone(), value: Some(schema(def, &at.key(name))?) });
+                out.push(NamedSchema {
+                    name: name.clone(),
+                    value: Some(schema(def, &at.key(name))?),
+                });
             }
-            Some(Definitions { additional_properties: out })
+            Some(Definitions {
+                additional_properties: out,
+            })
         }
         None => None,
     };
@@ -522,7 +533,11 @@ impl Path {
     }
 
     fn key(&self, key: &str) -> Self {
-        Path(format!("{}/{}", self.0, key.replace('~', "~0").replace('/', "~1")))
+        Path(format!(
+            "{}/{}",
+            self.0,
+            key.replace('~', "~0").replace('/', "~1")
+        ))
     }
 
     fn index(&self, index: usize) -> Self {
@@ -536,7 +551,9 @@ impl Path {
 }
 
 fn object<'a>(value: &'a Value, at: &Path) -> Result<&'a Map<String, Value>, String> {
-    value.as_object().ok_or_else(|| at.wrong("an object", value))
+    value
+        .as_object()
+        .ok_or_else(|| at.wrong("an object", value))
 }
 
 fn string(map: &Map<String, Value>, key: &str, at: &Path) -> Result<String, String> {
@@ -558,14 +575,18 @@ fn boolean(map: &Map<String, Value>, key: &str, at: &Path) -> Result<bool, Strin
 fn number(map: &Map<String, Value>, key: &str, at: &Path) -> Result<f64, String> {
     match map.get(key) {
         None => Ok(0.0),
-        Some(value) => value.as_f64().ok_or_else(|| at.key(key).wrong("a number", value)),
+        Some(value) => value
+            .as_f64()
+            .ok_or_else(|| at.key(key).wrong("a number", value)),
     }
 }
 
 fn integer(map: &Map<String, Value>, key: &str, at: &Path) -> Result<i64, String> {
     match map.get(key) {
         None => Ok(0),
-        Some(value) => value.as_i64().ok_or_else(|| at.key(key).wrong("an integer", value)),
+        Some(value) => value
+            .as_i64()
+            .ok_or_else(|| at.key(key).wrong("an integer", value)),
     }
 }
 
@@ -575,7 +596,11 @@ fn strings(map: &Map<String, Value>, key: &str, at: &Path) -> Result<Vec<String>
         Some(Value::Array(items)) => items
             .iter()
             .enumerate()
-            .map(|(i, item)| item.as_str().map(str::to_owned).ok_or_else(|| at.key(key).index(i).wrong("a string", item)))
+            .map(|(i, item)| {
+                item.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| at.key(key).index(i).wrong("a string", item))
+            })
             .collect(),
         Some(other) => Err(at.key(key).wrong("an array of strings", other)),
     }
@@ -588,14 +613,22 @@ fn any(map: &Map<String, Value>, key: &str) -> Option<Any> {
 fn anys(map: &Map<String, Value>, key: &str, at: &Path) -> Result<Vec<Any>, String> {
     match map.get(key) {
         None => Ok(Vec::new()),
-        Some(Value::Array(items)) => Ok(items.iter().map(|item| Any { yaml: yaml(item) }).collect()),
+        Some(Value::Array(items)) => {
+            Ok(items.iter().map(|item| Any { yaml: yaml(item) }).collect())
+        }
         Some(other) => Err(at.key(key).wrong("an array", other)),
     }
 }
 
 /// The `x-` keys of `map`, in order, as gnostic carries them.
 fn extensions(map: &Map<String, Value>) -> Vec<NamedAny> {
-    map.iter().filter(|(k, _)| k.starts_with("x-")).map(|(k, v)| NamedAny { name: k.clone(), value: Some(Any { yaml: yaml(v) }) }).collect()
+    map.iter()
+        .filter(|(k, _)| k.starts_with("x-"))
+        .map(|(k, v)| NamedAny {
+            name: k.clone(),
+            value: Some(Any { yaml: yaml(v) }),
+        })
+        .collect()
 }
 
 /// `value` as YAML text, as gnostic's `Any.yaml` holds it. Strings that YAML reads back
@@ -605,7 +638,9 @@ pub(crate) fn yaml(value: &Value) -> String {
     let plain = |text: &str| {
         const SPECIAL: &[&str] = &["y", "n", "yes", "no", "on", "off", "true", "false", "null"];
         text.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
-            && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ','))
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ','))
             && !SPECIAL.contains(&text.to_ascii_lowercase().as_str())
     };
     match value {
@@ -639,9 +674,15 @@ fn operation(value: &Value, at: &Path) -> Result<Operation, String> {
             let codes = object(value, &at)?;
             let mut out = Vec::new();
             for (code, response) in codes.iter().filter(|(k, _)| !k.starts_with("x-")) {
-                out.push(NamedResponseValue { name: code.clone(), value: Some(response_value(response, &at.key(code))?) });
+                out.push(NamedResponseValue {
+                    name: code.clone(),
+                    value: Some(response_value(response, &at.key(code))?),
+                });
             }
-            Some(Responses { response_code: out, vendor_extension: extensions(codes) })
+            Some(Responses {
+                response_code: out,
+                vendor_extension: extensions(codes),
+            })
         }
         None => None,
     };
@@ -663,31 +704,56 @@ fn operation(value: &Value, at: &Path) -> Result<Operation, String> {
 fn response_value(value: &Value, at: &Path) -> Result<ResponseValue, String> {
     let map = object(value, at)?;
     if map.contains_key("$ref") {
-        let reference = JsonReference { xref: string(map, "$ref", at)?, description: string(map, "description", at)? };
-        return Ok(ResponseValue { oneof: Some(response_value::Oneof::JsonReference(reference)) });
+        let reference = JsonReference {
+            xref: string(map, "$ref", at)?,
+            description: string(map, "description", at)?,
+        };
+        return Ok(ResponseValue {
+            oneof: Some(response_value::Oneof::JsonReference(reference)),
+        });
     }
-    let schema = map.get("schema").map(|s| schema(s, &at.key("schema"))).transpose()?;
+    let schema = map
+        .get("schema")
+        .map(|s| schema(s, &at.key("schema")))
+        .transpose()?;
     let response = Response {
         description: string(map, "description", at)?,
-        schema: schema.map(|s| SchemaItem { oneof: Some(schema_item::Oneof::Schema(s)) }),
+        schema: schema.map(|s| SchemaItem {
+            oneof: Some(schema_item::Oneof::Schema(s)),
+        }),
         vendor_extension: extensions(map),
     };
-    Ok(ResponseValue { oneof: Some(response_value::Oneof::Response(Box::new(response))) })
+    Ok(ResponseValue {
+        oneof: Some(response_value::Oneof::Response(Box::new(response))),
+    })
 }
 
 fn parameters(map: &Map<String, Value>, at: &Path) -> Result<Vec<ParametersItem>, String> {
-    let Some(value) = map.get("parameters") else { return Ok(Vec::new()) };
+    let Some(value) = map.get("parameters") else {
+        return Ok(Vec::new());
+    };
     let at = at.key("parameters");
-    let Value::Array(items) = value else { return Err(at.wrong("an array", value)) };
-    items.iter().enumerate().map(|(i, item)| parameters_item(item, &at.index(i))).collect()
+    let Value::Array(items) = value else {
+        return Err(at.wrong("an array", value));
+    };
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| parameters_item(item, &at.index(i)))
+        .collect()
 }
 
 fn parameters_item(value: &Value, at: &Path) -> Result<ParametersItem, String> {
     use non_body_parameter::Oneof as NonBody;
     let map = object(value, at)?;
     if map.contains_key("$ref") {
-        let reference = JsonReference { xref: string(map, "$ref", at)?, description: string(map, "description", at)? };
-        return Ok(ParametersItem { oneof: Some(parameters_item::Oneof::JsonReference(reference)) });
+        let reference = JsonReference {
+            xref: string(map, "$ref", at)?,
+            description: string(map, "description", at)?,
+        };
+        return Ok(ParametersItem {
+            oneof: Some(parameters_item::Oneof::JsonReference(reference)),
+        });
     }
     let location = string(map, "in", at)?;
     let parameter = match location.as_str() {
@@ -696,7 +762,10 @@ fn parameters_item(value: &Value, at: &Path) -> Result<ParametersItem, String> {
             name: string(map, "name", at)?,
             r#in: location,
             required: boolean(map, "required", at)?,
-            schema: map.get("schema").map(|s| schema(s, &at.key("schema"))).transpose()?,
+            schema: map
+                .get("schema")
+                .map(|s| schema(s, &at.key("schema")))
+                .transpose()?,
             vendor_extension: extensions(map),
         }),
         "query" | "formData" => {
@@ -708,14 +777,21 @@ fn parameters_item(value: &Value, at: &Path) -> Result<ParametersItem, String> {
                 allow_empty_value: boolean(map, "allowEmptyValue", at)?,
                 r#type: string(map, "type", at)?,
                 format: string(map, "format", at)?,
-                items: map.get("items").map(|i| primitives_items(i, &at.key("items"))).transpose()?,
+                items: map
+                    .get("items")
+                    .map(|i| primitives_items(i, &at.key("items")))
+                    .transpose()?,
                 collection_format: string(map, "collectionFormat", at)?,
                 default: any(map, "default"),
                 unique_items: boolean(map, "uniqueItems", at)?,
                 r#enum: anys(map, "enum", at)?,
                 vendor_extension: extensions(map),
             };
-            let oneof = if location == "query" { NonBody::QueryParameterSubSchema(sub) } else { NonBody::FormDataParameterSubSchema(sub) };
+            let oneof = if location == "query" {
+                NonBody::QueryParameterSubSchema(sub)
+            } else {
+                NonBody::FormDataParameterSubSchema(sub)
+            };
             parameter::Oneof::NonBodyParameter(NonBodyParameter { oneof: Some(oneof) })
         }
         "path" | "header" => {
@@ -726,19 +802,35 @@ fn parameters_item(value: &Value, at: &Path) -> Result<ParametersItem, String> {
                 name: string(map, "name", at)?,
                 r#type: string(map, "type", at)?,
                 format: string(map, "format", at)?,
-                items: map.get("items").map(|i| primitives_items(i, &at.key("items"))).transpose()?,
+                items: map
+                    .get("items")
+                    .map(|i| primitives_items(i, &at.key("items")))
+                    .transpose()?,
                 collection_format: string(map, "collectionFormat", at)?,
                 default: any(map, "default"),
                 unique_items: boolean(map, "uniqueItems", at)?,
                 r#enum: anys(map, "enum", at)?,
                 vendor_extension: extensions(map),
             };
-            let oneof = if location == "path" { NonBody::PathParameterSubSchema(sub) } else { NonBody::HeaderParameterSubSchema(sub) };
+            let oneof = if location == "path" {
+                NonBody::PathParameterSubSchema(sub)
+            } else {
+                NonBody::HeaderParameterSubSchema(sub)
+            };
             parameter::Oneof::NonBodyParameter(NonBodyParameter { oneof: Some(oneof) })
         }
-        other => return Err(at.key("in").wrong("body, query, formData, path or header", &Value::String(other.to_owned()))),
+        other => {
+            return Err(at.key("in").wrong(
+                "body, query, formData, path or header",
+                &Value::String(other.to_owned()),
+            ));
+        }
     };
-    Ok(ParametersItem { oneof: Some(parameters_item::Oneof::Parameter(Box::new(Parameter { oneof: Some(parameter) }))) })
+    Ok(ParametersItem {
+        oneof: Some(parameters_item::Oneof::Parameter(Box::new(Parameter {
+            oneof: Some(parameter),
+        }))),
+    })
 }
 
 fn primitives_items(value: &Value, at: &Path) -> Result<PrimitivesItems, String> {
@@ -746,7 +838,10 @@ fn primitives_items(value: &Value, at: &Path) -> Result<PrimitivesItems, String>
     Ok(PrimitivesItems {
         r#type: string(map, "type", at)?,
         format: string(map, "format", at)?,
-        items: map.get("items").map(|i| primitives_items(i, &at.key("items")).map(Box::new)).transpose()?,
+        items: map
+            .get("items")
+            .map(|i| primitives_items(i, &at.key("items")).map(Box::new))
+            .transpose()?,
         collection_format: string(map, "collectionFormat", at)?,
         default: any(map, "default"),
         unique_items: boolean(map, "uniqueItems", at)?,
@@ -758,7 +853,10 @@ fn primitives_items(value: &Value, at: &Path) -> Result<PrimitivesItems, String>
 fn named_schemas(value: &Value, at: &Path) -> Result<Vec<NamedSchema>, String> {
     let mut out = Vec::new();
     for (name, property) in object(value, at)? {
-        out.push(NamedSchema { name: name.clone(), value: Some(schema(property, &at.key(name))?) });
+        out.push(NamedSchema {
+            name: name.clone(),
+            value: Some(schema(property, &at.key(name))?),
+        });
     }
     Ok(out)
 }
@@ -773,35 +871,61 @@ fn schema(value: &Value, at: &Path) -> Result<Schema, String> {
     let map = object(value, at)?;
     let r#type = match map.get("type") {
         None => None,
-        Some(Value::String(single)) => Some(TypeItem { value: vec![single.clone()] }),
-        Some(Value::Array(_)) => Some(TypeItem { value: strings(map, "type", at)? }),
-        Some(other) => return Err(at.key("type").wrong("a string or an array of strings", other)),
+        Some(Value::String(single)) => Some(TypeItem {
+            value: vec![single.clone()],
+        }),
+        Some(Value::Array(_)) => Some(TypeItem {
+            value: strings(map, "type", at)?,
+        }),
+        Some(other) => {
+            return Err(at
+                .key("type")
+                .wrong("a string or an array of strings", other));
+        }
     };
     let items = match map.get("items") {
         None => None,
         Some(Value::Array(list)) => {
             let at = at.key("items");
-            Some(ItemsItem { schema: list.iter().enumerate().map(|(i, s)| schema(s, &at.index(i))).collect::<Result<_, _>>()? })
+            Some(ItemsItem {
+                schema: list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| schema(s, &at.index(i)))
+                    .collect::<Result<_, _>>()?,
+            })
         }
-        Some(single) => Some(ItemsItem { schema: vec![schema(single, &at.key("items"))?] }),
+        Some(single) => Some(ItemsItem {
+            schema: vec![schema(single, &at.key("items"))?],
+        }),
     };
     let additional_properties = match map.get("additionalProperties") {
         None => None,
-        Some(Value::Bool(flag)) => Some(AdditionalPropertiesItem { oneof: Some(additional_properties_item::Oneof::Boolean(*flag)) }),
+        Some(Value::Bool(flag)) => Some(AdditionalPropertiesItem {
+            oneof: Some(additional_properties_item::Oneof::Boolean(*flag)),
+        }),
         Some(other) => {
             let sub = schema(other, &at.key("additionalProperties"))?;
-            Some(AdditionalPropertiesItem { oneof: Some(additional_properties_item::Oneof::Schema(Box::new(sub))) })
+            Some(AdditionalPropertiesItem {
+                oneof: Some(additional_properties_item::Oneof::Schema(Box::new(sub))),
+            })
         }
     };
     let all_of = match map.get("allOf") {
         None => Vec::new(),
         Some(Value::Array(list)) => {
             let at = at.key("allOf");
-            list.iter().enumerate().map(|(i, s)| schema(s, &at.index(i))).collect::<Result<_, _>>()?
+            list.iter()
+                .enumerate()
+                .map(|(i, s)| schema(s, &at.index(i)))
+                .collect::<Result<_, _>>()?
         }
         Some(other) => return Err(at.key("allOf").wrong("an array of schemas", other)),
     };
-    let properties = map.get("properties").map(|p| named_schemas(p, &at.key("properties"))).transpose()?;
+    let properties = map
+        .get("properties")
+        .map(|p| named_schemas(p, &at.key("properties")))
+        .transpose()?;
     Ok(Schema {
         xref: string(map, "$ref", at)?,
         format: string(map, "format", at)?,
@@ -827,7 +951,9 @@ fn schema(value: &Value, at: &Path) -> Result<Schema, String> {
         r#type,
         items,
         all_of,
-        properties: properties.map(|p| Properties { additional_properties: p }),
+        properties: properties.map(|p| Properties {
+            additional_properties: p,
+        }),
         discriminator: string(map, "discriminator", at)?,
         read_only: boolean(map, "readOnly", at)?,
         example: any(map, "example"),
@@ -843,7 +969,8 @@ mod tests {
 
     /// `Any.yaml` read back as JSON.
     fn unyaml(any: &Any) -> Value {
-        serde_saphyr::from_str(&any.yaml).unwrap_or_else(|e| panic!("Any.yaml {:?} is YAML: {e}", any.yaml))
+        serde_saphyr::from_str(&any.yaml)
+            .unwrap_or_else(|e| panic!("Any.yaml {:?} is YAML: {e}", any.yaml))
     }
 
     /// A decoded `Schema` as JSON, with the keys the conversion carries.
@@ -860,17 +987,33 @@ mod tests {
         text("description", &schema.description);
         text("pattern", &schema.pattern);
         text("discriminator", &schema.discriminator);
-        for (key, value) in [("multipleOf", schema.multiple_of), ("maximum", schema.maximum), ("minimum", schema.minimum)] {
+        for (key, value) in [
+            ("multipleOf", schema.multiple_of),
+            ("maximum", schema.maximum),
+            ("minimum", schema.minimum),
+        ] {
             if value != 0.0 {
                 out.insert(key.to_owned(), json!(value));
             }
         }
-        for (key, value) in [("maxLength", schema.max_length), ("minLength", schema.min_length), ("maxItems", schema.max_items), ("minItems", schema.min_items), ("maxProperties", schema.max_properties), ("minProperties", schema.min_properties)] {
+        for (key, value) in [
+            ("maxLength", schema.max_length),
+            ("minLength", schema.min_length),
+            ("maxItems", schema.max_items),
+            ("minItems", schema.min_items),
+            ("maxProperties", schema.max_properties),
+            ("minProperties", schema.min_properties),
+        ] {
             if value != 0 {
                 out.insert(key.to_owned(), json!(value));
             }
         }
-        for (key, value) in [("exclusiveMaximum", schema.exclusive_maximum), ("exclusiveMinimum", schema.exclusive_minimum), ("uniqueItems", schema.unique_items), ("readOnly", schema.read_only)] {
+        for (key, value) in [
+            ("exclusiveMaximum", schema.exclusive_maximum),
+            ("exclusiveMinimum", schema.exclusive_minimum),
+            ("uniqueItems", schema.unique_items),
+            ("readOnly", schema.read_only),
+        ] {
             if value {
                 out.insert(key.to_owned(), json!(true));
             }
@@ -879,7 +1022,10 @@ mod tests {
             out.insert("required".to_owned(), json!(schema.required));
         }
         if !schema.r#enum.is_empty() {
-            out.insert("enum".to_owned(), Value::Array(schema.r#enum.iter().map(unyaml).collect()));
+            out.insert(
+                "enum".to_owned(),
+                Value::Array(schema.r#enum.iter().map(unyaml).collect()),
+            );
         }
         if let Some(any) = &schema.default {
             out.insert("default".to_owned(), unyaml(any));
@@ -902,10 +1048,17 @@ mod tests {
                 out.insert("items".to_owned(), schema_json(single));
             }
             Some(many) => {
-                out.insert("items".to_owned(), Value::Array(many.iter().map(schema_json).collect()));
+                out.insert(
+                    "items".to_owned(),
+                    Value::Array(many.iter().map(schema_json).collect()),
+                );
             }
         }
-        match schema.additional_properties.as_ref().and_then(|a| a.oneof.as_ref()) {
+        match schema
+            .additional_properties
+            .as_ref()
+            .and_then(|a| a.oneof.as_ref())
+        {
             None => {}
             Some(additional_properties_item::Oneof::Boolean(flag)) => {
                 out.insert("additionalProperties".to_owned(), json!(flag));
@@ -915,37 +1068,84 @@ mod tests {
             }
         }
         if !schema.all_of.is_empty() {
-            out.insert("allOf".to_owned(), Value::Array(schema.all_of.iter().map(schema_json).collect()));
+            out.insert(
+                "allOf".to_owned(),
+                Value::Array(schema.all_of.iter().map(schema_json).collect()),
+            );
         }
         if let Some(properties) = &schema.properties {
-            let map: Map<String, Value> = properties.additional_properties.iter().map(|p| (p.name.clone(), p.value.as_ref().map(schema_json).unwrap_or(Value::Null))).collect();
+            let map: Map<String, Value> = properties
+                .additional_properties
+                .iter()
+                .map(|p| {
+                    (
+                        p.name.clone(),
+                        p.value.as_ref().map(schema_json).unwrap_or(Value::Null),
+                    )
+                })
+                .collect();
             out.insert("properties".to_owned(), Value::Object(map));
         }
         for extension in &schema.vendor_extension {
-            out.insert(extension.name.clone(), extension.value.as_ref().map(unyaml).unwrap_or(Value::Null));
+            out.insert(
+                extension.name.clone(),
+                extension.value.as_ref().map(unyaml).unwrap_or(Value::Null),
+            );
         }
         Value::Object(out)
     }
 
     /// A JSON schema reduced to what Swagger 2.0 (and so gnostic) carries, proto3 defaults left out.
     fn swagger_only(schema: &Value) -> Value {
-        let Some(map) = schema.as_object() else { return schema.clone() };
+        let Some(map) = schema.as_object() else {
+            return schema.clone();
+        };
         let mut out = Map::new();
         for (key, value) in map {
             let kept = match key.as_str() {
-                "properties" => Value::Object(value.as_object().into_iter().flatten().map(|(k, v)| (k.clone(), swagger_only(v))).collect()),
+                "properties" => Value::Object(
+                    value
+                        .as_object()
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, v)| (k.clone(), swagger_only(v)))
+                        .collect(),
+                ),
                 "items" | "additionalProperties" if value.is_object() => swagger_only(value),
-                "items" | "allOf" => Value::Array(value.as_array().into_iter().flatten().map(swagger_only).collect()),
-                "$ref" | "format" | "title" | "description" | "pattern" | "discriminator" | "type" | "enum" | "default" | "example" | "additionalProperties" => value.clone(),
-                "multipleOf" | "maximum" | "minimum" => value.as_f64().map_or_else(|| value.clone(), |n| json!(n)),
-                "maxLength" | "minLength" | "maxItems" | "minItems" | "maxProperties" | "minProperties" | "exclusiveMaximum" | "exclusiveMinimum"
-                | "uniqueItems" | "readOnly" | "required" => value.clone(),
+                "items" | "allOf" => Value::Array(
+                    value
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(swagger_only)
+                        .collect(),
+                ),
+                "$ref"
+                | "format"
+                | "title"
+                | "description"
+                | "pattern"
+                | "discriminator"
+                | "type"
+                | "enum"
+                | "default"
+                | "example"
+                | "additionalProperties" => value.clone(),
+                "multipleOf" | "maximum" | "minimum" => {
+                    value.as_f64().map_or_else(|| value.clone(), |n| json!(n))
+                }
+                "maxLength" | "minLength" | "maxItems" | "minItems" | "maxProperties"
+                | "minProperties" | "exclusiveMaximum" | "exclusiveMinimum" | "uniqueItems"
+                | "readOnly" | "required" => value.clone(),
                 extension if extension.starts_with("x-") => value.clone(),
                 _ => continue,
             };
             let default = matches!(&kept, Value::String(s) if s.is_empty() && key != "default" && key != "example")
                 || matches!(&kept, Value::Bool(false) if key != "default" && key != "example" && key != "additionalProperties")
-                || (kept.as_f64() == Some(0.0) && key != "default" && key != "example" && !key.starts_with("x-"))
+                || (kept.as_f64() == Some(0.0)
+                    && key != "default"
+                    && key != "example"
+                    && !key.starts_with("x-"))
                 || matches!(&kept, Value::Array(a) if a.is_empty() && key == "required");
             if !default {
                 out.insert(key.clone(), kept);
@@ -956,8 +1156,12 @@ mod tests {
 
     /// The non-body parameter `item` holds, if any.
     fn non_body(item: &ParametersItem) -> Option<&non_body_parameter::Oneof> {
-        let Some(parameters_item::Oneof::Parameter(param)) = &item.oneof else { return None };
-        let Some(parameter::Oneof::NonBodyParameter(non_body)) = &param.oneof else { return None };
+        let Some(parameters_item::Oneof::Parameter(param)) = &item.oneof else {
+            return None;
+        };
+        let Some(parameter::Oneof::NonBodyParameter(non_body)) = &param.oneof else {
+            return None;
+        };
         non_body.oneof.as_ref()
     }
 
@@ -989,66 +1193,226 @@ mod tests {
         let bytes = encode(&json).unwrap();
         let document = Document::decode(bytes.as_slice()).unwrap();
         assert_eq!(document.swagger, "2.0");
-        assert_eq!(document.info.as_ref().map(|i| i.title.as_str()), Some("Kubernetes"));
+        assert_eq!(
+            document.info.as_ref().map(|i| i.title.as_str()),
+            Some("Kubernetes")
+        );
         let definitions = &document.definitions.as_ref().unwrap().additional_properties;
         let json_definitions = json["definitions"].as_object().unwrap();
-        assert_eq!(definitions.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(), json_definitions.keys().map(String::as_str).collect::<Vec<_>>());
+        assert_eq!(
+            definitions
+                .iter()
+                .map(|d| d.name.as_str())
+                .collect::<Vec<_>>(),
+            json_definitions
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+        );
         for definition in definitions {
             let decoded = schema_json(definition.value.as_ref().unwrap());
-            assert_eq!(decoded, swagger_only(&json_definitions[&definition.name]), "definition {}", definition.name);
+            assert_eq!(
+                decoded,
+                swagger_only(&json_definitions[&definition.name]),
+                "definition {}",
+                definition.name
+            );
         }
-        let find = |suffix: &str| definitions.iter().find(|d| d.name.ends_with(suffix)).and_then(|d| d.value.as_ref()).unwrap_or_else(|| panic!("no definition {suffix}"));
-        let extension = |schema: &Schema, name: &str| schema.vendor_extension.iter().find(|e| e.name == name).and_then(|e| e.value.clone()).map(|a| a.yaml);
+        let find = |suffix: &str| {
+            definitions
+                .iter()
+                .find(|d| d.name.ends_with(suffix))
+                .and_then(|d| d.value.as_ref())
+                .unwrap_or_else(|| panic!("no definition {suffix}"))
+        };
+        let extension = |schema: &Schema, name: &str| {
+            schema
+                .vendor_extension
+                .iter()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.clone())
+                .map(|a| a.yaml)
+        };
 
         // A built-in kind: its GVK, and the strategic-merge keys kubectl 1.20 reads from here.
         let pod = find("core.v1.Pod");
-        assert_eq!(unyaml(&Any { yaml: extension(pod, "x-kubernetes-group-version-kind").unwrap() }), json!([{"group": "", "version": "v1", "kind": "Pod"}]));
-        let pod_properties: Vec<&str> = pod.properties.as_ref().unwrap().additional_properties.iter().map(|p| p.name.as_str()).collect();
-        let json_pod = json_definitions.iter().find(|(k, _)| k.ends_with("core.v1.Pod")).unwrap().1;
-        assert_eq!(pod_properties, json_pod["properties"].as_object().unwrap().keys().map(String::as_str).collect::<Vec<_>>(), "properties keep their order");
+        assert_eq!(
+            unyaml(&Any {
+                yaml: extension(pod, "x-kubernetes-group-version-kind").unwrap()
+            }),
+            json!([{"group": "", "version": "v1", "kind": "Pod"}])
+        );
+        let pod_properties: Vec<&str> = pod
+            .properties
+            .as_ref()
+            .unwrap()
+            .additional_properties
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        let json_pod = json_definitions
+            .iter()
+            .find(|(k, _)| k.ends_with("core.v1.Pod"))
+            .unwrap()
+            .1;
+        assert_eq!(
+            pod_properties,
+            json_pod["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
+            "properties keep their order"
+        );
         let spec = find("core.v1.PodSpec");
-        let containers = spec.properties.as_ref().unwrap().additional_properties.iter().find(|p| p.name == "containers").and_then(|p| p.value.as_ref()).unwrap();
-        assert_eq!(extension(containers, "x-kubernetes-patch-strategy").as_deref(), Some("merge\n"));
-        assert_eq!(extension(containers, "x-kubernetes-patch-merge-key").as_deref(), Some("name\n"));
-        assert_eq!(containers.items.as_ref().unwrap().schema[0].xref, json_definitions.keys().find(|k| k.ends_with("core.v1.Container")).map(|k| format!("#/definitions/{k}")).unwrap());
+        let containers = spec
+            .properties
+            .as_ref()
+            .unwrap()
+            .additional_properties
+            .iter()
+            .find(|p| p.name == "containers")
+            .and_then(|p| p.value.as_ref())
+            .unwrap();
+        assert_eq!(
+            extension(containers, "x-kubernetes-patch-strategy").as_deref(),
+            Some("merge\n")
+        );
+        assert_eq!(
+            extension(containers, "x-kubernetes-patch-merge-key").as_deref(),
+            Some("name\n")
+        );
+        assert_eq!(
+            containers.items.as_ref().unwrap().schema[0].xref,
+            json_definitions
+                .keys()
+                .find(|k| k.ends_with("core.v1.Container"))
+                .map(|k| format!("#/definitions/{k}"))
+                .unwrap()
+        );
 
         // The CRD's schema, as the server adds it.
         let widget = find("com.example.v1.Widget");
-        assert_eq!(unyaml(&Any { yaml: extension(widget, "x-kubernetes-group-version-kind").unwrap() }), json!([{"group": "example.com", "version": "v1", "kind": "Widget"}]));
-        let widget_spec = widget.properties.as_ref().unwrap().additional_properties.iter().find(|p| p.name == "spec").and_then(|p| p.value.clone()).unwrap();
+        assert_eq!(
+            unyaml(&Any {
+                yaml: extension(widget, "x-kubernetes-group-version-kind").unwrap()
+            }),
+            json!([{"group": "example.com", "version": "v1", "kind": "Widget"}])
+        );
+        let widget_spec = widget
+            .properties
+            .as_ref()
+            .unwrap()
+            .additional_properties
+            .iter()
+            .find(|p| p.name == "spec")
+            .and_then(|p| p.value.clone())
+            .unwrap();
         assert_eq!(widget_spec.description, "What the widget should be.");
         assert_eq!(widget_spec.required, vec!["size"]);
-        let property = |name: &str| widget_spec.properties.as_ref().unwrap().additional_properties.iter().find(|p| p.name == name).and_then(|p| p.value.clone()).unwrap();
+        let property = |name: &str| {
+            widget_spec
+                .properties
+                .as_ref()
+                .unwrap()
+                .additional_properties
+                .iter()
+                .find(|p| p.name == name)
+                .and_then(|p| p.value.clone())
+                .unwrap()
+        };
         let size = property("size");
-        assert_eq!((size.description.as_str(), size.format.as_str(), size.minimum), ("How big the widget is.", "int32", 1.0));
+        assert_eq!(
+            (
+                size.description.as_str(),
+                size.format.as_str(),
+                size.minimum
+            ),
+            ("How big the widget is.", "int32", 1.0)
+        );
         assert_eq!(size.r#type.unwrap().value, vec!["integer"]);
         assert_eq!(property("color").default.unwrap().yaml, "blue\n");
-        assert_eq!(extension(&property("parts"), "x-kubernetes-list-type").as_deref(), Some("map\n"));
-        assert_eq!(extension(&property("parts"), "x-kubernetes-list-map-keys").as_deref(), Some("[\"name\"]\n"));
-        assert!(matches!(property("labels").additional_properties.and_then(|a| a.oneof), Some(additional_properties_item::Oneof::Schema(s)) if s.r#type.as_ref().map(|t| t.value.clone()) == Some(vec!["string".to_owned()])));
-        assert_eq!(extension(&property("port"), "x-kubernetes-int-or-string").as_deref(), Some("true\n"));
+        assert_eq!(
+            extension(&property("parts"), "x-kubernetes-list-type").as_deref(),
+            Some("map\n")
+        );
+        assert_eq!(
+            extension(&property("parts"), "x-kubernetes-list-map-keys").as_deref(),
+            Some("[\"name\"]\n")
+        );
+        assert!(
+            matches!(property("labels").additional_properties.and_then(|a| a.oneof), Some(additional_properties_item::Oneof::Schema(s)) if s.r#type.as_ref().map(|t| t.value.clone()) == Some(vec!["string".to_owned()]))
+        );
+        assert_eq!(
+            extension(&property("port"), "x-kubernetes-int-or-string").as_deref(),
+            Some("true\n")
+        );
 
         // Paths: operations with their parameters, responses and extensions.
         let paths = &document.paths.as_ref().unwrap().path;
         assert_eq!(paths.len(), json["paths"].as_object().unwrap().len());
-        let item = paths.iter().find(|p| p.name == "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}").and_then(|p| p.value.as_ref()).unwrap();
+        let item = paths
+            .iter()
+            .find(|p| p.name == "/apis/example.com/v1/namespaces/{namespace}/widgets/{name}")
+            .and_then(|p| p.value.as_ref())
+            .unwrap();
         let patch = item.patch.as_ref().unwrap();
         assert_eq!(patch.operation_id, "patchWidgetv1");
-        assert!(!patch.consumes.contains(&"application/strategic-merge-patch+json".to_owned()));
-        assert_eq!(extension(&Schema { vendor_extension: patch.vendor_extension.clone(), ..Default::default() }, "x-kubernetes-action").as_deref(), Some("patch\n"));
+        assert!(
+            !patch
+                .consumes
+                .contains(&"application/strategic-merge-patch+json".to_owned())
+        );
+        assert_eq!(
+            extension(
+                &Schema {
+                    vendor_extension: patch.vendor_extension.clone(),
+                    ..Default::default()
+                },
+                "x-kubernetes-action"
+            )
+            .as_deref(),
+            Some("patch\n")
+        );
         let query: Vec<&str> = patch
             .parameters
             .iter()
             .filter_map(|p| match non_body(p) {
-                Some(non_body_parameter::Oneof::QueryParameterSubSchema(q)) => Some(q.name.as_str()),
+                Some(non_body_parameter::Oneof::QueryParameterSubSchema(q)) => {
+                    Some(q.name.as_str())
+                }
                 _ => None,
             })
             .collect();
-        assert_eq!(query, vec!["pretty", "dryRun", "fieldManager", "fieldValidation", "force"]);
-        assert!(matches!(non_body(&item.parameters[1]), Some(non_body_parameter::Oneof::PathParameterSubSchema(p)) if p.name == "name" && p.required));
-        let ok = patch.responses.as_ref().unwrap().response_code.iter().find(|r| r.name == "200").and_then(|r| r.value.clone()).unwrap();
-        let Some(response_value::Oneof::Response(ok)) = ok.oneof else { panic!("200 is a response") };
-        assert!(matches!(ok.schema, Some(SchemaItem { oneof: Some(schema_item::Oneof::Schema(s)) }) if s.xref == "#/definitions/com.example.v1.Widget"));
+        assert_eq!(
+            query,
+            vec![
+                "pretty",
+                "dryRun",
+                "fieldManager",
+                "fieldValidation",
+                "force"
+            ]
+        );
+        assert!(
+            matches!(non_body(&item.parameters[1]), Some(non_body_parameter::Oneof::PathParameterSubSchema(p)) if p.name == "name" && p.required)
+        );
+        let ok = patch
+            .responses
+            .as_ref()
+            .unwrap()
+            .response_code
+            .iter()
+            .find(|r| r.name == "200")
+            .and_then(|r| r.value.clone())
+            .unwrap();
+        let Some(response_value::Oneof::Response(ok)) = ok.oneof else {
+            panic!("200 is a response")
+        };
+        assert!(
+            matches!(ok.schema, Some(SchemaItem { oneof: Some(schema_item::Oneof::Schema(s)) }) if s.xref == "#/definitions/com.example.v1.Widget")
+        );
     }
 
     /// Bytes worked out by hand from gnostic's `OpenAPIv2.proto` field numbers, for a fragment
@@ -1059,7 +1423,8 @@ mod tests {
         let bytes = encode(&fragment).unwrap();
         let schema: &[u8] = &[
             0x22, 0x01, b'd', // description = 4
-            0xB2, 0x01, 0x08, 0x0A, 0x06, b's', b't', b'r', b'i', b'n', b'g', // type = 22: TypeItem.value = 1
+            0xB2, 0x01, 0x08, 0x0A, 0x06, b's', b't', b'r', b'i', b'n',
+            b'g', // type = 22: TypeItem.value = 1
             0xFA, 0x01, 0x27, // vendor_extension = 31: NamedAny (39 bytes)
             0x0A, 0x1B, // name = 1 (27 bytes)
         ];
@@ -1068,9 +1433,23 @@ mod tests {
         expected.extend_from_slice(b"x-kubernetes-patch-strategy");
         expected.extend_from_slice(&[0x12, 0x08, 0x12, 0x06]); // value = 2: Any.yaml = 2 (6 bytes)
         expected.extend_from_slice(b"merge\n");
-        let named = [&[0x0A, 0x01, b'a', 0x12, u8::try_from(expected.len()).unwrap()][..], &expected].concat(); // NamedSchema: name = 1, value = 2
+        let named = [
+            &[
+                0x0A,
+                0x01,
+                b'a',
+                0x12,
+                u8::try_from(expected.len()).unwrap(),
+            ][..],
+            &expected,
+        ]
+        .concat(); // NamedSchema: name = 1, value = 2
         let definitions = [&[0x0A, u8::try_from(named.len()).unwrap()][..], &named].concat(); // Definitions.additional_properties = 1
-        let document = [&[0x4A, u8::try_from(definitions.len()).unwrap()][..], &definitions].concat(); // Document.definitions = 9
+        let document = [
+            &[0x4A, u8::try_from(definitions.len()).unwrap()][..],
+            &definitions,
+        ]
+        .concat(); // Document.definitions = 9
         assert_eq!(bytes, document);
     }
 
@@ -1081,17 +1460,40 @@ mod tests {
         assert_eq!(yaml(&json!("true")), "\"true\"\n");
         assert_eq!(yaml(&json!("")), "\"\"\n");
         assert_eq!(yaml(&json!("1.0")), "\"1.0\"\n");
-        assert_eq!(yaml(&json!([{"group": "", "kind": "Pod"}])), "[{\"group\":\"\",\"kind\":\"Pod\"}]\n");
-        for value in [json!("no"), json!("a: b"), json!(3), json!(null), json!({"k": ["v", 1]})] {
-            assert_eq!(serde_saphyr::from_str::<Value>(&yaml(&value)).unwrap(), value, "{value}");
+        assert_eq!(
+            yaml(&json!([{"group": "", "kind": "Pod"}])),
+            "[{\"group\":\"\",\"kind\":\"Pod\"}]\n"
+        );
+        for value in [
+            json!("no"),
+            json!("a: b"),
+            json!(3),
+            json!(null),
+            json!({"k": ["v", 1]}),
+        ] {
+            assert_eq!(
+                serde_saphyr::from_str::<Value>(&yaml(&value)).unwrap(),
+                value,
+                "{value}"
+            );
         }
     }
 
     #[test]
     fn bad_input_is_an_error_naming_where() {
-        let error = encode(&json!({"definitions": {"a/b": {"properties": {"x": {"maxLength": "ten"}}}}})).unwrap_err();
-        assert!(error.contains("/definitions/a~1b/properties/x/maxLength") && error.contains("an integer"), "{error}");
+        let error =
+            encode(&json!({"definitions": {"a/b": {"properties": {"x": {"maxLength": "ten"}}}}}))
+                .unwrap_err();
+        assert!(
+            error.contains("/definitions/a~1b/properties/x/maxLength")
+                && error.contains("an integer"),
+            "{error}"
+        );
         assert!(encode(&json!([])).is_err());
-        assert!(encode(&json!({"paths": {"/x": {"get": {"parameters": [{"in": "cookie"}]}}}})).unwrap_err().contains("/paths/~1x/get/parameters/0/in"));
+        assert!(
+            encode(&json!({"paths": {"/x": {"get": {"parameters": [{"in": "cookie"}]}}}}))
+                .unwrap_err()
+                .contains("/paths/~1x/get/parameters/0/in")
+        );
     }
 }

@@ -98,35 +98,61 @@ impl HttpsServer {
 
     /// Writes [`HttpsServer::kubeconfig`] for `user` to `path` (mode 0600).
     pub fn write_kubeconfig(&self, path: &Path, user: &User) -> Result<(), ServeError> {
-        let error = |source| ServeError::Kubeconfig { path: path.display().to_string(), source };
+        let error = |source| ServeError::Kubeconfig {
+            path: path.display().to_string(),
+            source,
+        };
         std::fs::write(path, self.kubeconfig(user)).map_err(error)?;
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(error)?;
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                .map_err(error)?;
         }
         Ok(())
     }
 
     /// A kube client for `user` over HTTPS, built from its kubeconfig.
     pub async fn client(&self, user: &User) -> Result<kube::Client, ServeError> {
-        let error = |source: Box<dyn std::error::Error + Send + Sync>| ServeError::Client { user: user.name.clone(), source };
-        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig(user)).map_err(|e| error(Box::new(e)))?;
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default()).await.map_err(|e| error(Box::new(e)))?;
+        let error = |source: Box<dyn std::error::Error + Send + Sync>| ServeError::Client {
+            user: user.name.clone(),
+            source,
+        };
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig(user))
+            .map_err(|e| error(Box::new(e)))?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| error(Box::new(e)))?;
         kube::Client::try_from(config).map_err(|e| error(Box::new(e)))
     }
 }
 
 /// Serves `server` over HTTPS on `addr` (use `127.0.0.1:0` for any free port); the certificate
 /// also names `extra_names` (DNS names or IP addresses).
-pub(crate) async fn serve(server: ApiServer, addr: SocketAddr, extra_names: &[&str]) -> Result<HttpsServer, ServeError> {
+pub(crate) async fn serve(
+    server: ApiServer,
+    addr: SocketAddr,
+    extra_names: &[&str],
+) -> Result<HttpsServer, ServeError> {
     let pki = tls::generate(extra_names)?;
-    let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
-    let bound = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| ServeError::Bind { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| ServeError::Bind { addr, source })?;
     let acceptor = TlsAcceptor::from(pki.server_config.clone());
     let core = server.core.clone();
     let task = tokio::spawn(accept_loop(listener, acceptor, core));
-    Ok(HttpsServer { server, addr: bound, ca_pem: pki.ca_pem, task })
+    Ok(HttpsServer {
+        server,
+        addr: bound,
+        ca_pem: pki.ca_pem,
+        task,
+    })
 }
 
 async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, core: Arc<Core>) {

@@ -13,7 +13,9 @@ use crate::schema;
 fn is_dns_label(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
@@ -30,7 +32,9 @@ const NAME_PART_RULE: &str = "name part must consist of alphanumeric characters,
 /// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`, the name part of qualified names and label values.
 fn is_name_part(text: &str) -> bool {
     !text.is_empty()
-        && text.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && text.starts_with(|c: char| c.is_ascii_alphanumeric())
         && text.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
@@ -73,14 +77,20 @@ pub(crate) fn label_value_problem(value: &str) -> Option<String> {
 
 /// Validates `object` (after defaulting) as kube-apiserver would; 422 with the causes otherwise.
 pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiError> {
-    let name = object.at("/metadata/name").and_then(Value::as_str).unwrap_or_default();
+    let name = object
+        .at("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let mut causes: Vec<(String, String)> = Vec::new();
     let name_ok = match resource.plural.as_str() {
         "namespaces" => is_dns_label(name),
         _ => is_dns_subdomain(name),
     };
     if name.is_empty() {
-        causes.push(("metadata.name".into(), "Required value: name or generateName is required".into()));
+        causes.push((
+            "metadata.name".into(),
+            "Required value: name or generateName is required".into(),
+        ));
     } else if !name_ok {
         causes.push(("metadata.name".into(), format!("Invalid value: {name:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")));
     }
@@ -89,31 +99,52 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
             Some(map) => {
                 for (key, value) in map {
                     for problem in qualified_name_problems(key) {
-                        causes.push(("metadata.labels".into(), format!("Invalid value: {key:?}: {problem}")));
+                        causes.push((
+                            "metadata.labels".into(),
+                            format!("Invalid value: {key:?}: {problem}"),
+                        ));
                     }
                     match value.as_str() {
                         Some(text) => {
                             if let Some(problem) = label_value_problem(text) {
-                                causes.push(("metadata.labels".into(), format!("Invalid value: {text:?}: {problem}")));
+                                causes.push((
+                                    "metadata.labels".into(),
+                                    format!("Invalid value: {text:?}: {problem}"),
+                                ));
                             }
                         }
-                        None => causes.push((format!("metadata.labels.{key}"), "Invalid value: label values must be strings".into())),
+                        None => causes.push((
+                            format!("metadata.labels.{key}"),
+                            "Invalid value: label values must be strings".into(),
+                        )),
                     }
                 }
             }
-            None => causes.push(("metadata.labels".into(), "Invalid value: must be an object".into())),
+            None => causes.push((
+                "metadata.labels".into(),
+                "Invalid value: must be an object".into(),
+            )),
         }
     }
-    if let Some(annotations) = object.at("/metadata/annotations").and_then(Value::as_object) {
+    if let Some(annotations) = object
+        .at("/metadata/annotations")
+        .and_then(Value::as_object)
+    {
         let mut total = 0;
         for (key, value) in annotations {
             for problem in qualified_name_problems(&key.to_lowercase()) {
-                causes.push(("metadata.annotations".into(), format!("Invalid value: {key:?}: {problem}")));
+                causes.push((
+                    "metadata.annotations".into(),
+                    format!("Invalid value: {key:?}: {problem}"),
+                ));
             }
             total += key.len() + value.as_str().map_or(0, str::len);
         }
         if total > MAX_ANNOTATIONS_BYTES {
-            causes.push(("metadata.annotations".into(), format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes")));
+            causes.push((
+                "metadata.annotations".into(),
+                format!("Too long: must have at most {MAX_ANNOTATIONS_BYTES} bytes"),
+            ));
         }
     }
     match (resource.group.as_str(), resource.kind.as_str()) {
@@ -122,32 +153,67 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
             match object.at("/spec/selector") {
                 None => causes.push(("spec.selector".into(), "Required value".into())),
                 Some(selector) => {
-                    let labels = object.at("/spec/template/metadata/labels").cloned().unwrap_or(json!({}));
-                    let matches = crate::selector::LabelSelector::from_object(selector).map(|s| !s.is_empty() && s.matches(&json!({"metadata": {"labels": labels}}))).unwrap_or(false);
+                    let labels = object
+                        .at("/spec/template/metadata/labels")
+                        .cloned()
+                        .unwrap_or(json!({}));
+                    let matches = crate::selector::LabelSelector::from_object(selector)
+                        .map(|s| {
+                            !s.is_empty() && s.matches(&json!({"metadata": {"labels": labels}}))
+                        })
+                        .unwrap_or(false);
                     if !matches {
-                        causes.push(("spec.template.metadata.labels".into(), "Invalid value: `selector` does not match template `labels`".into()));
+                        causes.push((
+                            "spec.template.metadata.labels".into(),
+                            "Invalid value: `selector` does not match template `labels`".into(),
+                        ));
                     }
                 }
             }
-            validate_pod_spec(object.at("/spec/template/spec"), "spec.template.spec", &mut causes);
-            if object.at("/spec/replicas").is_some_and(|r| r.as_i64().is_none_or(|r| r < 0)) {
-                causes.push(("spec.replicas".into(), "Invalid value: must be greater than or equal to 0".into()));
+            validate_pod_spec(
+                object.at("/spec/template/spec"),
+                "spec.template.spec",
+                &mut causes,
+            );
+            if object
+                .at("/spec/replicas")
+                .is_some_and(|r| r.as_i64().is_none_or(|r| r < 0))
+            {
+                causes.push((
+                    "spec.replicas".into(),
+                    "Invalid value: must be greater than or equal to 0".into(),
+                ));
             }
         }
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => causes.extend(crate::crd_validation::schema_problems(object)),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            causes.extend(crate::crd_validation::schema_problems(object))
+        }
         _ => {}
     }
     if let Some(root) = &resource.schema {
         schema::validate(object, root, "", &mut causes);
     }
-    if causes.is_empty() { Ok(()) } else { Err(ApiError::invalid(&resource.group, &resource.kind, name, causes)) }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            &resource.group,
+            &resource.kind,
+            name,
+            causes,
+        ))
+    }
 }
 
 fn validate_pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<(String, String)>) {
-    let containers = spec.and_then(|s| s.get("containers")).and_then(Value::as_array);
+    let containers = spec
+        .and_then(|s| s.get("containers"))
+        .and_then(Value::as_array);
     match containers {
         None => causes.push((format!("{path}.containers"), "Required value".into())),
-        Some(list) if list.is_empty() => causes.push((format!("{path}.containers"), "Required value".into())),
+        Some(list) if list.is_empty() => {
+            causes.push((format!("{path}.containers"), "Required value".into()))
+        }
         Some(list) => {
             for (i, container) in list.iter().enumerate() {
                 match container.get("name").and_then(Value::as_str) {
@@ -155,8 +221,15 @@ fn validate_pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<(String,
                     Some(name) if !is_dns_label(name) => causes.push((format!("{path}.containers[{i}].name"), format!("Invalid value: {name:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"))),
                     Some(_) => {}
                 }
-                if container.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
-                    causes.push((format!("{path}.containers[{i}].image"), "Required value".into()));
+                if container
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .is_none_or(str::is_empty)
+                {
+                    causes.push((
+                        format!("{path}.containers[{i}].image"),
+                        "Required value".into(),
+                    ));
                 }
             }
         }
@@ -199,11 +272,24 @@ fn default_pod_spec(spec: &mut Value) {
                 if !container.is_object() {
                     continue;
                 }
-                let image = container.get("image").and_then(Value::as_str).unwrap_or_default().to_owned();
-                let tagless = !image.rsplit('/').next().unwrap_or_default().contains(':') && !image.contains('@');
-                let policy = if tagless || image.ends_with(":latest") { "Always" } else { "IfNotPresent" };
+                let image = container
+                    .get("image")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let tagless = !image.rsplit('/').next().unwrap_or_default().contains(':')
+                    && !image.contains('@');
+                let policy = if tagless || image.ends_with(":latest") {
+                    "Always"
+                } else {
+                    "IfNotPresent"
+                };
                 set_default(container, "/imagePullPolicy", json!(policy));
-                set_default(container, "/terminationMessagePath", json!("/dev/termination-log"));
+                set_default(
+                    container,
+                    "/terminationMessagePath",
+                    json!("/dev/termination-log"),
+                );
                 set_default(container, "/terminationMessagePolicy", json!("File"));
                 set_default(container, "/resources", json!({}));
             }
@@ -224,8 +310,23 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
         }
         // NodeStatus' structs without omitempty: always written, zero-valued if unset.
         ("", "Node") if object.get("status").is_none_or(Value::is_object) => {
-            set_default(object, "/status/daemonEndpoints/kubeletEndpoint/Port", json!(0));
-            for field in ["machineID", "systemUUID", "bootID", "kernelVersion", "osImage", "containerRuntimeVersion", "kubeletVersion", "kubeProxyVersion", "operatingSystem", "architecture"] {
+            set_default(
+                object,
+                "/status/daemonEndpoints/kubeletEndpoint/Port",
+                json!(0),
+            );
+            for field in [
+                "machineID",
+                "systemUUID",
+                "bootID",
+                "kernelVersion",
+                "osImage",
+                "containerRuntimeVersion",
+                "kubeletVersion",
+                "kubeProxyVersion",
+                "operatingSystem",
+                "architecture",
+            ] {
                 set_default(object, &format!("/status/nodeInfo/{field}"), json!(""));
             }
             null_condition_times(object, &["lastHeartbeatTime", "lastTransitionTime"]);
@@ -235,15 +336,31 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
             let storage: Vec<Value> = object
                 .at("/spec/versions")
                 .and_then(Value::as_array)
-                .map(|versions| versions.iter().filter(|v| v.get("storage") == Some(&json!(true))).filter_map(|v| v.get("name").cloned()).collect())
+                .map(|versions| {
+                    versions
+                        .iter()
+                        .filter(|v| v.get("storage") == Some(&json!(true)))
+                        .filter_map(|v| v.get("name").cloned())
+                        .collect()
+                })
                 .unwrap_or_default();
-            if !storage.is_empty() && object.at("/status/storedVersions").and_then(Value::as_array).is_none_or(Vec::is_empty) && object.get("status").is_none_or(Value::is_object) {
+            if !storage.is_empty()
+                && object
+                    .at("/status/storedVersions")
+                    .and_then(Value::as_array)
+                    .is_none_or(Vec::is_empty)
+                && object.get("status").is_none_or(Value::is_object)
+            {
                 object["status"]["storedVersions"] = Value::Array(storage);
             }
         }
         ("apps", "Deployment") => {
             set_default(object, "/spec/replicas", json!(1));
-            set_default(object, "/spec/strategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}));
+            set_default(
+                object,
+                "/spec/strategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}}),
+            );
             set_default(object, "/spec/revisionHistoryLimit", json!(10));
             set_default(object, "/spec/progressDeadlineSeconds", json!(600));
             if let Some(spec) = object.at_mut("/spec/template/spec") {
@@ -257,7 +374,11 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
             }
         }
         ("apps", "DaemonSet") => {
-            set_default(object, "/spec/updateStrategy", json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}));
+            set_default(
+                object,
+                "/spec/updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
             set_default(object, "/spec/revisionHistoryLimit", json!(10));
             if let Some(spec) = object.at_mut("/spec/template/spec") {
                 default_pod_spec(spec);
@@ -265,13 +386,16 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
         }
         ("", "Secret") => {
             set_default(object, "/type", json!("Opaque"));
-            if let Some(Value::Object(string_data)) = object.as_object_mut().and_then(|o| o.remove("stringData")) {
+            if let Some(Value::Object(string_data)) =
+                object.as_object_mut().and_then(|o| o.remove("stringData"))
+            {
                 if !object.get("data").is_some_and(Value::is_object) {
                     object["data"] = json!({});
                 }
                 for (key, value) in string_data {
                     let text = value.as_str().unwrap_or_default();
-                    object["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
+                    object["data"][key] =
+                        json!(base64::engine::general_purpose::STANDARD.encode(text));
                 }
             }
         }
@@ -295,7 +419,12 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
 
 /// Condition times are `metav1.Time` values (not pointers): unset, they are written as `null`.
 fn null_condition_times(object: &mut Value, fields: &[&str]) {
-    let Some(conditions) = object.at_mut("/status/conditions").and_then(Value::as_array_mut) else { return };
+    let Some(conditions) = object
+        .at_mut("/status/conditions")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
     for condition in conditions.iter_mut().filter(|c| c.is_object()) {
         for field in fields {
             set_default(condition, &format!("/{field}"), Value::Null);
@@ -327,15 +456,27 @@ pub(crate) fn finish(resource: &Resource, object: &mut Value) {
 /// Built-in types serialize empty maps and lists of `omitempty` fields (and `false` of
 /// `omitempty` booleans) as absent: removes those kube-apiserver would not write back.
 fn drop_empty(resource: &Resource, object: &mut Value) {
-    let empty = |v: &Value| v.as_object().is_some_and(serde_json::Map::is_empty) || v.as_array().is_some_and(Vec::is_empty) || v.is_null();
+    let empty = |v: &Value| {
+        v.as_object().is_some_and(serde_json::Map::is_empty)
+            || v.as_array().is_some_and(Vec::is_empty)
+            || v.is_null()
+    };
     if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
-        for field in ["labels", "annotations", "finalizers", "ownerReferences", "managedFields"] {
+        for field in [
+            "labels",
+            "annotations",
+            "finalizers",
+            "ownerReferences",
+            "managedFields",
+        ] {
             if meta.get(field).is_some_and(empty) {
                 meta.remove(field);
             }
         }
     }
-    let Some(map) = object.as_object_mut() else { return };
+    let Some(map) = object.as_object_mut() else {
+        return;
+    };
     match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "ConfigMap" | "Secret") => {
             for field in ["data", "binaryData"] {
@@ -359,7 +500,10 @@ fn drop_empty(resource: &Resource, object: &mut Value) {
 }
 
 /// Well-known PriorityClasses kube-apiserver creates at startup, with their values.
-const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] = &[("system-node-critical", 2_000_001_000), ("system-cluster-critical", 2_000_000_000)];
+const SYSTEM_PRIORITY_CLASSES: &[(&str, i64)] = &[
+    ("system-node-critical", 2_000_001_000),
+    ("system-cluster-critical", 2_000_000_000),
+];
 
 /// How long pods tolerate `not-ready` and `unreachable` nodes unless they say otherwise.
 const DEFAULT_TOLERATION_SECONDS: i64 = 300;
@@ -372,7 +516,11 @@ const DEFAULT_TOLERATION_SECONDS: i64 = 300;
 /// - DefaultTolerationSeconds: pods tolerate `not-ready` and `unreachable` NoExecute taints
 ///   for 300 s unless they already tolerate them.
 /// - TaintNodesByCondition: a new Node gets the `node.kubernetes.io/not-ready:NoSchedule` taint.
-pub(crate) fn admit(resource: &Resource, object: &mut Value, old: Option<&Value>) -> Result<(), ApiError> {
+pub(crate) fn admit(
+    resource: &Resource,
+    object: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Pod") if object.get("spec").is_some_and(Value::is_object) => {
             admit_priority(object, old)?;
@@ -380,7 +528,9 @@ pub(crate) fn admit(resource: &Resource, object: &mut Value, old: Option<&Value>
         }
         // The namespace strategy (after field tracking, like admission): the `kubernetes`
         // finalizer on create, kept from the old namespace on updates.
-        ("", "Namespace") if object.get("spec").is_none_or(Value::is_object) => match old.and_then(|old| old.at("/spec/finalizers")) {
+        ("", "Namespace") if object.get("spec").is_none_or(Value::is_object) => match old
+            .and_then(|old| old.at("/spec/finalizers"))
+        {
             Some(finalizers) => object["spec"]["finalizers"] = finalizers.clone(),
             None if old.is_none() => set_default(object, "/spec/finalizers", json!(["kubernetes"])),
             None => {}
@@ -392,7 +542,9 @@ pub(crate) fn admit(resource: &Resource, object: &mut Value, old: Option<&Value>
             }
             let taints = object["spec"].get("taints").cloned().unwrap_or(json!([]));
             if let Some(list) = taints.as_array() {
-                let present = list.iter().any(|t| t.get("key") == taint.get("key") && t.get("effect") == taint.get("effect"));
+                let present = list.iter().any(|t| {
+                    t.get("key") == taint.get("key") && t.get("effect") == taint.get("effect")
+                });
                 if !present {
                     let mut list = list.clone();
                     list.push(taint);
@@ -415,35 +567,70 @@ fn admit_priority(pod: &mut Value, old: Option<&Value>) -> Result<(), ApiError> 
         }
         return Ok(());
     }
-    let name = pod.at("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let name = pod
+        .at("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
     let spec = &mut pod["spec"];
-    let class = spec.get("priorityClassName").and_then(Value::as_str).unwrap_or_default();
+    let class = spec
+        .get("priorityClassName")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let priority = if class.is_empty() {
         0
     } else {
-        match SYSTEM_PRIORITY_CLASSES.iter().find(|(known, _)| *known == class) {
+        match SYSTEM_PRIORITY_CLASSES
+            .iter()
+            .find(|(known, _)| *known == class)
+        {
             Some((_, value)) => *value,
-            None => return Err(ApiError::forbidden_by_admission("", "pods", &name, &format!("no PriorityClass with name {class} was found"))),
+            None => {
+                return Err(ApiError::forbidden_by_admission(
+                    "",
+                    "pods",
+                    &name,
+                    &format!("no PriorityClass with name {class} was found"),
+                ));
+            }
         }
     };
     if let Some(given) = spec.get("priority").filter(|p| !p.is_null())
         && given.as_i64() != Some(priority)
     {
-        return Err(ApiError::forbidden_by_admission("", "pods", &name, &format!("the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name")));
+        return Err(ApiError::forbidden_by_admission(
+            "",
+            "pods",
+            &name,
+            &format!(
+                "the integer value of priority ({given}) must not be provided in pod spec; priority admission controller computed {priority} from the given PriorityClass name"
+            ),
+        ));
     }
     spec["priority"] = json!(priority);
     match spec.get("preemptionPolicy").and_then(Value::as_str) {
         None => spec["preemptionPolicy"] = json!("PreemptLowerPriority"),
         Some("PreemptLowerPriority") => {}
         Some(other) => {
-            return Err(ApiError::forbidden_by_admission("", "pods", &name, &format!("the string value of PreemptionPolicy ({other}) must not be provided in pod spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name")));
+            return Err(ApiError::forbidden_by_admission(
+                "",
+                "pods",
+                &name,
+                &format!(
+                    "the string value of PreemptionPolicy ({other}) must not be provided in pod spec; priority admission controller computed PreemptLowerPriority from the given PriorityClass name"
+                ),
+            ));
         }
     }
     Ok(())
 }
 
 fn default_tolerations(spec: &mut Value) {
-    let existing = spec.get("tolerations").and_then(Value::as_array).cloned().unwrap_or_default();
+    let existing = spec
+        .get("tolerations")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
     let tolerates = |key: &str| {
         existing.iter().any(|t| {
             let t_key = t.get("key").and_then(Value::as_str).unwrap_or_default();
@@ -452,7 +639,10 @@ fn default_tolerations(spec: &mut Value) {
         })
     };
     let mut tolerations = existing.clone();
-    for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
         if !tolerates(key) {
             tolerations.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": DEFAULT_TOLERATION_SECONDS}));
         }

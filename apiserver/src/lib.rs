@@ -143,7 +143,6 @@ mod watch;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-
 use rackproof_clock::Clock;
 
 pub use auth::{DEFAULT_POOL_LABEL, MASTERS_GROUP, NODES_GROUP, User};
@@ -164,13 +163,17 @@ pub(crate) struct Core {
 
 impl std::fmt::Debug for Core {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").field("clock", &self.clock).finish_non_exhaustive()
+        f.debug_struct("Core")
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
     }
 }
 
 impl Core {
     pub(crate) fn lock(&self) -> MutexGuard<'_, state::State> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The state lock for a request: while another request holds it, the task yields to the
@@ -212,7 +215,12 @@ impl ApiServer {
     fn build(clock: Clock, window: usize, seed: u64) -> Self {
         let now = state::format_time(clock.now());
         let state = state::State::new(window, seed, &now);
-        Self { core: Arc::new(Core { state: Mutex::new(state), clock }) }
+        Self {
+            core: Arc::new(Core {
+                state: Mutex::new(state),
+                clock,
+            }),
+        }
     }
 
     /// A client acting as `user`, over an in-process transport (no socket): it works under
@@ -265,7 +273,11 @@ impl ApiServer {
 
     /// [`ApiServer::serve_https`] with a certificate that also names `extra_names` (DNS names or
     /// IP addresses): e.g. `10.0.2.2`, the host as QEMU guests on the user network reach it.
-    pub async fn serve_https_also_as(&self, addr: std::net::SocketAddr, extra_names: &[&str]) -> Result<HttpsServer, ServeError> {
+    pub async fn serve_https_also_as(
+        &self,
+        addr: std::net::SocketAddr,
+        extra_names: &[&str],
+    ) -> Result<HttpsServer, ServeError> {
         https::serve(self.clone(), addr, extra_names).await
     }
 

@@ -35,7 +35,12 @@ fn gvk(group: &str, version: &str, kind: &str) -> Value {
 
 fn custom_name(resource: &Resource) -> String {
     let reversed: Vec<&str> = resource.group.split('.').rev().collect();
-    format!("{}.{}.{}", reversed.join("."), resource.version, resource.kind)
+    format!(
+        "{}.{}.{}",
+        reversed.join("."),
+        resource.version,
+        resource.kind
+    )
 }
 
 /// Each resource with the name of its schema definition.
@@ -63,7 +68,9 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
             Some(name) if resource.schema.is_none() => names.push((resource.clone(), name)),
             _ => {
                 let name = custom_name(resource);
-                let mut schema = resource.schema.as_deref().cloned().unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}));
+                let mut schema = resource.schema.as_deref().cloned().unwrap_or_else(
+                    || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                );
                 if !schema.is_object() {
                     schema = json!({"type": "object"});
                 }
@@ -104,16 +111,22 @@ fn definitions(resources: &[Arc<Resource>], flavor: Flavor) -> (Map<String, Valu
     }
     for (resource, name) in &names {
         if let Some(def) = defs.get_mut(name).and_then(Value::as_object_mut) {
-            let list = def.entry("x-kubernetes-group-version-kind").or_insert_with(|| json!([]));
+            let list = def
+                .entry("x-kubernetes-group-version-kind")
+                .or_insert_with(|| json!([]));
             let entry = gvk(&resource.group, &resource.version, &resource.kind);
             if let Some(items) = list.as_array_mut()
-                && !items.contains(&entry) {
-                    items.push(entry);
-                }
+                && !items.contains(&entry)
+            {
+                items.push(entry);
+            }
         }
     }
     if let Some(def) = defs.get_mut(&scale_name).and_then(Value::as_object_mut) {
-        def.insert("x-kubernetes-group-version-kind".to_owned(), json!([gvk("autoscaling", "v1", "Scale")]));
+        def.insert(
+            "x-kubernetes-group-version-kind".to_owned(),
+            json!([gvk("autoscaling", "v1", "Scale")]),
+        );
     }
     (defs, names)
 }
@@ -137,9 +150,19 @@ fn v2_shape(name: &str, def: &mut Value) {
     let description = def.get("description").cloned().unwrap_or_else(|| json!(""));
     let suffix = name.rsplit('.').next().unwrap_or_default();
     *def = match (name, suffix) {
-        (_, "JSON" | "JSONSchemaPropsOrBool" | "JSONSchemaPropsOrArray" | "JSONSchemaPropsOrStringArray") if name.contains(".apiextensions.") => json!({"description": description}),
-        ("io.k8s.apimachinery.pkg.util.intstr.IntOrString", _) => json!({"description": description, "type": "string", "format": "int-or-string"}),
-        ("io.k8s.apimachinery.pkg.api.resource.Quantity", _) => json!({"description": description, "type": "string"}),
+        (
+            _,
+            "JSON"
+            | "JSONSchemaPropsOrBool"
+            | "JSONSchemaPropsOrArray"
+            | "JSONSchemaPropsOrStringArray",
+        ) if name.contains(".apiextensions.") => json!({"description": description}),
+        ("io.k8s.apimachinery.pkg.util.intstr.IntOrString", _) => {
+            json!({"description": description, "type": "string", "format": "int-or-string"})
+        }
+        ("io.k8s.apimachinery.pkg.api.resource.Quantity", _) => {
+            json!({"description": description, "type": "string"})
+        }
         _ => return,
     };
 }
@@ -149,7 +172,9 @@ fn v2_shape(name: &str, def: &mut Value) {
 /// OpenAPI v2: kubectl's v2 readers (explain, client-side validation, strategic-merge lookups)
 /// follow `$ref` and ignore `allOf`. Walks every schema position of `schema`.
 fn collapse_ref_wrappers(schema: &mut Value) {
-    let Some(map) = schema.as_object_mut() else { return };
+    let Some(map) = schema.as_object_mut() else {
+        return;
+    };
     let single_ref = map
         .get("allOf")
         .and_then(Value::as_array)
@@ -185,9 +210,13 @@ fn collapse_ref_wrappers(schema: &mut Value) {
 /// patches from the document (kubectl's client-side apply) merge lists as the server does.
 fn patch_extensions(def: &mut Value) {
     use crate::patch::strategic::{ListStrategy, list_strategy};
-    let Some(properties) = def.get_mut("properties").and_then(Value::as_object_mut) else { return };
+    let Some(properties) = def.get_mut("properties").and_then(Value::as_object_mut) else {
+        return;
+    };
     for (field, property) in properties.iter_mut() {
-        let Some(property) = property.as_object_mut() else { continue };
+        let Some(property) = property.as_object_mut() else {
+            continue;
+        };
         if property.get("type").and_then(Value::as_str) != Some("array") {
             continue;
         }
@@ -206,27 +235,58 @@ fn patch_extensions(def: &mut Value) {
 
 fn parameter(flavor: Flavor, name: &str, location: &str, description: &str) -> Value {
     match flavor {
-        Flavor::V2 => json!({"name": name, "in": location, "type": "string", "uniqueItems": true, "description": description, "required": location == "path"}),
-        Flavor::V3 => json!({"name": name, "in": location, "schema": {"type": "string", "uniqueItems": true}, "description": description, "required": location == "path"}),
+        Flavor::V2 => {
+            json!({"name": name, "in": location, "type": "string", "uniqueItems": true, "description": description, "required": location == "path"})
+        }
+        Flavor::V3 => {
+            json!({"name": name, "in": location, "schema": {"type": "string", "uniqueItems": true}, "description": description, "required": location == "path"})
+        }
     }
 }
 
 fn response(flavor: Flavor, reference: &str) -> Value {
     match flavor {
-        Flavor::V2 => json!({"200": {"description": "OK", "schema": {"$ref": reference}}, "401": {"description": "Unauthorized"}}),
-        Flavor::V3 => json!({"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": reference}}}}, "401": {"description": "Unauthorized"}}),
+        Flavor::V2 => {
+            json!({"200": {"description": "OK", "schema": {"$ref": reference}}, "401": {"description": "Unauthorized"}})
+        }
+        Flavor::V3 => {
+            json!({"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": reference}}}}, "401": {"description": "Unauthorized"}})
+        }
     }
 }
 
-fn operation(flavor: Flavor, action: &str, id: String, kind: &Value, reference: &str, write: bool, patch: Option<bool>) -> Value {
-    let mut parameters = vec![parameter(flavor, "pretty", "query", "If 'true', then the output is pretty printed.")];
+fn operation(
+    flavor: Flavor,
+    action: &str,
+    id: String,
+    kind: &Value,
+    reference: &str,
+    write: bool,
+    patch: Option<bool>,
+) -> Value {
+    let mut parameters = vec![parameter(
+        flavor,
+        "pretty",
+        "query",
+        "If 'true', then the output is pretty printed.",
+    )];
     if write {
-        parameters.push(parameter(flavor, "dryRun", "query", "When present, indicates that modifications should not be persisted."));
+        parameters.push(parameter(
+            flavor,
+            "dryRun",
+            "query",
+            "When present, indicates that modifications should not be persisted.",
+        ));
         parameters.push(parameter(flavor, "fieldManager", "query", "fieldManager is a name associated with the actor or entity that is making these changes."));
         parameters.push(parameter(flavor, "fieldValidation", "query", "fieldValidation instructs the server on how to handle objects in the request containing unknown or duplicate fields: Ignore, Warn or Strict."));
     }
     if patch.is_some() {
-        parameters.push(parameter(flavor, "force", "query", "Force is going to \"force\" Apply requests."));
+        parameters.push(parameter(
+            flavor,
+            "force",
+            "query",
+            "Force is going to \"force\" Apply requests.",
+        ));
     }
     let mut op = json!({
         "operationId": id,
@@ -237,14 +297,21 @@ fn operation(flavor: Flavor, action: &str, id: String, kind: &Value, reference: 
     });
     if let Some(strategic) = patch {
         // Strategic merge is advertised only where it is served: kubectl picks it from here.
-        let mut types = vec!["application/json-patch+json", "application/merge-patch+json", "application/apply-patch+yaml"];
+        let mut types = vec![
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ];
         if strategic {
             types.push("application/strategic-merge-patch+json");
         }
         match flavor {
             Flavor::V2 => op["consumes"] = json!(types),
             Flavor::V3 => {
-                let content: Map<String, Value> = types.iter().map(|t| ((*t).to_owned(), json!({"schema": {"type": "object"}}))).collect();
+                let content: Map<String, Value> = types
+                    .iter()
+                    .map(|t| ((*t).to_owned(), json!({"schema": {"type": "object"}})))
+                    .collect();
                 op["requestBody"] = json!({"content": content, "required": true});
             }
         }
@@ -252,18 +319,37 @@ fn operation(flavor: Flavor, action: &str, id: String, kind: &Value, reference: 
     op
 }
 
-fn paths(names: &[(Arc<Resource>, String)], flavor: Flavor, scale_name: &str) -> Map<String, Value> {
+fn paths(
+    names: &[(Arc<Resource>, String)],
+    flavor: Flavor,
+    scale_name: &str,
+) -> Map<String, Value> {
     let mut out = Map::new();
     for (resource, name) in names {
-        let base = if resource.group.is_empty() { format!("/api/{}", resource.version) } else { format!("/apis/{}/{}", resource.group, resource.version) };
-        let collection = if resource.namespaced { format!("{base}/namespaces/{{namespace}}/{}", resource.plural) } else { format!("{base}/{}", resource.plural) };
+        let base = if resource.group.is_empty() {
+            format!("/api/{}", resource.version)
+        } else {
+            format!("/apis/{}/{}", resource.group, resource.version)
+        };
+        let collection = if resource.namespaced {
+            format!("{base}/namespaces/{{namespace}}/{}", resource.plural)
+        } else {
+            format!("{base}/{}", resource.plural)
+        };
         let item = format!("{collection}/{{name}}");
         let kind = gvk(&resource.group, &resource.version, &resource.kind);
         let reference = format!("{}{name}", flavor.ref_prefix());
-        let id = |verb: &str, suffix: &str| format!("{verb}{}{}{suffix}", resource.kind, resource.version);
+        let id = |verb: &str, suffix: &str| {
+            format!("{verb}{}{}{suffix}", resource.kind, resource.version)
+        };
         let mut path_params = Vec::new();
         if resource.namespaced {
-            path_params.push(parameter(flavor, "namespace", "path", "object name and auth scope, such as for teams and projects"));
+            path_params.push(parameter(
+                flavor,
+                "namespace",
+                "path",
+                "object name and auth scope, such as for teams and projects",
+            ));
         }
         out.insert(collection.clone(), json!({
             "get": operation(flavor, "list", id("list", ""), &kind, &reference, false, None),
@@ -316,8 +402,16 @@ pub(crate) const V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.
 /// by decreasing `q` (more specific first among equals), the first one matching JSON or either
 /// protobuf spelling wins (`*/*` and an empty header get JSON); None when nothing matches (406).
 pub(crate) fn negotiate_v2(accept: &str) -> Option<&'static str> {
-    const OFFERED: [(&str, &str); 3] = [("application/json", "application/json"), (V2_PROTOBUF_AT, V2_PROTOBUF), (V2_PROTOBUF, V2_PROTOBUF)];
-    let accept = if accept.trim().is_empty() { "*/*" } else { accept };
+    const OFFERED: [(&str, &str); 3] = [
+        ("application/json", "application/json"),
+        (V2_PROTOBUF_AT, V2_PROTOBUF),
+        (V2_PROTOBUF, V2_PROTOBUF),
+    ];
+    let accept = if accept.trim().is_empty() {
+        "*/*"
+    } else {
+        accept
+    };
     let mut clauses: Vec<(f64, u8, &str, &str)> = Vec::new();
     for clause in accept.split(',') {
         let mut parts = clause.split(';');
@@ -334,7 +428,8 @@ pub(crate) fn negotiate_v2(accept: &str) -> Option<&'static str> {
     clauses.iter().find_map(|(_, _, kind, sub)| {
         OFFERED.into_iter().find_map(|(offered, answered)| {
             let (offered_kind, offered_sub) = offered.split_once('/').unwrap_or((offered, ""));
-            let matched = (*kind == "*" || kind.eq_ignore_ascii_case(offered_kind)) && (*sub == "*" || sub.eq_ignore_ascii_case(offered_sub));
+            let matched = (*kind == "*" || kind.eq_ignore_ascii_case(offered_kind))
+                && (*sub == "*" || sub.eq_ignore_ascii_case(offered_sub));
             matched.then_some(answered)
         })
     })
@@ -343,15 +438,23 @@ pub(crate) fn negotiate_v2(accept: &str) -> Option<&'static str> {
 /// `/openapi/v2` encoded as `media_type` (a Content-Type from [`negotiate_v2`]), with its ETag: the SHA-512 of
 /// the body in upper-case hex, as kube-openapi computes it. The protobuf form is converted from
 /// the JSON document.
-pub(crate) fn v2_encoded(registry: &Registry, media_type: &str) -> Result<(bytes::Bytes, String), String> {
+pub(crate) fn v2_encoded(
+    registry: &Registry,
+    media_type: &str,
+) -> Result<(bytes::Bytes, String), String> {
     use sha2::Digest;
     let document = v2(registry);
     let body = if media_type == "application/json" {
-        serde_json::to_vec(&document).map_err(|e| format!("encoding the OpenAPI v2 document as JSON: {e}"))?
+        serde_json::to_vec(&document)
+            .map_err(|e| format!("encoding the OpenAPI v2 document as JSON: {e}"))?
     } else {
-        crate::gnostic::encode(&document).map_err(|e| format!("encoding the OpenAPI v2 document as protobuf: {e}"))?
+        crate::gnostic::encode(&document)
+            .map_err(|e| format!("encoding the OpenAPI v2 document as protobuf: {e}"))?
     };
-    let etag = sha2::Sha512::digest(&body).iter().map(|b| format!("{b:02X}")).collect();
+    let etag = sha2::Sha512::digest(&body)
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect();
     Ok((bytes::Bytes::from(body), etag))
 }
 
@@ -364,13 +467,27 @@ pub(crate) fn v2(registry: &Registry) -> Value {
 }
 
 fn scale_definition(defs: &Map<String, Value>) -> String {
-    defs.keys().find(|k| k.ends_with("autoscaling.v1.Scale")).cloned().unwrap_or_default()
+    defs.keys()
+        .find(|k| k.ends_with("autoscaling.v1.Scale"))
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn hash(resources: &[Arc<Resource>]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for resource in resources {
-        let text = format!("{}/{}/{}/{}/{}", resource.group, resource.version, resource.plural, resource.kind, resource.schema.as_ref().map(|s| s.to_string()).unwrap_or_default());
+        let text = format!(
+            "{}/{}/{}/{}/{}",
+            resource.group,
+            resource.version,
+            resource.plural,
+            resource.kind,
+            resource
+                .schema
+                .as_ref()
+                .map(|s| s.to_string())
+                .unwrap_or_default()
+        );
         for byte in text.bytes() {
             h ^= u64::from(byte);
             h = h.wrapping_mul(0x0100_0000_01b3);
@@ -383,22 +500,39 @@ fn hash(resources: &[Arc<Resource>]) -> String {
 pub(crate) fn v3_root(registry: &Registry) -> Value {
     let mut paths = Map::new();
     for (group, version) in registry.group_versions() {
-        let resources: Vec<Arc<Resource>> = registry.all().filter(|r| r.group == group && r.version == version).cloned().collect();
-        let key = if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") };
-        paths.insert(key.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&resources))}));
+        let resources: Vec<Arc<Resource>> = registry
+            .all()
+            .filter(|r| r.group == group && r.version == version)
+            .cloned()
+            .collect();
+        let key = if group.is_empty() {
+            format!("api/{version}")
+        } else {
+            format!("apis/{group}/{version}")
+        };
+        paths.insert(
+            key.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={}", hash(&resources))}),
+        );
     }
     json!({"paths": paths})
 }
 
 /// `/openapi/v3/api/v1` or `/openapi/v3/apis/GROUP/VERSION`; None when not served.
 pub(crate) fn v3(registry: &Registry, group: &str, version: &str) -> Option<Value> {
-    let resources: Vec<Arc<Resource>> = registry.all().filter(|r| r.group == group && r.version == version).cloned().collect();
+    let resources: Vec<Arc<Resource>> = registry
+        .all()
+        .filter(|r| r.group == group && r.version == version)
+        .cloned()
+        .collect();
     if resources.is_empty() {
         return None;
     }
     let (defs, names) = definitions(&resources, Flavor::V3);
     let scale = scale_definition(&defs);
-    Some(json!({"openapi": "3.0.0", "info": info(), "paths": paths(&names, Flavor::V3, &scale), "components": {"schemas": defs}}))
+    Some(
+        json!({"openapi": "3.0.0", "info": info(), "paths": paths(&names, Flavor::V3, &scale), "components": {"schemas": defs}}),
+    )
 }
 
 #[cfg(test)]
@@ -409,11 +543,33 @@ mod tests {
     fn v2_is_negotiated_as_kube_openapi_does() {
         assert_eq!(negotiate_v2(""), Some("application/json"));
         assert_eq!(negotiate_v2("*/*"), Some("application/json"));
-        assert_eq!(negotiate_v2("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some(V2_PROTOBUF));
-        assert_eq!(negotiate_v2("application/com.github.proto-openapi.spec.v2.v1.0+protobuf"), Some(V2_PROTOBUF));
-        assert_eq!(negotiate_v2("application/json;q=0.5, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some(V2_PROTOBUF));
-        assert_eq!(negotiate_v2("application/*, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some(V2_PROTOBUF), "more specific first");
-        assert_eq!(negotiate_v2("application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"), Some("application/json"));
+        assert_eq!(
+            negotiate_v2("application/com.github.proto-openapi.spec.v2@v1.0+protobuf"),
+            Some(V2_PROTOBUF)
+        );
+        assert_eq!(
+            negotiate_v2("application/com.github.proto-openapi.spec.v2.v1.0+protobuf"),
+            Some(V2_PROTOBUF)
+        );
+        assert_eq!(
+            negotiate_v2(
+                "application/json;q=0.5, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            ),
+            Some(V2_PROTOBUF)
+        );
+        assert_eq!(
+            negotiate_v2(
+                "application/*, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            ),
+            Some(V2_PROTOBUF),
+            "more specific first"
+        );
+        assert_eq!(
+            negotiate_v2(
+                "application/json, application/com.github.proto-openapi.spec.v2@v1.0+protobuf"
+            ),
+            Some("application/json")
+        );
         assert_eq!(negotiate_v2("application/yaml"), None);
         assert_eq!(negotiate_v2("text/html, application/protobuf"), None);
     }
@@ -426,14 +582,33 @@ mod tests {
         assert_eq!(spec["$ref"], "#/definitions/io.k8s.api.core.v1.PodSpec");
         assert!(spec.get("allOf").is_none() && spec["description"].is_string());
         let containers = &definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["containers"];
-        assert_eq!((&containers["x-kubernetes-patch-strategy"], &containers["x-kubernetes-patch-merge-key"]), (&json!("merge"), &json!("name")));
-        assert_eq!(definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["tolerations"].get("x-kubernetes-patch-strategy"), None);
+        assert_eq!(
+            (
+                &containers["x-kubernetes-patch-strategy"],
+                &containers["x-kubernetes-patch-merge-key"]
+            ),
+            (&json!("merge"), &json!("name"))
+        );
+        assert_eq!(
+            definitions["io.k8s.api.core.v1.PodSpec"]["properties"]["tolerations"]
+                .get("x-kubernetes-patch-strategy"),
+            None
+        );
         let int_or_string = &definitions["io.k8s.apimachinery.pkg.util.intstr.IntOrString"];
-        assert_eq!((&int_or_string["type"], &int_or_string["format"]), (&json!("string"), &json!("int-or-string")));
-        let any_json = definitions["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON"].as_object().unwrap();
+        assert_eq!(
+            (&int_or_string["type"], &int_or_string["format"]),
+            (&json!("string"), &json!("int-or-string"))
+        );
+        let any_json = definitions["io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.JSON"]
+            .as_object()
+            .unwrap();
         assert_eq!(any_json.keys().collect::<Vec<_>>(), vec!["description"]);
         let v3 = v3(&Registry::builtin(), "", "v1").unwrap();
-        assert!(v3["components"]["schemas"]["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["allOf"].is_array(), "v3 keeps allOf, as kube-apiserver's v3 does");
+        assert!(
+            v3["components"]["schemas"]["io.k8s.api.core.v1.Pod"]["properties"]["spec"]["allOf"]
+                .is_array(),
+            "v3 keeps allOf, as kube-apiserver's v3 does"
+        );
     }
 
     #[test]
@@ -444,7 +619,15 @@ mod tests {
         assert_ne!(json, protobuf);
         assert_ne!(json_tag, protobuf_tag);
         assert_eq!(json_tag.len(), 128);
-        assert!(json_tag.chars().all(|c| c.is_ascii_digit() || c.is_ascii_uppercase()));
-        assert_eq!(v2_encoded(&registry, V2_PROTOBUF).unwrap().1, protobuf_tag, "stable across requests");
+        assert!(
+            json_tag
+                .chars()
+                .all(|c| c.is_ascii_digit() || c.is_ascii_uppercase())
+        );
+        assert_eq!(
+            v2_encoded(&registry, V2_PROTOBUF).unwrap().1,
+            protobuf_tag,
+            "stable across requests"
+        );
     }
 }

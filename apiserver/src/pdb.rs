@@ -10,12 +10,19 @@ use crate::state::{State, gr, meta_str};
 use crate::store::Key;
 
 fn pod_ready(pod: &Value) -> bool {
-    pod.get("metadata").and_then(|m| m.get("deletionTimestamp")).is_none()
+    pod.get("metadata")
+        .and_then(|m| m.get("deletionTimestamp"))
+        .is_none()
         && pod
             .get("status")
             .and_then(|s| s.get("conditions"))
             .and_then(Value::as_array)
-            .is_some_and(|c| c.iter().any(|c| c.get("type").and_then(Value::as_str) == Some("Ready") && c.get("status").and_then(Value::as_str) == Some("True")))
+            .is_some_and(|c| {
+                c.iter().any(|c| {
+                    c.get("type").and_then(Value::as_str) == Some("Ready")
+                        && c.get("status").and_then(Value::as_str) == Some("True")
+                })
+            })
 }
 
 /// Whether a change of a pod from `before` to `after` (`None`: absent) can change a budget's
@@ -26,7 +33,9 @@ pub(crate) fn counts_differ(before: Option<&Value>, after: Option<&Value>) -> bo
         pod.get("metadata").and_then(|m| m.get("labels"))
     }
     match (before, after) {
-        (Some(before), Some(after)) => labels(before) != labels(after) || pod_ready(before) != pod_ready(after),
+        (Some(before), Some(after)) => {
+            labels(before) != labels(after) || pod_ready(before) != pod_ready(after)
+        }
         (None, None) => false,
         (Some(_), None) | (None, Some(_)) => true,
     }
@@ -39,7 +48,11 @@ fn scaled(value: &Value, total: i64, round_up: bool) -> Option<i64> {
         Value::String(s) => {
             let percent: i64 = s.strip_suffix('%')?.parse().ok()?;
             let product = percent * total;
-            Some(if round_up { (product + 99) / 100 } else { product / 100 })
+            Some(if round_up {
+                (product + 99) / 100
+            } else {
+                product / 100
+            })
         }
         _ => None,
     }
@@ -48,7 +61,8 @@ fn scaled(value: &Value, total: i64, round_up: bool) -> Option<i64> {
 fn selector_of(pdb: &Value) -> Option<LabelSelector> {
     // A budget with an empty or missing selector matches no pods (policy/v1 matches all pods
     // with an empty selector `{}`).
-    pdb.at("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok())
+    pdb.at("/spec/selector")
+        .and_then(|s| LabelSelector::from_object(s).ok())
 }
 
 /// A pod's part in a budget's counts, `(expected, healthy)`; `None`: absent.
@@ -61,7 +75,9 @@ fn counted(selector: Option<&LabelSelector>, pod: Option<&Value>) -> (i64, i64) 
 
 /// A budget's counts, `(expected, healthy)`, from every pod of its namespace.
 fn count(selector: Option<&LabelSelector>, pods: &[&Value]) -> (i64, i64) {
-    pods.iter().map(|pod| counted(selector, Some(pod))).fold((0, 0), |(e, h), (de, dh)| (e + de, h + dh))
+    pods.iter()
+        .map(|pod| counted(selector, Some(pod)))
+        .fold((0, 0), |(e, h), (de, dh)| (e + de, h + dh))
 }
 
 /// A budget's counts as its status holds them, when that status is of its current generation.
@@ -69,7 +85,10 @@ fn stored_counts(pdb: &Value) -> Option<(i64, i64)> {
     let status = pdb.get("status")?;
     let generation = pdb.at("/metadata/generation").cloned().unwrap_or(json!(1));
     (status.get("observedGeneration") == Some(&generation)).then_some(())?;
-    Some((status.get("expectedPods")?.as_i64()?, status.get("currentHealthy")?.as_i64()?))
+    Some((
+        status.get("expectedPods")?.as_i64()?,
+        status.get("currentHealthy")?.as_i64()?,
+    ))
 }
 
 /// The status fields of `pdb` for `expected` matching pods of which `healthy` are ready.
@@ -83,9 +102,15 @@ fn status(pdb: &Value, (expected, healthy): (i64, i64), now: &str) -> Value {
     };
     let allowed = (healthy - desired).max(0);
     let previous = pdb.at("/status/conditions/0");
-    let (status, reason) = if allowed > 0 { ("True", "SufficientPods") } else { ("False", "InsufficientPods") };
+    let (status, reason) = if allowed > 0 {
+        ("True", "SufficientPods")
+    } else {
+        ("False", "InsufficientPods")
+    };
     let transition = match previous {
-        Some(p) if p.get("status").and_then(Value::as_str) == Some(status) => p.get("lastTransitionTime").cloned().unwrap_or(json!(now)),
+        Some(p) if p.get("status").and_then(Value::as_str) == Some(status) => {
+            p.get("lastTransitionTime").cloned().unwrap_or(json!(now))
+        }
         _ => json!(now),
     };
     json!({
@@ -127,7 +152,10 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
     let pods_gr = gr("", "pods");
     let mut changed: Vec<(String, Value)> = Vec::new();
     {
-        let mut budgets = state.store.range(&pdbs_gr, Some(namespace), None).peekable();
+        let mut budgets = state
+            .store
+            .range(&pdbs_gr, Some(namespace), None)
+            .peekable();
         if budgets.peek().is_none() {
             return;
         }
@@ -145,13 +173,22 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
                     (expected, healthy)
                 }
                 _ => {
-                    let pods = pods.get_or_insert_with(|| state.store.range(&pods_gr, Some(namespace), None).map(|(_, v)| &**v).collect());
+                    let pods = pods.get_or_insert_with(|| {
+                        state
+                            .store
+                            .range(&pods_gr, Some(namespace), None)
+                            .map(|(_, v)| &**v)
+                            .collect()
+                    });
                     count(selector.as_ref(), pods)
                 }
             };
             let status = status(pdb, counts, now);
             let mut comparable = status.clone();
-            if let (Some(old), Some(new)) = (pdb.at("/status/conditions/0/lastTransitionTime"), comparable.at_mut("/conditions/0/lastTransitionTime")) {
+            if let (Some(old), Some(new)) = (
+                pdb.at("/status/conditions/0/lastTransitionTime"),
+                comparable.at_mut("/conditions/0/lastTransitionTime"),
+            ) {
                 *new = old.clone();
             }
             if pdb.get("status") == Some(&comparable) {
@@ -163,13 +200,23 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
         }
     }
     for (name, pdb) in changed {
-        state.store.put(&Key { gr: pdbs_gr.clone(), namespace: namespace.to_owned(), name }, pdb);
+        state.store.put(
+            &Key {
+                gr: pdbs_gr.clone(),
+                namespace: namespace.to_owned(),
+                name,
+            },
+            pdb,
+        );
     }
 }
 
 /// Whether evicting `pod` is allowed now; Err(429) when a budget forbids it.
 pub(crate) fn check_eviction(state: &State, pod: &Value) -> Result<(), ApiError> {
-    let phase = pod.at("/status/phase").and_then(Value::as_str).unwrap_or("Pending");
+    let phase = pod
+        .at("/status/phase")
+        .and_then(Value::as_str)
+        .unwrap_or("Pending");
     if matches!(phase, "Succeeded" | "Failed" | "Pending") {
         return Ok(());
     }
@@ -178,15 +225,31 @@ pub(crate) fn check_eviction(state: &State, pod: &Value) -> Result<(), ApiError>
         .store
         .range(&gr("policy", "poddisruptionbudgets"), Some(namespace), None)
         .map(|(_, v)| &**v)
-        .filter(|pdb| pdb.at("/spec/selector").and_then(|s| LabelSelector::from_object(s).ok()).is_some_and(|s| s.matches(pod)))
+        .filter(|pdb| {
+            pdb.at("/spec/selector")
+                .and_then(|s| LabelSelector::from_object(s).ok())
+                .is_some_and(|s| s.matches(pod))
+        })
         .collect();
     match matching.as_slice() {
         [] => Ok(()),
         [pdb] => {
-            let allowed = pdb.at("/status/disruptionsAllowed").and_then(Value::as_i64).unwrap_or(0);
-            let healthy = pdb.at("/status/currentHealthy").and_then(Value::as_i64).unwrap_or(0);
-            let desired = pdb.at("/status/desiredHealthy").and_then(Value::as_i64).unwrap_or(0);
-            let always = pdb.at("/spec/unhealthyPodEvictionPolicy").and_then(Value::as_str) == Some("AlwaysAllow");
+            let allowed = pdb
+                .at("/status/disruptionsAllowed")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let healthy = pdb
+                .at("/status/currentHealthy")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let desired = pdb
+                .at("/status/desiredHealthy")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            let always = pdb
+                .at("/spec/unhealthyPodEvictionPolicy")
+                .and_then(Value::as_str)
+                == Some("AlwaysAllow");
             if !pod_ready(pod) && (always || healthy >= desired) {
                 return Ok(());
             }
@@ -198,7 +261,9 @@ pub(crate) fn check_eviction(state: &State, pod: &Value) -> Result<(), ApiError>
                 "causes": [{"reason": "DisruptionBudget", "message": format!("The disruption budget {name} needs {desired} healthy pods and has {healthy} currently")}]
             })))
         }
-        _ => Err(ApiError::internal("This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.")),
+        _ => Err(ApiError::internal(
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        )),
     }
 }
 
@@ -220,7 +285,15 @@ mod tests {
         let refs: Vec<&Value> = pods.iter().collect();
         let min = json!({"metadata": {"generation": 1}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "a"}}}});
         let status = compute(&min, &refs, "t");
-        assert_eq!((status["expectedPods"].as_i64(), status["currentHealthy"].as_i64(), status["desiredHealthy"].as_i64(), status["disruptionsAllowed"].as_i64()), (Some(3), Some(2), Some(2), Some(0)));
+        assert_eq!(
+            (
+                status["expectedPods"].as_i64(),
+                status["currentHealthy"].as_i64(),
+                status["desiredHealthy"].as_i64(),
+                status["disruptionsAllowed"].as_i64()
+            ),
+            (Some(3), Some(2), Some(2), Some(0))
+        );
         let max = json!({"metadata": {"generation": 1}, "spec": {"maxUnavailable": "34%", "selector": {"matchLabels": {"app": "a"}}}});
         let status = compute(&max, &refs, "t");
         assert_eq!(status["desiredHealthy"], 1);

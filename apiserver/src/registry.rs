@@ -43,12 +43,19 @@ pub(crate) struct Resource {
 
 impl Resource {
     pub(crate) fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     /// Storage key for the resource: objects are shared by every version of a group/resource.
     pub(crate) fn group_resource(&self) -> GroupResource {
-        GroupResource { group: self.group.clone(), resource: self.plural.clone() }
+        GroupResource {
+            group: self.group.clone(),
+            resource: self.plural.clone(),
+        }
     }
 
     pub(crate) fn selectable_fields(&self) -> Vec<&'static str> {
@@ -58,7 +65,16 @@ impl Resource {
     }
 
     pub(crate) fn verbs(&self) -> Vec<&'static str> {
-        vec!["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
+        vec![
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
     }
 }
 
@@ -114,21 +130,201 @@ const EVENT_FIELDS: &[&str] = &[
 ];
 
 const BUILTINS: &[Builtin] = &[
-    Builtin { group: "", version: "v1", plural: "namespaces", singular: "namespace", kind: "Namespace", namespaced: false, short: &["ns"], status: true, scale: false, fields: &["status.phase"], generation: false },
-    Builtin { group: "", version: "v1", plural: "nodes", singular: "node", kind: "Node", namespaced: false, short: &["no"], status: true, scale: false, fields: &["spec.unschedulable"], generation: false },
-    Builtin { group: "", version: "v1", plural: "pods", singular: "pod", kind: "Pod", namespaced: true, short: &["po"], status: true, scale: false, fields: POD_FIELDS, generation: false },
-    Builtin { group: "", version: "v1", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], status: false, scale: false, fields: EVENT_FIELDS, generation: false },
-    Builtin { group: "", version: "v1", plural: "secrets", singular: "secret", kind: "Secret", namespaced: true, short: &[], status: false, scale: false, fields: &["type"], generation: false },
-    Builtin { group: "", version: "v1", plural: "configmaps", singular: "configmap", kind: "ConfigMap", namespaced: true, short: &["cm"], status: false, scale: false, fields: &[], generation: false },
-    Builtin { group: "", version: "v1", plural: "serviceaccounts", singular: "serviceaccount", kind: "ServiceAccount", namespaced: true, short: &["sa"], status: false, scale: false, fields: &[], generation: false },
-    Builtin { group: "apps", version: "v1", plural: "deployments", singular: "deployment", kind: "Deployment", namespaced: true, short: &["deploy"], status: true, scale: true, fields: &[], generation: true },
-    Builtin { group: "apps", version: "v1", plural: "replicasets", singular: "replicaset", kind: "ReplicaSet", namespaced: true, short: &["rs"], status: true, scale: true, fields: &[], generation: true },
-    Builtin { group: "apps", version: "v1", plural: "statefulsets", singular: "statefulset", kind: "StatefulSet", namespaced: true, short: &["sts"], status: true, scale: true, fields: &[], generation: true },
-    Builtin { group: "apps", version: "v1", plural: "daemonsets", singular: "daemonset", kind: "DaemonSet", namespaced: true, short: &["ds"], status: true, scale: false, fields: &[], generation: true },
-    Builtin { group: "policy", version: "v1", plural: "poddisruptionbudgets", singular: "poddisruptionbudget", kind: "PodDisruptionBudget", namespaced: true, short: &["pdb"], status: true, scale: false, fields: &[], generation: true },
-    Builtin { group: "coordination.k8s.io", version: "v1", plural: "leases", singular: "lease", kind: "Lease", namespaced: true, short: &[], status: false, scale: false, fields: &[], generation: false },
-    Builtin { group: "events.k8s.io", version: "v1", plural: "events", singular: "event", kind: "Event", namespaced: true, short: &["ev"], status: false, scale: false, fields: &[], generation: false },
-    Builtin { group: "apiextensions.k8s.io", version: "v1", plural: "customresourcedefinitions", singular: "customresourcedefinition", kind: "CustomResourceDefinition", namespaced: false, short: &["crd", "crds"], status: true, scale: false, fields: &[], generation: true },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "namespaces",
+        singular: "namespace",
+        kind: "Namespace",
+        namespaced: false,
+        short: &["ns"],
+        status: true,
+        scale: false,
+        fields: &["status.phase"],
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "nodes",
+        singular: "node",
+        kind: "Node",
+        namespaced: false,
+        short: &["no"],
+        status: true,
+        scale: false,
+        fields: &["spec.unschedulable"],
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "pods",
+        singular: "pod",
+        kind: "Pod",
+        namespaced: true,
+        short: &["po"],
+        status: true,
+        scale: false,
+        fields: POD_FIELDS,
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        status: false,
+        scale: false,
+        fields: EVENT_FIELDS,
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "secrets",
+        singular: "secret",
+        kind: "Secret",
+        namespaced: true,
+        short: &[],
+        status: false,
+        scale: false,
+        fields: &["type"],
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "configmaps",
+        singular: "configmap",
+        kind: "ConfigMap",
+        namespaced: true,
+        short: &["cm"],
+        status: false,
+        scale: false,
+        fields: &[],
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        namespaced: true,
+        short: &["sa"],
+        status: false,
+        scale: false,
+        fields: &[],
+        generation: false,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "deployments",
+        singular: "deployment",
+        kind: "Deployment",
+        namespaced: true,
+        short: &["deploy"],
+        status: true,
+        scale: true,
+        fields: &[],
+        generation: true,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "replicasets",
+        singular: "replicaset",
+        kind: "ReplicaSet",
+        namespaced: true,
+        short: &["rs"],
+        status: true,
+        scale: true,
+        fields: &[],
+        generation: true,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "statefulsets",
+        singular: "statefulset",
+        kind: "StatefulSet",
+        namespaced: true,
+        short: &["sts"],
+        status: true,
+        scale: true,
+        fields: &[],
+        generation: true,
+    },
+    Builtin {
+        group: "apps",
+        version: "v1",
+        plural: "daemonsets",
+        singular: "daemonset",
+        kind: "DaemonSet",
+        namespaced: true,
+        short: &["ds"],
+        status: true,
+        scale: false,
+        fields: &[],
+        generation: true,
+    },
+    Builtin {
+        group: "policy",
+        version: "v1",
+        plural: "poddisruptionbudgets",
+        singular: "poddisruptionbudget",
+        kind: "PodDisruptionBudget",
+        namespaced: true,
+        short: &["pdb"],
+        status: true,
+        scale: false,
+        fields: &[],
+        generation: true,
+    },
+    Builtin {
+        group: "coordination.k8s.io",
+        version: "v1",
+        plural: "leases",
+        singular: "lease",
+        kind: "Lease",
+        namespaced: true,
+        short: &[],
+        status: false,
+        scale: false,
+        fields: &[],
+        generation: false,
+    },
+    Builtin {
+        group: "events.k8s.io",
+        version: "v1",
+        plural: "events",
+        singular: "event",
+        kind: "Event",
+        namespaced: true,
+        short: &["ev"],
+        status: false,
+        scale: false,
+        fields: &[],
+        generation: false,
+    },
+    Builtin {
+        group: "apiextensions.k8s.io",
+        version: "v1",
+        plural: "customresourcedefinitions",
+        singular: "customresourcedefinition",
+        kind: "CustomResourceDefinition",
+        namespaced: false,
+        short: &["crd", "crds"],
+        status: true,
+        scale: false,
+        fields: &[],
+        generation: true,
+    },
 ];
 
 impl Registry {
@@ -144,7 +340,14 @@ impl Registry {
                 kind: b.kind.to_owned(),
                 namespaced: b.namespaced,
                 short_names: b.short.iter().map(|s| (*s).to_owned()).collect(),
-                categories: if matches!(b.kind, "Pod" | "Deployment" | "DaemonSet" | "ReplicaSet" | "StatefulSet") { vec!["all".to_owned()] } else { Vec::new() },
+                categories: if matches!(
+                    b.kind,
+                    "Pod" | "Deployment" | "DaemonSet" | "ReplicaSet" | "StatefulSet"
+                ) {
+                    vec!["all".to_owned()]
+                } else {
+                    Vec::new()
+                },
                 status: b.status,
                 scale: b.scale.then(|| ScaleSpec {
                     spec_replicas: "/spec/replicas".to_owned(),
@@ -162,17 +365,24 @@ impl Registry {
     }
 
     pub(crate) fn insert(&mut self, resource: Resource) {
-        let key = (resource.group.clone(), resource.version.clone(), resource.plural.clone());
+        let key = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.plural.clone(),
+        );
         self.resources.insert(key, Arc::new(resource));
     }
 
     /// Removes every version of `group`/`plural`.
     pub(crate) fn remove(&mut self, group: &str, plural: &str) {
-        self.resources.retain(|(g, _, p), _| !(g == group && p == plural));
+        self.resources
+            .retain(|(g, _, p), _| !(g == group && p == plural));
     }
 
     pub(crate) fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<Resource>> {
-        self.resources.get(&(group.to_owned(), version.to_owned(), plural.to_owned())).cloned()
+        self.resources
+            .get(&(group.to_owned(), version.to_owned(), plural.to_owned()))
+            .cloned()
     }
 
     /// The resource serving `apiVersion`/`kind` (for owner references and apply).
@@ -180,13 +390,21 @@ impl Registry {
         let (group, version) = split_api_version(api_version);
         self.resources
             .values()
-            .find(|r| r.group == group && r.version == version && r.kind == kind && !(r.group == "events.k8s.io" && kind != "Event"))
+            .find(|r| {
+                r.group == group
+                    && r.version == version
+                    && r.kind == kind
+                    && !(r.group == "events.k8s.io" && kind != "Event")
+            })
             .cloned()
     }
 
     /// Any served version of `group`/`plural`.
     pub(crate) fn any_version(&self, group: &str, plural: &str) -> Option<Arc<Resource>> {
-        self.resources.values().find(|r| r.group == group && r.plural == plural).cloned()
+        self.resources
+            .values()
+            .find(|r| r.group == group && r.plural == plural)
+            .cloned()
     }
 
     pub(crate) fn all(&self) -> impl Iterator<Item = &Arc<Resource>> {

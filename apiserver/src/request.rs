@@ -88,14 +88,28 @@ pub(crate) struct DeleteOptions {
 pub(crate) enum Action {
     Version,
     Health,
-    CoreVersions { aggregated: bool },
-    Groups { aggregated: bool },
-    GroupVersions { group: String },
-    Resources { group: String, version: String },
+    CoreVersions {
+        aggregated: bool,
+    },
+    Groups {
+        aggregated: bool,
+    },
+    GroupVersions {
+        group: String,
+    },
+    Resources {
+        group: String,
+        version: String,
+    },
     /// `/openapi/v2` in the negotiated media type (JSON or gnostic protobuf).
-    OpenApiV2 { media_type: &'static str },
+    OpenApiV2 {
+        media_type: &'static str,
+    },
     OpenApiV3Root,
-    OpenApiV3 { group: String, version: String },
+    OpenApiV3 {
+        group: String,
+        version: String,
+    },
     Get(Target),
     List(Target, ListOptions),
     Watch(Target, ListOptions),
@@ -125,7 +139,9 @@ impl Action {
 
     pub(crate) fn field_selector(&self) -> Option<&FieldSelector> {
         match self {
-            Action::List(_, o) | Action::Watch(_, o) | Action::DeleteCollection(_, o, _) => Some(&o.fields),
+            Action::List(_, o) | Action::Watch(_, o) | Action::DeleteCollection(_, o, _) => {
+                Some(&o.fields)
+            }
             _ => None,
         }
     }
@@ -151,7 +167,9 @@ fn percent_decode(text: &str) -> String {
         match bytes[i] {
             b'+' => out.push(b' '),
             b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok());
                 match hex {
                     Some(b) => {
                         out.push(b);
@@ -171,20 +189,29 @@ struct Query(Vec<(String, String)>);
 
 impl Query {
     fn get(&self, key: &str) -> Option<&str> {
-        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
     }
 
     fn flag(&self, key: &str) -> Result<bool, ApiError> {
         match self.get(key) {
             None | Some("false") | Some("0") => Ok(false),
             Some("true") | Some("1") | Some("") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!("invalid value for {key}: {other:?} is not a boolean"))),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "invalid value for {key}: {other:?} is not a boolean"
+            ))),
         }
     }
 
     fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
         self.get(key)
-            .map(|v| v.parse::<T>().map_err(|_| ApiError::bad_request(format!("invalid value for {key}: {v:?} is not a number"))))
+            .map(|v| {
+                v.parse::<T>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid value for {key}: {v:?} is not a number"))
+                })
+            })
             .transpose()
     }
 }
@@ -204,45 +231,95 @@ pub(crate) struct RawRequest<'a> {
 fn wants_aggregated(accept: &str) -> bool {
     accept.split(',').any(|media| {
         let params: Vec<&str> = media.split(';').map(str::trim).collect();
-        params.contains(&"g=apidiscovery.k8s.io") && params.contains(&"v=v2") && params.contains(&"as=APIGroupDiscoveryList")
+        params.contains(&"g=apidiscovery.k8s.io")
+            && params.contains(&"v=v2")
+            && params.contains(&"as=APIGroupDiscoveryList")
     })
 }
 
 /// Parses a request against the served resources.
 pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, ApiError> {
     let query = Query(query_pairs(raw.query));
-    let segments: Vec<&str> = raw.path.trim_matches('/').split('/').filter(|s| !s.is_empty()).collect();
-    let get_only = |action: Action| if raw.method == Method::GET { Ok(action) } else { Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource ({} {})", raw.method, raw.path))) };
+    let segments: Vec<&str> = raw
+        .path
+        .trim_matches('/')
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let get_only = |action: Action| {
+        if raw.method == Method::GET {
+            Ok(action)
+        } else {
+            Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({} {})",
+                raw.method, raw.path
+            )))
+        }
+    };
     match segments.as_slice() {
         ["version"] => return get_only(Action::Version),
         ["healthz" | "readyz" | "livez", ..] => return get_only(Action::Health),
-        ["api"] => return get_only(Action::CoreVersions { aggregated: wants_aggregated(raw.accept) }),
-        ["apis"] => return get_only(Action::Groups { aggregated: wants_aggregated(raw.accept) }),
+        ["api"] => {
+            return get_only(Action::CoreVersions {
+                aggregated: wants_aggregated(raw.accept),
+            });
+        }
+        ["apis"] => {
+            return get_only(Action::Groups {
+                aggregated: wants_aggregated(raw.accept),
+            });
+        }
         ["openapi", "v2"] | ["swagger.json"] => {
             // JSON or gnostic protobuf, negotiated as kube-openapi does; anything else is 406.
             let Some(media_type) = crate::openapi::negotiate_v2(raw.accept) else {
-                return Err(ApiError::not_acceptable(format!("the OpenAPI v2 document is served as application/json or {}, not {:?}", crate::openapi::V2_PROTOBUF, raw.accept)));
+                return Err(ApiError::not_acceptable(format!(
+                    "the OpenAPI v2 document is served as application/json or {}, not {:?}",
+                    crate::openapi::V2_PROTOBUF,
+                    raw.accept
+                )));
             };
             return get_only(Action::OpenApiV2 { media_type });
         }
         ["openapi", "v3"] => return get_only(Action::OpenApiV3Root),
-        ["openapi", "v3", "api", version] => return get_only(Action::OpenApiV3 { group: String::new(), version: (*version).to_owned() }),
-        ["openapi", "v3", "apis", group, version] => return get_only(Action::OpenApiV3 { group: (*group).to_owned(), version: (*version).to_owned() }),
+        ["openapi", "v3", "api", version] => {
+            return get_only(Action::OpenApiV3 {
+                group: String::new(),
+                version: (*version).to_owned(),
+            });
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            return get_only(Action::OpenApiV3 {
+                group: (*group).to_owned(),
+                version: (*version).to_owned(),
+            });
+        }
         ["apis", group] => {
             if registry.group_versions().iter().any(|(g, _)| g == group) {
-                return get_only(Action::GroupVersions { group: (*group).to_owned() });
+                return get_only(Action::GroupVersions {
+                    group: (*group).to_owned(),
+                });
             }
             return Err(ApiError::path_not_found(raw.path));
         }
         ["api", version] => {
             if *version == "v1" {
-                return get_only(Action::Resources { group: String::new(), version: (*version).to_owned() });
+                return get_only(Action::Resources {
+                    group: String::new(),
+                    version: (*version).to_owned(),
+                });
             }
             return Err(ApiError::path_not_found(raw.path));
         }
         ["apis", group, version] => {
-            if registry.group_versions().iter().any(|(g, v)| g == group && v == version) {
-                return get_only(Action::Resources { group: (*group).to_owned(), version: (*version).to_owned() });
+            if registry
+                .group_versions()
+                .iter()
+                .any(|(g, v)| g == group && v == version)
+            {
+                return get_only(Action::Resources {
+                    group: (*group).to_owned(),
+                    version: (*version).to_owned(),
+                });
             }
             return Err(ApiError::path_not_found(raw.path));
         }
@@ -258,17 +335,22 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
         _ => (false, rest),
     };
     // Resolve namespace, resource, name, subresource.
-    let (namespace, plural, name, sub): (Option<&str>, &str, Option<&str>, Option<&str>) = match rest {
-        ["namespaces", ns, sub @ ("status" | "finalize")] => (None, "namespaces", Some(*ns), Some(*sub)),
-        ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
-        ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
-        ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
-        [plural] => (None, *plural, None, None),
-        [plural, name] => (None, *plural, Some(*name), None),
-        [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
-        _ => return Err(ApiError::path_not_found(raw.path)),
-    };
-    let resource = registry.get(group, version, plural).ok_or_else(|| ApiError::path_not_found(raw.path))?;
+    let (namespace, plural, name, sub): (Option<&str>, &str, Option<&str>, Option<&str>) =
+        match rest {
+            ["namespaces", ns, sub @ ("status" | "finalize")] => {
+                (None, "namespaces", Some(*ns), Some(*sub))
+            }
+            ["namespaces", ns, plural] => (Some(*ns), *plural, None, None),
+            ["namespaces", ns, plural, name] => (Some(*ns), *plural, Some(*name), None),
+            ["namespaces", ns, plural, name, sub] => (Some(*ns), *plural, Some(*name), Some(*sub)),
+            [plural] => (None, *plural, None, None),
+            [plural, name] => (None, *plural, Some(*name), None),
+            [plural, name, sub] => (None, *plural, Some(*name), Some(*sub)),
+            _ => return Err(ApiError::path_not_found(raw.path)),
+        };
+    let resource = registry
+        .get(group, version, plural)
+        .ok_or_else(|| ApiError::path_not_found(raw.path))?;
     if namespace.is_some() && !resource.namespaced {
         return Err(ApiError::path_not_found(raw.path));
     }
@@ -282,7 +364,12 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
     if resource.namespaced && name.is_some() && namespace.is_none() {
         return Err(ApiError::path_not_found(raw.path));
     }
-    let target = Target { resource: resource.clone(), namespace: namespace.map(str::to_owned), name: name.map(|n| n.to_owned()), sub };
+    let target = Target {
+        resource: resource.clone(),
+        namespace: namespace.map(str::to_owned),
+        name: name.map(|n| n.to_owned()),
+        sub,
+    };
     let is_watch = legacy_watch || query.flag("watch")?;
     let method = raw.method;
     if *method == Method::GET {
@@ -290,14 +377,27 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
             return Ok(Action::Get(target));
         }
         if sub.is_some() {
-            return Err(ApiError::method_not_allowed("watch and list are not supported on subresources"));
+            return Err(ApiError::method_not_allowed(
+                "watch and list are not supported on subresources",
+            ));
         }
         let mut options = list_options(&query, &resource)?;
         if let Some(name) = name {
-            let pinned = FieldSelector::parse(&format!("metadata.name={name}"), &["metadata.name"])?;
-            options.fields = if options.fields == FieldSelector::default() { pinned } else { return Err(ApiError::bad_request("a field selector may not be combined with a name in a watch path")) };
+            let pinned =
+                FieldSelector::parse(&format!("metadata.name={name}"), &["metadata.name"])?;
+            options.fields = if options.fields == FieldSelector::default() {
+                pinned
+            } else {
+                return Err(ApiError::bad_request(
+                    "a field selector may not be combined with a name in a watch path",
+                ));
+            };
         }
-        return Ok(if is_watch { Action::Watch(target, options) } else { Action::List(target, options) });
+        return Ok(if is_watch {
+            Action::Watch(target, options)
+        } else {
+            Action::List(target, options)
+        });
     }
     let write = WriteOptions {
         field_manager: query.get("fieldManager").map(str::to_owned),
@@ -306,59 +406,114 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
         strict: match query.get("fieldValidation") {
             None | Some("" | "Ignore" | "Warn") => false,
             Some("Strict") => true,
-            Some(other) => return Err(ApiError::bad_request(format!("fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""))),
+            Some(other) => {
+                return Err(ApiError::bad_request(format!(
+                    "fieldValidation: Unsupported value: {other:?}: supported values: \"Ignore\", \"Warn\", \"Strict\""
+                )));
+            }
         },
     };
     if let Some(manager) = &write.field_manager
-        && manager.len() > 128 {
-            return Err(ApiError::invalid(&resource.group, &resource.kind, target.name(), vec![("fieldManager".into(), "Too long: may not be longer than 128".into())]));
-        }
+        && manager.len() > 128
+    {
+        return Err(ApiError::invalid(
+            &resource.group,
+            &resource.kind,
+            target.name(),
+            vec![(
+                "fieldManager".into(),
+                "Too long: may not be longer than 128".into(),
+            )],
+        ));
+    }
     match *method {
         Method::POST => {
             if sub == Some(Subresource::Eviction) {
-                return Ok(Action::Evict(target, json_body(&raw.body, raw.content_type)?));
+                return Ok(Action::Evict(
+                    target,
+                    json_body(&raw.body, raw.content_type)?,
+                ));
             }
             if name.is_some() || sub.is_some() {
-                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (post {})", raw.path)));
+                return Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource (post {})",
+                    raw.path
+                )));
             }
             if resource.namespaced && namespace.is_none() {
-                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (post {})", raw.path)));
+                return Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource (post {})",
+                    raw.path
+                )));
             }
-            Ok(Action::Create(target, json_body(&raw.body, raw.content_type)?, write))
+            Ok(Action::Create(
+                target,
+                json_body(&raw.body, raw.content_type)?,
+                write,
+            ))
         }
         Method::PUT => {
             if name.is_none() || sub == Some(Subresource::Eviction) {
-                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (put {})", raw.path)));
+                return Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource (put {})",
+                    raw.path
+                )));
             }
-            Ok(Action::Update(target, json_body(&raw.body, raw.content_type)?, write))
+            Ok(Action::Update(
+                target,
+                json_body(&raw.body, raw.content_type)?,
+                write,
+            ))
         }
         Method::PATCH => {
             if name.is_none() || sub == Some(Subresource::Eviction) {
-                return Err(ApiError::method_not_allowed(format!("the server does not allow this method on the requested resource (patch {})", raw.path)));
+                return Err(ApiError::method_not_allowed(format!(
+                    "the server does not allow this method on the requested resource (patch {})",
+                    raw.path
+                )));
             }
-            let kind = PatchType::from_content_type(raw.content_type).ok_or_else(|| ApiError::unsupported_media_type(raw.content_type))?;
+            let kind = PatchType::from_content_type(raw.content_type)
+                .ok_or_else(|| ApiError::unsupported_media_type(raw.content_type))?;
             if kind == PatchType::Strategic && !resource.strategic {
                 return Err(ApiError::unsupported_media_type(raw.content_type));
             }
             if kind == PatchType::Apply && write.field_manager.is_none() {
-                return Err(ApiError::invalid("meta.k8s.io", "PatchOptions", "", vec![("fieldManager".into(), "Required value: is required for apply patch".into())]));
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    vec![(
+                        "fieldManager".into(),
+                        "Required value: is required for apply patch".into(),
+                    )],
+                ));
             }
             if kind != PatchType::Apply && write.force {
-                return Err(ApiError::bad_request("force may only be specified with an apply patch"));
+                return Err(ApiError::bad_request(
+                    "force may only be specified with an apply patch",
+                ));
             }
             Ok(Action::Patch(target, kind, raw.body, write))
         }
         Method::DELETE => {
             let delete = delete_options(&query, &raw.body)?;
             if sub.is_some() {
-                return Err(ApiError::method_not_allowed("delete is not supported on subresources"));
+                return Err(ApiError::method_not_allowed(
+                    "delete is not supported on subresources",
+                ));
             }
             match name {
                 Some(_) => Ok(Action::Delete(target, delete)),
-                None => Ok(Action::DeleteCollection(target.clone(), list_options(&query, &resource)?, delete)),
+                None => Ok(Action::DeleteCollection(
+                    target.clone(),
+                    list_options(&query, &resource)?,
+                    delete,
+                )),
             }
         }
-        _ => Err(ApiError::method_not_allowed(format!("the server does not allow method {method}"))),
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow method {method}"
+        ))),
     }
 }
 
@@ -366,13 +521,18 @@ fn dry_run(query: &Query) -> Result<bool, ApiError> {
     match query.get("dryRun") {
         None | Some("") => Ok(false),
         Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!("Invalid value: {other:?}: supported values: \"All\""))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "Invalid value: {other:?}: supported values: \"All\""
+        ))),
     }
 }
 
 fn list_options(query: &Query, resource: &Resource) -> Result<ListOptions, ApiError> {
     let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?;
-    let fields = FieldSelector::parse(query.get("fieldSelector").unwrap_or_default(), &resource.selectable_fields())?;
+    let fields = FieldSelector::parse(
+        query.get("fieldSelector").unwrap_or_default(),
+        &resource.selectable_fields(),
+    )?;
     let limit: Option<i64> = query.number("limit")?;
     let limit = match limit {
         Some(n) if n > 0 => Some(n as usize),
@@ -382,7 +542,10 @@ fn list_options(query: &Query, resource: &Resource) -> Result<ListOptions, ApiEr
         labels,
         fields,
         limit,
-        continue_token: query.get("continue").filter(|c| !c.is_empty()).map(str::to_owned),
+        continue_token: query
+            .get("continue")
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned),
         resource_version: query.get("resourceVersion").map(str::to_owned),
         timeout_seconds: query.number("timeoutSeconds")?,
         bookmarks: query.flag("allowWatchBookmarks")?,
@@ -401,22 +564,39 @@ fn check_json_media(content_type: &str) -> Result<(), ApiError> {
 /// Decodes a JSON object body.
 pub(crate) fn json_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     check_json_media(content_type)?;
-    let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded: {e}")))?;
+    let value: Value = serde_json::from_slice(body).map_err(|e| {
+        ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
+    })?;
     if !value.is_object() {
-        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
     }
     Ok(value)
 }
 
 fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
-    let mut options = DeleteOptions { grace_period: query.number("gracePeriodSeconds")?, propagation: query.get("propagationPolicy").map(str::to_owned), uid: None, resource_version: None, dry_run: dry_run(query)? };
+    let mut options = DeleteOptions {
+        grace_period: query.number("gracePeriodSeconds")?,
+        propagation: query.get("propagationPolicy").map(str::to_owned),
+        uid: None,
+        resource_version: None,
+        dry_run: dry_run(query)?,
+    };
     if query.flag("orphanDependents")? {
         options.propagation = Some("Orphan".to_owned());
     }
     if !body.iter().all(u8::is_ascii_whitespace) {
-        let value: Value = serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body of the request could not be decoded as DeleteOptions: {e}")))?;
+        let value: Value = serde_json::from_slice(body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "the body of the request could not be decoded as DeleteOptions: {e}"
+            ))
+        })?;
         if let Some(grace) = value.get("gracePeriodSeconds").filter(|v| !v.is_null()) {
-            options.grace_period = Some(grace.as_i64().ok_or_else(|| ApiError::bad_request("gracePeriodSeconds must be an integer"))?);
+            options.grace_period =
+                Some(grace.as_i64().ok_or_else(|| {
+                    ApiError::bad_request("gracePeriodSeconds must be an integer")
+                })?);
         }
         if let Some(policy) = value.get("propagationPolicy").and_then(Value::as_str) {
             options.propagation = Some(policy.to_owned());
@@ -424,16 +604,29 @@ fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError>
         if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
             options.propagation = Some("Orphan".to_owned());
         }
-        options.uid = value.at("/preconditions/uid").and_then(Value::as_str).map(str::to_owned);
-        options.resource_version = value.at("/preconditions/resourceVersion").and_then(Value::as_str).map(str::to_owned);
-        if value.get("dryRun").and_then(Value::as_array).is_some_and(|d| d.iter().any(|v| v == "All")) {
+        options.uid = value
+            .at("/preconditions/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        options.resource_version = value
+            .at("/preconditions/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        if value
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|d| d.iter().any(|v| v == "All"))
+        {
             options.dry_run = true;
         }
     }
     if let Some(policy) = &options.propagation
-        && !matches!(policy.as_str(), "Foreground" | "Background" | "Orphan") {
-            return Err(ApiError::bad_request(format!("propagationPolicy: Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\"")));
-        }
+        && !matches!(policy.as_str(), "Foreground" | "Background" | "Orphan")
+    {
+        return Err(ApiError::bad_request(format!(
+            "propagationPolicy: Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
+        )));
+    }
     Ok(options)
 }
 
@@ -443,29 +636,94 @@ mod tests {
 
     fn parse_get(path: &str, query: &str) -> Result<Action, ApiError> {
         let registry = Registry::builtin();
-        parse(RawRequest { method: &Method::GET, path, query, content_type: "", accept: "", body: Bytes::new() }, &registry)
+        parse(
+            RawRequest {
+                method: &Method::GET,
+                path,
+                query,
+                content_type: "",
+                accept: "",
+                body: Bytes::new(),
+            },
+            &registry,
+        )
     }
 
     #[test]
     fn paths_resolve_to_actions() {
-        assert!(matches!(parse_get("/api/v1/namespaces/default/pods/p", "").unwrap(), Action::Get(t) if t.name() == "p" && t.namespace() == "default"));
-        assert!(matches!(parse_get("/api/v1/pods", "labelSelector=a%3Db&limit=2").unwrap(), Action::List(t, o) if t.namespace.is_none() && o.limit == Some(2)));
-        assert!(matches!(parse_get("/api/v1/nodes/n1/status", "").unwrap(), Action::Get(t) if t.sub == Some(Subresource::Status)));
-        assert!(matches!(parse_get("/apis/apps/v1/namespaces/x/deployments", "watch=true&resourceVersion=5").unwrap(), Action::Watch(_, o) if o.resource_version.as_deref() == Some("5")));
-        assert!(matches!(parse_get("/api/v1/namespaces/n1", "").unwrap(), Action::Get(t) if t.resource.plural == "namespaces"));
+        assert!(
+            matches!(parse_get("/api/v1/namespaces/default/pods/p", "").unwrap(), Action::Get(t) if t.name() == "p" && t.namespace() == "default")
+        );
+        assert!(
+            matches!(parse_get("/api/v1/pods", "labelSelector=a%3Db&limit=2").unwrap(), Action::List(t, o) if t.namespace.is_none() && o.limit == Some(2))
+        );
+        assert!(
+            matches!(parse_get("/api/v1/nodes/n1/status", "").unwrap(), Action::Get(t) if t.sub == Some(Subresource::Status))
+        );
+        assert!(
+            matches!(parse_get("/apis/apps/v1/namespaces/x/deployments", "watch=true&resourceVersion=5").unwrap(), Action::Watch(_, o) if o.resource_version.as_deref() == Some("5"))
+        );
+        assert!(
+            matches!(parse_get("/api/v1/namespaces/n1", "").unwrap(), Action::Get(t) if t.resource.plural == "namespaces")
+        );
         assert_eq!(parse_get("/api/v1/widgets", "").unwrap_err().code, 404);
-        assert_eq!(parse_get("/api/v1/pods", "labelSelector=in%20(").unwrap_err().code, 400);
-        assert_eq!(parse_get("/api/v1/pods", "fieldSelector=spec.bogus%3D1").unwrap_err().code, 400);
-        assert_eq!(parse_get("/api/v1/nodes/n/eviction", "").unwrap_err().code, 404);
+        assert_eq!(
+            parse_get("/api/v1/pods", "labelSelector=in%20(")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            parse_get("/api/v1/pods", "fieldSelector=spec.bogus%3D1")
+                .unwrap_err()
+                .code,
+            400
+        );
+        assert_eq!(
+            parse_get("/api/v1/nodes/n/eviction", "").unwrap_err().code,
+            404
+        );
         assert_eq!(percent_decode("a%3Db+c%2"), "a=b c%2");
         let registry = Registry::builtin();
-        let protobuf = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/com.github.proto-openapi.spec.v2@v1.0+protobuf", body: Bytes::new() };
-        assert!(matches!(parse(protobuf, &registry).unwrap(), Action::OpenApiV2 { media_type } if media_type == crate::openapi::V2_PROTOBUF));
-        let json = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/json", body: Bytes::new() };
-        assert!(matches!(parse(json, &registry).unwrap(), Action::OpenApiV2 { media_type: "application/json" }));
-        let yaml = RawRequest { method: &Method::GET, path: "/openapi/v2", query: "", content_type: "", accept: "application/yaml", body: Bytes::new() };
+        let protobuf = RawRequest {
+            method: &Method::GET,
+            path: "/openapi/v2",
+            query: "",
+            content_type: "",
+            accept: "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
+            body: Bytes::new(),
+        };
+        assert!(
+            matches!(parse(protobuf, &registry).unwrap(), Action::OpenApiV2 { media_type } if media_type == crate::openapi::V2_PROTOBUF)
+        );
+        let json = RawRequest {
+            method: &Method::GET,
+            path: "/openapi/v2",
+            query: "",
+            content_type: "",
+            accept: "application/json",
+            body: Bytes::new(),
+        };
+        assert!(matches!(
+            parse(json, &registry).unwrap(),
+            Action::OpenApiV2 {
+                media_type: "application/json"
+            }
+        ));
+        let yaml = RawRequest {
+            method: &Method::GET,
+            path: "/openapi/v2",
+            query: "",
+            content_type: "",
+            accept: "application/yaml",
+            body: Bytes::new(),
+        };
         assert_eq!(parse(yaml, &registry).unwrap_err().code, 406);
-        assert!(wants_aggregated("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"));
-        assert!(!wants_aggregated("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"));
+        assert!(wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
+        ));
+        assert!(!wants_aggregated(
+            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
+        ));
     }
 }

@@ -9,8 +9,15 @@ use serde_json::{Map, Value};
 pub(crate) fn prune(value: &mut Value, schema: &Value, root: bool) {
     match value {
         Value::Object(map) => {
-            let preserve = schema.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true);
-            let embedded = root || schema.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
+            let preserve = schema
+                .get("x-kubernetes-preserve-unknown-fields")
+                .and_then(Value::as_bool)
+                == Some(true);
+            let embedded = root
+                || schema
+                    .get("x-kubernetes-embedded-resource")
+                    .and_then(Value::as_bool)
+                    == Some(true);
             let properties = schema.get("properties").and_then(Value::as_object);
             let additional = schema.get("additionalProperties").filter(|v| v.is_object());
             let keys: Vec<String> = map.keys().cloned().collect();
@@ -54,17 +61,20 @@ pub(crate) fn default(value: &mut Value, schema: &Value) {
                         Some(Value::Null) => !nullable,
                         Some(_) => false,
                     };
-                    if missing
-                        && let Some(default) = child.get("default") {
-                            map.insert(key.clone(), default.clone());
-                        }
+                    if missing && let Some(default) = child.get("default") {
+                        map.insert(key.clone(), default.clone());
+                    }
                     if let Some(v) = map.get_mut(key) {
                         default(v, child);
                     }
                 }
             }
             if let Some(additional) = schema.get("additionalProperties").filter(|v| v.is_object()) {
-                let declared: Vec<String> = schema.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+                let declared: Vec<String> = schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .map(|p| p.keys().cloned().collect())
+                    .unwrap_or_default();
                 for (key, v) in map.iter_mut() {
                     if !declared.contains(key) {
                         default(v, additional);
@@ -84,15 +94,29 @@ pub(crate) fn default(value: &mut Value, schema: &Value) {
 }
 
 /// Validates `value` against `schema`, appending `(field path, message)` for each violation.
-pub(crate) fn validate(value: &Value, schema: &Value, path: &str, errors: &mut Vec<(String, String)>) {
+pub(crate) fn validate(
+    value: &Value,
+    schema: &Value,
+    path: &str,
+    errors: &mut Vec<(String, String)>,
+) {
     let nullable = schema.get("nullable").and_then(Value::as_bool) == Some(true);
     if value.is_null() {
         if !nullable && schema.get("type").is_some() {
-            errors.push((path.to_owned(), format!("Invalid value: \"null\": {path} in body must be of type {}", type_of_schema(schema))));
+            errors.push((
+                path.to_owned(),
+                format!(
+                    "Invalid value: \"null\": {path} in body must be of type {}",
+                    type_of_schema(schema)
+                ),
+            ));
         }
         return;
     }
-    let int_or_string = schema.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
+    let int_or_string = schema
+        .get("x-kubernetes-int-or-string")
+        .and_then(Value::as_bool)
+        == Some(true);
     if let Some(expected) = schema.get("type").and_then(Value::as_str) {
         let ok = match expected {
             "object" => value.is_object(),
@@ -104,43 +128,104 @@ pub(crate) fn validate(value: &Value, schema: &Value, path: &str, errors: &mut V
             _ => true,
         };
         if !ok {
-            errors.push((path.to_owned(), format!("Invalid value: \"{}\": {path} in body must be of type {expected}: \"{}\"", json_type(value), json_type(value))));
+            errors.push((
+                path.to_owned(),
+                format!(
+                    "Invalid value: \"{}\": {path} in body must be of type {expected}: \"{}\"",
+                    json_type(value),
+                    json_type(value)
+                ),
+            ));
             return;
         }
     }
     if let Some(options) = schema.get("enum").and_then(Value::as_array)
-        && !options.contains(value) {
-            let supported: Vec<String> = options.iter().map(|o| o.to_string()).collect();
-            errors.push((path.to_owned(), format!("Unsupported value: {value}: supported values: {}", supported.join(", "))));
-        }
+        && !options.contains(value)
+    {
+        let supported: Vec<String> = options.iter().map(|o| o.to_string()).collect();
+        errors.push((
+            path.to_owned(),
+            format!(
+                "Unsupported value: {value}: supported values: {}",
+                supported.join(", ")
+            ),
+        ));
+    }
     if let Some(number) = value.as_f64() {
         if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-            && number < min {
-                errors.push((path.to_owned(), format!("Invalid value: {value}: {path} in body should be greater than or equal to {min}")));
-            }
+            && number < min
+        {
+            errors.push((path.to_owned(), format!("Invalid value: {value}: {path} in body should be greater than or equal to {min}")));
+        }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
-            && number > max {
-                errors.push((path.to_owned(), format!("Invalid value: {value}: {path} in body should be less than or equal to {max}")));
-            }
+            && number > max
+        {
+            errors.push((
+                path.to_owned(),
+                format!(
+                    "Invalid value: {value}: {path} in body should be less than or equal to {max}"
+                ),
+            ));
+        }
     }
     if let Some(text) = value.as_str() {
         let length = text.chars().count() as u64;
-        if schema.get("minLength").and_then(Value::as_u64).is_some_and(|min| length < min) {
-            errors.push((path.to_owned(), format!("Invalid value: {value}: {path} in body should be at least {} chars long", schema["minLength"])));
+        if schema
+            .get("minLength")
+            .and_then(Value::as_u64)
+            .is_some_and(|min| length < min)
+        {
+            errors.push((
+                path.to_owned(),
+                format!(
+                    "Invalid value: {value}: {path} in body should be at least {} chars long",
+                    schema["minLength"]
+                ),
+            ));
         }
-        if schema.get("maxLength").and_then(Value::as_u64).is_some_and(|max| length > max) {
-            errors.push((path.to_owned(), format!("Too long: may not be more than {} bytes", schema["maxLength"])));
+        if schema
+            .get("maxLength")
+            .and_then(Value::as_u64)
+            .is_some_and(|max| length > max)
+        {
+            errors.push((
+                path.to_owned(),
+                format!(
+                    "Too long: may not be more than {} bytes",
+                    schema["maxLength"]
+                ),
+            ));
         }
     }
     match value {
         Value::Object(map) => validate_object(map, schema, path, errors),
         Value::Array(items) => {
             let count = items.len() as u64;
-            if schema.get("minItems").and_then(Value::as_u64).is_some_and(|min| count < min) {
-                errors.push((path.to_owned(), format!("Invalid value: {count}: {path} in body should have at least {} items", schema["minItems"])));
+            if schema
+                .get("minItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|min| count < min)
+            {
+                errors.push((
+                    path.to_owned(),
+                    format!(
+                        "Invalid value: {count}: {path} in body should have at least {} items",
+                        schema["minItems"]
+                    ),
+                ));
             }
-            if schema.get("maxItems").and_then(Value::as_u64).is_some_and(|max| count > max) {
-                errors.push((path.to_owned(), format!("Too many: {count}: must have at most {} items", schema["maxItems"])));
+            if schema
+                .get("maxItems")
+                .and_then(Value::as_u64)
+                .is_some_and(|max| count > max)
+            {
+                errors.push((
+                    path.to_owned(),
+                    format!(
+                        "Too many: {count}: must have at most {} items",
+                        schema["maxItems"]
+                    ),
+                ));
             }
             if let Some(item_schema) = schema.get("items") {
                 for (index, item) in items.iter().enumerate() {
@@ -152,7 +237,12 @@ pub(crate) fn validate(value: &Value, schema: &Value, path: &str, errors: &mut V
     }
 }
 
-fn validate_object(map: &Map<String, Value>, schema: &Value, path: &str, errors: &mut Vec<(String, String)>) {
+fn validate_object(
+    map: &Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    errors: &mut Vec<(String, String)>,
+) {
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
         for name in required.iter().filter_map(Value::as_str) {
             if !map.contains_key(name) {
@@ -165,17 +255,26 @@ fn validate_object(map: &Map<String, Value>, schema: &Value, path: &str, errors:
         if path.is_empty() && matches!(key.as_str(), "apiVersion" | "kind" | "metadata") {
             continue;
         }
-        let child_path = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        let child_path = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
         if let Some(child_schema) = properties.and_then(|p| p.get(key)) {
             validate(child, child_schema, &child_path, errors);
-        } else if let Some(additional) = schema.get("additionalProperties").filter(|v| v.is_object()) {
+        } else if let Some(additional) =
+            schema.get("additionalProperties").filter(|v| v.is_object())
+        {
             validate(child, additional, &child_path, errors);
         }
     }
 }
 
 fn type_of_schema(schema: &Value) -> &str {
-    schema.get("type").and_then(Value::as_str).unwrap_or("object")
+    schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("object")
 }
 
 fn json_type(value: &Value) -> &'static str {
@@ -212,16 +311,29 @@ mod tests {
             "spec": {"size": 2, "unknown": true, "extra": {"anything": [1]}}});
         prune(&mut object, &schema(), true);
         default(&mut object, &schema());
-        assert_eq!(object, json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
-            "spec": {"size": 2, "extra": {"anything": [1]}, "mode": "auto"}}));
+        assert_eq!(
+            object,
+            json!({"apiVersion": "x/v1", "kind": "K", "metadata": {"name": "a"},
+            "spec": {"size": 2, "extra": {"anything": [1]}, "mode": "auto"}})
+        );
         let mut errors = Vec::new();
         validate(&object, &schema(), "", &mut errors);
         assert!(errors.is_empty(), "{errors:?}");
-        validate(&json!({"spec": {"size": 0, "mode": "other"}}), &schema(), "", &mut errors);
+        validate(
+            &json!({"spec": {"size": 0, "mode": "other"}}),
+            &schema(),
+            "",
+            &mut errors,
+        );
         let fields: Vec<&str> = errors.iter().map(|(f, _)| f.as_str()).collect();
         assert_eq!(fields, vec!["spec.mode", "spec.size"]);
         errors.clear();
-        validate(&json!({"spec": {"mode": "auto"}}), &schema(), "", &mut errors);
+        validate(
+            &json!({"spec": {"mode": "auto"}}),
+            &schema(),
+            "",
+            &mut errors,
+        );
         assert_eq!(errors[0].0, "spec.size");
     }
 }

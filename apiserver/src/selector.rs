@@ -46,25 +46,43 @@ impl LabelSelector {
         let mut requirements = Vec::new();
         if let Some(labels) = selector.get("matchLabels").and_then(Value::as_object) {
             for (key, value) in labels {
-                let value = value.as_str().ok_or_else(|| ApiError::bad_request(format!("matchLabels value for {key:?} is not a string")))?;
+                let value = value.as_str().ok_or_else(|| {
+                    ApiError::bad_request(format!("matchLabels value for {key:?} is not a string"))
+                })?;
                 requirements.push(Requirement::Equals(key.clone(), value.to_owned()));
             }
         }
         if let Some(expressions) = selector.get("matchExpressions").and_then(Value::as_array) {
             for expression in expressions {
-                let key = expression.get("key").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let key = expression
+                    .get("key")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 let values: BTreeSet<String> = expression
                     .get("values")
                     .and_then(Value::as_array)
-                    .map(|v| v.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .map(|v| {
+                        v.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect()
+                    })
                     .unwrap_or_default();
-                let operator = expression.get("operator").and_then(Value::as_str).unwrap_or_default();
+                let operator = expression
+                    .get("operator")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 requirements.push(match operator {
                     "In" => Requirement::In(key, values),
                     "NotIn" => Requirement::NotIn(key, values),
                     "Exists" => Requirement::Exists(key),
                     "DoesNotExist" => Requirement::NotExists(key),
-                    other => return Err(ApiError::bad_request(format!("{other:?} is not a valid label selector operator"))),
+                    other => {
+                        return Err(ApiError::bad_request(format!(
+                            "{other:?} is not a valid label selector operator"
+                        )));
+                    }
                 });
             }
         }
@@ -82,18 +100,23 @@ impl LabelSelector {
         }
         let labels = object.get("metadata").and_then(|m| m.get("labels"));
         let get = |key: &str| labels.and_then(|l| l.get(key)).and_then(Value::as_str);
-        self.requirements.iter().all(|requirement| match requirement {
-            Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
-            Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
-            Requirement::In(k, set) => get(k).is_some_and(|v| set.contains(v)),
-            Requirement::NotIn(k, set) => get(k).is_none_or(|v| !set.contains(v)),
-            Requirement::Exists(k) => get(k).is_some(),
-            Requirement::NotExists(k) => get(k).is_none(),
-            Requirement::GreaterThan(k, n) => get(k).and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v > *n),
-            Requirement::LessThan(k, n) => get(k).and_then(|v| v.parse::<i64>().ok()).is_some_and(|v| v < *n),
-        })
+        self.requirements
+            .iter()
+            .all(|requirement| match requirement {
+                Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
+                Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
+                Requirement::In(k, set) => get(k).is_some_and(|v| set.contains(v)),
+                Requirement::NotIn(k, set) => get(k).is_none_or(|v| !set.contains(v)),
+                Requirement::Exists(k) => get(k).is_some(),
+                Requirement::NotExists(k) => get(k).is_none(),
+                Requirement::GreaterThan(k, n) => get(k)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|v| v > *n),
+                Requirement::LessThan(k, n) => get(k)
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .is_some_and(|v| v < *n),
+            })
     }
-
 }
 
 fn split_top_level(text: &str) -> Result<Vec<&str>, ApiError> {
@@ -134,7 +157,10 @@ fn parse_requirement(part: &str) -> Result<Requirement, ApiError> {
         return Ok(Requirement::NotExists(key.to_owned()));
     }
     for (op, build) in [
-        ("!=", Requirement::NotEquals as fn(String, String) -> Requirement),
+        (
+            "!=",
+            Requirement::NotEquals as fn(String, String) -> Requirement,
+        ),
         ("==", Requirement::Equals),
         ("=", Requirement::Equals),
     ] {
@@ -149,8 +175,17 @@ fn parse_requirement(part: &str) -> Result<Requirement, ApiError> {
         if let Some((key, value)) = part.split_once(op) {
             let key = key.trim();
             validate_key(key, part)?;
-            let number: i64 = value.trim().parse().map_err(|_| parse_error(part, "for 'gt', 'lt' operators, the value must be an integer"))?;
-            return Ok(if greater { Requirement::GreaterThan(key.to_owned(), number) } else { Requirement::LessThan(key.to_owned(), number) });
+            let number: i64 = value.trim().parse().map_err(|_| {
+                parse_error(
+                    part,
+                    "for 'gt', 'lt' operators, the value must be an integer",
+                )
+            })?;
+            return Ok(if greater {
+                Requirement::GreaterThan(key.to_owned(), number)
+            } else {
+                Requirement::LessThan(key.to_owned(), number)
+            });
         }
     }
     let mut words = part.splitn(2, char::is_whitespace);
@@ -165,7 +200,10 @@ fn parse_requirement(part: &str) -> Result<Requirement, ApiError> {
     } else if let Some(set) = rest.strip_prefix("in") {
         (false, set)
     } else {
-        return Err(parse_error(part, "found unknown operator, expected one of: =, ==, !=, in, notin, exists, gt, lt"));
+        return Err(parse_error(
+            part,
+            "found unknown operator, expected one of: =, ==, !=, in, notin, exists, gt, lt",
+        ));
     };
     let set_text = set_text.trim();
     let inner = set_text
@@ -173,7 +211,10 @@ fn parse_requirement(part: &str) -> Result<Requirement, ApiError> {
         .and_then(|s| s.strip_suffix(')'))
         .ok_or_else(|| parse_error(part, "expected a set of values in parentheses"))?;
     if inner.trim().is_empty() {
-        return Err(parse_error(part, "for 'in', 'notin' operators, values set can't be empty"));
+        return Err(parse_error(
+            part,
+            "for 'in', 'notin' operators, values set can't be empty",
+        ));
     }
     let mut values = BTreeSet::new();
     for value in inner.split(',') {
@@ -182,9 +223,16 @@ fn parse_requirement(part: &str) -> Result<Requirement, ApiError> {
         values.insert(value.to_owned());
     }
     if values.is_empty() {
-        return Err(parse_error(part, "for 'in', 'notin' operators, values set can't be empty"));
+        return Err(parse_error(
+            part,
+            "for 'in', 'notin' operators, values set can't be empty",
+        ));
     }
-    Ok(if notin { Requirement::NotIn(key.to_owned(), values) } else { Requirement::In(key.to_owned(), values) })
+    Ok(if notin {
+        Requirement::NotIn(key.to_owned(), values)
+    } else {
+        Requirement::In(key.to_owned(), values)
+    })
 }
 
 fn is_name_char(c: char) -> bool {
@@ -194,7 +242,12 @@ fn is_name_char(c: char) -> bool {
 fn validate_key(key: &str, part: &str) -> Result<(), ApiError> {
     let name = match key.rsplit_once('/') {
         Some((prefix, name)) => {
-            if prefix.is_empty() || prefix.len() > 253 || !prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.') {
+            if prefix.is_empty()
+                || prefix.len() > 253
+                || !prefix
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+            {
                 return Err(parse_error(part, "prefix part must be a DNS subdomain"));
             }
             name
@@ -206,7 +259,14 @@ fn validate_key(key: &str, part: &str) -> Result<(), ApiError> {
         && name.chars().all(is_name_char)
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-    if valid { Ok(()) } else { Err(parse_error(part, "name part must consist of alphanumeric characters, '-', '_' or '.'")) }
+    if valid {
+        Ok(())
+    } else {
+        Err(parse_error(
+            part,
+            "name part must consist of alphanumeric characters, '-', '_' or '.'",
+        ))
+    }
 }
 
 fn validate_value(value: &str, part: &str) -> Result<(), ApiError> {
@@ -215,7 +275,14 @@ fn validate_value(value: &str, part: &str) -> Result<(), ApiError> {
             && value.chars().all(is_name_char)
             && value.starts_with(|c: char| c.is_ascii_alphanumeric())
             && value.ends_with(|c: char| c.is_ascii_alphanumeric()));
-    if valid { Ok(()) } else { Err(parse_error(part, "a valid label value must be 63 characters or less and consist of alphanumeric characters, '-', '_' or '.'")) }
+    if valid {
+        Ok(())
+    } else {
+        Err(parse_error(
+            part,
+            "a valid label value must be 63 characters or less and consist of alphanumeric characters, '-', '_' or '.'",
+        ))
+    }
 }
 
 /// A parsed field selector: `field=value` and `field!=value` terms.
@@ -240,11 +307,15 @@ impl FieldSelector {
             } else if let Some((f, v)) = part.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(ApiError::bad_request(format!("invalid field selector: {part:?}: expected an operator (=, ==, !=)")));
+                return Err(ApiError::bad_request(format!(
+                    "invalid field selector: {part:?}: expected an operator (=, ==, !=)"
+                )));
             };
             let field = field.trim();
             if !supported.contains(&field) {
-                return Err(ApiError::bad_request(format!("field label not supported: {field}")));
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {field}"
+                )));
             }
             terms.push((field.to_owned(), equal, value.trim().to_owned()));
         }
@@ -252,12 +323,17 @@ impl FieldSelector {
     }
 
     pub(crate) fn matches(&self, object: &Value) -> bool {
-        self.terms.iter().all(|(field, equal, value)| (field_value(object, field) == *value) == *equal)
+        self.terms
+            .iter()
+            .all(|(field, equal, value)| (field_value(object, field) == *value) == *equal)
     }
 
     /// The value `field` must equal, if the selector pins it.
     pub(crate) fn pinned(&self, field: &str) -> Option<&str> {
-        self.terms.iter().find(|(f, equal, _)| f == field && *equal).map(|(_, _, v)| v.as_str())
+        self.terms
+            .iter()
+            .find(|(f, equal, _)| f == field && *equal)
+            .map(|(_, _, v)| v.as_str())
     }
 }
 
@@ -265,7 +341,10 @@ impl FieldSelector {
 pub(crate) fn field_value(object: &Value, field: &str) -> String {
     // Walked step by step: this runs for every watch event and every selected object, and
     // `Value::pointer` would allocate the pointer and each of its steps.
-    match field.split('.').try_fold(object, |value, step| value.get(step)) {
+    match field
+        .split('.')
+        .try_fold(object, |value, step| value.get(step))
+    {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Bool(b)) => b.to_string(),
         Some(Value::Number(n)) => n.to_string(),
@@ -311,7 +390,15 @@ mod tests {
 
     #[test]
     fn malformed_selectors_are_bad_requests() {
-        for selector in ["app in web", "app in ()", "a=(b", "=x", "app foo (x)", "bad key=1", "a=b c"] {
+        for selector in [
+            "app in web",
+            "app in ()",
+            "a=(b",
+            "=x",
+            "app foo (x)",
+            "bad key=1",
+            "a=b c",
+        ] {
             let error = LabelSelector::parse(selector).unwrap_err();
             assert_eq!(error.code, 400, "selector {selector:?}");
         }
@@ -321,10 +408,27 @@ mod tests {
     fn field_selectors_check_supported_fields() {
         let pod = json!({"metadata": {"name": "p"}, "spec": {"nodeName": "n1"}, "status": {"phase": "Running"}});
         let fields = ["metadata.name", "spec.nodeName", "status.phase"];
-        assert!(FieldSelector::parse("spec.nodeName=n1,status.phase!=Failed", &fields).unwrap().matches(&pod));
-        assert!(!FieldSelector::parse("spec.nodeName==n2", &fields).unwrap().matches(&pod));
-        assert_eq!(FieldSelector::parse("spec.foo=1", &fields).unwrap_err().code, 400);
+        assert!(
+            FieldSelector::parse("spec.nodeName=n1,status.phase!=Failed", &fields)
+                .unwrap()
+                .matches(&pod)
+        );
+        assert!(
+            !FieldSelector::parse("spec.nodeName==n2", &fields)
+                .unwrap()
+                .matches(&pod)
+        );
+        assert_eq!(
+            FieldSelector::parse("spec.foo=1", &fields)
+                .unwrap_err()
+                .code,
+            400
+        );
         let node = json!({"metadata": {"name": "n"}, "spec": {}});
-        assert!(FieldSelector::parse("spec.unschedulable=false", &["spec.unschedulable"]).unwrap().matches(&node));
+        assert!(
+            FieldSelector::parse("spec.unschedulable=false", &["spec.unschedulable"])
+                .unwrap()
+                .matches(&node)
+        );
     }
 }

@@ -17,7 +17,8 @@ use crate::registry::{GroupResource, Registry, Resource, split_api_version};
 use crate::store::{Key, Store};
 
 /// Namespaces every cluster starts with.
-pub(crate) const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+pub(crate) const INITIAL_NAMESPACES: &[&str] =
+    &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// Everything behind the server's lock.
 #[derive(Debug)]
@@ -30,11 +31,22 @@ pub(crate) struct State {
 
 /// The storage key of `resource`'s object `name` in `namespace`.
 pub(crate) fn key(resource: &Resource, namespace: &str, name: &str) -> Key {
-    Key { gr: resource.group_resource(), namespace: if resource.namespaced { namespace.to_owned() } else { String::new() }, name: name.to_owned() }
+    Key {
+        gr: resource.group_resource(),
+        namespace: if resource.namespaced {
+            namespace.to_owned()
+        } else {
+            String::new()
+        },
+        name: name.to_owned(),
+    }
 }
 
 pub(crate) fn gr(group: &str, resource: &str) -> GroupResource {
-    GroupResource { group: group.to_owned(), resource: resource.to_owned() }
+    GroupResource {
+        group: group.to_owned(),
+        resource: resource.to_owned(),
+    }
 }
 
 /// RFC 3339 with second precision, as `metav1.Time` is serialized.
@@ -50,14 +62,27 @@ fn finalizers(object: &Value) -> Vec<String> {
     object
         .at("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|f| f.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+        .map(|f| {
+            f.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 impl State {
     pub(crate) fn new(window: usize, seed: u64, now: &str) -> Self {
-        let mut state = Self { store: Store::new(window), registry: Registry::builtin(), auth: AuthConfig::default(), random: seed ^ 0x9e37_79b9_7f4a_7c15 };
-        let namespaces = state.registry.get("", "v1", "namespaces").expect("namespaces are built in");
+        let mut state = Self {
+            store: Store::new(window),
+            registry: Registry::builtin(),
+            auth: AuthConfig::default(),
+            random: seed ^ 0x9e37_79b9_7f4a_7c15,
+        };
+        let namespaces = state
+            .registry
+            .get("", "v1", "namespaces")
+            .expect("namespaces are built in");
         for name in INITIAL_NAMESPACES {
             let uid = state.uid();
             let object = json!({
@@ -81,8 +106,11 @@ impl State {
     }
 
     pub(crate) fn uid(&mut self) -> String {
-        let bytes = ((u128::from(self.next_random()) << 64) | u128::from(self.next_random())).to_be_bytes();
-        uuid::Builder::from_random_bytes(bytes).into_uuid().to_string()
+        let bytes =
+            ((u128::from(self.next_random()) << 64) | u128::from(self.next_random())).to_be_bytes();
+        uuid::Builder::from_random_bytes(bytes)
+            .into_uuid()
+            .to_string()
     }
 
     /// Five characters from kube-apiserver's generateName alphabet.
@@ -99,13 +127,26 @@ impl State {
     }
 
     /// Stores `object` and runs the built-in controllers it affects.
-    pub(crate) fn write(&mut self, resource: &Resource, key: &Key, object: Value, now: &str) -> Result<Arc<Value>, ApiError> {
-        if resource.group == "apiextensions.k8s.io" && resource.plural == "customresourcedefinitions" {
+    pub(crate) fn write(
+        &mut self,
+        resource: &Resource,
+        key: &Key,
+        object: Value,
+        now: &str,
+    ) -> Result<Arc<Value>, ApiError> {
+        if resource.group == "apiextensions.k8s.io"
+            && resource.plural == "customresourcedefinitions"
+        {
             self.serve_crd(&object)?;
         }
         let deleting = object.at("/metadata/deletionTimestamp").is_some();
-        let grace_over = object.at("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
-        if deleting && grace_over && finalizers(&object).is_empty() && self.store.get(key).is_some() {
+        let grace_over = object
+            .at("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0;
+        if deleting && grace_over && finalizers(&object).is_empty() && self.store.get(key).is_some()
+        {
             // The write removes the last finalizer: like kube-apiserver, the object is deleted
             // instead of stored (watchers see only DELETED, with the object as last stored), and
             // the writer gets the object it wrote.
@@ -125,7 +166,15 @@ impl State {
         if let Some(first) = resources.first() {
             let builtin = Registry::builtin();
             if builtin.any_version(&first.group, &first.plural).is_some() {
-                return Err(ApiError::invalid("apiextensions.k8s.io", "CustomResourceDefinition", meta_str(crd, "name").unwrap_or_default(), vec![("spec.group".into(), "Invalid value: the group is served by a built-in API".into())]));
+                return Err(ApiError::invalid(
+                    "apiextensions.k8s.io",
+                    "CustomResourceDefinition",
+                    meta_str(crd, "name").unwrap_or_default(),
+                    vec![(
+                        "spec.group".into(),
+                        "Invalid value: the group is served by a built-in API".into(),
+                    )],
+                ));
             }
             self.registry.remove(&first.group, &first.plural);
         }
@@ -138,15 +187,28 @@ impl State {
     /// Removes an object for good, then lets dependents and namespaces react.
     pub(crate) fn purge(&mut self, key: &Key, now: &str) -> Option<Arc<Value>> {
         let removed = self.store.remove(key)?;
-        if key.gr.group == "apiextensions.k8s.io" && key.gr.resource == "customresourcedefinitions"
-            && let (Some(group), Some(plural)) = (removed.at("/spec/group").and_then(Value::as_str), removed.at("/spec/names/plural").and_then(Value::as_str)) {
-                let gr = gr(group, plural);
-                let keys: Vec<Key> = self.store.range(&gr, None, None).map(|((ns, name), _)| Key { gr: gr.clone(), namespace: ns.clone(), name: name.clone() }).collect();
-                for k in keys {
-                    self.store.remove(&k);
-                }
-                self.registry.remove(group, plural);
+        if key.gr.group == "apiextensions.k8s.io"
+            && key.gr.resource == "customresourcedefinitions"
+            && let (Some(group), Some(plural)) = (
+                removed.at("/spec/group").and_then(Value::as_str),
+                removed.at("/spec/names/plural").and_then(Value::as_str),
+            )
+        {
+            let gr = gr(group, plural);
+            let keys: Vec<Key> = self
+                .store
+                .range(&gr, None, None)
+                .map(|((ns, name), _)| Key {
+                    gr: gr.clone(),
+                    namespace: ns.clone(),
+                    name: name.clone(),
+                })
+                .collect();
+            for k in keys {
+                self.store.remove(&k);
             }
+            self.registry.remove(group, plural);
+        }
         if let Some(uid) = meta_str(&removed, "uid") {
             let uid = uid.to_owned();
             self.collect_garbage(&uid, now);
@@ -156,13 +218,19 @@ impl State {
         let owners: Vec<String> = removed
             .at("/metadata/ownerReferences")
             .and_then(Value::as_array)
-            .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_owned).collect())
+            .map(|refs| {
+                refs.iter()
+                    .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
         for owner in owners {
             if let Some(owner_key) = self.store.key_of_uid(&owner).cloned()
-                && let Some(object) = self.store.get(&owner_key).cloned() {
-                    self.settle_deleting(&owner_key, &object, now);
-                }
+                && let Some(object) = self.store.get(&owner_key).cloned()
+            {
+                self.settle_deleting(&owner_key, &object, now);
+            }
         }
         Some(removed)
     }
@@ -183,15 +251,25 @@ impl State {
 
     /// Deletes the object at `key` the way a DELETE request does (without graceful pod
     /// handling, which the handler decides): finalizers keep it with a deletionTimestamp.
-    pub(crate) fn delete(&mut self, key: &Key, propagation: Option<&str>, now: &str) -> Option<Arc<Value>> {
+    pub(crate) fn delete(
+        &mut self,
+        key: &Key,
+        propagation: Option<&str>,
+        now: &str,
+    ) -> Option<Arc<Value>> {
         let current = self.store.get(key)?.clone();
         let mut object = (*current).clone();
         let mut fins = finalizers(&object);
         let policy = propagation.unwrap_or("Background");
-        let has_dependents = meta_str(&object, "uid").is_some_and(|uid| !self.store.dependents_of(uid).is_empty());
+        let has_dependents =
+            meta_str(&object, "uid").is_some_and(|uid| !self.store.dependents_of(uid).is_empty());
         match policy {
-            "Orphan" if has_dependents && !fins.iter().any(|f| f == "orphan") => fins.push("orphan".to_owned()),
-            "Foreground" if has_dependents && !fins.iter().any(|f| f == "foregroundDeletion") => fins.push("foregroundDeletion".to_owned()),
+            "Orphan" if has_dependents && !fins.iter().any(|f| f == "orphan") => {
+                fins.push("orphan".to_owned())
+            }
+            "Foreground" if has_dependents && !fins.iter().any(|f| f == "foregroundDeletion") => {
+                fins.push("foregroundDeletion".to_owned())
+            }
             _ => {}
         }
         if fins.is_empty() {
@@ -214,19 +292,37 @@ impl State {
     /// Deletes a pod as kube-apiserver does: a pod bound to a node (and not terminal) gets a
     /// deletionTimestamp `grace` seconds ahead and stays until its kubelet deletes it with grace
     /// 0; an unbound or terminal pod goes at once (after its finalizers).
-    pub(crate) fn delete_pod(&mut self, key: &Key, grace: Option<i64>, propagation: Option<&str>, now: &str) -> Option<Arc<Value>> {
+    pub(crate) fn delete_pod(
+        &mut self,
+        key: &Key,
+        grace: Option<i64>,
+        propagation: Option<&str>,
+        now: &str,
+    ) -> Option<Arc<Value>> {
         let current = self.store.get(key)?.clone();
-        let bound = current.at("/spec/nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty());
-        let terminal = matches!(current.at("/status/phase").and_then(Value::as_str), Some("Succeeded" | "Failed"));
-        let default_grace = current.at("/spec/terminationGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(30);
+        let bound = current
+            .at("/spec/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let terminal = matches!(
+            current.at("/status/phase").and_then(Value::as_str),
+            Some("Succeeded" | "Failed")
+        );
+        let default_grace = current
+            .at("/spec/terminationGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(30);
         let mut grace = grace.unwrap_or(default_grace).max(0);
         if !bound || terminal {
             grace = 0;
         }
-        if let Some(existing) = current.at("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64)
-            && current.at("/metadata/deletionTimestamp").is_some() {
-                grace = grace.min(existing);
-            }
+        if let Some(existing) = current
+            .at("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            && current.at("/metadata/deletionTimestamp").is_some()
+        {
+            grace = grace.min(existing);
+        }
         if grace == 0 {
             // As kube-apiserver: the pod is first stored with deletionTimestamp now and grace
             // period 0 (watchers see it MODIFIED), then deleted unless finalizers hold it.
@@ -241,7 +337,9 @@ impl State {
             return self.delete(key, propagation, now);
         }
         let now_ts: Timestamp = now.parse().ok()?;
-        let deadline = now_ts.checked_add(jiff::SignedDuration::from_secs(grace)).unwrap_or(now_ts);
+        let deadline = now_ts
+            .checked_add(jiff::SignedDuration::from_secs(grace))
+            .unwrap_or(now_ts);
         let mut object = (*current).clone();
         object["metadata"]["deletionTimestamp"] = Value::String(format_time(deadline));
         object["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
@@ -266,7 +364,10 @@ impl State {
             for dependent in self.store.dependents_of(&uid) {
                 if let Some(dep) = self.store.get(&dependent).cloned() {
                     let mut dep = (*dep).clone();
-                    if let Some(refs) = dep.at_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+                    if let Some(refs) = dep
+                        .at_mut("/metadata/ownerReferences")
+                        .and_then(Value::as_array_mut)
+                    {
                         refs.retain(|r| r.get("uid").and_then(Value::as_str) != Some(uid.as_str()));
                     }
                     self.store.put(&dependent, dep);
@@ -278,7 +379,10 @@ impl State {
         if fins.iter().any(|f| f == "foregroundDeletion") {
             let dependents = self.store.dependents_of(&uid);
             for dependent in &dependents {
-                let deleting = self.store.get(dependent).is_some_and(|d| d.at("/metadata/deletionTimestamp").is_some());
+                let deleting = self
+                    .store
+                    .get(dependent)
+                    .is_some_and(|d| d.at("/metadata/deletionTimestamp").is_some());
                 if !deleting {
                     self.delete(dependent, Some("Foreground"), now);
                 }
@@ -288,7 +392,11 @@ impl State {
                 changed = true;
             }
         }
-        let grace_over = object.at("/metadata/deletionGracePeriodSeconds").and_then(Value::as_i64).unwrap_or(0) == 0;
+        let grace_over = object
+            .at("/metadata/deletionGracePeriodSeconds")
+            .and_then(Value::as_i64)
+            .unwrap_or(0)
+            == 0;
         if fins.is_empty() && grace_over {
             self.purge(key, now);
         } else if changed {
@@ -301,8 +409,11 @@ impl State {
     /// The owner of `uid` is gone: dependents whose every owner is gone are deleted.
     fn collect_garbage(&mut self, uid: &str, now: &str) {
         for dependent in self.store.dependents_of(uid) {
-            let Some(object) = self.store.get(&dependent).cloned() else { continue };
-            if object.at("/metadata/deletionTimestamp").is_some() && finalizers(&object).is_empty() {
+            let Some(object) = self.store.get(&dependent).cloned() else {
+                continue;
+            };
+            if object.at("/metadata/deletionTimestamp").is_some() && finalizers(&object).is_empty()
+            {
                 continue;
             }
             if self.all_owners_gone(&object, &dependent) {
@@ -310,7 +421,10 @@ impl State {
             } else {
                 let mut updated = (*object).clone();
                 let gone = |r: &Value| r.get("uid").and_then(Value::as_str) == Some(uid);
-                if let Some(refs) = updated.at_mut("/metadata/ownerReferences").and_then(Value::as_array_mut) {
+                if let Some(refs) = updated
+                    .at_mut("/metadata/ownerReferences")
+                    .and_then(Value::as_array_mut)
+                {
                     refs.retain(|r| !gone(r));
                 }
                 self.store.put(&dependent, updated);
@@ -321,38 +435,71 @@ impl State {
     /// Whether every owner reference of `object` points at an object that no longer exists
     /// (owners of kinds this server does not serve count as existing).
     pub(crate) fn all_owners_gone(&self, object: &Value, key: &Key) -> bool {
-        let Some(refs) = object.at("/metadata/ownerReferences").and_then(Value::as_array) else { return false };
+        let Some(refs) = object
+            .at("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+        else {
+            return false;
+        };
         !refs.is_empty()
             && refs.iter().all(|r| {
-                let api_version = r.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+                let api_version = r
+                    .get("apiVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
                 let kind = r.get("kind").and_then(Value::as_str).unwrap_or_default();
                 let name = r.get("name").and_then(Value::as_str).unwrap_or_default();
                 let uid = r.get("uid").and_then(Value::as_str).unwrap_or_default();
                 let (group, _) = split_api_version(api_version);
                 let Some(owner_resource) = self.registry.by_kind(api_version, kind).or_else(|| {
-                    self.registry.all().find(|res| res.group == group && res.kind == kind).cloned()
+                    self.registry
+                        .all()
+                        .find(|res| res.group == group && res.kind == kind)
+                        .cloned()
                 }) else {
                     return false;
                 };
                 let owner_key = self::key(&owner_resource, &key.namespace, name);
-                self.store.get(&owner_key).is_none_or(|owner| meta_str(owner, "uid") != Some(uid))
+                self.store
+                    .get(&owner_key)
+                    .is_none_or(|owner| meta_str(owner, "uid") != Some(uid))
             })
     }
 
     /// A terminating namespace is emptied, then removed.
     fn finish_namespace(&mut self, namespace: &str, now: &str) {
-        let ns_key = Key { gr: gr("", "namespaces"), namespace: String::new(), name: namespace.to_owned() };
-        let Some(ns) = self.store.get(&ns_key).cloned() else { return };
+        let ns_key = Key {
+            gr: gr("", "namespaces"),
+            namespace: String::new(),
+            name: namespace.to_owned(),
+        };
+        let Some(ns) = self.store.get(&ns_key).cloned() else {
+            return;
+        };
         if ns.at("/metadata/deletionTimestamp").is_none() {
             return;
         }
-        let resources: BTreeSet<GroupResource> = self.registry.all().filter(|r| r.namespaced).map(|r| r.group_resource()).collect();
+        let resources: BTreeSet<GroupResource> = self
+            .registry
+            .all()
+            .filter(|r| r.namespaced)
+            .map(|r| r.group_resource())
+            .collect();
         let mut remaining = 0;
         for gr in resources {
             let keys: Vec<(Key, bool)> = self
                 .store
                 .range(&gr, Some(namespace), None)
-                .map(|((ns, name), object)| (Key { gr: gr.clone(), namespace: ns.clone(), name: name.clone() }, object.at("/metadata/deletionTimestamp").is_some()))
+                .map(|((ns, name), object)| {
+                    (
+                        Key {
+                            gr: gr.clone(),
+                            namespace: ns.clone(),
+                            name: name.clone(),
+                        },
+                        object.at("/metadata/deletionTimestamp").is_some(),
+                    )
+                })
                 .collect();
             for (key, deleting) in keys {
                 remaining += 1;
@@ -371,12 +518,21 @@ impl State {
     }
 
     fn namespace_is_empty(&self, namespace: &str) -> bool {
-        self.registry.all().filter(|r| r.namespaced).all(|r| self.store.range(&r.group_resource(), Some(namespace), None).next().is_none())
+        self.registry.all().filter(|r| r.namespaced).all(|r| {
+            self.store
+                .range(&r.group_resource(), Some(namespace), None)
+                .next()
+                .is_none()
+        })
     }
 
     /// Deletes a namespace: it turns Terminating and its content goes.
     pub(crate) fn delete_namespace(&mut self, name: &str, now: &str) -> Option<Arc<Value>> {
-        let ns_key = Key { gr: gr("", "namespaces"), namespace: String::new(), name: name.to_owned() };
+        let ns_key = Key {
+            gr: gr("", "namespaces"),
+            namespace: String::new(),
+            name: name.to_owned(),
+        };
         let current = self.store.get(&ns_key)?.clone();
         if current.at("/metadata/deletionTimestamp").is_none() {
             let mut object = (*current).clone();

@@ -52,7 +52,13 @@ pub(crate) struct Event {
 }
 
 impl Event {
-    fn new(rv: u64, kind: EventType, object: Arc<Value>, previous: Option<Arc<Value>>, json: Arc<OnceLock<Bytes>>) -> Self {
+    fn new(
+        rv: u64,
+        kind: EventType,
+        object: Arc<Value>,
+        previous: Option<Arc<Value>>,
+        json: Arc<OnceLock<Bytes>>,
+    ) -> Self {
         let mut pins = Vec::with_capacity(2 * INDEXED_FIELDS.len());
         for field in INDEXED_FIELDS {
             for object in std::iter::once(&object).chain(previous.as_ref()) {
@@ -62,7 +68,14 @@ impl Event {
                 }
             }
         }
-        Self { rv, kind, object, previous, json, pins }
+        Self {
+            rv,
+            kind,
+            object,
+            previous,
+            json,
+            pins,
+        }
     }
 
     /// Whether a watch pinned to `pin` (or unpinned) may see this event.
@@ -119,7 +132,9 @@ struct Watchers {
 
 impl std::fmt::Debug for Watchers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Watchers").field("count", &self.all.len()).finish_non_exhaustive()
+        f.debug_struct("Watchers")
+            .field("count", &self.all.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -128,15 +143,25 @@ impl Watchers {
         self.next += 1;
         let id = self.next;
         match &watcher.pin {
-            Some((field, value)) => self.pinned.entry((watcher.gr.clone(), field, value.clone())).or_default().insert(id),
-            None => self.unpinned.entry(watcher.gr.clone()).or_default().insert(id),
+            Some((field, value)) => self
+                .pinned
+                .entry((watcher.gr.clone(), field, value.clone()))
+                .or_default()
+                .insert(id),
+            None => self
+                .unpinned
+                .entry(watcher.gr.clone())
+                .or_default()
+                .insert(id),
         };
         self.all.insert(id, watcher);
         id
     }
 
     fn remove(&mut self, id: u64) {
-        let Some(watcher) = self.all.remove(&id) else { return };
+        let Some(watcher) = self.all.remove(&id) else {
+            return;
+        };
         match watcher.pin {
             Some((field, value)) => {
                 let key = (watcher.gr, field, value);
@@ -167,7 +192,9 @@ impl Watchers {
         }
         let mut gone = Vec::new();
         for id in candidates {
-            let Some(watcher) = self.all.get(&id) else { continue };
+            let Some(watcher) = self.all.get(&id) else {
+                continue;
+            };
             if let Some(kind) = event.seen_as(&*watcher.matches)
                 && watcher.sender.send((kind, event.clone())).is_err()
             {
@@ -213,13 +240,19 @@ pub(crate) fn members_json(object: &Value) -> Bytes {
         fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
             use serde::ser::SerializeMap;
             let mut map = serializer.serialize_map(None)?;
-            for (key, value) in self.0.iter().filter(|(key, _)| !matches!(key.as_str(), "apiVersion" | "kind")) {
+            for (key, value) in self
+                .0
+                .iter()
+                .filter(|(key, _)| !matches!(key.as_str(), "apiVersion" | "kind"))
+            {
                 map.serialize_entry(key, value)?;
             }
             map.end()
         }
     }
-    let Some(map) = object.as_object() else { return Bytes::new() };
+    let Some(map) = object.as_object() else {
+        return Bytes::new();
+    };
     let mut text = serde_json::to_vec(&Members(map)).unwrap_or_else(|_| b"{}".to_vec());
     // `{...}` → `...`
     text.pop();
@@ -255,7 +288,17 @@ pub(crate) struct Store {
 impl Store {
     /// An empty store keeping the last `window` events of each resource for watches.
     pub(crate) fn new(window: usize) -> Self {
-        Self { objects: BTreeMap::new(), logs: HashMap::new(), rv: 1, window: window.max(1), by_uid: HashMap::new(), dependents: HashMap::new(), pods_by_node: HashMap::new(), watchers: Watchers::default(), counted_pod_changes: BTreeMap::new() }
+        Self {
+            objects: BTreeMap::new(),
+            logs: HashMap::new(),
+            rv: 1,
+            window: window.max(1),
+            by_uid: HashMap::new(),
+            dependents: HashMap::new(),
+            pods_by_node: HashMap::new(),
+            watchers: Watchers::default(),
+            counted_pod_changes: BTreeMap::new(),
+        }
     }
 
     pub(crate) fn resource_version(&self) -> u64 {
@@ -267,7 +310,9 @@ impl Store {
     }
 
     pub(crate) fn slot(&self, key: &Key) -> Option<&Slot> {
-        self.objects.get(&key.gr)?.get(&(key.namespace.clone(), key.name.clone()))
+        self.objects
+            .get(&key.gr)?
+            .get(&(key.namespace.clone(), key.name.clone()))
     }
 
     /// Objects of `gr` (in `namespace`, if given), ordered by namespace then name, starting
@@ -278,7 +323,8 @@ impl Store {
         namespace: Option<&'a str>,
         after: Option<(String, String)>,
     ) -> impl Iterator<Item = (&'a (String, String), &'a Arc<Value>)> + 'a {
-        self.slots(gr, namespace, after).map(|(key, slot)| (key, &slot.object))
+        self.slots(gr, namespace, after)
+            .map(|(key, slot)| (key, &slot.object))
     }
 
     /// Like [`Store::range`], with the slots (for their cached JSON).
@@ -304,7 +350,10 @@ impl Store {
         after: Option<(String, String)>,
     ) -> impl Iterator<Item = (&'a (String, String), &'a Slot)> + 'a {
         let start = range_start(namespace, after);
-        let pods = self.objects.get(&GroupResource { group: String::new(), resource: "pods".to_owned() });
+        let pods = self.objects.get(&GroupResource {
+            group: String::new(),
+            resource: "pods".to_owned(),
+        });
         self.pods_by_node
             .get(node)
             .into_iter()
@@ -319,7 +368,10 @@ impl Store {
 
     /// Keys of objects with an owner reference to `uid`.
     pub(crate) fn dependents_of(&self, uid: &str) -> Vec<Key> {
-        self.dependents.get(uid).map(|s| s.iter().cloned().collect()).unwrap_or_default()
+        self.dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Writes `object` (creating or replacing), stamping the next resourceVersion. Returns it.
@@ -329,8 +381,16 @@ impl Store {
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(object);
         let json = Arc::new(OnceLock::new());
-        let slot = Slot { object: object.clone(), json: json.clone() };
-        let previous = self.objects.entry(key.gr.clone()).or_default().insert((key.namespace.clone(), key.name.clone()), slot).map(|slot| slot.object);
+        let slot = Slot {
+            object: object.clone(),
+            json: json.clone(),
+        };
+        let previous = self
+            .objects
+            .entry(key.gr.clone())
+            .or_default()
+            .insert((key.namespace.clone(), key.name.clone()), slot)
+            .map(|slot| slot.object);
         match &previous {
             // Most writes (a heartbeat, a status) keep the uid, owners and node: indexed already.
             Some(previous) if same_index_entries(key, previous, &object) => {}
@@ -341,14 +401,22 @@ impl Store {
             None => self.index(key, &object),
         }
         self.note_pod_change(key, previous.as_ref(), Some(&object));
-        let kind = if previous.is_some() { EventType::Modified } else { EventType::Added };
+        let kind = if previous.is_some() {
+            EventType::Modified
+        } else {
+            EventType::Added
+        };
         self.record(key, Event::new(rv, kind, object.clone(), previous, json));
         object
     }
 
     /// Removes an object; the deletion gets its own resourceVersion. Returns the object as deleted.
     pub(crate) fn remove(&mut self, key: &Key) -> Option<Arc<Value>> {
-        let previous = self.objects.get_mut(&key.gr)?.remove(&(key.namespace.clone(), key.name.clone()))?.object;
+        let previous = self
+            .objects
+            .get_mut(&key.gr)?
+            .remove(&(key.namespace.clone(), key.name.clone()))?
+            .object;
         self.unindex(key, &previous);
         self.note_pod_change(key, Some(&previous), None);
         self.rv += 1;
@@ -356,20 +424,45 @@ impl Store {
         let mut object = (*previous).clone();
         object["metadata"]["resourceVersion"] = Value::String(rv.to_string());
         let object = Arc::new(object);
-        self.record(key, Event::new(rv, EventType::Deleted, object.clone(), Some(previous), Arc::default()));
+        self.record(
+            key,
+            Event::new(
+                rv,
+                EventType::Deleted,
+                object.clone(),
+                Some(previous),
+                Arc::default(),
+            ),
+        );
         Some(object)
     }
 
-    fn note_pod_change(&mut self, key: &Key, before: Option<&Arc<Value>>, after: Option<&Arc<Value>>) {
-        if key.gr.group.is_empty() && key.gr.resource == "pods" && crate::pdb::counts_differ(before.map(|b| &**b), after.map(|a| &**a)) {
-            self.counted_pod_changes.entry(key.namespace.clone()).or_default().push(PodChange { before: before.cloned(), after: after.cloned() });
+    fn note_pod_change(
+        &mut self,
+        key: &Key,
+        before: Option<&Arc<Value>>,
+        after: Option<&Arc<Value>>,
+    ) {
+        if key.gr.group.is_empty()
+            && key.gr.resource == "pods"
+            && crate::pdb::counts_differ(before.map(|b| &**b), after.map(|a| &**a))
+        {
+            self.counted_pod_changes
+                .entry(key.namespace.clone())
+                .or_default()
+                .push(PodChange {
+                    before: before.cloned(),
+                    after: after.cloned(),
+                });
         }
     }
 
     /// The pods of `namespace` that changed what budgets count since the last call for it, in
     /// the order they changed.
     pub(crate) fn take_counted_pod_changes(&mut self, namespace: &str) -> Vec<PodChange> {
-        self.counted_pod_changes.remove(namespace).unwrap_or_default()
+        self.counted_pod_changes
+            .remove(namespace)
+            .unwrap_or_default()
     }
 
     fn record(&mut self, key: &Key, event: Event) {
@@ -387,13 +480,26 @@ impl Store {
 
     /// Events of `gr` with rv > `since` that a watch pinned to `pin` (see [`Store::watch`]) may
     /// see, or `Err(oldest available)` when some were compacted.
-    pub(crate) fn events_since(&self, gr: &GroupResource, since: u64, pin: Option<&(&'static str, String)>) -> Result<Vec<Arc<Event>>, u64> {
-        let Some(log) = self.logs.get(gr) else { return Ok(Vec::new()) };
+    pub(crate) fn events_since(
+        &self,
+        gr: &GroupResource,
+        since: u64,
+        pin: Option<&(&'static str, String)>,
+    ) -> Result<Vec<Arc<Event>>, u64> {
+        let Some(log) = self.logs.get(gr) else {
+            return Ok(Vec::new());
+        };
         if since < log.compacted {
             return Err(log.compacted);
         }
         let start = log.events.partition_point(|e| e.rv <= since);
-        Ok(log.events.iter().skip(start).filter(|e| e.may_reach(pin)).cloned().collect())
+        Ok(log
+            .events
+            .iter()
+            .skip(start)
+            .filter(|e| e.may_reach(pin))
+            .cloned()
+            .collect())
     }
 
     /// Registers a watch of `gr` with filter `matches`, indexed by `pin` (one of
@@ -407,7 +513,12 @@ impl Store {
         matches: Matcher,
         sender: tokio::sync::mpsc::UnboundedSender<Delivery>,
     ) -> u64 {
-        self.watchers.add(Watcher { gr: gr.clone(), pin, matches, sender })
+        self.watchers.add(Watcher {
+            gr: gr.clone(),
+            pin,
+            matches,
+            sender,
+        })
     }
 
     /// Forgets a watch.
@@ -420,18 +531,25 @@ impl Store {
             self.by_uid.insert(uid.to_owned(), key.clone());
         }
         for owner in owner_uids(object) {
-            self.dependents.entry(owner).or_default().insert(key.clone());
+            self.dependents
+                .entry(owner)
+                .or_default()
+                .insert(key.clone());
         }
         if let Some(node) = bound_node(key, object) {
-            self.pods_by_node.entry(node.to_owned()).or_default().insert((key.namespace.clone(), key.name.clone()));
+            self.pods_by_node
+                .entry(node.to_owned())
+                .or_default()
+                .insert((key.namespace.clone(), key.name.clone()));
         }
     }
 
     fn unindex(&mut self, key: &Key, object: &Value) {
         if let Some(uid) = object.at("/metadata/uid").and_then(Value::as_str)
-            && self.by_uid.get(uid) == Some(key) {
-                self.by_uid.remove(uid);
-            }
+            && self.by_uid.get(uid) == Some(key)
+        {
+            self.by_uid.remove(uid);
+        }
         for owner in owner_uids(object) {
             if let Some(set) = self.dependents.get_mut(&owner) {
                 set.remove(key);
@@ -441,17 +559,21 @@ impl Store {
             }
         }
         if let Some(node) = bound_node(key, object)
-            && let Some(set) = self.pods_by_node.get_mut(node) {
-                set.remove(&(key.namespace.clone(), key.name.clone()));
-                if set.is_empty() {
-                    self.pods_by_node.remove(node);
-                }
+            && let Some(set) = self.pods_by_node.get_mut(node)
+        {
+            set.remove(&(key.namespace.clone(), key.name.clone()));
+            if set.is_empty() {
+                self.pods_by_node.remove(node);
             }
+        }
     }
 }
 
 /// Where a range of (namespace, name) keys starts: after the continue key, else at `namespace`.
-fn range_start(namespace: Option<&str>, after: Option<(String, String)>) -> std::ops::Bound<(String, String)> {
+fn range_start(
+    namespace: Option<&str>,
+    after: Option<(String, String)>,
+) -> std::ops::Bound<(String, String)> {
     use std::ops::Bound;
     match after {
         Some(key) => Bound::Excluded(key),
@@ -465,7 +587,12 @@ fn range_start(namespace: Option<&str>, after: Option<(String, String)>) -> std:
 /// The node a pod is bound to; `None` for other kinds and unbound pods.
 fn bound_node<'a>(key: &Key, object: &'a Value) -> Option<&'a str> {
     (key.gr.group.is_empty() && key.gr.resource == "pods")
-        .then(|| object.get("spec").and_then(|s| s.get("nodeName")).and_then(Value::as_str))
+        .then(|| {
+            object
+                .get("spec")
+                .and_then(|s| s.get("nodeName"))
+                .and_then(Value::as_str)
+        })
         .flatten()
         .filter(|node| !node.is_empty())
 }
@@ -477,7 +604,12 @@ fn same_index_entries(key: &Key, a: &Value, b: &Value) -> bool {
         object.at("/metadata/uid").and_then(Value::as_str)
     }
     fn owners(object: &Value) -> impl Iterator<Item = &str> {
-        object.at("/metadata/ownerReferences").and_then(Value::as_array).into_iter().flatten().filter_map(|r| r.get("uid").and_then(Value::as_str))
+        object
+            .at("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|r| r.get("uid").and_then(Value::as_str))
     }
     uid(a) == uid(b) && owners(a).eq(owners(b)) && bound_node(key, a) == bound_node(key, b)
 }
@@ -486,7 +618,12 @@ fn owner_uids(object: &Value) -> Vec<String> {
     object
         .at("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|refs| refs.iter().filter_map(|r| r.get("uid").and_then(Value::as_str)).map(str::to_owned).collect())
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str))
+                .map(str::to_owned)
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -497,7 +634,14 @@ mod tests {
     use super::*;
 
     fn key(name: &str) -> Key {
-        Key { gr: GroupResource { group: String::new(), resource: "pods".into() }, namespace: "default".into(), name: name.into() }
+        Key {
+            gr: GroupResource {
+                group: String::new(),
+                resource: "pods".into(),
+            },
+            namespace: "default".into(),
+            name: name.into(),
+        }
     }
 
     #[test]
@@ -509,7 +653,10 @@ mod tests {
         store.remove(&key("a"));
         let gr = key("a").gr;
         let events = store.events_since(&gr, 2, None).unwrap();
-        assert_eq!(events.iter().map(|e| (e.rv, e.kind)).collect::<Vec<_>>(), vec![(3, EventType::Modified), (4, EventType::Deleted)]);
+        assert_eq!(
+            events.iter().map(|e| (e.rv, e.kind)).collect::<Vec<_>>(),
+            vec![(3, EventType::Modified), (4, EventType::Deleted)]
+        );
         assert_eq!(store.events_since(&gr, 1, None).unwrap_err(), 2);
     }
 
@@ -526,7 +673,12 @@ mod tests {
         let gr = key("a").gr;
         let rvs = |pin: Option<(&'static str, &str)>| {
             let pin = pin.map(|(field, value)| (field, value.to_owned()));
-            store.events_since(&gr, 0, pin.as_ref()).unwrap().iter().map(|e| e.rv).collect::<Vec<_>>()
+            store
+                .events_since(&gr, 0, pin.as_ref())
+                .unwrap()
+                .iter()
+                .map(|e| e.rv)
+                .collect::<Vec<_>>()
         };
         assert_eq!(rvs(None), vec![2, 3, 4, 5]);
         assert_eq!(rvs(Some(("spec.nodeName", "n1"))), vec![2, 4]);

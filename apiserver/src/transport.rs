@@ -34,37 +34,85 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
     let user = match parts.extensions.get::<Authenticated>().cloned() {
         Some(Authenticated(user)) => user,
         // Like kube-apiserver's system:public-info-viewer: health and version are public.
-        None if matches!(parts.uri.path(), "/healthz" | "/readyz" | "/livez" | "/version") => User::named("system:anonymous", &["system:unauthenticated"]),
+        None if matches!(
+            parts.uri.path(),
+            "/healthz" | "/readyz" | "/livez" | "/version"
+        ) =>
+        {
+            User::named("system:anonymous", &["system:unauthenticated"])
+        }
         None => return error_response(&ApiError::unauthorized()),
     };
-    if parts.headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<usize>().ok()).is_some_and(|n| n > MAX_BODY_BYTES) {
+    if parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .is_some_and(|n| n > MAX_BODY_BYTES)
+    {
         return error_response(&ApiError::too_large(MAX_BODY_BYTES));
     }
     let body = match axum::body::to_bytes(body, MAX_BODY_BYTES).await {
         Ok(bytes) => bytes,
         Err(_) => return error_response(&ApiError::too_large(MAX_BODY_BYTES)),
     };
-    let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let accept = parts.headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    let if_none_match = parts.headers.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()).map(str::to_owned);
-    let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let if_none_match = parts
+        .headers
+        .get(header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let user_agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     let state = core.lock_for_request().await;
     let span = tracing::debug_span!("request", method = %parts.method, path = parts.uri.path(), user = user.name);
     let _guard = span.enter();
-    let raw = RawRequest { method: &parts.method, path: parts.uri.path(), query: parts.uri.query().unwrap_or_default(), content_type, accept, body };
+    let raw = RawRequest {
+        method: &parts.method,
+        path: parts.uri.path(),
+        query: parts.uri.query().unwrap_or_default(),
+        content_type,
+        accept,
+        body,
+    };
     match handler::handle(&core, state, &Context { user, user_agent }, raw) {
         Ok(Reply::Json(code, value)) => json_response(code, &value),
         Ok(Reply::Encoded(code, body)) => encoded_response(code, body),
         Ok(Reply::Typed(code, value, content_type)) => {
             let mut response = json_response(code, &value);
-            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+            response
+                .headers_mut()
+                .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
             response
         }
-        Ok(Reply::Document { body, content_type, etag }) => document_response(body, content_type, &etag, if_none_match.as_deref()),
+        Ok(Reply::Document {
+            body,
+            content_type,
+            etag,
+        }) => document_response(body, content_type, &etag, if_none_match.as_deref()),
         Ok(Reply::Watch(stream)) => {
             let mut response = Response::new(Body::from_stream(stream));
-            response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            response.headers_mut().insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("no-cache, private"),
+            );
             response
         }
         Err(error) => error_response(&error),
@@ -72,21 +120,35 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
 }
 
 fn json_response(code: u16, value: &serde_json::Value) -> Response {
-    encoded_response(code, bytes::Bytes::from(serde_json::to_vec(value).unwrap_or_default()))
+    encoded_response(
+        code,
+        bytes::Bytes::from(serde_json::to_vec(value).unwrap_or_default()),
+    )
 }
 
 /// A negotiated document, as kube-openapi serves it (`http.ServeContent` with a quoted ETag):
 /// 304 without a body when `If-None-Match` lists the ETag (or is `*`).
-fn document_response(body: bytes::Bytes, content_type: &'static str, etag: &str, if_none_match: Option<&str>) -> Response {
+fn document_response(
+    body: bytes::Bytes,
+    content_type: &'static str,
+    etag: &str,
+    if_none_match: Option<&str>,
+) -> Response {
     let quoted = format!("\"{etag}\"");
-    let matched = if_none_match.is_some_and(|tags| tags.split(',').map(|t| t.trim().trim_start_matches("W/")).any(|t| t == quoted || t == "*"));
+    let matched = if_none_match.is_some_and(|tags| {
+        tags.split(',')
+            .map(|t| t.trim().trim_start_matches("W/"))
+            .any(|t| t == quoted || t == "*")
+    });
     let mut response = if matched {
         let mut response = Response::new(Body::empty());
         *response.status_mut() = StatusCode::NOT_MODIFIED;
         response
     } else {
         let mut response = Response::new(Body::from(body));
-        response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
         response
     };
     let headers = response.headers_mut();
@@ -99,9 +161,16 @@ fn document_response(body: bytes::Bytes, content_type: &'static str, etag: &str,
 
 fn encoded_response(code: u16, body: bytes::Bytes) -> Response {
     let mut response = Response::new(Body::from(body));
-    *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache, private"));
+    *response.status_mut() =
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
     response
 }
 

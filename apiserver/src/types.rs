@@ -60,11 +60,20 @@ builtins! {
 }
 
 /// Paths (`spec.foo`) present in `original` but dropped by `decoded`: unknown fields.
-pub(crate) fn unknown_fields(original: &Value, decoded: &Value, prefix: &str, out: &mut Vec<String>) {
+pub(crate) fn unknown_fields(
+    original: &Value,
+    decoded: &Value,
+    prefix: &str,
+    out: &mut Vec<String>,
+) {
     match (original, decoded) {
         (Value::Object(a), Value::Object(b)) => {
             for (key, value) in a {
-                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
                 match b.get(key) {
                     Some(other) => unknown_fields(value, other, &path, out),
                     None if value.is_null() => {}
@@ -93,6 +102,9 @@ mod tests {
         let decoded = roundtrip("", "Pod", &pod).unwrap();
         let mut unknown = Vec::new();
         unknown_fields(&pod, &decoded, "", &mut unknown);
-        assert_eq!(unknown, vec!["metadata.bogus", "spec.containers[0].imagePullPolice"]);
+        assert_eq!(
+            unknown,
+            vec!["metadata.bogus", "spec.containers[0].imagePullPolice"]
+        );
     }
 }

@@ -89,24 +89,45 @@ fn matcher(namespace: Option<String>, options: &ListOptions) -> Matcher {
     let labels = options.labels.clone();
     let fields = options.fields.clone();
     Box::new(move |object: &Value| {
-        let namespace_ok = namespace.as_deref().is_none_or(|ns| object.at("/metadata/namespace").and_then(Value::as_str) == Some(ns));
+        let namespace_ok = namespace
+            .as_deref()
+            .is_none_or(|ns| object.at("/metadata/namespace").and_then(Value::as_str) == Some(ns));
         namespace_ok && labels.matches(object) && fields.matches(object)
     })
 }
 
 /// Starts a watch; errors in the request itself (bad resourceVersion) are returned at once.
-pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<String>, options: ListOptions) -> Result<impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static, ApiError> {
+pub(crate) fn start(
+    core: Arc<Core>,
+    resource: Arc<Resource>,
+    namespace: Option<String>,
+    options: ListOptions,
+) -> Result<impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static, ApiError> {
     let now = core.clock.instant();
-    let timeout = options.timeout_seconds.map(Duration::from_secs).unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = options
+        .timeout_seconds
+        .map(Duration::from_secs)
+        .unwrap_or(DEFAULT_TIMEOUT);
     let requested = options.resource_version.clone().filter(|rv| !rv.is_empty());
-    let since = match requested.as_deref() {
-        None | Some("0") => None,
-        Some(text) => Some(text.parse::<u64>().map_err(|_| ApiError::bad_request(format!("invalid resource version: {text:?}")))?),
-    };
+    let since =
+        match requested.as_deref() {
+            None | Some("0") => None,
+            Some(text) => Some(text.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid resource version: {text:?}"))
+            })?),
+        };
     let matches = matcher(namespace.clone(), &options);
-    let pin = INDEXED_FIELDS.iter().find_map(|field| options.fields.pinned(field).map(|value| (*field, value.to_owned())));
+    let pin = INDEXED_FIELDS.iter().find_map(|field| {
+        options
+            .fields
+            .pinned(field)
+            .map(|value| (*field, value.to_owned()))
+    });
     let mut cursor = Cursor {
-        registration: Registration { core: core.clone(), id: None },
+        registration: Registration {
+            core: core.clone(),
+            id: None,
+        },
         resource: resource.clone(),
         rv: 0,
         bookmarks: options.bookmarks,
@@ -123,7 +144,9 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
         None => {
             for (_, slot) in state.store.slots(&gr, namespace.as_deref(), None) {
                 if matches(&slot.object) {
-                    cursor.pending.push_back(spliced_line("ADDED", &resource, slot.members_json()));
+                    cursor
+                        .pending
+                        .push_back(spliced_line("ADDED", &resource, slot.members_json()));
                 }
             }
             if options.send_initial_events {
@@ -133,7 +156,9 @@ pub(crate) fn start(core: Arc<Core>, resource: Arc<Resource>, namespace: Option<
         }
         Some(since) => match state.store.events_since(&gr, since, pin.as_ref()) {
             Err(oldest) => {
-                let status = ApiError::gone(format!("too old resource version: {since} ({oldest})")).status();
+                let status =
+                    ApiError::gone(format!("too old resource version: {since} ({oldest})"))
+                        .status();
                 cursor.pending.push_back(line("ERROR", &status));
                 cursor.done = true;
             }
@@ -189,7 +214,10 @@ impl Cursor {
         if initial_end.is_some() {
             metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
-        line("BOOKMARK", &json!({"kind": self.resource.kind, "apiVersion": self.resource.api_version(), "metadata": metadata}))
+        line(
+            "BOOKMARK",
+            &json!({"kind": self.resource.kind, "apiVersion": self.resource.api_version(), "metadata": metadata}),
+        )
     }
 
     /// Queues what the store pushed so far, then a bookmark at the store's resourceVersion
@@ -200,7 +228,8 @@ impl Cursor {
         let state = core.lock();
         if let Some(events) = self.events.as_mut() {
             while let Ok((kind, event)) = events.try_recv() {
-                self.pending.push_back(event_line(kind, &self.resource, &event));
+                self.pending
+                    .push_back(event_line(kind, &self.resource, &event));
             }
         }
         self.rv = state.store.resource_version();

@@ -43,9 +43,14 @@ impl Clock {
     /// Must be called inside a tokio runtime. With the runtime's clock paused, time advances only
     /// when every task waits on a timer, which makes runs fast and deterministic.
     pub fn simulated(epoch: Timestamp) -> Self {
-        #[expect(clippy::disallowed_methods, reason = "the clock is the one place that reads tokio's time")]
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the clock is the one place that reads tokio's time"
+        )]
         let start = Instant::now();
-        Self { kind: Kind::Simulated { epoch, start } }
+        Self {
+            kind: Kind::Simulated { epoch, start },
+        }
     }
 
     /// Whether this clock is simulated (virtual time).
@@ -57,7 +62,10 @@ impl Clock {
     pub fn now(&self) -> Timestamp {
         match self.kind {
             Kind::Wall => {
-                #[expect(clippy::disallowed_methods, reason = "the clock is the one place that reads wall time")]
+                #[expect(
+                    clippy::disallowed_methods,
+                    reason = "the clock is the one place that reads wall time"
+                )]
                 let now = Timestamp::now();
                 now
             }
@@ -72,7 +80,10 @@ impl Clock {
 
     /// The current monotonic instant, for measuring intervals and computing deadlines.
     pub fn instant(&self) -> Instant {
-        #[expect(clippy::disallowed_methods, reason = "the clock is the one place that reads tokio's time")]
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the clock is the one place that reads tokio's time"
+        )]
         let now = Instant::now();
         now
     }
@@ -106,8 +117,14 @@ impl Clock {
     }
 
     /// Runs `future` for at most `duration` on this clock.
-    pub async fn timeout<F: Future>(&self, duration: Duration, future: F) -> Result<F::Output, Elapsed> {
-        tokio::time::timeout(duration, future).await.map_err(|_| Elapsed { after: duration })
+    pub async fn timeout<F: Future>(
+        &self,
+        duration: Duration,
+        future: F,
+    ) -> Result<F::Output, Elapsed> {
+        tokio::time::timeout(duration, future)
+            .await
+            .map_err(|_| Elapsed { after: duration })
     }
 
     /// A new interval ticking every `period`; the first tick completes at once. Missed ticks are
@@ -123,7 +140,9 @@ impl fmt::Debug for Clock {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
             Kind::Wall => f.write_str("Clock::Wall"),
-            Kind::Simulated { epoch, .. } => write!(f, "Clock::Simulated(epoch {epoch}, now {})", self.now()),
+            Kind::Simulated { epoch, .. } => {
+                write!(f, "Clock::Simulated(epoch {epoch}, now {})", self.now())
+            }
         }
     }
 }
@@ -186,12 +205,16 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let mut total = Duration::ZERO;
     let mut rest = text;
     while !rest.is_empty() {
-        let number_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(rest.len());
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
         if number_len == 0 {
             return Err(DurationError::new(text, "a unit must follow a number"));
         }
         let (number, after) = rest.split_at(number_len);
-        let unit_len = after.find(|c: char| c.is_ascii_digit() || c == '.').unwrap_or(after.len());
+        let unit_len = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_len);
         let value: f64 = number
             .parse()
@@ -220,7 +243,10 @@ pub struct DurationError {
 
 impl DurationError {
     fn new(text: &str, why: &'static str) -> Self {
-        Self { text: text.to_owned(), why }
+        Self {
+            text: text.to_owned(),
+            why,
+        }
     }
 }
 
@@ -246,7 +272,10 @@ mod tests {
         let clock = Clock::simulated(epoch);
         assert_eq!(clock.now(), epoch);
         clock.sleep(Duration::from_secs(7200)).await;
-        assert_eq!(clock.now(), "2026-01-01T02:00:00Z".parse::<Timestamp>().unwrap());
+        assert_eq!(
+            clock.now(),
+            "2026-01-01T02:00:00Z".parse::<Timestamp>().unwrap()
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -285,7 +314,12 @@ mod tests {
     fn refuses_durations_without_units() {
         let err = parse_duration("90").unwrap_err().to_string();
         assert!(err.contains("has no unit"), "{err}");
-        assert!(parse_duration("10x").unwrap_err().to_string().contains("units are"));
+        assert!(
+            parse_duration("10x")
+                .unwrap_err()
+                .to_string()
+                .contains("units are")
+        );
         assert!(parse_duration("").is_err());
         assert!(parse_duration("m").is_err());
     }

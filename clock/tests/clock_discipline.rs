@@ -32,7 +32,9 @@ fn violations(source: &str) -> Vec<(usize, &'static str)> {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for entry in entries.flatten() {
         let path = entry.path();
         let name = entry.file_name();
@@ -50,18 +52,29 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn no_crate_reads_time_around_the_clock() {
-    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let workspace = manifest_dir.parent().expect("clock crate sits in the workspace");
+    let manifest_dir = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    let workspace = manifest_dir
+        .parent()
+        .expect("clock crate sits in the workspace");
     let allowed = workspace.join("clock/src/lib.rs");
     let this_file = workspace.join("clock/tests/clock_discipline.rs");
     let mut files = Vec::new();
     rust_files(workspace, &mut files);
-    assert!(files.len() > 1, "found no Rust files under {}", workspace.display());
+    assert!(
+        files.len() > 1,
+        "found no Rust files under {}",
+        workspace.display()
+    );
     let mut report = Vec::new();
     for file in files.iter().filter(|f| **f != allowed && **f != this_file) {
         let source = std::fs::read_to_string(file).unwrap_or_default();
         for (line, call) in violations(&source) {
-            report.push(format!("{}:{line}: reads time with `{call}`", file.strip_prefix(workspace).unwrap_or(file).display()));
+            report.push(format!(
+                "{}:{line}: reads time with `{call}`",
+                file.strip_prefix(workspace).unwrap_or(file).display()
+            ));
         }
     }
     assert!(
@@ -75,6 +88,7 @@ fn no_crate_reads_time_around_the_clock() {
 fn the_scanner_catches_a_deliberate_system_time_read() {
     let source = "fn f() {\n    let t = std::time::SystemTime::now();\n}\n";
     assert_eq!(violations(source), vec![(2, "SystemTime::now")]);
-    let source = "let t = jiff::Timestamp::now(); // why not\n// Instant::now() in a comment is fine\n";
+    let source =
+        "let t = jiff::Timestamp::now(); // why not\n// Instant::now() in a comment is fine\n";
     assert_eq!(violations(source), vec![(1, "Timestamp::now")]);
 }

@@ -94,7 +94,9 @@ struct Results {
 }
 
 fn main() -> Result<(), BoxError> {
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(run())
 }
 
@@ -102,11 +104,19 @@ async fn run() -> Result<(), BoxError> {
     let clock = Clock::wall();
     let started = clock.instant();
     eprintln!("bench: starting the real control plane (etcd + kube-apiserver v1.20.2)");
-    let plane = LocalControlPlane::start(LocalOptions::default()).await.map_err(|error| chain(&error))?;
+    let plane = LocalControlPlane::start(LocalOptions::default())
+        .await
+        .map_err(|error| chain(&error))?;
     let in_process = ApiServer::new(clock.clone());
     let https_server = ApiServer::new(clock.clone());
-    let https = https_server.serve_https(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await?;
-    let targets = [Target::InProcess(in_process), Target::Https(https), Target::Real(Box::new(plane))];
+    let https = https_server
+        .serve_https(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .await?;
+    let targets = [
+        Target::InProcess(in_process),
+        Target::Https(https),
+        Target::Real(Box::new(plane)),
+    ];
 
     let mut results = Vec::new();
     for target in &targets {
@@ -115,7 +125,9 @@ async fn run() -> Result<(), BoxError> {
     }
     println!("{}", table(&results[0], &results[1], &results[2]));
     println!("whole run: {:.1} s", clock.since(started).as_secs_f64());
-    let [_, _, Target::Real(plane)] = targets else { unreachable!("the third target is the real one") };
+    let [_, _, Target::Real(plane)] = targets else {
+        unreachable!("the third target is the real one")
+    };
     (*plane).shutdown().await.map_err(|error| chain(&error))?;
     Ok(())
 }
@@ -131,17 +143,28 @@ fn chain(error: &dyn Error) -> BoxError {
 }
 
 async fn measure(target: &Target, clock: &Clock) -> Result<Results, BoxError> {
-    let mut results = Results { lease_renewals_per_s: lease_renewals(target, clock).await?, ..Results::default() };
+    let mut results = Results {
+        lease_renewals_per_s: lease_renewals(target, clock).await?,
+        ..Results::default()
+    };
     eprintln!("  lease renewals/s: {:.0}", results.lease_renewals_per_s);
     results.watch_events_per_s_10 = watch_events(target, clock, 10, 2_000).await?;
-    eprintln!("  watch events/s, 10 watchers: {:.0}", results.watch_events_per_s_10);
+    eprintln!(
+        "  watch events/s, 10 watchers: {:.0}",
+        results.watch_events_per_s_10
+    );
     results.watch_events_per_s_1000 = watch_events(target, clock, 1_000, 100).await?;
-    eprintln!("  watch events/s, 1000 watchers: {:.0}", results.watch_events_per_s_1000);
+    eprintln!(
+        "  watch events/s, 1000 watchers: {:.0}",
+        results.watch_events_per_s_1000
+    );
     let (creates, list, raw) = nodes(target, clock).await?;
     results.node_creates_per_s = creates;
     results.node_list_s = list;
     results.node_list_raw_s = raw;
-    eprintln!("  node creates/s: {creates:.0}; list of {NODES} nodes: {list:.3} s ({raw:.3} s as bytes)");
+    eprintln!(
+        "  node creates/s: {creates:.0}; list of {NODES} nodes: {list:.3} s ({raw:.3} s as bytes)"
+    );
     Ok(results)
 }
 
@@ -183,22 +206,44 @@ async fn lease_renewals(target: &Target, clock: &Clock) -> Result<f64, BoxError>
 }
 
 /// Measurement 2: watch events delivered per second: `watchers` watchers, `writes` ConfigMap creates.
-async fn watch_events(target: &Target, clock: &Clock, watchers: usize, writes: usize) -> Result<f64, BoxError> {
+async fn watch_events(
+    target: &Target,
+    clock: &Clock,
+    watchers: usize,
+    writes: usize,
+) -> Result<f64, BoxError> {
     let admin = target.client().await?;
     let namespace = format!("bench-watch-{watchers}");
     let namespaces: Api<Namespace> = Api::all(admin.clone());
-    namespaces.create(&PostParams::default(), &serde_json::from_value(json!({ "metadata": { "name": namespace } }))?).await?;
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({ "metadata": { "name": namespace } }))?,
+        )
+        .await?;
     let configmaps: Api<ConfigMap> = Api::namespaced(admin.clone(), &namespace);
-    let from = configmaps.list_metadata(&ListParams::default().limit(1)).await?.metadata.resource_version.unwrap_or_default();
+    let from = configmaps
+        .list_metadata(&ListParams::default().limit(1))
+        .await?
+        .metadata
+        .resource_version
+        .unwrap_or_default();
 
     // Establish every watch before the first write (a watch call returns once its response
     // has started), spreading the watchers over clients of WATCHERS_PER_CLIENT each.
-    let clients = target.clients(watchers.div_ceil(WATCHERS_PER_CLIENT)).await?;
+    let clients = target
+        .clients(watchers.div_ceil(WATCHERS_PER_CLIENT))
+        .await?;
     let params = WatchParams::default().timeout(LIMIT.as_secs() as u32 * 2);
     let mut streams = Vec::with_capacity(watchers);
-    for batch in (0..watchers).collect::<Vec<_>>().chunks(WATCHERS_PER_CLIENT) {
-        let api: Api<ConfigMap> = Api::namespaced(clients[batch[0] / WATCHERS_PER_CLIENT].clone(), &namespace);
-        let started = futures::future::try_join_all(batch.iter().map(|_| api.watch(&params, &from))).await?;
+    for batch in (0..watchers)
+        .collect::<Vec<_>>()
+        .chunks(WATCHERS_PER_CLIENT)
+    {
+        let api: Api<ConfigMap> =
+            Api::namespaced(clients[batch[0] / WATCHERS_PER_CLIENT].clone(), &namespace);
+        let started =
+            futures::future::try_join_all(batch.iter().map(|_| api.watch(&params, &from))).await?;
         streams.extend(started.into_iter().map(Box::pin));
     }
     let delivered = Arc::new(AtomicU64::new(0));
@@ -236,7 +281,10 @@ async fn watch_events(target: &Target, clock: &Clock, watchers: usize, writes: u
     write_all.await?;
     let all = futures::future::join_all(tasks);
     if clock.timeout(LIMIT, all).await.is_err() {
-        eprintln!("  watchers did not see every write within {} s; counting what arrived", LIMIT.as_secs());
+        eprintln!(
+            "  watchers did not see every write within {} s; counting what arrived",
+            LIMIT.as_secs()
+        );
     }
     let elapsed = clock.since(start).as_secs_f64();
     Ok(delivered.load(Ordering::Relaxed) as f64 / elapsed)
@@ -262,7 +310,10 @@ async fn nodes(target: &Target, clock: &Clock) -> Result<(f64, f64, f64), BoxErr
         }
         Ok::<(), BoxError>(())
     }));
-    clock.timeout(LIMIT * 3, create_all).await.map_err(|_| "creating the nodes took too long")??;
+    clock
+        .timeout(LIMIT * 3, create_all)
+        .await
+        .map_err(|_| "creating the nodes took too long")??;
     let creates = NODES as f64 / clock.since(start).as_secs_f64();
 
     let api: Api<Node> = Api::all(target.client().await?);
@@ -271,9 +322,22 @@ async fn nodes(target: &Target, clock: &Clock) -> Result<(f64, f64, f64), BoxErr
         let start = clock.instant();
         let list = api.list(&ListParams::default()).await?;
         times.push(clock.since(start).as_secs_f64());
-        let bench_nodes = list.items.iter().filter(|n| n.metadata.name.as_deref().is_some_and(|n| n.starts_with("bench-node-"))).count();
+        let bench_nodes = list
+            .items
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with("bench-node-"))
+            })
+            .count();
         if bench_nodes != NODES {
-            return Err(format!("{} listed {bench_nodes} bench nodes, expected {NODES}", target.name()).into());
+            return Err(format!(
+                "{} listed {bench_nodes} bench nodes, expected {NODES}",
+                target.name()
+            )
+            .into());
         }
     }
     times.sort_by(f64::total_cmp);
@@ -285,7 +349,12 @@ async fn nodes(target: &Target, clock: &Clock) -> Result<(f64, f64, f64), BoxErr
         let text = client.request_text(request).await?;
         raw.push(clock.since(start).as_secs_f64());
         if text.len() < NODES * 100 {
-            return Err(format!("{} answered a node list of only {} bytes", target.name(), text.len()).into());
+            return Err(format!(
+                "{} answered a node list of only {} bytes",
+                target.name(),
+                text.len()
+            )
+            .into());
         }
     }
     raw.sort_by(f64::total_cmp);
@@ -294,7 +363,11 @@ async fn nodes(target: &Target, clock: &Clock) -> Result<(f64, f64, f64), BoxErr
 
 fn table(a: &Results, b: &Results, real: &Results) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "{:<38} {:>12} {:>12} {:>12} {:>16} {:>12}", "measurement", "in-process", "https", "real", "in-process/real", "https/real");
+    let _ = writeln!(
+        out,
+        "{:<38} {:>12} {:>12} {:>12} {:>16} {:>12}",
+        "measurement", "in-process", "https", "real", "in-process/real", "https/real"
+    );
     let rate = |out: &mut String, name: &str, f: fn(&Results) -> f64| {
         let _ = writeln!(
             out,
@@ -306,10 +379,18 @@ fn table(a: &Results, b: &Results, real: &Results) -> String {
             f(b) / f(real)
         );
     };
-    rate(&mut out, "lease renewals/s (32 clients, merge)", |r| r.lease_renewals_per_s);
-    rate(&mut out, "watch events/s (10 watchers)", |r| r.watch_events_per_s_10);
-    rate(&mut out, "watch events/s (1000 watchers)", |r| r.watch_events_per_s_1000);
-    rate(&mut out, "node creates/s (32 clients)", |r| r.node_creates_per_s);
+    rate(&mut out, "lease renewals/s (32 clients, merge)", |r| {
+        r.lease_renewals_per_s
+    });
+    rate(&mut out, "watch events/s (10 watchers)", |r| {
+        r.watch_events_per_s_10
+    });
+    rate(&mut out, "watch events/s (1000 watchers)", |r| {
+        r.watch_events_per_s_1000
+    });
+    rate(&mut out, "node creates/s (32 clients)", |r| {
+        r.node_creates_per_s
+    });
     let _ = writeln!(
         out,
         "{:<38} {:>12.3} {:>12.3} {:>12.3} {:>15.1}x {:>11.1}x",
@@ -333,9 +414,29 @@ fn table(a: &Results, b: &Results, real: &Results) -> String {
     let verdict = |ok: bool| if ok { "met" } else { "NOT met" };
     let _ = writeln!(out);
     let _ = writeln!(out, "targets (issue 3):");
-    let _ = writeln!(out, "  in-process lease renewals >= 10x real: {:.1}x, {}", a.lease_renewals_per_s / real.lease_renewals_per_s, verdict(a.lease_renewals_per_s >= 10.0 * real.lease_renewals_per_s));
-    let _ = writeln!(out, "  https lease renewals >= 2x real:       {:.1}x, {}", b.lease_renewals_per_s / real.lease_renewals_per_s, verdict(b.lease_renewals_per_s >= 2.0 * real.lease_renewals_per_s));
-    let _ = writeln!(out, "  in-process 10,000-node list >= 3x faster: {:.1}x, {}", real.node_list_s / a.node_list_s, verdict(real.node_list_s >= 3.0 * a.node_list_s));
-    let _ = writeln!(out, "  https 10,000-node list >= 3x faster:      {:.1}x, {}", real.node_list_s / b.node_list_s, verdict(real.node_list_s >= 3.0 * b.node_list_s));
+    let _ = writeln!(
+        out,
+        "  in-process lease renewals >= 10x real: {:.1}x, {}",
+        a.lease_renewals_per_s / real.lease_renewals_per_s,
+        verdict(a.lease_renewals_per_s >= 10.0 * real.lease_renewals_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "  https lease renewals >= 2x real:       {:.1}x, {}",
+        b.lease_renewals_per_s / real.lease_renewals_per_s,
+        verdict(b.lease_renewals_per_s >= 2.0 * real.lease_renewals_per_s)
+    );
+    let _ = writeln!(
+        out,
+        "  in-process 10,000-node list >= 3x faster: {:.1}x, {}",
+        real.node_list_s / a.node_list_s,
+        verdict(real.node_list_s >= 3.0 * a.node_list_s)
+    );
+    let _ = writeln!(
+        out,
+        "  https 10,000-node list >= 3x faster:      {:.1}x, {}",
+        real.node_list_s / b.node_list_s,
+        verdict(real.node_list_s >= 3.0 * b.node_list_s)
+    );
     out
 }

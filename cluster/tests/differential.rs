@@ -86,27 +86,56 @@ struct Call {
 
 impl Call {
     fn get(path: impl Into<String>) -> Self {
-        Self { method: Method::GET, path: path.into(), content_type: "application/json", body: None }
+        Self {
+            method: Method::GET,
+            path: path.into(),
+            content_type: "application/json",
+            body: None,
+        }
     }
 
     fn post(path: impl Into<String>, body: Value) -> Self {
-        Self { method: Method::POST, path: path.into(), content_type: "application/json", body: Some(body.to_string().into_bytes()) }
+        Self {
+            method: Method::POST,
+            path: path.into(),
+            content_type: "application/json",
+            body: Some(body.to_string().into_bytes()),
+        }
     }
 
     fn put(path: impl Into<String>, body: Value) -> Self {
-        Self { method: Method::PUT, path: path.into(), content_type: "application/json", body: Some(body.to_string().into_bytes()) }
+        Self {
+            method: Method::PUT,
+            path: path.into(),
+            content_type: "application/json",
+            body: Some(body.to_string().into_bytes()),
+        }
     }
 
     fn delete(path: impl Into<String>, body: Option<Value>) -> Self {
-        Self { method: Method::DELETE, path: path.into(), content_type: "application/json", body: body.map(|b| b.to_string().into_bytes()) }
+        Self {
+            method: Method::DELETE,
+            path: path.into(),
+            content_type: "application/json",
+            body: body.map(|b| b.to_string().into_bytes()),
+        }
     }
 
     fn patch(path: impl Into<String>, content_type: &'static str, body: &str) -> Self {
-        Self { method: Method::PATCH, path: path.into(), content_type, body: Some(body.as_bytes().to_vec()) }
+        Self {
+            method: Method::PATCH,
+            path: path.into(),
+            content_type,
+            body: Some(body.as_bytes().to_vec()),
+        }
     }
 
     fn describe(&self) -> String {
-        let body = self.body.as_deref().map(String::from_utf8_lossy).unwrap_or_default();
+        let body = self
+            .body
+            .as_deref()
+            .map(String::from_utf8_lossy)
+            .unwrap_or_default();
         format!("{} {} {}", self.method, self.path, body)
     }
 }
@@ -126,13 +155,17 @@ async fn send(client: &kube::Client, call: &Call) -> Reply {
         .header(http::header::ACCEPT, "application/json")
         .body(Body::from(call.body.clone().unwrap_or_default()))
         .expect("the call builds a valid request");
-    let response = client.send(request).await.unwrap_or_else(|error| panic!("{}: {error}", call.describe()));
+    let response = client
+        .send(request)
+        .await
+        .unwrap_or_else(|error| panic!("{}: {error}", call.describe()));
     let code = response.status().as_u16();
     let bytes = http_body_util::BodyExt::collect(response.into_body())
         .await
         .unwrap_or_else(|error| panic!("{}: reading the body: {error}", call.describe()))
         .to_bytes();
-    let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     Reply { code, body }
 }
 
@@ -147,11 +180,19 @@ struct Pair {
 
 impl Pair {
     async fn start() -> Self {
-        let plane = LocalControlPlane::start(LocalOptions::default()).await.unwrap_or_else(|error| panic!("{}", report(&error)));
+        let plane = LocalControlPlane::start(LocalOptions::default())
+            .await
+            .unwrap_or_else(|error| panic!("{}", report(&error)));
         let server = ApiServer::new(Clock::wall());
         let embedded = server.admin_client();
         let real = plane.client();
-        Self { _server: server, plane, embedded, real, mismatches: Vec::new() }
+        Self {
+            _server: server,
+            plane,
+            embedded,
+            real,
+            mismatches: Vec::new(),
+        }
     }
 
     /// Sends `call` to both servers, records a mismatch of the normalized replies, and returns
@@ -168,7 +209,12 @@ impl Pair {
     async fn expect(&mut self, call: Call, expected: StatusCode) -> (Reply, Reply) {
         let (embedded, real) = self.step(call.clone()).await;
         if real.code != expected.as_u16() {
-            self.mismatches.push(format!("{}\n  the real server answered {}, the sequence expects {expected}: {}", call.describe(), real.code, real.body));
+            self.mismatches.push(format!(
+                "{}\n  the real server answered {}, the sequence expects {expected}: {}",
+                call.describe(),
+                real.code,
+                real.body
+            ));
         }
         (embedded, real)
     }
@@ -179,10 +225,19 @@ impl Pair {
         let mut embedded = send(&self.embedded, &call).await;
         let mut real = send(&self.real, &call).await;
         if real.code != expected.as_u16() {
-            self.mismatches.push(format!("{}\n  the real server answered {}, the sequence expects {expected}: {}", call.describe(), real.code, real.body));
+            self.mismatches.push(format!(
+                "{}\n  the real server answered {}, the sequence expects {expected}: {}",
+                call.describe(),
+                real.code,
+                real.body
+            ));
         }
         for reply in [&mut embedded, &mut real] {
-            if let Some(meta) = reply.body.get_mut("metadata").and_then(Value::as_object_mut) {
+            if let Some(meta) = reply
+                .body
+                .get_mut("metadata")
+                .and_then(Value::as_object_mut)
+            {
                 meta.remove("managedFields");
             }
         }
@@ -196,12 +251,27 @@ impl Pair {
         let embedded = send(&self.embedded, &call).await;
         let real = send(&self.real, &call).await;
         if real.code != expected.as_u16() {
-            self.mismatches.push(format!("{}\n  the real server answered {}, the sequence expects {expected}: {}", call.describe(), real.code, real.body));
+            self.mismatches.push(format!(
+                "{}\n  the real server answered {}, the sequence expects {expected}: {}",
+                call.describe(),
+                real.code,
+                real.body
+            ));
         }
         if embedded.code == real.code && normalize(&embedded.body) == normalize(&real.body) {
-            self.mismatches.push(format!("{}\n  the known difference {note} is gone: update the list", call.describe()));
+            self.mismatches.push(format!(
+                "{}\n  the known difference {note} is gone: update the list",
+                call.describe()
+            ));
         } else {
-            eprintln!("known difference {note}: {}\n  embedded {}: {}\n  real     {}: {}", call.describe(), embedded.code, embedded.body, real.code, real.body);
+            eprintln!(
+                "known difference {note}: {}\n  embedded {}: {}\n  real     {}: {}",
+                call.describe(),
+                embedded.code,
+                embedded.body,
+                real.code,
+                real.body
+            );
         }
         (embedded, real)
     }
@@ -223,9 +293,19 @@ impl Pair {
 
     /// Fails the test with every mismatch recorded.
     async fn finish(self) {
-        let Self { plane, mismatches, .. } = self;
-        plane.shutdown().await.unwrap_or_else(|error| panic!("{}", report(&error)));
-        assert!(mismatches.is_empty(), "{} mismatch(es):\n{}", mismatches.len(), mismatches.join("\n\n"));
+        let Self {
+            plane, mismatches, ..
+        } = self;
+        plane
+            .shutdown()
+            .await
+            .unwrap_or_else(|error| panic!("{}", report(&error)));
+        assert!(
+            mismatches.is_empty(),
+            "{} mismatch(es):\n{}",
+            mismatches.len(),
+            mismatches.join("\n\n")
+        );
     }
 }
 
@@ -246,12 +326,21 @@ fn differing_paths(a: &Value, b: &Value, at: String) -> Vec<String> {
             keys.sort();
             keys.dedup();
             keys.into_iter()
-                .flat_map(|k| differing_paths(x.get(k).unwrap_or(&Value::Null), y.get(k).unwrap_or(&Value::Null), format!("{at}.{k}")))
+                .flat_map(|k| {
+                    differing_paths(
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                        format!("{at}.{k}"),
+                    )
+                })
                 .collect()
         }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
-            x.iter().zip(y).enumerate().flat_map(|(i, (p, q))| differing_paths(p, q, format!("{at}[{i}]"))).collect()
-        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .flat_map(|(i, (p, q))| differing_paths(p, q, format!("{at}[{i}]")))
+            .collect(),
         _ if a == b => Vec::new(),
         _ => vec![at],
     }
@@ -265,7 +354,11 @@ fn normalize(value: &Value) -> Value {
     }
     drop_nulls(&mut value);
     normalize_object(&mut value);
-    let item_kind = value.get("kind").and_then(Value::as_str).and_then(|k| k.strip_suffix("List")).map(str::to_owned);
+    let item_kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .and_then(|k| k.strip_suffix("List"))
+        .map(str::to_owned);
     if let Some(items) = value.get_mut("items").and_then(Value::as_array_mut) {
         for item in items.iter_mut() {
             if let (Some(map), Some(kind)) = (item.as_object_mut(), &item_kind) {
@@ -304,11 +397,15 @@ fn drop_nulls(value: &mut Value) {
 
 fn normalize_object(value: &mut Value) {
     let is_crd = value.get("kind").and_then(Value::as_str) == Some("CustomResourceDefinition");
-    let Some(map) = value.as_object_mut() else { return };
+    let Some(map) = value.as_object_mut() else {
+        return;
+    };
     if is_crd {
         map.remove("status");
     }
-    let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
     normalize_metadata(meta);
     known_differences(map);
 }
@@ -320,8 +417,14 @@ fn normalize_metadata(meta: &mut Map<String, Value>) {
     if meta.contains_key("deletionTimestamp") {
         meta.insert("deletionTimestamp".to_owned(), json!("<set>"));
     }
-    if let Some(generate) = meta.get("generateName").and_then(Value::as_str).map(str::to_owned)
-        && meta.get("name").and_then(Value::as_str).is_some_and(|name| name.starts_with(&generate))
+    if let Some(generate) = meta
+        .get("generateName")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        && meta
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|name| name.starts_with(&generate))
     {
         meta.insert("name".to_owned(), json!(format!("{generate}<generated>")));
     }
@@ -337,13 +440,22 @@ fn normalize_metadata(meta: &mut Map<String, Value>) {
                 without_namespace_label(fields_v1);
             }
             let entry = Value::Object(entry.clone());
-            let same = |other: &Value| ["manager", "operation", "apiVersion"].iter().all(|k| other.get(k) == entry.get(k));
+            let same = |other: &Value| {
+                ["manager", "operation", "apiVersion"]
+                    .iter()
+                    .all(|k| other.get(k) == entry.get(k))
+            };
             match merged.iter_mut().find(|other| same(other)) {
                 Some(other) => union_fields(&mut other["fieldsV1"], &entry["fieldsV1"]),
                 None => merged.push(entry),
             }
         }
-        merged.retain(|entry| entry.get("fieldsV1").and_then(Value::as_object).is_some_and(|f| !f.is_empty()));
+        merged.retain(|entry| {
+            entry
+                .get("fieldsV1")
+                .and_then(Value::as_object)
+                .is_some_and(|f| !f.is_empty())
+        });
         merged.sort_by_key(Value::to_string);
         *fields = merged;
         if fields.is_empty() {
@@ -355,7 +467,12 @@ fn normalize_metadata(meta: &mut Map<String, Value>) {
 /// Removes the field of the `kubernetes.io/metadata.name` label (version difference V1) from
 /// `FieldsV1`, and the labels and metadata nodes it leaves empty.
 fn without_namespace_label(fields_v1: &mut Map<String, Value>) {
-    let Some(meta) = fields_v1.get_mut("f:metadata").and_then(Value::as_object_mut) else { return };
+    let Some(meta) = fields_v1
+        .get_mut("f:metadata")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
     if let Some(labels) = meta.get_mut("f:labels").and_then(Value::as_object_mut) {
         labels.remove("f:kubernetes.io/metadata.name");
         if labels.keys().all(|k| k == ".") {
@@ -383,12 +500,18 @@ fn union_fields(fields: &mut Value, more: &Value) {
 
 /// Normalizes the version differences V1–V2 (module docs).
 fn known_differences(map: &mut Map<String, Value>) {
-    let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) else { return };
+    let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
     // Version difference V1: the namespace name label.
     if let Some(labels) = meta.get_mut("labels").and_then(Value::as_object_mut) {
         labels.remove("kubernetes.io/metadata.name");
     }
-    if meta.get("labels").and_then(Value::as_object).is_some_and(Map::is_empty) {
+    if meta
+        .get("labels")
+        .and_then(Value::as_object)
+        .is_some_and(Map::is_empty)
+    {
         meta.remove("labels");
     }
     // Version difference V2: pod generation.
@@ -414,8 +537,10 @@ fn normalize_status(value: &Value) -> Value {
             }
         }
         if let Some(causes) = details.get("causes").and_then(Value::as_array) {
-            let mut causes: Vec<Value> =
-                causes.iter().map(|c| json!({ "reason": c.get("reason"), "field": c.get("field") })).collect();
+            let mut causes: Vec<Value> = causes
+                .iter()
+                .map(|c| json!({ "reason": c.get("reason"), "field": c.get("field") }))
+                .collect();
             causes.sort_by_key(Value::to_string);
             d.insert("causes".to_owned(), Value::Array(causes));
         }
@@ -429,7 +554,12 @@ fn normalize_status(value: &Value) -> Value {
 fn names(reply: &Reply) -> Vec<String> {
     let mut names: Vec<String> = reply.body["items"]
         .as_array()
-        .map(|items| items.iter().filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned)).collect())
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i["metadata"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     names.sort();
     names
@@ -470,14 +600,28 @@ fn node(name: &str, labels: Value) -> Value {
 #[tokio::test]
 async fn crud_of_namespaces_configmaps_secrets_and_leases() {
     let mut pair = Pair::start().await;
-    pair.expect(Call::post(NS, json!({ "metadata": { "name": "crud", "labels": { "team": "a" } } })), StatusCode::CREATED).await;
-    pair.expect(Call::get(format!("{NS}/crud")), StatusCode::OK).await;
-    pair.expect(Call::post(NS, json!({ "metadata": { "name": "crud" } })), StatusCode::CONFLICT).await;
+    pair.expect(
+        Call::post(
+            NS,
+            json!({ "metadata": { "name": "crud", "labels": { "team": "a" } } }),
+        ),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(Call::get(format!("{NS}/crud")), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::post(NS, json!({ "metadata": { "name": "crud" } })),
+        StatusCode::CONFLICT,
+    )
+    .await;
 
     let cms = ns_path("crud", "configmaps");
     let cm = json!({ "apiVersion": "v1", "kind": "ConfigMap", "metadata": { "name": "settings" }, "data": { "a": "1" } });
     pair.expect(Call::post(&cms, cm), StatusCode::CREATED).await;
-    let (embedded, real) = pair.expect(Call::get(format!("{cms}/settings")), StatusCode::OK).await;
+    let (embedded, real) = pair
+        .expect(Call::get(format!("{cms}/settings")), StatusCode::OK)
+        .await;
     // Update with each server's own resourceVersion: a full PUT.
     for (client, reply) in [(pair.embedded.clone(), embedded), (pair.real.clone(), real)] {
         let mut body = reply.body.clone();
@@ -485,55 +629,176 @@ async fn crud_of_namespaces_configmaps_secrets_and_leases() {
         let reply = send(&client, &Call::put(format!("{cms}/settings"), body)).await;
         assert_eq!(reply.code, 200, "{}", reply.body);
     }
-    pair.expect(Call::get(format!("{cms}/settings")), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{cms}/missing")), StatusCode::NOT_FOUND).await;
-    pair.expect(Call::post(&cms, json!({ "metadata": { "generateName": "gen-" }, "data": {} })), StatusCode::CREATED).await;
-    pair.expect(Call::delete(format!("{cms}/settings"), None), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{cms}/settings")), StatusCode::NOT_FOUND).await;
-    pair.expect(Call::delete(format!("{cms}/settings"), None), StatusCode::NOT_FOUND).await;
+    pair.expect(Call::get(format!("{cms}/settings")), StatusCode::OK)
+        .await;
+    pair.expect(Call::get(format!("{cms}/missing")), StatusCode::NOT_FOUND)
+        .await;
+    pair.expect(
+        Call::post(
+            &cms,
+            json!({ "metadata": { "generateName": "gen-" }, "data": {} }),
+        ),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(
+        Call::delete(format!("{cms}/settings"), None),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{cms}/settings")), StatusCode::NOT_FOUND)
+        .await;
+    pair.expect(
+        Call::delete(format!("{cms}/settings"), None),
+        StatusCode::NOT_FOUND,
+    )
+    .await;
 
     let secrets = ns_path("crud", "secrets");
     let secret = json!({ "metadata": { "name": "osc" }, "type": "Opaque", "stringData": { "config": "x" }, "data": { "raw": "eHl6" } });
-    pair.expect(Call::post(&secrets, secret), StatusCode::CREATED).await;
-    pair.expect(Call::get(format!("{secrets}/osc")), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{secrets}/osc"), MERGE, r#"{"data":{"more":"YQ=="}}"#), StatusCode::OK).await;
+    pair.expect(Call::post(&secrets, secret), StatusCode::CREATED)
+        .await;
+    pair.expect(Call::get(format!("{secrets}/osc")), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::patch(
+            format!("{secrets}/osc"),
+            MERGE,
+            r#"{"data":{"more":"YQ=="}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
 
     let leases = "/apis/coordination.k8s.io/v1/namespaces/crud/leases";
     let lease = json!({ "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": { "name": "node-a" }, "spec": { "holderIdentity": "node-a", "leaseDurationSeconds": 40, "renewTime": "2024-01-01T00:00:00.000000Z" } });
-    pair.expect(Call::post(leases, lease), StatusCode::CREATED).await;
-    pair.expect(Call::patch(format!("{leases}/node-a"), MERGE, r#"{"spec":{"renewTime":"2024-01-01T00:00:10.000000Z"}}"#), StatusCode::OK).await;
+    pair.expect(Call::post(leases, lease), StatusCode::CREATED)
+        .await;
+    pair.expect(
+        Call::patch(
+            format!("{leases}/node-a"),
+            MERGE,
+            r#"{"spec":{"renewTime":"2024-01-01T00:00:10.000000Z"}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
     pair.expect(Call::get(leases), StatusCode::OK).await;
-    pair.expect(Call::delete(format!("{leases}/node-a"), None), StatusCode::OK).await;
+    pair.expect(
+        Call::delete(format!("{leases}/node-a"), None),
+        StatusCode::OK,
+    )
+    .await;
 
-    pair.expect(Call::delete(format!("{NS}/crud"), None), StatusCode::OK).await;
+    pair.expect(Call::delete(format!("{NS}/crud"), None), StatusCode::OK)
+        .await;
     pair.finish().await;
 }
 
 #[tokio::test]
 async fn nodes_and_pods_with_status_subresources() {
     let mut pair = Pair::start().await;
-    pair.expect(Call::post(NODES, node("node-a", json!({ "pool": "a" }))), StatusCode::CREATED).await;
-    pair.expect(Call::get(format!("{NODES}/node-a")), StatusCode::OK).await;
+    pair.expect(
+        Call::post(NODES, node("node-a", json!({ "pool": "a" }))),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(Call::get(format!("{NODES}/node-a")), StatusCode::OK)
+        .await;
     let status = r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"ok","lastHeartbeatTime":"2024-01-01T00:00:00Z","lastTransitionTime":"2024-01-01T00:00:00Z"}]}}"#;
-    pair.expect(Call::patch(format!("{NODES}/node-a/status"), MERGE, status), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(format!("{NODES}/node-a/status"), MERGE, status),
+        StatusCode::OK,
+    )
+    .await;
     // Metadata written through status is applied.
-    pair.expect(Call::patch(format!("{NODES}/node-a/status"), MERGE, r#"{"metadata":{"labels":{"x":"y"}}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{NODES}/node-a"), MERGE, r#"{"metadata":{"labels":{"z":"1"}}}"#), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{NODES}/node-a/status")), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(
+            format!("{NODES}/node-a/status"),
+            MERGE,
+            r#"{"metadata":{"labels":{"x":"y"}}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            format!("{NODES}/node-a"),
+            MERGE,
+            r#"{"metadata":{"labels":{"z":"1"}}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{NODES}/node-a/status")), StatusCode::OK)
+        .await;
     // Status written through the main resource is ignored; spec through status is ignored.
     // Compared without managedFields (version difference V5), on a node of its own.
-    pair.expect(Call::post(NODES, node("node-b", json!({}))), StatusCode::CREATED).await;
-    pair.expect_without_managed_fields(Call::patch(format!("{NODES}/node-b"), MERGE, r#"{"spec":{"unschedulable":true},"status":{"phase":"Terminated"}}"#), StatusCode::OK).await;
-    pair.expect_without_managed_fields(Call::patch(format!("{NODES}/node-b/status"), MERGE, r#"{"spec":{"unschedulable":false},"metadata":{"labels":{"x":"y"}}}"#), StatusCode::OK).await;
+    pair.expect(
+        Call::post(NODES, node("node-b", json!({}))),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect_without_managed_fields(
+        Call::patch(
+            format!("{NODES}/node-b"),
+            MERGE,
+            r#"{"spec":{"unschedulable":true},"status":{"phase":"Terminated"}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect_without_managed_fields(
+        Call::patch(
+            format!("{NODES}/node-b/status"),
+            MERGE,
+            r#"{"spec":{"unschedulable":false},"metadata":{"labels":{"x":"y"}}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
 
     let pods = ns_path("default", "pods");
-    pair.expect(Call::post(&pods, pod("web", Some("node-a"))), StatusCode::CREATED).await;
-    pair.expect(Call::patch(format!("{pods}/web/status"), MERGE, r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{pods}/web")), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{pods}/web"), MERGE, r#"{"metadata":{"labels":{"tier":"front"}}}"#), StatusCode::OK).await;
-    pair.expect(Call::delete(format!("{pods}/web"), Some(json!({ "gracePeriodSeconds": 0 }))), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{pods}/web")), StatusCode::NOT_FOUND).await;
-    pair.expect(Call::delete(format!("{NODES}/node-a"), None), StatusCode::OK).await;
+    pair.expect(
+        Call::post(&pods, pod("web", Some("node-a"))),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            format!("{pods}/web/status"),
+            MERGE,
+            r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{pods}/web")), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::patch(
+            format!("{pods}/web"),
+            MERGE,
+            r#"{"metadata":{"labels":{"tier":"front"}}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::delete(
+            format!("{pods}/web"),
+            Some(json!({ "gracePeriodSeconds": 0 })),
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{pods}/web")), StatusCode::NOT_FOUND)
+        .await;
+    pair.expect(
+        Call::delete(format!("{NODES}/node-a"), None),
+        StatusCode::OK,
+    )
+    .await;
     pair.finish().await;
 }
 
@@ -550,15 +815,37 @@ async fn deployments_and_the_scale_subresource() {
             "template": { "metadata": { "labels": { "app": "mcm" } }, "spec": { "containers": [{ "name": "mcm", "image": "busybox:1.36" }] } },
         },
     });
-    pair.expect(Call::post(deployments, deployment), StatusCode::CREATED).await;
-    pair.expect(Call::get(format!("{deployments}/mcm/scale")), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{deployments}/mcm/scale"), MERGE, r#"{"spec":{"replicas":0}}"#), StatusCode::OK).await;
+    pair.expect(Call::post(deployments, deployment), StatusCode::CREATED)
+        .await;
+    pair.expect(
+        Call::get(format!("{deployments}/mcm/scale")),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            format!("{deployments}/mcm/scale"),
+            MERGE,
+            r#"{"spec":{"replicas":0}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
     pair.expect(Call::put(format!("{deployments}/mcm/scale"), json!({ "apiVersion": "autoscaling/v1", "kind": "Scale", "metadata": { "name": "mcm", "namespace": "default" }, "spec": { "replicas": 3 } })), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{deployments}/mcm")), StatusCode::OK).await;
+    pair.expect(Call::get(format!("{deployments}/mcm")), StatusCode::OK)
+        .await;
     pair.expect(Call::patch(format!("{deployments}/mcm"), STRATEGIC, r#"{"spec":{"template":{"spec":{"containers":[{"name":"mcm","image":"busybox:1.37"}]}}}}"#), StatusCode::OK).await;
     let bad = json!({ "apiVersion": "apps/v1", "kind": "Deployment", "metadata": { "name": "bad" }, "spec": { "selector": { "matchLabels": { "app": "x" } }, "template": { "metadata": { "labels": { "app": "y" } }, "spec": { "containers": [{ "name": "c", "image": "i" }] } } } });
-    pair.expect(Call::post(deployments, bad), StatusCode::UNPROCESSABLE_ENTITY).await;
-    pair.expect(Call::delete(format!("{deployments}/mcm"), None), StatusCode::OK).await;
+    pair.expect(
+        Call::post(deployments, bad),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    pair.expect(
+        Call::delete(format!("{deployments}/mcm"), None),
+        StatusCode::OK,
+    )
+    .await;
     pair.finish().await;
 }
 
@@ -572,30 +859,78 @@ async fn label_and_field_selectors() {
         ("c", json!({ "env": "test" })),
         ("d", json!({ "other": "x" })),
     ] {
-        pair.expect(Call::post(&cms, json!({ "metadata": { "name": name, "labels": labels } })), StatusCode::CREATED).await;
+        pair.expect(
+            Call::post(
+                &cms,
+                json!({ "metadata": { "name": name, "labels": labels } }),
+            ),
+            StatusCode::CREATED,
+        )
+        .await;
     }
     for selector in [
-        "env=prod", "env==prod", "env!=prod", "env in (prod,dev)", "env notin (prod)", "env", "!env", "env,tier=web",
-        "tier=web,env notin (dev)", "env in (nothing)",
+        "env=prod",
+        "env==prod",
+        "env!=prod",
+        "env in (prod,dev)",
+        "env notin (prod)",
+        "env",
+        "!env",
+        "env,tier=web",
+        "tier=web,env notin (dev)",
+        "env in (nothing)",
     ] {
         let path = format!("{cms}?labelSelector={}", encode(selector));
         let (embedded, real) = pair.expect(Call::get(path), StatusCode::OK).await;
         assert_eq!(names(&embedded), names(&real), "labelSelector {selector}");
     }
-    pair.expect(Call::get(format!("{cms}?labelSelector={}", encode("env in prod"))), StatusCode::BAD_REQUEST).await;
+    pair.expect(
+        Call::get(format!("{cms}?labelSelector={}", encode("env in prod"))),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
 
-    for (name, labels, unschedulable) in [("n1", json!({ "pool": "a" }), true), ("n2", json!({ "pool": "b" }), false)] {
+    for (name, labels, unschedulable) in [
+        ("n1", json!({ "pool": "a" }), true),
+        ("n2", json!({ "pool": "b" }), false),
+    ] {
         let mut body = node(name, labels);
         body["spec"] = json!({ "unschedulable": unschedulable });
-        pair.expect(Call::post(NODES, body), StatusCode::CREATED).await;
+        pair.expect(Call::post(NODES, body), StatusCode::CREATED)
+            .await;
     }
     let pods = ns_path("default", "pods");
-    pair.expect(Call::post(&pods, pod("p1", Some("n1"))), StatusCode::CREATED).await;
-    pair.expect(Call::post(&pods, pod("p2", Some("n2"))), StatusCode::CREATED).await;
-    pair.expect(Call::post(&pods, pod("p3", None)), StatusCode::CREATED).await;
-    pair.expect(Call::patch(format!("{pods}/p2/status"), MERGE, r#"{"status":{"phase":"Running"}}"#), StatusCode::OK).await;
-    pair.expect(Call::post(NS, json!({ "metadata": { "name": "other" } })), StatusCode::CREATED).await;
-    pair.expect(Call::post(ns_path("other", "pods"), pod("p4", Some("n1"))), StatusCode::CREATED).await;
+    pair.expect(
+        Call::post(&pods, pod("p1", Some("n1"))),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(
+        Call::post(&pods, pod("p2", Some("n2"))),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(Call::post(&pods, pod("p3", None)), StatusCode::CREATED)
+        .await;
+    pair.expect(
+        Call::patch(
+            format!("{pods}/p2/status"),
+            MERGE,
+            r#"{"status":{"phase":"Running"}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::post(NS, json!({ "metadata": { "name": "other" } })),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(
+        Call::post(ns_path("other", "pods"), pod("p4", Some("n1"))),
+        StatusCode::CREATED,
+    )
+    .await;
 
     for (path, selector) in [
         (pods.clone(), "spec.nodeName=n1"),
@@ -604,15 +939,31 @@ async fn label_and_field_selectors() {
         (pods.clone(), "status.phase=Running"),
         (pods.clone(), "metadata.name=p3"),
         ("/api/v1/pods".to_owned(), "metadata.namespace=other"),
-        ("/api/v1/pods".to_owned(), "spec.nodeName=n1,metadata.namespace!=other"),
+        (
+            "/api/v1/pods".to_owned(),
+            "spec.nodeName=n1,metadata.namespace!=other",
+        ),
         (NODES.to_owned(), "spec.unschedulable=true"),
         (NODES.to_owned(), "spec.unschedulable=false"),
         (NODES.to_owned(), "metadata.name=n2"),
     ] {
-        let (embedded, real) = pair.expect(Call::get(format!("{path}?fieldSelector={}", encode(selector))), StatusCode::OK).await;
-        assert_eq!(names(&embedded), names(&real), "fieldSelector {selector} on {path}");
+        let (embedded, real) = pair
+            .expect(
+                Call::get(format!("{path}?fieldSelector={}", encode(selector))),
+                StatusCode::OK,
+            )
+            .await;
+        assert_eq!(
+            names(&embedded),
+            names(&real),
+            "fieldSelector {selector} on {path}"
+        );
     }
-    pair.expect(Call::get(format!("{pods}?fieldSelector={}", encode("spec.unknown=x"))), StatusCode::BAD_REQUEST).await;
+    pair.expect(
+        Call::get(format!("{pods}?fieldSelector={}", encode("spec.unknown=x"))),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
     pair.finish().await;
 }
 
@@ -620,37 +971,116 @@ async fn label_and_field_selectors() {
 async fn optimistic_concurrency_and_error_statuses() {
     let mut pair = Pair::start().await;
     let cms = ns_path("default", "configmaps");
-    let (embedded, real) = pair.expect(Call::post(&cms, json!({ "metadata": { "name": "cm" }, "data": { "v": "1" } })), StatusCode::CREATED).await;
+    let (embedded, real) = pair
+        .expect(
+            Call::post(
+                &cms,
+                json!({ "metadata": { "name": "cm" }, "data": { "v": "1" } }),
+            ),
+            StatusCode::CREATED,
+        )
+        .await;
     // Two updates from the same (then stale) read: the second one conflicts.
-    for (client, created) in [(pair.embedded.clone(), embedded.body), (pair.real.clone(), real.body)] {
+    for (client, created) in [
+        (pair.embedded.clone(), embedded.body),
+        (pair.real.clone(), real.body),
+    ] {
         let mut first = created.clone();
         first["data"]["v"] = json!("2");
-        assert_eq!(send(&client, &Call::put(format!("{cms}/cm"), first)).await.code, 200);
+        assert_eq!(
+            send(&client, &Call::put(format!("{cms}/cm"), first))
+                .await
+                .code,
+            200
+        );
     }
     let mut stale_e = pair.embedded_last_read(&format!("{cms}/cm")).await;
     let mut stale_r = pair.real_last_read(&format!("{cms}/cm")).await;
     stale_e["data"]["v"] = json!("3");
     stale_r["data"]["v"] = json!("3");
-    pair.expect(Call::patch(format!("{cms}/cm"), MERGE, r#"{"data":{"v":"4"}}"#), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(format!("{cms}/cm"), MERGE, r#"{"data":{"v":"4"}}"#),
+        StatusCode::OK,
+    )
+    .await;
     let e = send(&pair.embedded, &Call::put(format!("{cms}/cm"), stale_e)).await;
     let r = send(&pair.real, &Call::put(format!("{cms}/cm"), stale_r)).await;
     assert_eq!(r.code, 409);
     pair.compare("PUT with a stale resourceVersion", &e, &r);
     // A merge patch carrying a stale resourceVersion conflicts as well.
-    pair.expect(Call::patch(format!("{cms}/cm"), MERGE, r#"{"metadata":{"resourceVersion":"1"},"data":{"v":"5"}}"#), StatusCode::CONFLICT).await;
+    pair.expect(
+        Call::patch(
+            format!("{cms}/cm"),
+            MERGE,
+            r#"{"metadata":{"resourceVersion":"1"},"data":{"v":"5"}}"#,
+        ),
+        StatusCode::CONFLICT,
+    )
+    .await;
     // An update without resourceVersion is unconditional.
-    pair.expect(Call::put(format!("{cms}/cm"), json!({ "metadata": { "name": "cm" }, "data": { "v": "6" } })), StatusCode::OK).await;
+    pair.expect(
+        Call::put(
+            format!("{cms}/cm"),
+            json!({ "metadata": { "name": "cm" }, "data": { "v": "6" } }),
+        ),
+        StatusCode::OK,
+    )
+    .await;
 
-    pair.expect(Call::get(format!("{cms}/nope")), StatusCode::NOT_FOUND).await;
-    pair.expect(Call::get("/api/v1/namespaces/nope/configmaps/x"), StatusCode::NOT_FOUND).await;
-    pair.expect(Call::post(&cms, json!({ "metadata": { "name": "cm" } })), StatusCode::CONFLICT).await;
-    pair.expect(Call::post(&cms, json!({ "metadata": { "name": "Bad_Name" } })), StatusCode::UNPROCESSABLE_ENTITY).await;
-    pair.expect(Call::post(NODES, json!({ "metadata": { "name": "node", "labels": { "bad key!": "v" } } })), StatusCode::UNPROCESSABLE_ENTITY).await;
-    pair.expect(Call::post(&cms, json!({ "metadata": {} })), StatusCode::UNPROCESSABLE_ENTITY).await;
-    pair.known(Call::patch(format!("{cms}/cm"), MERGE, "{not json"), StatusCode::INTERNAL_SERVER_ERROR, "V4 (malformed merge patch: 400, not 500)").await;
-    pair.expect(Call::patch(format!("{cms}/cm"), JSON_PATCH, r#"{"op":"add"}"#), StatusCode::BAD_REQUEST).await;
-    pair.expect(Call::patch(format!("{cms}/cm"), STRATEGIC, "[1,2]"), StatusCode::BAD_REQUEST).await;
-    pair.expect(Call::post(&cms, json!({ "metadata": { "name": "x", "namespace": "other" } })), StatusCode::BAD_REQUEST).await;
+    pair.expect(Call::get(format!("{cms}/nope")), StatusCode::NOT_FOUND)
+        .await;
+    pair.expect(
+        Call::get("/api/v1/namespaces/nope/configmaps/x"),
+        StatusCode::NOT_FOUND,
+    )
+    .await;
+    pair.expect(
+        Call::post(&cms, json!({ "metadata": { "name": "cm" } })),
+        StatusCode::CONFLICT,
+    )
+    .await;
+    pair.expect(
+        Call::post(&cms, json!({ "metadata": { "name": "Bad_Name" } })),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    pair.expect(
+        Call::post(
+            NODES,
+            json!({ "metadata": { "name": "node", "labels": { "bad key!": "v" } } }),
+        ),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    pair.expect(
+        Call::post(&cms, json!({ "metadata": {} })),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    pair.known(
+        Call::patch(format!("{cms}/cm"), MERGE, "{not json"),
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "V4 (malformed merge patch: 400, not 500)",
+    )
+    .await;
+    pair.expect(
+        Call::patch(format!("{cms}/cm"), JSON_PATCH, r#"{"op":"add"}"#),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    pair.expect(
+        Call::patch(format!("{cms}/cm"), STRATEGIC, "[1,2]"),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
+    pair.expect(
+        Call::post(
+            &cms,
+            json!({ "metadata": { "name": "x", "namespace": "other" } }),
+        ),
+        StatusCode::BAD_REQUEST,
+    )
+    .await;
     pair.finish().await;
 }
 
@@ -671,43 +1101,139 @@ impl Pair {
 #[tokio::test]
 async fn merge_json_and_strategic_patches_on_nodes_and_pods() {
     let mut pair = Pair::start().await;
-    pair.expect(Call::post(NODES, node("node-a", json!({ "pool": "a", "zone": "z1" }))), StatusCode::CREATED).await;
+    pair.expect(
+        Call::post(NODES, node("node-a", json!({ "pool": "a", "zone": "z1" }))),
+        StatusCode::CREATED,
+    )
+    .await;
     let status = format!("{NODES}/node-a/status");
     let conditions = r#"{"status":{"conditions":[
         {"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":"2024-01-01T00:00:00Z","lastTransitionTime":"2024-01-01T00:00:00Z"},
         {"type":"InPlaceUpdate","status":"True","reason":"CandidateForUpdate","lastHeartbeatTime":"2024-01-01T00:00:00Z","lastTransitionTime":"2024-01-01T00:00:00Z"}]}}"#;
-    pair.expect(Call::patch(&status, STRATEGIC, conditions), StatusCode::OK).await;
+    pair.expect(Call::patch(&status, STRATEGIC, conditions), StatusCode::OK)
+        .await;
     // Strategic merge: conditions merge by type.
     let selected = r#"{"status":{"conditions":[{"type":"InPlaceUpdate","status":"True","reason":"SelectedForUpdate","lastHeartbeatTime":"2024-01-01T00:01:00Z","lastTransitionTime":"2024-01-01T00:01:00Z"}]}}"#;
-    pair.expect(Call::patch(&status, STRATEGIC, selected), StatusCode::OK).await;
+    pair.expect(Call::patch(&status, STRATEGIC, selected), StatusCode::OK)
+        .await;
     // Delete one condition by its merge key.
-    pair.expect(Call::patch(&status, STRATEGIC, r#"{"status":{"conditions":[{"type":"InPlaceUpdate","$patch":"delete"}]}}"#), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(
+            &status,
+            STRATEGIC,
+            r#"{"status":{"conditions":[{"type":"InPlaceUpdate","$patch":"delete"}]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
     // A merge patch replaces the list.
-    pair.expect(Call::patch(&status, MERGE, selected), StatusCode::OK).await;
+    pair.expect(Call::patch(&status, MERGE, selected), StatusCode::OK)
+        .await;
     // JSON patch: test, add, replace, remove; labels with escaped keys.
     let node_path = format!("{NODES}/node-a");
     pair.expect(Call::patch(&node_path, JSON_PATCH, r#"[{"op":"test","path":"/metadata/labels/pool","value":"a"},{"op":"add","path":"/metadata/labels/node.machine.sapcloud.io~1candidate-for-update","value":"true"},{"op":"replace","path":"/metadata/labels/zone","value":"z2"},{"op":"remove","path":"/metadata/labels/pool"}]"#), StatusCode::OK).await;
-    pair.expect(Call::patch(&node_path, JSON_PATCH, r#"[{"op":"test","path":"/metadata/labels/zone","value":"nope"}]"#), StatusCode::UNPROCESSABLE_ENTITY).await;
-    pair.expect(Call::patch(&node_path, JSON_PATCH, r#"[{"op":"remove","path":"/metadata/labels/absent"}]"#), StatusCode::UNPROCESSABLE_ENTITY).await;
+    pair.expect(
+        Call::patch(
+            &node_path,
+            JSON_PATCH,
+            r#"[{"op":"test","path":"/metadata/labels/zone","value":"nope"}]"#,
+        ),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            &node_path,
+            JSON_PATCH,
+            r#"[{"op":"remove","path":"/metadata/labels/absent"}]"#,
+        ),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
     // Merge patch with null deletes; taints are atomic under strategic merge.
     pair.expect(Call::patch(&node_path, MERGE, r#"{"metadata":{"labels":{"zone":null}},"spec":{"unschedulable":true,"taints":[{"key":"a","effect":"NoSchedule"}]}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(&node_path, STRATEGIC, r#"{"spec":{"taints":[{"key":"b","effect":"NoExecute"}]}}"#), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(
+            &node_path,
+            STRATEGIC,
+            r#"{"spec":{"taints":[{"key":"b","effect":"NoExecute"}]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
 
     let pods = ns_path("default", "pods");
     let mut two = pod("web", Some("node-a"));
     two["spec"]["containers"] = json!([{ "name": "app", "image": "busybox:1.36" }, { "name": "side", "image": "busybox:1.36", "env": [{ "name": "A", "value": "1" }] }]);
-    pair.expect(Call::post(&pods, two), StatusCode::CREATED).await;
+    pair.expect(Call::post(&pods, two), StatusCode::CREATED)
+        .await;
     let web = format!("{pods}/web");
     // Strategic merge: containers merge by name (image is mutable on a pod).
-    pair.expect(Call::patch(&web, STRATEGIC, r#"{"spec":{"containers":[{"name":"side","image":"busybox:1.37"}]}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(&web, STRATEGIC, r#"{"metadata":{"annotations":{"a":"1"},"finalizers":["rackproof.test/one"]}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(&web, STRATEGIC, r#"{"metadata":{"finalizers":["rackproof.test/two"]}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(&web, MERGE, r#"{"metadata":{"finalizers":["rackproof.test/one","rackproof.test/two"]}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(&web, JSON_PATCH, r#"[{"op":"replace","path":"/spec/containers/0/image","value":"busybox:1.37"}]"#), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(
+            &web,
+            STRATEGIC,
+            r#"{"spec":{"containers":[{"name":"side","image":"busybox:1.37"}]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            &web,
+            STRATEGIC,
+            r#"{"metadata":{"annotations":{"a":"1"},"finalizers":["rackproof.test/one"]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            &web,
+            STRATEGIC,
+            r#"{"metadata":{"finalizers":["rackproof.test/two"]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            &web,
+            MERGE,
+            r#"{"metadata":{"finalizers":["rackproof.test/one","rackproof.test/two"]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            &web,
+            JSON_PATCH,
+            r#"[{"op":"replace","path":"/spec/containers/0/image","value":"busybox:1.37"}]"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
     let pod_status = r#"{"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"},{"type":"PodScheduled","status":"True"}]}}"#;
-    pair.expect(Call::patch(format!("{web}/status"), STRATEGIC, pod_status), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{web}/status"), STRATEGIC, r#"{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Draining"}]}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(&web, MERGE, r#"{"metadata":{"finalizers":null}}"#), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(format!("{web}/status"), STRATEGIC, pod_status),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            format!("{web}/status"),
+            STRATEGIC,
+            r#"{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Draining"}]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(&web, MERGE, r#"{"metadata":{"finalizers":null}}"#),
+        StatusCode::OK,
+    )
+    .await;
     pair.finish().await;
 }
 
@@ -716,68 +1242,198 @@ async fn server_side_apply_with_two_managers_and_a_conflict() {
     let mut pair = Pair::start().await;
     let cms = ns_path("default", "configmaps");
     let a = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  labels:\n    owner: a\ndata:\n  shared: from-a\n  a: '1'\n";
-    pair.expect(Call::patch(format!("{cms}/applied?fieldManager=a"), APPLY, a), StatusCode::CREATED).await;
+    pair.expect(
+        Call::patch(format!("{cms}/applied?fieldManager=a"), APPLY, a),
+        StatusCode::CREATED,
+    )
+    .await;
     let b = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  b: '2'\n";
-    pair.expect(Call::patch(format!("{cms}/applied?fieldManager=b"), APPLY, b), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(format!("{cms}/applied?fieldManager=b"), APPLY, b),
+        StatusCode::OK,
+    )
+    .await;
     let b_conflict = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\ndata:\n  b: '2'\n  shared: from-b\n";
-    pair.expect(Call::patch(format!("{cms}/applied?fieldManager=b"), APPLY, b_conflict), StatusCode::CONFLICT).await;
-    pair.expect(Call::patch(format!("{cms}/applied?fieldManager=b&force=true"), APPLY, b_conflict), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(format!("{cms}/applied?fieldManager=b"), APPLY, b_conflict),
+        StatusCode::CONFLICT,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            format!("{cms}/applied?fieldManager=b&force=true"),
+            APPLY,
+            b_conflict,
+        ),
+        StatusCode::OK,
+    )
+    .await;
     // a drops `a`: the field is removed because a alone owned it.
     let a2 = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: applied\n  labels:\n    owner: a\ndata:\n  shared: from-b\n";
-    pair.expect(Call::patch(format!("{cms}/applied?fieldManager=a"), APPLY, a2), StatusCode::OK).await;
+    pair.expect(
+        Call::patch(format!("{cms}/applied?fieldManager=a"), APPLY, a2),
+        StatusCode::OK,
+    )
+    .await;
     // An update by a third manager (merge patch) shows up as an Update entry.
-    pair.expect(Call::patch(format!("{cms}/applied?fieldManager=c"), MERGE, r#"{"data":{"c":"3"}}"#), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{cms}/applied")), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{cms}/missing-manager"), APPLY, a), StatusCode::UNPROCESSABLE_ENTITY).await;
+    pair.expect(
+        Call::patch(
+            format!("{cms}/applied?fieldManager=c"),
+            MERGE,
+            r#"{"data":{"c":"3"}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{cms}/applied")), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::patch(format!("{cms}/missing-manager"), APPLY, a),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
 
-    let apply_node = "apiVersion: v1\nkind: Node\nmetadata:\n  name: applied-node\n  labels:\n    pool: a\n";
-    pair.expect(Call::patch(format!("{NODES}/applied-node?fieldManager=agent"), APPLY, apply_node), StatusCode::CREATED).await;
+    let apply_node =
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: applied-node\n  labels:\n    pool: a\n";
+    pair.expect(
+        Call::patch(
+            format!("{NODES}/applied-node?fieldManager=agent"),
+            APPLY,
+            apply_node,
+        ),
+        StatusCode::CREATED,
+    )
+    .await;
     pair.finish().await;
 }
 
 #[tokio::test]
 async fn graceful_pod_deletion_and_finalizers() {
     let mut pair = Pair::start().await;
-    pair.expect(Call::post(NODES, node("node-a", json!({}))), StatusCode::CREATED).await;
+    pair.expect(
+        Call::post(NODES, node("node-a", json!({}))),
+        StatusCode::CREATED,
+    )
+    .await;
     let pods = ns_path("default", "pods");
     // Bound pod: graceful deletion leaves it Terminating until deleted with grace period 0.
-    pair.expect(Call::post(&pods, pod("bound", Some("node-a"))), StatusCode::CREATED).await;
-    pair.expect(Call::delete(format!("{pods}/bound"), Some(json!({ "gracePeriodSeconds": 30 }))), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{pods}/bound")), StatusCode::OK).await;
+    pair.expect(
+        Call::post(&pods, pod("bound", Some("node-a"))),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(
+        Call::delete(
+            format!("{pods}/bound"),
+            Some(json!({ "gracePeriodSeconds": 30 })),
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{pods}/bound")), StatusCode::OK)
+        .await;
     // A second graceful delete with a longer period does not extend it.
-    pair.expect(Call::delete(format!("{pods}/bound"), None), StatusCode::OK).await;
-    pair.expect(Call::delete(format!("{pods}/bound"), Some(json!({ "gracePeriodSeconds": 0 }))), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{pods}/bound")), StatusCode::NOT_FOUND).await;
+    pair.expect(Call::delete(format!("{pods}/bound"), None), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::delete(
+            format!("{pods}/bound"),
+            Some(json!({ "gracePeriodSeconds": 0 })),
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{pods}/bound")), StatusCode::NOT_FOUND)
+        .await;
     // Unbound pod: deleted at once.
-    pair.expect(Call::post(&pods, pod("unbound", None)), StatusCode::CREATED).await;
-    pair.expect(Call::delete(format!("{pods}/unbound"), None), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{pods}/unbound")), StatusCode::NOT_FOUND).await;
+    pair.expect(Call::post(&pods, pod("unbound", None)), StatusCode::CREATED)
+        .await;
+    pair.expect(
+        Call::delete(format!("{pods}/unbound"), None),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{pods}/unbound")), StatusCode::NOT_FOUND)
+        .await;
     // Finalizers hold an object after deletion until removed.
     let cms = ns_path("default", "configmaps");
-    pair.expect(Call::post(&cms, json!({ "metadata": { "name": "held", "finalizers": ["rackproof.test/hold"] } })), StatusCode::CREATED).await;
-    pair.expect(Call::delete(format!("{cms}/held"), None), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{cms}/held")), StatusCode::OK).await;
+    pair.expect(
+        Call::post(
+            &cms,
+            json!({ "metadata": { "name": "held", "finalizers": ["rackproof.test/hold"] } }),
+        ),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(Call::delete(format!("{cms}/held"), None), StatusCode::OK)
+        .await;
+    pair.expect(Call::get(format!("{cms}/held")), StatusCode::OK)
+        .await;
     // Adding a finalizer while deleting is forbidden; changing data is allowed.
-    pair.expect(Call::patch(format!("{cms}/held"), MERGE, r#"{"data":{"x":"y"}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{cms}/held"), MERGE, r#"{"metadata":{"finalizers":[]}}"#), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{cms}/held")), StatusCode::NOT_FOUND).await;
+    pair.expect(
+        Call::patch(format!("{cms}/held"), MERGE, r#"{"data":{"x":"y"}}"#),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(
+            format!("{cms}/held"),
+            MERGE,
+            r#"{"metadata":{"finalizers":[]}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{cms}/held")), StatusCode::NOT_FOUND)
+        .await;
     // Pod with a finalizer and grace 0: stays until the finalizer goes.
     let mut held = pod("held", Some("node-a"));
     held["metadata"]["finalizers"] = json!(["rackproof.test/hold"]);
-    pair.expect(Call::post(&pods, held), StatusCode::CREATED).await;
-    pair.expect(Call::delete(format!("{pods}/held"), Some(json!({ "gracePeriodSeconds": 0 }))), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{pods}/held")), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{pods}/held"), JSON_PATCH, r#"[{"op":"remove","path":"/metadata/finalizers"}]"#), StatusCode::OK).await;
-    pair.expect(Call::get(format!("{pods}/held")), StatusCode::NOT_FOUND).await;
+    pair.expect(Call::post(&pods, held), StatusCode::CREATED)
+        .await;
+    pair.expect(
+        Call::delete(
+            format!("{pods}/held"),
+            Some(json!({ "gracePeriodSeconds": 0 })),
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{pods}/held")), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::patch(
+            format!("{pods}/held"),
+            JSON_PATCH,
+            r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(Call::get(format!("{pods}/held")), StatusCode::NOT_FOUND)
+        .await;
     pair.finish().await;
 }
 
 /// The events a watch from `resource_version` delivers, `count` of them, as (type, object).
-async fn watch_events(client: &kube::Client, resource: &ApiResource, namespace: &str, resource_version: &str, count: usize) -> Vec<(String, Value)> {
+async fn watch_events(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: &str,
+    resource_version: &str,
+    count: usize,
+) -> Vec<(String, Value)> {
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
     let params = WatchParams::default().timeout(30);
-    let stream = api.watch(&params, resource_version).await.expect("watch starts");
-    let events: Vec<WatchEvent<DynamicObject>> = stream.take(count).try_collect().await.expect("watch events arrive");
+    let stream = api
+        .watch(&params, resource_version)
+        .await
+        .expect("watch starts");
+    let events: Vec<WatchEvent<DynamicObject>> = stream
+        .take(count)
+        .try_collect()
+        .await
+        .expect("watch events arrive");
     events
         .into_iter()
         .map(|event| match event {
@@ -796,25 +1452,97 @@ async fn watch_event_sequences_for_a_series_of_writes() {
     let cms = ns_path("default", "configmaps");
     let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     // Start both watches from the current list resourceVersion, then write.
-    let start_e = send(&pair.embedded, &Call::get(&cms)).await.body["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
-    let start_r = send(&pair.real, &Call::get(&cms)).await.body["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
-    pair.expect(Call::post(&cms, json!({ "metadata": { "name": "w1", "labels": { "a": "1" } }, "data": { "k": "1" } })), StatusCode::CREATED).await;
-    pair.expect(Call::post(&cms, json!({ "metadata": { "name": "w2" } })), StatusCode::CREATED).await;
-    pair.expect(Call::patch(format!("{cms}/w1"), MERGE, r#"{"data":{"k":"2"}}"#), StatusCode::OK).await;
-    pair.expect(Call::post(&cms, json!({ "metadata": { "name": "w3", "finalizers": ["rackproof.test/hold"] } })), StatusCode::CREATED).await;
-    pair.expect(Call::delete(format!("{cms}/w2"), None), StatusCode::OK).await;
-    pair.expect(Call::delete(format!("{cms}/w3"), None), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{cms}/w3"), MERGE, r#"{"metadata":{"finalizers":null}}"#), StatusCode::OK).await;
-    pair.expect(Call::put(format!("{cms}/w1"), json!({ "metadata": { "name": "w1" }, "data": { "k": "3" } })), StatusCode::OK).await;
+    let start_e = send(&pair.embedded, &Call::get(&cms)).await.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let start_r = send(&pair.real, &Call::get(&cms)).await.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    pair.expect(
+        Call::post(
+            &cms,
+            json!({ "metadata": { "name": "w1", "labels": { "a": "1" } }, "data": { "k": "1" } }),
+        ),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(
+        Call::post(&cms, json!({ "metadata": { "name": "w2" } })),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(
+        Call::patch(format!("{cms}/w1"), MERGE, r#"{"data":{"k":"2"}}"#),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::post(
+            &cms,
+            json!({ "metadata": { "name": "w3", "finalizers": ["rackproof.test/hold"] } }),
+        ),
+        StatusCode::CREATED,
+    )
+    .await;
+    pair.expect(Call::delete(format!("{cms}/w2"), None), StatusCode::OK)
+        .await;
+    pair.expect(Call::delete(format!("{cms}/w3"), None), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::patch(
+            format!("{cms}/w3"),
+            MERGE,
+            r#"{"metadata":{"finalizers":null}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::put(
+            format!("{cms}/w1"),
+            json!({ "metadata": { "name": "w1" }, "data": { "k": "3" } }),
+        ),
+        StatusCode::OK,
+    )
+    .await;
     let count = 8;
     let embedded = watch_events(&pair.embedded, &resource, "default", &start_e, count).await;
     let real = watch_events(&pair.real, &resource, "default", &start_r, count).await;
-    let types = |events: &[(String, Value)]| events.iter().map(|(t, o)| format!("{t} {}", o["metadata"]["name"].as_str().unwrap_or("?"))).collect::<Vec<_>>();
-    assert_eq!(types(&real), ["ADDED w1", "ADDED w2", "MODIFIED w1", "ADDED w3", "DELETED w2", "MODIFIED w3", "DELETED w3", "MODIFIED w1"]);
-    assert_eq!(types(&embedded), types(&real), "watch event types and objects in order");
+    let types = |events: &[(String, Value)]| {
+        events
+            .iter()
+            .map(|(t, o)| format!("{t} {}", o["metadata"]["name"].as_str().unwrap_or("?")))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        types(&real),
+        [
+            "ADDED w1",
+            "ADDED w2",
+            "MODIFIED w1",
+            "ADDED w3",
+            "DELETED w2",
+            "MODIFIED w3",
+            "DELETED w3",
+            "MODIFIED w1"
+        ]
+    );
+    assert_eq!(
+        types(&embedded),
+        types(&real),
+        "watch event types and objects in order"
+    );
     for (i, ((te, oe), (_, or))) in embedded.iter().zip(&real).enumerate() {
-        let e = Reply { code: 200, body: oe.clone() };
-        let r = Reply { code: 200, body: or.clone() };
+        let e = Reply {
+            code: 200,
+            body: oe.clone(),
+        };
+        let r = Reply {
+            code: 200,
+            body: or.clone(),
+        };
         pair.compare(&format!("watch event {i} ({te})"), &e, &r);
     }
     pair.finish().await;
@@ -823,26 +1551,85 @@ async fn watch_event_sequences_for_a_series_of_writes() {
 #[tokio::test]
 async fn watch_events_of_pod_deletions() {
     let mut pair = Pair::start().await;
-    pair.expect(Call::post(NODES, node("node-a", json!({}))), StatusCode::CREATED).await;
+    pair.expect(
+        Call::post(NODES, node("node-a", json!({}))),
+        StatusCode::CREATED,
+    )
+    .await;
     let pods = ns_path("default", "pods");
     let resource = ApiResource::erase::<k8s_openapi::api::core::v1::Pod>(&());
-    let start_e = send(&pair.embedded, &Call::get(&pods)).await.body["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
-    let start_r = send(&pair.real, &Call::get(&pods)).await.body["metadata"]["resourceVersion"].as_str().unwrap().to_owned();
-    pair.expect(Call::post(&pods, pod("unbound", None)), StatusCode::CREATED).await;
-    pair.expect(Call::post(&pods, pod("bound", Some("node-a"))), StatusCode::CREATED).await;
+    let start_e = send(&pair.embedded, &Call::get(&pods)).await.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let start_r = send(&pair.real, &Call::get(&pods)).await.body["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    pair.expect(Call::post(&pods, pod("unbound", None)), StatusCode::CREATED)
+        .await;
+    pair.expect(
+        Call::post(&pods, pod("bound", Some("node-a"))),
+        StatusCode::CREATED,
+    )
+    .await;
     // Deleted at once (unbound), gracefully then at once (bound).
-    pair.expect(Call::delete(format!("{pods}/unbound"), None), StatusCode::OK).await;
-    pair.expect(Call::delete(format!("{pods}/bound"), Some(json!({ "gracePeriodSeconds": 30 }))), StatusCode::OK).await;
-    pair.expect(Call::delete(format!("{pods}/bound"), Some(json!({ "gracePeriodSeconds": 0 }))), StatusCode::OK).await;
+    pair.expect(
+        Call::delete(format!("{pods}/unbound"), None),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::delete(
+            format!("{pods}/bound"),
+            Some(json!({ "gracePeriodSeconds": 30 })),
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::delete(
+            format!("{pods}/bound"),
+            Some(json!({ "gracePeriodSeconds": 0 })),
+        ),
+        StatusCode::OK,
+    )
+    .await;
     let count = 7;
     let embedded = watch_events(&pair.embedded, &resource, "default", &start_e, count).await;
     let real = watch_events(&pair.real, &resource, "default", &start_r, count).await;
-    let types = |events: &[(String, Value)]| events.iter().map(|(t, o)| format!("{t} {}", o["metadata"]["name"].as_str().unwrap_or("?"))).collect::<Vec<_>>();
-    assert_eq!(types(&real), ["ADDED unbound", "ADDED bound", "MODIFIED unbound", "DELETED unbound", "MODIFIED bound", "MODIFIED bound", "DELETED bound"]);
-    assert_eq!(types(&embedded), types(&real), "watch event types and objects in order");
+    let types = |events: &[(String, Value)]| {
+        events
+            .iter()
+            .map(|(t, o)| format!("{t} {}", o["metadata"]["name"].as_str().unwrap_or("?")))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        types(&real),
+        [
+            "ADDED unbound",
+            "ADDED bound",
+            "MODIFIED unbound",
+            "DELETED unbound",
+            "MODIFIED bound",
+            "MODIFIED bound",
+            "DELETED bound"
+        ]
+    );
+    assert_eq!(
+        types(&embedded),
+        types(&real),
+        "watch event types and objects in order"
+    );
     for (i, ((te, oe), (_, or))) in embedded.iter().zip(&real).enumerate() {
-        let e = Reply { code: 200, body: oe.clone() };
-        let r = Reply { code: 200, body: or.clone() };
+        let e = Reply {
+            code: 200,
+            body: oe.clone(),
+        };
+        let r = Reply {
+            code: 200,
+            body: or.clone(),
+        };
         pair.compare(&format!("watch event {i} ({te})"), &e, &r);
     }
     pair.finish().await;
@@ -875,7 +1662,14 @@ async fn custom_resources_with_defaulting_and_pruning() {
             }],
         },
     });
-    pair.expect(Call::post("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd), StatusCode::CREATED).await;
+    pair.expect(
+        Call::post(
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+            crd,
+        ),
+        StatusCode::CREATED,
+    )
+    .await;
     let widgets = "/apis/rackproof.test/v1/namespaces/default/widgets";
     // kube-apiserver serves the new resource after a moment: wait until a list answers.
     for client in [pair.embedded.clone(), pair.real.clone()] {
@@ -890,12 +1684,30 @@ async fn custom_resources_with_defaulting_and_pruning() {
         assert!(ready, "the custom resource is served within 10 s");
     }
     let widget = json!({ "apiVersion": "rackproof.test/v1", "kind": "Widget", "metadata": { "name": "w" }, "spec": { "mode": "Manual", "unknown": 1, "free": { "kept": true } }, "extra": "pruned" });
-    pair.expect(Call::post(widgets, widget), StatusCode::CREATED).await;
-    pair.expect(Call::get(format!("{widgets}/w")), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{widgets}/w/status"), MERGE, r#"{"status":{"ready":true,"junk":1}}"#), StatusCode::OK).await;
-    pair.expect(Call::patch(format!("{widgets}/w"), MERGE, r#"{"spec":{"size":null}}"#), StatusCode::OK).await;
+    pair.expect(Call::post(widgets, widget), StatusCode::CREATED)
+        .await;
+    pair.expect(Call::get(format!("{widgets}/w")), StatusCode::OK)
+        .await;
+    pair.expect(
+        Call::patch(
+            format!("{widgets}/w/status"),
+            MERGE,
+            r#"{"status":{"ready":true,"junk":1}}"#,
+        ),
+        StatusCode::OK,
+    )
+    .await;
+    pair.expect(
+        Call::patch(format!("{widgets}/w"), MERGE, r#"{"spec":{"size":null}}"#),
+        StatusCode::OK,
+    )
+    .await;
     let invalid = json!({ "apiVersion": "rackproof.test/v1", "kind": "Widget", "metadata": { "name": "bad" }, "spec": { "size": 0, "mode": "Sometimes" } });
-    pair.expect(Call::post(widgets, invalid), StatusCode::UNPROCESSABLE_ENTITY).await;
+    pair.expect(
+        Call::post(widgets, invalid),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
     pair.expect(Call::get(widgets), StatusCode::OK).await;
     pair.finish().await;
 }
@@ -906,7 +1718,8 @@ fn gadget_crd(schemas: &[Option<Value>]) -> Value {
         .iter()
         .enumerate()
         .map(|(i, schema)| {
-            let mut version = json!({ "name": format!("v{}", i + 1), "served": true, "storage": i == 0 });
+            let mut version =
+                json!({ "name": format!("v{}", i + 1), "served": true, "storage": i == 0 });
             if let Some(schema) = schema {
                 version["schema"] = json!({ "openAPIV3Schema": schema });
             }
@@ -934,24 +1747,40 @@ async fn crds_with_bad_schemas_are_rejected() {
         json!({ "type": "object", "$schema": "x" }),
         json!({ "type": "object", "additionalProperties": { "type": "string" } }),
         json!({ "type": "object", "definitions": { "x": { "type": "string" } } }),
-        object(json!({ "a": { "type": "array", "uniqueItems": true, "items": { "type": "string" } } })),
+        object(
+            json!({ "a": { "type": "array", "uniqueItems": true, "items": { "type": "string" } } }),
+        ),
         object(json!({ "a": { "$ref": "#/definitions/x" } })),
         object(json!({ "a": { "type": "array", "items": [{ "type": "string" }] } })),
         object(json!({ "a": { "type": "array" } })),
-        object(json!({ "a": { "type": "object", "properties": { "b": { "type": "string" } }, "additionalProperties": { "type": "string" } } })),
-        object(json!({ "metadata": { "type": "object", "properties": { "labels": { "type": "object" } } } })),
+        object(
+            json!({ "a": { "type": "object", "properties": { "b": { "type": "string" } }, "additionalProperties": { "type": "string" } } }),
+        ),
+        object(
+            json!({ "metadata": { "type": "object", "properties": { "labels": { "type": "object" } } } }),
+        ),
         object(json!({ "metadata": { "type": "object", "default": {} } })),
-        object(json!({ "a": { "type": "string", "anyOf": [{ "type": "string", "description": "d" }] } })),
+        object(
+            json!({ "a": { "type": "string", "anyOf": [{ "type": "string", "description": "d" }] } }),
+        ),
         object(json!({ "a": { "type": "object", "default": { "x": 1 } } })),
         object(json!({ "a": { "type": "string", "pattern": "(" } })),
         object(json!({ "a": { "type": "string", "x-kubernetes-list-type": "set" } })),
-        object(json!({ "a": { "type": "array", "x-kubernetes-list-type": "map", "items": { "type": "object", "properties": { "k": { "type": "string" } } }, "x-kubernetes-list-map-keys": ["k", "z"] } })),
-        object(json!({ "a": { "x-kubernetes-int-or-string": true, "x-kubernetes-preserve-unknown-fields": true } })),
+        object(
+            json!({ "a": { "type": "array", "x-kubernetes-list-type": "map", "items": { "type": "object", "properties": { "k": { "type": "string" } } }, "x-kubernetes-list-map-keys": ["k", "z"] } }),
+        ),
+        object(
+            json!({ "a": { "x-kubernetes-int-or-string": true, "x-kubernetes-preserve-unknown-fields": true } }),
+        ),
         object(json!({ "a": { "type": "string", "x-kubernetes-preserve-unknown-fields": false } })),
         json!({ "type": "object", "anyOf": [{ "properties": { "b": { "maxLength": 1 } } }] }),
     ];
     for schema in invalid {
-        pair.expect(Call::post(crds, gadget_crd(&[Some(schema)])), StatusCode::UNPROCESSABLE_ENTITY).await;
+        pair.expect(
+            Call::post(crds, gadget_crd(&[Some(schema)])),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        )
+        .await;
     }
     let undecodable = [
         object(json!([{ "a": 1 }])),
@@ -962,20 +1791,41 @@ async fn crds_with_bad_schemas_are_rejected() {
         object(json!({ "a": "string" })),
     ];
     for schema in undecodable {
-        pair.expect(Call::post(crds, gadget_crd(&[Some(schema)])), StatusCode::BAD_REQUEST).await;
+        pair.expect(
+            Call::post(crds, gadget_crd(&[Some(schema)])),
+            StatusCode::BAD_REQUEST,
+        )
+        .await;
     }
     // Differing schemas are reported per version; missing ones are required.
     let good = json!({ "type": "object" });
-    pair.expect(Call::post(crds, gadget_crd(&[Some(good.clone()), Some(json!({ "type": "string" }))])), StatusCode::UNPROCESSABLE_ENTITY).await;
-    pair.expect(Call::post(crds, gadget_crd(&[Some(good), None])), StatusCode::UNPROCESSABLE_ENTITY).await;
-    pair.expect(Call::post(crds, gadget_crd(&[None])), StatusCode::UNPROCESSABLE_ENTITY).await;
+    pair.expect(
+        Call::post(
+            crds,
+            gadget_crd(&[Some(good.clone()), Some(json!({ "type": "string" }))]),
+        ),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    pair.expect(
+        Call::post(crds, gadget_crd(&[Some(good), None])),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
+    pair.expect(
+        Call::post(crds, gadget_crd(&[None])),
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await;
     pair.finish().await;
 }
 
 fn encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

@@ -15,7 +15,9 @@ use rackproof_cluster::local::{Error, LocalControlPlane, LocalOptions, User};
 use serde_json::json;
 
 async fn start(options: LocalOptions) -> LocalControlPlane {
-    LocalControlPlane::start(options).await.unwrap_or_else(|error| panic!("{}", report(&error)))
+    LocalControlPlane::start(options)
+        .await
+        .unwrap_or_else(|error| panic!("{}", report(&error)))
 }
 
 fn report(error: &dyn std::error::Error) -> String {
@@ -51,10 +53,22 @@ async fn serves_core_objects_leases_crds_and_custom_resources() {
     let post = PostParams::default();
 
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces.create(&post, &from_json(json!({ "metadata": { "name": "rackproof" } }))).await.unwrap();
+    namespaces
+        .create(
+            &post,
+            &from_json(json!({ "metadata": { "name": "rackproof" } })),
+        )
+        .await
+        .unwrap();
 
     let nodes: Api<Node> = Api::all(client.clone());
-    let node = nodes.create(&post, &from_json(json!({ "metadata": { "name": "node-a" } }))).await.unwrap();
+    let node = nodes
+        .create(
+            &post,
+            &from_json(json!({ "metadata": { "name": "node-a" } })),
+        )
+        .await
+        .unwrap();
     assert!(node.metadata.uid.is_some());
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "rackproof");
@@ -63,7 +77,16 @@ async fn serves_core_objects_leases_crds_and_custom_resources() {
         "spec": { "nodeName": "node-a", "containers": [{ "name": "app", "image": "busybox" }] },
     });
     pods.create(&post, &from_json(pod)).await.unwrap();
-    assert_eq!(pods.get("app").await.unwrap().spec.unwrap().node_name.as_deref(), Some("node-a"));
+    assert_eq!(
+        pods.get("app")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .node_name
+            .as_deref(),
+        Some("node-a")
+    );
 
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let lease = json!({
@@ -71,7 +94,16 @@ async fn serves_core_objects_leases_crds_and_custom_resources() {
         "spec": { "holderIdentity": "node-a", "leaseDurationSeconds": 40 },
     });
     leases.create(&post, &from_json(lease)).await.unwrap();
-    assert_eq!(leases.get("node-a").await.unwrap().spec.unwrap().lease_duration_seconds, Some(40));
+    assert_eq!(
+        leases
+            .get("node-a")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .lease_duration_seconds,
+        Some(40)
+    );
 
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = json!({
@@ -98,8 +130,14 @@ async fn serves_core_objects_leases_crds_and_custom_resources() {
         .timeout(Duration::from_secs(30), async {
             loop {
                 let crd = crds.get("widgets.rackproof.test").await.unwrap();
-                let conditions = crd.status.and_then(|status| status.conditions).unwrap_or_default();
-                if conditions.iter().any(|c| c.type_ == "Established" && c.status == "True") {
+                let conditions = crd
+                    .status
+                    .and_then(|status| status.conditions)
+                    .unwrap_or_default();
+                if conditions
+                    .iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+                {
                     break;
                 }
                 clock.sleep(Duration::from_millis(100)).await;
@@ -125,7 +163,11 @@ async fn serves_core_objects_leases_crds_and_custom_resources() {
     // The first custom-resource create is where an unpatched reflect2 crashes under Go ≥ 1.18.
     widgets.create(&post, &widget).await.unwrap();
     let stored = widgets.get("w1").await.unwrap();
-    assert_eq!(stored.data["spec"], json!({ "size": 3 }), "the unknown field is pruned");
+    assert_eq!(
+        stored.data["spec"],
+        json!({ "size": 3 }),
+        "the unknown field is pruned"
+    );
 
     plane.shutdown().await.unwrap();
 }
@@ -135,32 +177,62 @@ async fn a_node_identity_may_write_its_own_node_and_lease_only() {
     let plane = start(LocalOptions::default().with_nodes(["node-a", "node-b"])).await;
     let admin: Api<Node> = Api::all(plane.client());
     for name in ["node-a", "node-b"] {
-        admin.create(&PostParams::default(), &from_json(json!({ "metadata": { "name": name } }))).await.unwrap();
+        admin
+            .create(
+                &PostParams::default(),
+                &from_json(json!({ "metadata": { "name": name } })),
+            )
+            .await
+            .unwrap();
     }
 
     let node_a = plane.client_as(&User::node("node-a")).await.unwrap();
     let nodes: Api<Node> = Api::all(node_a.clone());
-    let label = |value: &str| Patch::Merge(json!({ "metadata": { "labels": { "rackproof.test/touched": value } } }));
-    nodes.patch("node-a", &PatchParams::default(), &label("yes")).await.unwrap();
+    let label = |value: &str| {
+        Patch::Merge(json!({ "metadata": { "labels": { "rackproof.test/touched": value } } }))
+    };
+    nodes
+        .patch("node-a", &PatchParams::default(), &label("yes"))
+        .await
+        .unwrap();
     let own = admin.get("node-a").await.unwrap();
-    assert_eq!(own.metadata.labels.unwrap()["rackproof.test/touched"], "yes");
+    assert_eq!(
+        own.metadata.labels.unwrap()["rackproof.test/touched"],
+        "yes"
+    );
 
-    let other = nodes.patch("node-b", &PatchParams::default(), &label("no")).await.unwrap_err();
+    let other = nodes
+        .patch("node-b", &PatchParams::default(), &label("no"))
+        .await
+        .unwrap_err();
     assert_eq!(status_code(&other), Some(403), "{other}");
     let untouched = admin.get("node-b").await.unwrap();
-    assert!(!untouched.metadata.labels.unwrap_or_default().contains_key("rackproof.test/touched"));
+    assert!(
+        !untouched
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .contains_key("rackproof.test/touched")
+    );
 
     let leases: Api<Lease> = Api::namespaced(node_a, "kube-node-lease");
     let lease = |name: &str| -> Lease {
         from_json(json!({ "metadata": { "name": name }, "spec": { "holderIdentity": name } }))
     };
-    leases.create(&PostParams::default(), &lease("node-a")).await.unwrap();
-    let foreign = leases.create(&PostParams::default(), &lease("node-b")).await.unwrap_err();
+    leases
+        .create(&PostParams::default(), &lease("node-a"))
+        .await
+        .unwrap();
+    let foreign = leases
+        .create(&PostParams::default(), &lease("node-b"))
+        .await
+        .unwrap_err();
     assert_eq!(status_code(&foreign), Some(403), "{foreign}");
 
     let unknown = plane.kubeconfig(&User::node("node-c")).unwrap_err();
     assert!(matches!(unknown, Error::UnknownUser { .. }), "{unknown}");
-    let admin_kubeconfig = std::fs::read_to_string(plane.kubeconfig(&User::Admin).unwrap()).unwrap();
+    let admin_kubeconfig =
+        std::fs::read_to_string(plane.kubeconfig(&User::Admin).unwrap()).unwrap();
     assert!(admin_kubeconfig.contains(plane.url()), "{admin_kubeconfig}");
 }
 
@@ -173,8 +245,16 @@ async fn drop_kills_both_processes_and_removes_the_directory() {
     assert!(dir.join("kube-apiserver.log").exists());
 
     drop(plane);
-    assert!(!process_exists(pids.etcd), "etcd (pid {}) survived the drop", pids.etcd);
-    assert!(!process_exists(pids.kube_apiserver), "kube-apiserver (pid {}) survived the drop", pids.kube_apiserver);
+    assert!(
+        !process_exists(pids.etcd),
+        "etcd (pid {}) survived the drop",
+        pids.etcd
+    );
+    assert!(
+        !process_exists(pids.kube_apiserver),
+        "kube-apiserver (pid {}) survived the drop",
+        pids.kube_apiserver
+    );
     assert!(!dir.exists(), "{} survived the drop", dir.display());
 }
 
@@ -185,14 +265,25 @@ async fn shutdown_kills_both_processes_and_removes_the_directory() {
     let dir = plane.dir().to_owned();
 
     plane.shutdown().await.unwrap();
-    assert!(!process_exists(pids.etcd), "etcd (pid {}) survived shutdown", pids.etcd);
-    assert!(!process_exists(pids.kube_apiserver), "kube-apiserver (pid {}) survived shutdown", pids.kube_apiserver);
+    assert!(
+        !process_exists(pids.etcd),
+        "etcd (pid {}) survived shutdown",
+        pids.etcd
+    );
+    assert!(
+        !process_exists(pids.kube_apiserver),
+        "kube-apiserver (pid {}) survived shutdown",
+        pids.kube_apiserver
+    );
     assert!(!dir.exists(), "{} survived shutdown", dir.display());
 }
 
 #[tokio::test]
 async fn a_failed_startup_keeps_the_logs_and_names_them() {
-    let options = LocalOptions { extra_apiserver_args: vec!["--no-such-flag".to_owned()], ..LocalOptions::default() };
+    let options = LocalOptions {
+        extra_apiserver_args: vec!["--no-such-flag".to_owned()],
+        ..LocalOptions::default()
+    };
     let error = LocalControlPlane::start(options).await.unwrap_err();
     let Error::Exited { program, log, .. } = &error else {
         panic!("expected kube-apiserver to exit, got: {}", report(&error));
@@ -207,14 +298,30 @@ async fn a_failed_startup_keeps_the_logs_and_names_them() {
 
 #[tokio::test]
 async fn an_invalid_node_name_is_an_error() {
-    let error = LocalControlPlane::start(LocalOptions::default().with_nodes(["Bad,Name"])).await.unwrap_err();
-    assert!(matches!(error, Error::InvalidNodeName(_)), "{}", report(&error));
+    let error = LocalControlPlane::start(LocalOptions::default().with_nodes(["Bad,Name"]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, Error::InvalidNodeName(_)),
+        "{}",
+        report(&error)
+    );
 }
 
 #[tokio::test]
 async fn a_missing_kube_apiserver_names_the_install_command() {
-    let options = LocalOptions { kube_apiserver: Some("/nonexistent/kube-apiserver".into()), ..LocalOptions::default() };
+    let options = LocalOptions {
+        kube_apiserver: Some("/nonexistent/kube-apiserver".into()),
+        ..LocalOptions::default()
+    };
     let error = LocalControlPlane::start(options).await.unwrap_err();
-    assert!(matches!(error, Error::KubeApiserverNotFound { .. }), "{}", report(&error));
-    assert!(error.to_string().contains("ci/install-local-control-plane"), "{error}");
+    assert!(
+        matches!(error, Error::KubeApiserverNotFound { .. }),
+        "{}",
+        report(&error)
+    );
+    assert!(
+        error.to_string().contains("ci/install-local-control-plane"),
+        "{error}"
+    );
 }

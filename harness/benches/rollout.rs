@@ -27,7 +27,11 @@ const DEFAULT_SIZES: [u32; 2] = [200, 1000];
 
 /// A bare-metal server's boot: minutes of POST and firmware before the loader.
 fn bare_metal() -> BootTiming {
-    BootTiming { firmware: Some(Span(Duration::from_secs(180))), loader: Some(Span(Duration::from_secs(2))), kernel: Some(Span(Duration::from_secs(20))) }
+    BootTiming {
+        firmware: Some(Span(Duration::from_secs(180))),
+        loader: Some(Span(Duration::from_secs(2))),
+        kernel: Some(Span(Duration::from_secs(20))),
+    }
 }
 
 fn run(loaded: &LoadedScenario, nodes: u32, boot_timing: Option<BootTiming>) -> Result<(), String> {
@@ -35,13 +39,20 @@ fn run(loaded: &LoadedScenario, nodes: u32, boot_timing: Option<BootTiming>) -> 
     loaded.scenario.lab.nodes = Some(nodes);
     loaded.scenario.lab.names = None;
     loaded.scenario.lab.boot_timing = boot_timing;
-    let boots = if boot_timing.is_some() { "bare-metal boots" } else { "VM-paced boots" };
+    let boots = if boot_timing.is_some() {
+        "bare-metal boots"
+    } else {
+        "VM-paced boots"
+    };
     let wall = Clock::wall();
     let started = wall.instant();
     let result = engine::run_scenario(&loaded, Backend::Sim).map_err(|e| format!("error: {e}"))?;
     let took = wall.since(started);
     if result.verdict != Verdict::Passed {
-        return Err(format!("the {nodes}-node scenario did not pass: {:?}", result.failures));
+        return Err(format!(
+            "the {nodes}-node scenario did not pass: {:?}",
+            result.failures
+        ));
     }
     let ratio = result.elapsed.as_secs_f64() / took.as_secs_f64().max(f64::EPSILON);
     println!(
@@ -49,13 +60,19 @@ fn run(loaded: &LoadedScenario, nodes: u32, boot_timing: Option<BootTiming>) -> 
         result.nodes.len(),
         format_duration(result.elapsed),
         took.as_secs_f64(),
-        if nodes == 1000 { " (goal: >= 100x)" } else { "" }
+        if nodes == 1000 {
+            " (goal: >= 100x)"
+        } else {
+            ""
+        }
     );
     Ok(())
 }
 
 fn main() {
-    let path = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../scenarios/large-rollout.yaml");
+    let path =
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../scenarios/large-rollout.yaml");
     let loaded = match load::load(&path) {
         Ok(loaded) => loaded,
         Err(e) => {

@@ -22,9 +22,22 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// A diagnostic at `file:line:column`, with the snippet taken from `text`.
-    pub fn at(file: &Path, text: Option<&str>, line: u64, column: u64, message: impl Into<String>) -> Self {
+    pub fn at(
+        file: &Path,
+        text: Option<&str>,
+        line: u64,
+        column: u64,
+        message: impl Into<String>,
+    ) -> Self {
         let snippet = text.and_then(|t| snippet(t, line, column));
-        Self { file: file.to_owned(), line, column, message: message.into(), help: None, snippet }
+        Self {
+            file: file.to_owned(),
+            line,
+            column,
+            message: message.into(),
+            help: None,
+            snippet,
+        }
     }
 
     /// Adds a hint on how to fix it.
@@ -62,15 +75,29 @@ fn snippet(text: &str, line: u64, column: u64) -> Option<String> {
     let gutter = line.to_string();
     let pad = " ".repeat(gutter.len());
     let caret_at = usize::try_from(column.saturating_sub(1)).unwrap_or(0);
-    let indent: String = source_line.chars().take(caret_at).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-    Some(format!("{pad} |\n{gutter} | {source_line}\n{pad} | {indent}^"))
+    let indent: String = source_line
+        .chars()
+        .take(caret_at)
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    Some(format!(
+        "{pad} |\n{gutter} | {source_line}\n{pad} | {indent}^"
+    ))
 }
 
 /// A "did you mean" hint for `given` among `allowed`, when one is close enough to be a typo.
-pub fn did_you_mean<'a>(given: &str, allowed: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    given: &str,
+    allowed: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     allowed
         .into_iter()
-        .map(|candidate| (strsim::jaro_winkler(&given.to_lowercase(), &candidate.to_lowercase()), candidate))
+        .map(|candidate| {
+            (
+                strsim::jaro_winkler(&given.to_lowercase(), &candidate.to_lowercase()),
+                candidate,
+            )
+        })
         .filter(|(score, _)| *score >= 0.8)
         .max_by(|a, b| a.0.total_cmp(&b.0))
         .map(|(_, candidate)| candidate)
@@ -91,7 +118,11 @@ pub fn explain_unknown(message: &str) -> (String, Option<String>) {
         .collect();
     let kind = if what == "field" { "field" } else { "value" };
     let message = format!("unknown {kind} `{given}`");
-    let listed = allowed.iter().map(|a| format!("`{a}`")).collect::<Vec<_>>().join(", ");
+    let listed = allowed
+        .iter()
+        .map(|a| format!("`{a}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
     let help = match did_you_mean(given, allowed.iter().copied()) {
         Some(close) => format!("did you mean `{close}`? allowed: {listed}"),
         None => format!("allowed: {listed}"),
@@ -113,14 +144,20 @@ mod tests {
 
     #[test]
     fn suggests_the_closest_allowed_value() {
-        let (message, help) = explain_unknown("unknown variant `updat`, expected one of update, wait at line 6, column 5");
+        let (message, help) = explain_unknown(
+            "unknown variant `updat`, expected one of update, wait at line 6, column 5",
+        );
         assert_eq!(message, "unknown value `updat`");
-        assert_eq!(help.as_deref(), Some("did you mean `update`? allowed: `update`, `wait`"));
+        assert_eq!(
+            help.as_deref(),
+            Some("did you mean `update`? allowed: `update`, `wait`")
+        );
     }
 
     #[test]
     fn lists_allowed_values_when_nothing_is_close() {
-        let (message, help) = explain_unknown("unknown field `zzz`, expected one of `backend`, `nodes`");
+        let (message, help) =
+            explain_unknown("unknown field `zzz`, expected one of `backend`, `nodes`");
         assert_eq!(message, "unknown field `zzz`");
         assert_eq!(help.as_deref(), Some("allowed: `backend`, `nodes`"));
     }
@@ -128,7 +165,14 @@ mod tests {
     #[test]
     fn renders_location_snippet_and_help() {
         let text = "lab:\n  nodez: 4\n";
-        let d = Diagnostic::at(Path::new("s.yaml"), Some(text), 2, 3, "unknown field `nodez`").with_help("did you mean `nodes`?");
+        let d = Diagnostic::at(
+            Path::new("s.yaml"),
+            Some(text),
+            2,
+            3,
+            "unknown field `nodez`",
+        )
+        .with_help("did you mean `nodes`?");
         assert_eq!(
             d.to_string(),
             "s.yaml:2:3: unknown field `nodez`\n  |\n2 |   nodez: 4\n  |   ^\n  = help: did you mean `nodes`?"

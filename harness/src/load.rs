@@ -52,7 +52,11 @@ impl Sources {
         match self.file(at.source) {
             Some((path, text)) => Diagnostic::at(path, Some(text), at.line, at.column, message),
             None => {
-                let path = self.files.first().map(|(p, _)| p.clone()).unwrap_or_default();
+                let path = self
+                    .files
+                    .first()
+                    .map(|(p, _)| p.clone())
+                    .unwrap_or_default();
                 Diagnostic::at(&path, None, 0, 0, message)
             }
         }
@@ -60,7 +64,10 @@ impl Sources {
 
     /// The scenario file itself.
     pub fn root(&self) -> &Path {
-        self.files.first().map(|(p, _)| p.as_path()).unwrap_or(Path::new(""))
+        self.files
+            .first()
+            .map(|(p, _)| p.as_path())
+            .unwrap_or(Path::new(""))
     }
 }
 
@@ -78,12 +85,19 @@ pub enum LoadError {
 }
 
 fn render(diagnostics: &[Diagnostic]) -> String {
-    diagnostics.iter().map(|d| format!("error: {d}")).collect::<Vec<_>>().join("\n\n")
+    diagnostics
+        .iter()
+        .map(|d| format!("error: {d}"))
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// Loads and checks one scenario file.
 pub fn load(path: &Path) -> Result<LoadedScenario, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read { path: path.to_owned(), source })?;
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
     load_str(path, &text)
 }
 
@@ -95,7 +109,12 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedScenario, LoadError> {
     let options = serde_saphyr::options! {}.with_include_resolver(move |request| {
         let including_dir = request
             .from_id
-            .map(|id| Path::new(id).parent().map(Path::to_owned).unwrap_or_default())
+            .map(|id| {
+                Path::new(id)
+                    .parent()
+                    .map(Path::to_owned)
+                    .unwrap_or_default()
+            })
             .unwrap_or_else(|| base.clone());
         let (file, anchor) = match request.spec.split_once('#') {
             Some((file, anchor)) => (file, Some(anchor.to_owned())),
@@ -103,25 +122,46 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedScenario, LoadError> {
         };
         let target = including_dir.join(file);
         let content = std::fs::read_to_string(&target).map_err(|e| {
-            IncludeResolveError::Message(format!("failed to read included file {}: {e}", target.display()))
+            IncludeResolveError::Message(format!(
+                "failed to read included file {}: {e}",
+                target.display()
+            ))
         })?;
-        resolver_sources.borrow_mut().push((target.clone(), content.clone()));
+        resolver_sources
+            .borrow_mut()
+            .push((target.clone(), content.clone()));
         let id = target.to_string_lossy().into_owned();
         let source = match anchor {
-            Some(anchor) => InputSource::AnchoredText { text: content, anchor },
+            Some(anchor) => InputSource::AnchoredText {
+                text: content,
+                anchor,
+            },
             None => InputSource::Text(content),
         };
         Ok(ResolvedInclude::new(id.clone(), id, source))
     });
     let parsed: Result<Scenario, _> = serde_saphyr::from_str_with_options(text, options);
-    let sources = Sources { files: sources.borrow().clone() };
+    let sources = Sources {
+        files: sources.borrow().clone(),
+    };
     let scenario = parsed.map_err(|e| LoadError::Invalid(vec![syntax_diagnostic(&sources, &e)]))?;
     let name = scenario.name.clone().unwrap_or_else(|| {
-        path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "scenario".to_owned())
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "scenario".to_owned())
     });
-    let loaded = LoadedScenario { path: path.to_owned(), name, scenario, sources };
+    let loaded = LoadedScenario {
+        path: path.to_owned(),
+        name,
+        scenario,
+        sources,
+    };
     let problems = validate::check(&loaded);
-    if problems.is_empty() { Ok(loaded) } else { Err(LoadError::Invalid(problems)) }
+    if problems.is_empty() {
+        Ok(loaded)
+    } else {
+        Err(LoadError::Invalid(problems))
+    }
 }
 
 fn syntax_diagnostic(sources: &Sources, error: &serde_saphyr::Error) -> Diagnostic {
@@ -130,7 +170,11 @@ fn syntax_diagnostic(sources: &Sources, error: &serde_saphyr::Error) -> Diagnost
     let (message, help) = explain_unknown(bare);
     let at = error
         .location()
-        .map(|l| Position { source: l.source_id(), line: l.line(), column: l.column() })
+        .map(|l| Position {
+            source: l.source_id(),
+            line: l.line(),
+            column: l.column(),
+        })
         .unwrap_or_default();
     let diagnostic = sources.diagnostic(at, message);
     match help {
@@ -153,9 +197,15 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
     let mut found = Vec::new();
     for path in paths {
         if path.is_dir() {
-            let entries = std::fs::read_dir(path).map_err(|source| LoadError::Read { path: path.clone(), source })?;
+            let entries = std::fs::read_dir(path).map_err(|source| LoadError::Read {
+                path: path.clone(),
+                source,
+            })?;
             for entry in entries {
-                let entry = entry.map_err(|source| LoadError::Read { path: path.clone(), source })?;
+                let entry = entry.map_err(|source| LoadError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
                 let file = entry.path();
                 if file.is_file() && file.extension().is_some_and(|e| e == "yaml" || e == "yml") {
                     found.push(file);
@@ -166,7 +216,10 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, LoadError> {
         } else {
             return Err(LoadError::Read {
                 path: path.clone(),
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file or directory",
+                ),
             });
         }
     }

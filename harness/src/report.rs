@@ -39,7 +39,10 @@ fn colour(phase: &str) -> &'static str {
 }
 
 fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn x(at_ms: u64, total_ms: u64) -> u64 {
@@ -49,7 +52,11 @@ fn x(at_ms: u64, total_ms: u64) -> u64 {
 /// Renders the report.
 pub fn render(input: &ReportInput<'_>) -> String {
     let total = input.duration_ms.max(1);
-    let mut lanes: BTreeMap<&str, Vec<(u64, &str)>> = input.nodes.iter().map(|n| (n.as_str(), Vec::new())).collect();
+    let mut lanes: BTreeMap<&str, Vec<(u64, &str)>> = input
+        .nodes
+        .iter()
+        .map(|n| (n.as_str(), Vec::new()))
+        .collect();
     for entry in input.timeline.of(EntryKind::NodeState) {
         if let Some(lane) = entry.node.as_deref().and_then(|n| lanes.get_mut(n)) {
             lane.push((entry.at_ms, entry.text.as_str()));
@@ -60,7 +67,11 @@ pub fn render(input: &ReportInput<'_>) -> String {
     let chart_height = 80;
     let svg_height = chart_top + chart_height + 30;
     let mut svg = String::new();
-    let _ = write!(svg, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{svg_height}" font-family="sans-serif" font-size="11">"#, LEFT + WIDTH + 20);
+    let _ = write!(
+        svg,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{svg_height}" font-family="sans-serif" font-size="11">"#,
+        LEFT + WIDTH + 20
+    );
     for (row, (node, changes)) in lanes.iter().enumerate() {
         let y = LANE_HEIGHT * u64::try_from(row).unwrap_or(0);
         let _ = write!(svg, r#"<text x="4" y="{}">{}</text>"#, y + 15, escape(node));
@@ -89,7 +100,11 @@ pub fn render(input: &ReportInput<'_>) -> String {
         .max(u64::from(input.max_unavailable))
         .max(1);
     let y_of = |n: u64| chart_top + chart_height - n * chart_height / max_count;
-    let _ = write!(svg, r#"<text x="4" y="{}">unavailable</text>"#, chart_top + 12);
+    let _ = write!(
+        svg,
+        r#"<text x="4" y="{}">unavailable</text>"#,
+        chart_top + 12
+    );
     let limit_y = y_of(u64::from(input.max_unavailable));
     let _ = write!(
         svg,
@@ -108,7 +123,11 @@ pub fn render(input: &ReportInput<'_>) -> String {
     }
     points.push((LEFT + WIDTH, y_of(last)));
     let path: Vec<String> = points.iter().map(|(px, py)| format!("{px},{py}")).collect();
-    let _ = write!(svg, r##"<polyline class="unavailable" fill="none" stroke="#1c4587" points="{}"/>"##, path.join(" "));
+    let _ = write!(
+        svg,
+        r##"<polyline class="unavailable" fill="none" stroke="#1c4587" points="{}"/>"##,
+        path.join(" ")
+    );
     // Faults and failures as vertical markers.
     for entry in &input.timeline.entries {
         let (class, stroke) = match entry.kind {
@@ -145,11 +164,29 @@ pub fn render(input: &ReportInput<'_>) -> String {
             escape(&entry.text)
         );
     }
-    let failures: String = input.failures.iter().map(|f| format!("<li>{}</li>", escape(f))).collect();
-    let legend: String = ["ready", "candidate", "draining", "drained", "updating", "rebooting", "failed", "notReady"]
+    let failures: String = input
+        .failures
         .iter()
-        .map(|p| format!(r#"<span class="key" style="background:{}">{p}</span>"#, colour(p)))
+        .map(|f| format!("<li>{}</li>", escape(f)))
         .collect();
+    let legend: String = [
+        "ready",
+        "candidate",
+        "draining",
+        "drained",
+        "updating",
+        "rebooting",
+        "failed",
+        "notReady",
+    ]
+    .iter()
+    .map(|p| {
+        format!(
+            r#"<span class="key" style="background:{}">{p}</span>"#,
+            colour(p)
+        )
+    })
+    .collect();
     format!(
         r#"<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{scenario} — Rackproof</title>
@@ -184,11 +221,31 @@ mod tests {
     #[test]
     fn draws_a_lane_per_node_the_limit_and_marks_failures() {
         let mut timeline = Timeline::default();
-        timeline.push(Duration::ZERO, Some("node-1"), EntryKind::NodeState, "ready");
-        timeline.push(Duration::from_secs(60), Some("node-1"), EntryKind::NodeState, "draining");
+        timeline.push(
+            Duration::ZERO,
+            Some("node-1"),
+            EntryKind::NodeState,
+            "ready",
+        );
+        timeline.push(
+            Duration::from_secs(60),
+            Some("node-1"),
+            EntryKind::NodeState,
+            "draining",
+        );
         timeline.push(Duration::from_secs(60), None, EntryKind::Unavailable, "1");
-        timeline.push(Duration::from_secs(90), Some("node-1"), EntryKind::Fault, "power cut <during slot write>");
-        timeline.push(Duration::from_secs(120), None, EntryKind::Violation, "maxUnavailable: too many");
+        timeline.push(
+            Duration::from_secs(90),
+            Some("node-1"),
+            EntryKind::Fault,
+            "power cut <during slot write>",
+        );
+        timeline.push(
+            Duration::from_secs(120),
+            None,
+            EntryKind::Violation,
+            "maxUnavailable: too many",
+        );
         let nodes = vec!["node-1".to_owned(), "node-2".to_owned()];
         let failures = vec!["maxUnavailable: too many".to_owned()];
         let html = render(&ReportInput {
@@ -206,7 +263,10 @@ mod tests {
         assert!(html.contains(r#"class="max-unavailable""#));
         assert!(html.contains(r#"class="fault""#));
         assert!(html.contains(r#"class="failure""#));
-        assert!(html.contains("power cut &lt;during slot write&gt;"), "text is escaped");
+        assert!(
+            html.contains("power cut &lt;during slot write&gt;"),
+            "text is escaped"
+        );
         assert!(html.contains(">node-2</text>"));
         assert!(!html.contains("<script"), "the report is static");
     }

@@ -6,12 +6,17 @@ use std::collections::BTreeSet;
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::load::LoadedScenario;
 use crate::scenario::{
-    Backend, Component, Condition, Expectation, FaultAction, Located, NodeName, Position, Step, Strategy, Trigger,
+    Backend, Component, Condition, Expectation, FaultAction, Located, NodeName, Position, Step,
+    Strategy, Trigger,
 };
 
 /// Every problem found, in file order of discovery.
 pub(crate) fn check(loaded: &LoadedScenario) -> Vec<Diagnostic> {
-    let mut checker = Checker { loaded, problems: Vec::new(), nodes: BTreeSet::new() };
+    let mut checker = Checker {
+        loaded,
+        problems: Vec::new(),
+        nodes: BTreeSet::new(),
+    };
     checker.lab();
     checker.images();
     checker.pool();
@@ -29,18 +34,33 @@ struct Checker<'a> {
 
 impl Checker<'_> {
     fn at(&mut self, at: Position, message: impl Into<String>, help: impl Into<String>) {
-        self.problems.push(self.loaded.sources.diagnostic(at, message).with_help(help));
+        self.problems
+            .push(self.loaded.sources.diagnostic(at, message).with_help(help));
     }
 
     fn top(&mut self, message: impl Into<String>, help: impl Into<String>) {
-        self.at(Position { source: 1, line: 0, column: 0 }, message, help);
+        self.at(
+            Position {
+                source: 1,
+                line: 0,
+                column: 0,
+            },
+            message,
+            help,
+        );
     }
 
     fn lab(&mut self) {
         let lab = &self.loaded.scenario.lab;
         match (&lab.nodes, &lab.names) {
-            (Some(_), Some(_)) => self.top("`lab` gives both `nodes` and `names`", "give either a count (`nodes: 4`) or the names"),
-            (None, None) => self.top("`lab` gives neither `nodes` nor `names`", "add `nodes: 4` or `names: [node-a, node-b]`"),
+            (Some(_), Some(_)) => self.top(
+                "`lab` gives both `nodes` and `names`",
+                "give either a count (`nodes: 4`) or the names",
+            ),
+            (None, None) => self.top(
+                "`lab` gives neither `nodes` nor `names`",
+                "add `nodes: 4` or `names: [node-a, node-b]`",
+            ),
             (Some(0), None) => self.top("`lab.nodes` is 0", "a lab needs at least one node"),
             _ => {}
         }
@@ -51,7 +71,11 @@ impl Checker<'_> {
                     self.at(name.at, format!("node name {:?} is not a valid Kubernetes node name", name.value), "use lowercase letters, digits and '-', starting and ending with a letter or digit");
                 }
                 if !seen.insert(name.value.clone()) {
-                    self.at(name.at, format!("node {:?} is listed twice", name.value), "give each node a unique name");
+                    self.at(
+                        name.at,
+                        format!("node {:?} is listed twice", name.value),
+                        "give each node a unique name",
+                    );
                 }
             }
         }
@@ -64,7 +88,10 @@ impl Checker<'_> {
             }
             if !matches!(lab.backend, Backend::Sim) {
                 self.top(
-                    format!("`lab.bootTiming` is for simulated machines, but the backend is `{}`", lab.backend.as_str()),
+                    format!(
+                        "`lab.bootTiming` is for simulated machines, but the backend is `{}`",
+                        lab.backend.as_str()
+                    ),
                     "remove `bootTiming`: QEMU and rack machines take the time they take",
                 );
             }
@@ -73,7 +100,10 @@ impl Checker<'_> {
             self.top("backend `physical` needs `lab.inventory`", "point `inventory` at the rack's inventory file (or give `rackproof run --inventory`)");
         }
         if self.loaded.scenario.backends.is_empty() {
-            self.top("`backends` is empty", "list where this scenario runs, e.g. `backends: [sim]`");
+            self.top(
+                "`backends` is empty",
+                "list where this scenario runs, e.g. `backends: [sim]`",
+            );
         }
     }
 
@@ -81,22 +111,39 @@ impl Checker<'_> {
         let mut seen = BTreeSet::new();
         for image in &self.loaded.scenario.images {
             if !seen.insert(image.version.value.clone()) {
-                self.at(image.version.at, format!("image version {:?} is listed twice", image.version.value), "list each version once");
+                self.at(
+                    image.version.at,
+                    format!("image version {:?} is listed twice", image.version.value),
+                    "list each version once",
+                );
             }
         }
         if self.loaded.scenario.images.is_empty() {
-            self.top("`images` is empty", "list at least the version the pool starts on");
+            self.top(
+                "`images` is empty",
+                "list at least the version the pool starts on",
+            );
         }
     }
 
     fn known_version(&mut self, version: &Located<String>, what: &str) {
-        let versions: Vec<&str> = self.loaded.scenario.images.iter().map(|i| i.version.value.as_str()).collect();
+        let versions: Vec<&str> = self
+            .loaded
+            .scenario
+            .images
+            .iter()
+            .map(|i| i.version.value.as_str())
+            .collect();
         if !versions.contains(&version.value.as_str()) {
             let help = match did_you_mean(&version.value, versions.iter().copied()) {
                 Some(close) => format!("did you mean {close:?}? images: {}", versions.join(", ")),
                 None => format!("add it to `images`, or use one of: {}", versions.join(", ")),
             };
-            self.at(version.at, format!("{what} {:?} is not among `images`", version.value), help);
+            self.at(
+                version.at,
+                format!("{what} {:?} is not among `images`", version.value),
+                help,
+            );
         }
     }
 
@@ -104,15 +151,26 @@ impl Checker<'_> {
         if !self.nodes.contains(&node.value) {
             let help = match did_you_mean(&node.value, self.nodes.iter().map(String::as_str)) {
                 Some(close) => format!("did you mean {close:?}?"),
-                None => format!("the lab's nodes are: {}", self.nodes.iter().cloned().collect::<Vec<_>>().join(", ")),
+                None => format!(
+                    "the lab's nodes are: {}",
+                    self.nodes.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
             };
-            self.at(node.at, format!("no node named {:?} in the lab", node.value), help);
+            self.at(
+                node.at,
+                format!("no node named {:?} in the lab", node.value),
+                help,
+            );
         }
     }
 
     fn regex(&mut self, pattern: &str, at: Position, what: &str) {
         if let Err(e) = regex::Regex::new(pattern) {
-            self.at(at, format!("{what} {pattern:?} is not a valid regular expression: {e}"), "see https://docs.rs/regex for the syntax");
+            self.at(
+                at,
+                format!("{what} {pattern:?} is not a valid regular expression: {e}"),
+                "see https://docs.rs/regex for the syntax",
+            );
         }
     }
 
@@ -122,7 +180,10 @@ impl Checker<'_> {
         let lab_nodes = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
         let size = pool.size.unwrap_or(lab_nodes);
         if size == 0 || size > lab_nodes {
-            self.top(format!("`pool.size` is {size} but the lab has {lab_nodes} nodes"), "give a size between 1 and the lab's node count");
+            self.top(
+                format!("`pool.size` is {size} but the lab has {lab_nodes} nodes"),
+                "give a size between 1 and the lab's node count",
+            );
         }
         let surge = pool.max_surge.resolve(size, false);
         if surge > 0 && size.saturating_add(surge) > lab_nodes {
@@ -133,7 +194,10 @@ impl Checker<'_> {
         }
         let fraction = self.loaded.scenario.watchdog.node_lease_failure_fraction;
         if !(fraction > 0.0 && fraction <= 1.0) {
-            self.top(format!("`watchdog.nodeLeaseFailureFraction` is {fraction}"), "use a fraction in (0, 1], e.g. 0.6");
+            self.top(
+                format!("`watchdog.nodeLeaseFailureFraction` is {fraction}"),
+                "use a fraction in (0, 1], e.g. 0.6",
+            );
         }
     }
 
@@ -146,7 +210,14 @@ impl Checker<'_> {
                         self.known_version(os, "the update's OS version");
                     }
                     if let Some(pattern) = &update.expect_refused {
-                        self.regex(pattern, Position { source: 1, ..Position::default() }, "`expectRefused`");
+                        self.regex(
+                            pattern,
+                            Position {
+                                source: 1,
+                                ..Position::default()
+                            },
+                            "`expectRefused`",
+                        );
                     }
                 }
                 Step::Select(nodes) | Step::Unselect(nodes) => {
@@ -189,8 +260,15 @@ impl Checker<'_> {
             FaultAction::Partition(f) => self.known_node(&f.node),
             FaultAction::Kill(kill) => match (&kill.component, &kill.node) {
                 (Component::Agent, Some(node)) => self.known_node(node),
-                (Component::Agent, None) => self.top("`kill` of the agent needs `node`", "say whose agent: `node: node-2`"),
-                (_, Some(node)) => self.at(node.at, "`node` applies only to `component: agent`", "remove `node`"),
+                (Component::Agent, None) => self.top(
+                    "`kill` of the agent needs `node`",
+                    "say whose agent: `node: node-2`",
+                ),
+                (_, Some(node)) => self.at(
+                    node.at,
+                    "`node` applies only to `component: agent`",
+                    "remove `node`",
+                ),
                 (_, None) => {}
             },
             FaultAction::NodesDie(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
@@ -216,7 +294,13 @@ impl Checker<'_> {
                     self.condition(&t.from);
                     self.condition(&t.to);
                     if t.at_least > t.at_most {
-                        self.top(format!("`timed` has atLeast {} above atMost {}", t.at_least, t.at_most), "swap them");
+                        self.top(
+                            format!(
+                                "`timed` has atLeast {} above atMost {}",
+                                t.at_least, t.at_most
+                            ),
+                            "swap them",
+                        );
                     }
                 }
             }
@@ -229,7 +313,9 @@ fn is_dns_label(name: &str) -> bool {
     let bytes = name.as_bytes();
     !bytes.is_empty()
         && bytes.len() <= 63
-        && bytes.iter().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && bytes[0] != b'-'
         && bytes[bytes.len() - 1] != b'-'
 }

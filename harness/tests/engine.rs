@@ -22,7 +22,8 @@ steps:
 "#;
 
 fn scenario(extra: &str) -> LoadedScenario {
-    load_str(Path::new("engine-test.yaml"), &format!("{BASE}{extra}")).unwrap_or_else(|e| panic!("{e}"))
+    load_str(Path::new("engine-test.yaml"), &format!("{BASE}{extra}"))
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]
@@ -38,28 +39,57 @@ fn the_same_seed_gives_the_same_timeline() {
 
 #[test]
 fn an_expectation_that_does_not_hold_fails_the_run_and_says_which() {
-    let loaded = scenario("expect:\n  - eventually: { that: { node: { name: node-2, is: failed } }, within: 30m }\n");
+    let loaded = scenario(
+        "expect:\n  - eventually: { that: { node: { name: node-2, is: failed } }, within: 30m }\n",
+    );
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Failed);
-    assert!(result.failures.iter().any(|f| f.contains("node-2 is failed") && f.contains("not observed within 30m")), "{:?}", result.failures);
+    assert!(
+        result
+            .failures
+            .iter()
+            .any(|f| f.contains("node-2 is failed") && f.contains("not observed within 30m")),
+        "{:?}",
+        result.failures
+    );
 }
 
 #[test]
 fn a_step_that_never_comes_true_fails_the_run_with_the_step() {
-    let loaded = scenario("faults:\n  - when: { after: 0s }\n    do: { bootFailure: { node: node-1, boot: panics } }\n");
+    let loaded = scenario(
+        "faults:\n  - when: { after: 0s }\n    do: { bootFailure: { node: node-1, boot: panics } }\n",
+    );
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Failed);
-    assert!(result.failures.iter().any(|f| f.starts_with("step 2") && f.contains("rollout is complete")), "{:?}", result.failures);
+    assert!(
+        result
+            .failures
+            .iter()
+            .any(|f| f.starts_with("step 2") && f.contains("rollout is complete")),
+        "{:?}",
+        result.failures
+    );
 }
 
 #[test]
 fn a_machine_that_never_powers_on_is_a_lab_failure() {
-    let loaded = scenario("faults:\n  - when: { after: 0s }\n    do: { bmc: { node: node-2, quirk: ignorePowerOn } }\n");
+    let loaded = scenario(
+        "faults:\n  - when: { after: 0s }\n    do: { bmc: { node: node-2, quirk: ignorePowerOn } }\n",
+    );
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::LabFailed);
-    assert!(result.failures[0].contains("node-2 (not registered)"), "{:?}", result.failures);
     assert!(
-        result.timeline.entries.iter().any(|e| e.node.as_deref() == Some("node-2") && e.text.contains("stayed off after 3 power-on requests")),
+        result.failures[0].contains("node-2 (not registered)"),
+        "{:?}",
+        result.failures
+    );
+    assert!(
+        result
+            .timeline
+            .entries
+            .iter()
+            .any(|e| e.node.as_deref() == Some("node-2")
+                && e.text.contains("stayed off after 3 power-on requests")),
         "the timeline says why"
     );
 }
@@ -68,27 +98,68 @@ fn a_machine_that_never_powers_on_is_a_lab_failure() {
 fn backends_the_engine_cannot_drive_are_refused_before_anything_starts() {
     let loaded = scenario("");
     let error = engine::run_scenario(&loaded, Backend::Physical).unwrap_err();
-    assert!(matches!(&error, RunError::Inventory { problem, .. } if problem.contains("--inventory FILE")), "{error}");
+    assert!(
+        matches!(&error, RunError::Inventory { problem, .. } if problem.contains("--inventory FILE")),
+        "{error}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let rack = dir.path().join("rack.yaml");
     std::fs::write(&rack, "harness: { address: 192.0.2.1 }\nnodes:\n  - name: node-1\n  - name: node-2\n  - name: node-33\n").unwrap();
-    let options = engine::RunOptions { inventory: Some(rack.clone()), ..engine::RunOptions::default() };
-    let error = engine::run_scenario_with(&loaded, Backend::Physical, options).unwrap_err().to_string();
-    assert!(error.contains("node \"node-3\" is not in inventory") && error.contains("did you mean \"node-33\""), "{error}");
-    std::fs::write(&rack, "nodes:\n  - name: node-1\n  - name: node-2\n  - name: node-3\n").unwrap();
-    let options = engine::RunOptions { inventory: Some(rack), ..engine::RunOptions::default() };
-    let error = engine::run_scenario_with(&loaded, Backend::Physical, options).unwrap_err().to_string();
+    let options = engine::RunOptions {
+        inventory: Some(rack.clone()),
+        ..engine::RunOptions::default()
+    };
+    let error = engine::run_scenario_with(&loaded, Backend::Physical, options)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("node \"node-3\" is not in inventory")
+            && error.contains("did you mean \"node-33\""),
+        "{error}"
+    );
+    std::fs::write(
+        &rack,
+        "nodes:\n  - name: node-1\n  - name: node-2\n  - name: node-3\n",
+    )
+    .unwrap();
+    let options = engine::RunOptions {
+        inventory: Some(rack),
+        ..engine::RunOptions::default()
+    };
+    let error = engine::run_scenario_with(&loaded, Backend::Physical, options)
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("no `harness` section"), "{error}");
-    let partition = scenario("faults:\n  - when: { after: 1m }\n    do: { partition: { node: node-1, for: 1m } }\n");
-    let error = engine::run_scenario(&partition, Backend::Sim).unwrap_err().to_string();
+    let partition = scenario(
+        "faults:\n  - when: { after: 1m }\n    do: { partition: { node: node-1, for: 1m } }\n",
+    );
+    let error = engine::run_scenario(&partition, Backend::Sim)
+        .unwrap_err()
+        .to_string();
     assert!(error.contains("set_link"), "{error}");
-    let kill_agent = scenario("faults:\n  - when: { after: 1m }\n    do: { kill: { component: agent, node: node-1 } }\n");
-    let error = engine::run_scenario(&kill_agent, Backend::Qemu).unwrap_err().to_string();
-    assert!(error.contains("killing the agent of a node booting the node images"), "{error}");
-    let text = BASE.replace("  - version: \"1.0.0\"\n", "  - version: \"1.0.0\"\n    boot: hangs\n");
-    let broken_base = load_str(Path::new("engine-test.yaml"), &text).unwrap_or_else(|e| panic!("{e}"));
-    let error = engine::run_scenario(&broken_base, Backend::Qemu).unwrap_err().to_string();
-    assert!(error.contains("the installed version 1.0.0 must boot"), "{error}");
+    let kill_agent = scenario(
+        "faults:\n  - when: { after: 1m }\n    do: { kill: { component: agent, node: node-1 } }\n",
+    );
+    let error = engine::run_scenario(&kill_agent, Backend::Qemu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("killing the agent of a node booting the node images"),
+        "{error}"
+    );
+    let text = BASE.replace(
+        "  - version: \"1.0.0\"\n",
+        "  - version: \"1.0.0\"\n    boot: hangs\n",
+    );
+    let broken_base =
+        load_str(Path::new("engine-test.yaml"), &text).unwrap_or_else(|e| panic!("{e}"));
+    let error = engine::run_scenario(&broken_base, Backend::Qemu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("the installed version 1.0.0 must boot"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -98,12 +169,26 @@ fn the_artifacts_hold_the_report_timeline_and_consoles() {
     let dir = tempfile::tempdir().unwrap();
     let report = engine::artifacts::write_all(dir.path(), "engine-test", "sim", &result).unwrap();
     let html = std::fs::read_to_string(report).unwrap();
-    assert!(html.contains("node-3") && html.contains("<svg"), "the report draws the lanes");
-    let timeline: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("timeline.json")).unwrap()).unwrap();
-    assert!(timeline["entries"].as_array().unwrap().iter().any(|e| e["text"] == "updating"));
+    assert!(
+        html.contains("node-3") && html.contains("<svg"),
+        "the report draws the lanes"
+    );
+    let timeline: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("timeline.json")).unwrap()).unwrap();
+    assert!(
+        timeline["entries"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["text"] == "updating")
+    );
     let console = std::fs::read_to_string(dir.path().join("console/node-1.log")).unwrap();
-    assert!(console.contains("systemd-boot: selected entry rackproof-1.1.0+3.conf"), "{console}");
-    let summary: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("result.json")).unwrap()).unwrap();
+    assert!(
+        console.contains("systemd-boot: selected entry rackproof-1.1.0+3.conf"),
+        "{console}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("result.json")).unwrap()).unwrap();
     assert_eq!(summary["verdict"], "passed");
 }
 
@@ -118,8 +203,13 @@ fn a_run_folder_can_be_summarized_and_its_report_written_again() {
     assert_eq!(summary.verdict, "passed");
     assert_eq!(summary.nodes, ["node-1", "node-2", "node-3"]);
     assert!(std::fs::read_to_string(report).unwrap().contains("node-2"));
-    let missing = engine::artifacts::rerender(&dir.path().join("nowhere")).unwrap_err().to_string();
-    assert!(missing.contains("result.json") && missing.contains("rackproof run"), "{missing}");
+    let missing = engine::artifacts::rerender(&dir.path().join("nowhere"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("result.json") && missing.contains("rackproof run"),
+        "{missing}"
+    );
 }
 
 /// A one-node scenario whose steps are `steps` (YAML list items).
@@ -141,22 +231,57 @@ fn run_steps_get_the_cluster_and_their_exit_code_decides_the_step() {
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Failed);
     assert!(
-        result.failures.iter().any(|f| f.starts_with("step 3") && f.contains("exit code 4, not the expected exit code 0") && f.contains("out of luck")),
+        result.failures.iter().any(|f| f.starts_with("step 3")
+            && f.contains("exit code 4, not the expected exit code 0")
+            && f.contains("out of luck")),
         "{:?}",
         result.failures
     );
-    let entry = |text: &str| result.timeline.entries.iter().find(|e| e.text.starts_with(text)).unwrap_or_else(|| panic!("no timeline entry {text:?}"));
-    assert!(entry("`sh -c grep").text.ends_with("exit code 3; output:\nchecked"), "{}", entry("`sh -c grep").text);
-    assert_eq!(entry("step 1: run sleep 1").at_ms, entry("`sleep 1` ended").at_ms, "virtual time stands still while a command runs");
-    assert!(!result.timeline.entries.iter().any(|e| e.text.starts_with("step 4")), "the steps stop at the failed one");
+    let entry = |text: &str| {
+        result
+            .timeline
+            .entries
+            .iter()
+            .find(|e| e.text.starts_with(text))
+            .unwrap_or_else(|| panic!("no timeline entry {text:?}"))
+    };
+    assert!(
+        entry("`sh -c grep")
+            .text
+            .ends_with("exit code 3; output:\nchecked"),
+        "{}",
+        entry("`sh -c grep").text
+    );
+    assert_eq!(
+        entry("step 1: run sleep 1").at_ms,
+        entry("`sleep 1` ended").at_ms,
+        "virtual time stands still while a command runs"
+    );
+    assert!(
+        !result
+            .timeline
+            .entries
+            .iter()
+            .any(|e| e.text.starts_with("step 4")),
+        "the steps stop at the failed one"
+    );
 }
 
 #[test]
 fn a_run_step_past_its_timeout_is_killed_with_its_children() {
-    let loaded = with_steps("  - run: { command: [sh, -c, 'sleep 31.4159 & sleep 31.4159'], timeout: 1s }\n");
+    let loaded = with_steps(
+        "  - run: { command: [sh, -c, 'sleep 31.4159 & sleep 31.4159'], timeout: 1s }\n",
+    );
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Failed);
-    assert!(result.failures.iter().any(|f| f.contains("did not finish within 1s and was killed")), "{:?}", result.failures);
+    assert!(
+        result
+            .failures
+            .iter()
+            .any(|f| f.contains("did not finish within 1s and was killed")),
+        "{:?}",
+        result.failures
+    );
     let survivors: Vec<String> = std::fs::read_dir("/proc")
         .unwrap()
         .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
@@ -171,16 +296,33 @@ fn a_command_whose_program_is_missing_is_a_lab_failure_naming_it() {
     let loaded = with_steps("  - run: { command: [rackproof-no-such-tool, --help] }\n");
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::LabFailed);
-    assert!(result.failures[0].contains("`rackproof-no-such-tool` is not found on PATH"), "{:?}", result.failures);
+    assert!(
+        result.failures[0].contains("`rackproof-no-such-tool` is not found on PATH"),
+        "{:?}",
+        result.failures
+    );
 }
 
 #[test]
 fn kubectl_in_run_steps_drives_a_manual_update() {
-    let on_path = std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
-    assert!(on_path, "kubectl is missing: install it with `apt-get install -y kubernetes-client` (ci/setup does)");
-    let file = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("tests/fixtures/kubectl-manual-selection.yaml");
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
+    assert!(
+        on_path,
+        "kubectl is missing: install it with `apt-get install -y kubernetes-client` (ci/setup does)"
+    );
+    let file =
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/kubectl-manual-selection.yaml");
     let loaded = rackproof_harness::load::load(&file).unwrap_or_else(|e| panic!("{e}"));
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
-    assert!(result.timeline.entries.iter().any(|e| e.text.starts_with("`kubectl label node node-2") && e.text.contains("node/node-2 labeled")));
+    assert!(
+        result
+            .timeline
+            .entries
+            .iter()
+            .any(|e| e.text.starts_with("`kubectl label node node-2")
+                && e.text.contains("node/node-2 labeled"))
+    );
 }

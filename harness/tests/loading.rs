@@ -26,19 +26,39 @@ fn errors(result: Result<rackproof_harness::load::LoadedScenario, LoadError>) ->
 fn includes_resolve_relative_to_the_including_file() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "parts/lab.yaml", LAB);
-    let file = write(dir.path(), "s.yaml", &format!("lab: !include parts/lab.yaml\n{BODY}steps:\n  - update: {{ os: \"1.1.0\" }}\n"));
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: !include parts/lab.yaml\n{BODY}steps:\n  - update: {{ os: \"1.1.0\" }}\n"),
+    );
     let loaded = load(&file).unwrap();
     assert_eq!(loaded.name, "s");
-    assert_eq!(loaded.scenario.lab.node_names(), ["node-1", "node-2", "node-3"]);
+    assert_eq!(
+        loaded.scenario.lab.node_names(),
+        ["node-1", "node-2", "node-3"]
+    );
     assert_eq!(loaded.scenario.images[1].boot, BootBehaviour::Panics);
-    assert!(matches!(&loaded.scenario.steps[0], Step::Update(u) if u.os.as_ref().unwrap().value == "1.1.0"));
-    assert_eq!(loaded.scenario.pool.machine_in_place_update_timeout.to_string(), "10m");
+    assert!(
+        matches!(&loaded.scenario.steps[0], Step::Update(u) if u.os.as_ref().unwrap().value == "1.1.0")
+    );
+    assert_eq!(
+        loaded
+            .scenario
+            .pool
+            .machine_in_place_update_timeout
+            .to_string(),
+        "10m"
+    );
 }
 
 #[test]
 fn merge_key_includes_can_be_overridden() {
     let dir = tempfile::tempdir().unwrap();
-    write(dir.path(), "pool.yaml", "strategy: AutoInPlaceUpdate\nos: \"1.0.0\"\nkubernetes: \"1.34.2\"\nmaxUnavailable: 1\n");
+    write(
+        dir.path(),
+        "pool.yaml",
+        "strategy: AutoInPlaceUpdate\nos: \"1.0.0\"\nkubernetes: \"1.34.2\"\nmaxUnavailable: 1\n",
+    );
     let file = write(
         dir.path(),
         "s.yaml",
@@ -52,18 +72,32 @@ fn merge_key_includes_can_be_overridden() {
 fn a_typo_in_an_included_file_points_into_that_file_with_a_suggestion() {
     let dir = tempfile::tempdir().unwrap();
     write(dir.path(), "parts/lab.yaml", "backend: sim\nnodez: 3\n");
-    let file = write(dir.path(), "s.yaml", &format!("lab: !include parts/lab.yaml\n{BODY}"));
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: !include parts/lab.yaml\n{BODY}"),
+    );
     let text = errors(load(&file));
-    assert!(text.contains("parts/lab.yaml:2:1: unknown field `nodez`"), "{text}");
+    assert!(
+        text.contains("parts/lab.yaml:2:1: unknown field `nodez`"),
+        "{text}"
+    );
     assert!(text.contains("did you mean `nodes`?"), "{text}");
 }
 
 #[test]
 fn an_unknown_step_names_the_allowed_steps() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - updte: {{ os: \"1.1.0\" }}\n"));
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - updte: {{ os: \"1.1.0\" }}\n"),
+    );
     let text = errors(load(&file));
-    assert!(text.contains("s.yaml:11:5: unknown value `updte`"), "{text}");
+    assert!(
+        text.contains("s.yaml:11:5: unknown value `updte`"),
+        "{text}"
+    );
     assert!(text.contains("did you mean `update`?"), "{text}");
     assert!(text.contains("`waitUntil`"), "{text}");
 }
@@ -74,18 +108,30 @@ fn unknown_nodes_and_versions_point_at_where_they_are_written() {
     let file = write(
         dir.path(),
         "s.yaml",
-        &format!("lab: {{ nodes: 3 }}\n{BODY}steps:\n  - update: {{ os: \"1.2.0\" }}\n  - clearFailed: [node-9]\n"),
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}steps:\n  - update: {{ os: \"1.2.0\" }}\n  - clearFailed: [node-9]\n"
+        ),
     );
     let text = errors(load(&file));
-    assert!(text.contains("s.yaml:11:19: the update's OS version \"1.2.0\" is not among `images`"), "{text}");
+    assert!(
+        text.contains("s.yaml:11:19: the update's OS version \"1.2.0\" is not among `images`"),
+        "{text}"
+    );
     assert!(text.contains("did you mean \"1.1.0\"?"), "{text}");
-    assert!(text.contains("s.yaml:12:19: no node named \"node-9\" in the lab"), "{text}");
+    assert!(
+        text.contains("s.yaml:12:19: no node named \"node-9\" in the lab"),
+        "{text}"
+    );
 }
 
 #[test]
 fn durations_need_units_and_bad_values_are_explained() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2 }}\n{BODY}  machineDrainTimeout: 7200\n"));
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 2 }}\n{BODY}  machineDrainTimeout: 7200\n"),
+    );
     let text = errors(load(&file));
     assert!(text.contains("s.yaml:10:24"), "{text}");
     assert!(text.contains("has no unit"), "{text}");
@@ -94,24 +140,46 @@ fn durations_need_units_and_bad_values_are_explained() {
 #[test]
 fn boot_timing_overrides_only_the_stages_it_names() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2, bootTiming: {{ firmware: 3m, kernel: 20s }} }}\n{BODY}"));
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 2, bootTiming: {{ firmware: 3m, kernel: 20s }} }}\n{BODY}"),
+    );
     let loaded = load(&file).unwrap();
     let timing = rackproof_harness::engine::sim_lab::boot_timing(&loaded.scenario);
     assert_eq!(timing.firmware, std::time::Duration::from_secs(180));
     assert_eq!(timing.kernel, std::time::Duration::from_secs(20));
-    assert_eq!(timing.loader, rackproof_lab::sim::BootTiming::default().loader);
+    assert_eq!(
+        timing.loader,
+        rackproof_lab::sim::BootTiming::default().loader
+    );
 }
 
 #[test]
 fn boot_timing_refuses_instant_stages_and_other_backends() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2, bootTiming: {{ loader: 0s }} }}\n{BODY}"));
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 2, bootTiming: {{ loader: 0s }} }}\n{BODY}"),
+    );
     let text = errors(load(&file));
     assert!(text.contains("`lab.bootTiming.loader` is 0s"), "{text}");
-    let file = write(dir.path(), "q.yaml", &format!("lab: {{ backend: qemu, nodes: 2, bootTiming: {{ firmware: 3m }} }}\n{BODY}"));
+    let file = write(
+        dir.path(),
+        "q.yaml",
+        &format!("lab: {{ backend: qemu, nodes: 2, bootTiming: {{ firmware: 3m }} }}\n{BODY}"),
+    );
     let text = errors(load(&file));
-    assert!(text.contains("`lab.bootTiming` is for simulated machines, but the backend is `qemu`"), "{text}");
-    let file = write(dir.path(), "t.yaml", &format!("lab: {{ nodes: 2, bootTiming: {{ firmwre: 3m }} }}\n{BODY}"));
+    assert!(
+        text.contains("`lab.bootTiming` is for simulated machines, but the backend is `qemu`"),
+        "{text}"
+    );
+    let file = write(
+        dir.path(),
+        "t.yaml",
+        &format!("lab: {{ nodes: 2, bootTiming: {{ firmwre: 3m }} }}\n{BODY}"),
+    );
     let text = errors(load(&file));
     assert!(text.contains("did you mean `firmware`?"), "{text}");
 }
@@ -119,14 +187,23 @@ fn boot_timing_refuses_instant_stages_and_other_backends() {
 #[test]
 fn select_is_refused_for_auto_pools() {
     let dir = tempfile::tempdir().unwrap();
-    let file = write(dir.path(), "s.yaml", &format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - select: [node-1]\n"));
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - select: [node-1]\n"),
+    );
     let text = errors(load(&file));
-    assert!(text.contains("apply to pools with strategy `ManualInPlaceUpdate`"), "{text}");
+    assert!(
+        text.contains("apply to pools with strategy `ManualInPlaceUpdate`"),
+        "{text}"
+    );
 }
 
 #[test]
 fn every_shipped_scenario_loads() {
-    let root = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../scenarios");
+    let root =
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../scenarios");
     let files = rackproof_harness::load::discover(&[root]).unwrap();
     assert!(!files.is_empty());
     for file in files {
@@ -138,7 +215,11 @@ fn every_shipped_scenario_loads() {
 
 #[test]
 fn the_committed_schema_matches_the_model() {
-    let committed = std::fs::read_to_string(Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("scenario.schema.json")).unwrap();
+    let committed = std::fs::read_to_string(
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("scenario.schema.json"),
+    )
+    .unwrap();
     assert_eq!(
         committed.trim_end(),
         rackproof_harness::schema::scenario_schema(),

@@ -23,18 +23,32 @@ steps:
 
 fn chromium() -> &'static str {
     for candidate in ["chromium-headless-shell", "chromium"] {
-        if Command::new(candidate).arg("--version").output().is_ok_and(|o| o.status.success()) {
+        if Command::new(candidate)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
             return candidate;
         }
     }
-    panic!("headless Chromium is missing: install it with `apt-get install -y chromium-headless-shell` (ci/setup does)");
+    panic!(
+        "headless Chromium is missing: install it with `apt-get install -y chromium-headless-shell` (ci/setup does)"
+    );
 }
 
 fn run_chromium(args: &[&str], report: &Path) -> std::process::Output {
     let url = format!("file://{}", report.display());
     Command::new(chromium())
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"])
-        .arg(format!("--user-data-dir={}", report.parent().unwrap().join("chromium-profile").display()))
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            report.parent().unwrap().join("chromium-profile").display()
+        ))
         .args(args)
         .arg(&url)
         .output()
@@ -50,21 +64,42 @@ fn chromium_renders_the_report_of_a_halted_rollout() {
     let report = engine::artifacts::write_all(dir.path(), "report", "sim", &result).unwrap();
 
     let dom = run_chromium(&["--dump-dom"], &report);
-    assert!(dom.status.success(), "{}", String::from_utf8_lossy(&dom.stderr));
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
     let dom = String::from_utf8(dom.stdout).unwrap();
     assert!(dom.contains("<svg"), "the chart is in the parsed document");
     for node in ["node-1", "node-2", "node-3"] {
-        assert!(dom.contains(&format!(">{node}</text>")), "a lane for {node}");
+        assert!(
+            dom.contains(&format!(">{node}</text>")),
+            "a lane for {node}"
+        );
     }
-    assert!(dom.contains(r#"data-phase="failed""#), "node-1's failure is drawn");
-    assert!(dom.contains(r#"data-phase="candidate""#), "the waiting candidates are drawn");
+    assert!(
+        dom.contains(r#"data-phase="failed""#),
+        "node-1's failure is drawn"
+    );
+    assert!(
+        dom.contains(r#"data-phase="candidate""#),
+        "the waiting candidates are drawn"
+    );
     assert!(dom.contains(r#"id="verdict""#) && dom.contains("passed"));
 
     let shot = dir.path().join("report.png");
     let screenshot = format!("--screenshot={}", shot.display());
     let out = run_chromium(&[&screenshot, "--window-size=1200,900"], &report);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let png = std::fs::read(&shot).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
-    assert!(png.len() > 20_000, "a screenshot with content, not a blank page ({} bytes)", png.len());
+    assert!(
+        png.len() > 20_000,
+        "a screenshot with content, not a blank page ({} bytes)",
+        png.len()
+    );
 }

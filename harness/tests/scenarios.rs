@@ -16,20 +16,30 @@ use rackproof_harness::scenario::{Backend, BmcKind};
 use rackproof_lab::commands::{self, ServeKind, ServeOptions};
 
 fn scenarios_dir() -> PathBuf {
-    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../scenarios")
+    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../scenarios")
 }
 
 fn trials() -> Vec<Trial> {
     let files = match load::discover(&[scenarios_dir()]) {
         Ok(files) => files,
-        Err(e) => return vec![Trial::test("scenarios::discover", move || Err(Failed::from(e.to_string())))],
+        Err(e) => {
+            return vec![Trial::test("scenarios::discover", move || {
+                Err(Failed::from(e.to_string()))
+            })];
+        }
     };
     let mut trials = Vec::new();
     for file in files {
         let loaded = match load::load(&file) {
             Ok(loaded) => loaded,
             Err(e) => {
-                let name = format!("invalid::{}", file.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario"));
+                let name = format!(
+                    "invalid::{}",
+                    file.file_stem()
+                        .and_then(|s| s.to_str())
+                        .unwrap_or("scenario")
+                );
                 let message = e.to_string();
                 trials.push(Trial::test(name, move || Err(Failed::from(message))));
                 continue;
@@ -40,17 +50,32 @@ fn trials() -> Vec<Trial> {
             let name = format!("{}::{}", backend.as_str(), loaded.name);
             trials.push(Trial::test(name, move || {
                 // `rackproof` on the PATH of `run` steps and external components is this build's.
-                let tools_dir = Path::new(env!("CARGO_BIN_EXE_rackproof")).parent().map(Path::to_owned);
-                let mut options = engine::RunOptions { live: false, tools_dir, ..engine::RunOptions::default() };
-                let rack = if backend == Backend::Physical { Some(EmulatedRack::start(&loaded)?) } else { None };
+                let tools_dir = Path::new(env!("CARGO_BIN_EXE_rackproof"))
+                    .parent()
+                    .map(Path::to_owned);
+                let mut options = engine::RunOptions {
+                    live: false,
+                    tools_dir,
+                    ..engine::RunOptions::default()
+                };
+                let rack = if backend == Backend::Physical {
+                    Some(EmulatedRack::start(&loaded)?)
+                } else {
+                    None
+                };
                 options.inventory = rack.as_ref().map(|r| r.inventory.clone());
-                let result = engine::run_scenario_with(&loaded, backend, options).map_err(|e| Failed::from(e.to_string()));
+                let result = engine::run_scenario_with(&loaded, backend, options)
+                    .map_err(|e| Failed::from(e.to_string()));
                 if let Some(rack) = rack {
                     rack.stop();
                 }
                 let result = result?;
-                let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rackproof-runs").join(&loaded.name).join(backend.as_str());
-                let report = artifacts::write_all(&dir, &loaded.name, backend.as_str(), &result).map_err(|e| Failed::from(e.to_string()))?;
+                let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                    .join("rackproof-runs")
+                    .join(&loaded.name)
+                    .join(backend.as_str());
+                let report = artifacts::write_all(&dir, &loaded.name, backend.as_str(), &result)
+                    .map_err(|e| Failed::from(e.to_string()))?;
                 match result.verdict {
                     Verdict::Passed => Ok(()),
                     verdict => Err(Failed::from(format!(
@@ -78,30 +103,61 @@ struct EmulatedRack {
 
 impl EmulatedRack {
     fn start(loaded: &LoadedScenario) -> Result<Self, Failed> {
-        let fail = |what: &str, e: &dyn std::fmt::Display| Failed::from(format!("emulated rack: {what}: {e}"));
+        let fail = |what: &str, e: &dyn std::fmt::Display| {
+            Failed::from(format!("emulated rack: {what}: {e}"))
+        };
         let repo = scenarios_dir().join("..");
-        let images = rackproof_qemu::Images::build(&repo).map_err(|e| fail("build the images", &e))?;
-        let host_key = commands::images_host_key(&images).map_err(|e| fail("read the images' host key", &e))?;
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().map_err(|e| fail("start a runtime", &e))?;
-        let dir = tempfile::Builder::new().prefix("rackproof-rack-").tempdir().map_err(|e| fail("make a directory", &e))?;
+        let images =
+            rackproof_qemu::Images::build(&repo).map_err(|e| fail("build the images", &e))?;
+        let host_key = commands::images_host_key(&images)
+            .map_err(|e| fail("read the images' host key", &e))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(|e| fail("start a runtime", &e))?;
+        let dir = tempfile::Builder::new()
+            .prefix("rackproof-rack-")
+            .tempdir()
+            .map_err(|e| fail("make a directory", &e))?;
         let kind = match loaded.scenario.lab.bmc {
             BmcKind::Redfish => ServeKind::Redfish,
             BmcKind::Ipmi => ServeKind::Ipmi,
         };
-        let options = ServeOptions { kind, bind: "127.0.0.1".parse().expect("an address"), dir: dir.path().to_owned(), username: "rackproof".to_owned(), ssh_host_key: Some(host_key) };
+        let options = ServeOptions {
+            kind,
+            bind: "127.0.0.1".parse().expect("an address"),
+            dir: dir.path().to_owned(),
+            username: "rackproof".to_owned(),
+            ssh_host_key: Some(host_key),
+        };
         let count = loaded.scenario.lab.node_names().len();
         let server = runtime.block_on(async {
             let clock = rackproof_clock::Clock::wall();
-            let machines = commands::qemu_nodes(&images, count, &clock).map_err(|e| fail("create the nodes", &e))?;
-            commands::bmc_serve(machines, &options, clock).await.map_err(|e| fail("serve the BMCs", &e))
+            let machines = commands::qemu_nodes(&images, count, &clock)
+                .map_err(|e| fail("create the nodes", &e))?;
+            commands::bmc_serve(machines, &options, clock)
+                .await
+                .map_err(|e| fail("serve the BMCs", &e))
         })?;
-        let inventory = server.redfish_inventory.clone().or_else(|| server.ipmi_inventory.clone()).ok_or_else(|| Failed::from("emulated rack: no inventory written"))?;
-        Ok(Self { runtime, server, inventory, _dir: dir })
+        let inventory = server
+            .redfish_inventory
+            .clone()
+            .or_else(|| server.ipmi_inventory.clone())
+            .ok_or_else(|| Failed::from("emulated rack: no inventory written"))?;
+        Ok(Self {
+            runtime,
+            server,
+            inventory,
+            _dir: dir,
+        })
     }
 
     /// Quits every guest.
     fn stop(self) {
-        let Self { runtime, server, .. } = self;
+        let Self {
+            runtime, server, ..
+        } = self;
         if let Err(e) = runtime.block_on(server.shutdown()) {
             eprintln!("emulated rack: stopping the guests: {e}");
         }

@@ -113,17 +113,31 @@ impl ImageServer {
         if !slots.is_dir() {
             return Err(ImageServerError::NoSlots { dir: slots });
         }
-        let listener = tokio::net::TcpListener::bind(bind).await.map_err(|source| ImageServerError::Bind { addr: bind, source })?;
-        let addr = listener.local_addr().map_err(|source| ImageServerError::Bind { addr: bind, source })?;
+        let listener = tokio::net::TcpListener::bind(bind)
+            .await
+            .map_err(|source| ImageServerError::Bind { addr: bind, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ImageServerError::Bind { addr: bind, source })?;
         let (events, _) = broadcast::channel(256);
-        let inner = Arc::new(Inner { slots, rules: Mutex::default(), events });
-        let app = Router::new().route("/slots/{version}/{file}", get(fetch)).with_state(inner.clone());
+        let inner = Arc::new(Inner {
+            slots,
+            rules: Mutex::default(),
+            events,
+        });
+        let app = Router::new()
+            .route("/slots/{version}/{file}", get(fetch))
+            .with_state(inner.clone());
         let task = tokio::spawn(async move {
             if let Err(e) = axum::serve(listener, app).await {
                 tracing::warn!(error = %e, "image server stopped");
             }
         });
-        Ok(Self { inner, addr, _task: Arc::new(AbortOnDrop(task.abort_handle())) })
+        Ok(Self {
+            inner,
+            addr,
+            _task: Arc::new(AbortOnDrop(task.abort_handle())),
+        })
     }
 
     /// The bound address.
@@ -139,12 +153,18 @@ impl ImageServer {
 
     /// Serves slot directory `dir` (e.g. `1.1.0-panic`) whenever `node` asks for `version`.
     pub fn serve_variant(&self, node: &str, version: &str, dir: &str) {
-        self.rules().variants.insert((node.to_owned(), version.to_owned()), dir.to_owned());
+        self.rules()
+            .variants
+            .insert((node.to_owned(), version.to_owned()), dir.to_owned());
     }
 
     /// Answers `node`'s next `count` requests (all, when `None`) with `fault`.
     pub fn add_fault(&self, node: &str, fault: ImageFault, count: Option<u32>) {
-        self.rules().faults.push(ActiveFault { node: node.to_owned(), fault, remaining: count });
+        self.rules().faults.push(ActiveFault {
+            node: node.to_owned(),
+            fault,
+            remaining: count,
+        });
     }
 
     /// Stops `node`'s next slot-file download (not a manifest) halfway, until the client goes.
@@ -169,7 +189,12 @@ impl ImageServer {
 
 /// A plain file or version name: no separators, no `..`.
 fn plain(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
+    !name.is_empty()
+        && name != "."
+        && name != ".."
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '+'))
 }
 
 /// What the rules say about one request (and the counts they use up).
@@ -181,7 +206,11 @@ struct Decision {
 }
 
 fn decide(rules: &mut Rules, node: Option<&str>, version: &str, file: &str) -> Decision {
-    let mut decision = Decision { dir: version.to_owned(), fault: None, stall: false };
+    let mut decision = Decision {
+        dir: version.to_owned(),
+        fault: None,
+        stall: false,
+    };
     let Some(node) = node else { return decision };
     if let Some(dir) = rules.variants.get(&(node.to_owned(), version.to_owned())) {
         decision.dir.clone_from(dir);
@@ -210,19 +239,45 @@ fn decide(rules: &mut Rules, node: Option<&str>, version: &str, file: &str) -> D
     decision
 }
 
-async fn fetch(State(inner): State<Arc<Inner>>, Path((version, file)): Path<(String, String)>, headers: HeaderMap) -> Response {
-    let node = headers.get(NODE_HEADER).and_then(|v| v.to_str().ok()).map(str::to_owned);
+async fn fetch(
+    State(inner): State<Arc<Inner>>,
+    Path((version, file)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let node = headers
+        .get(NODE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let record = |answer: String| {
-        let request = ImageRequest { node: node.clone(), version: version.clone(), file: file.clone(), answer };
+        let request = ImageRequest {
+            node: node.clone(),
+            version: version.clone(),
+            file: file.clone(),
+            answer,
+        };
         tracing::debug!(node = ?request.node, version = %request.version, file = %request.file, answer = %request.answer, "image server");
-        inner.rules.lock().unwrap_or_else(|p| p.into_inner()).journal.push(request.clone());
+        inner
+            .rules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .journal
+            .push(request.clone());
         let _ = inner.events.send(request);
     };
     if !plain(&version) || !plain(&file) {
         record("400 (not a plain name)".to_owned());
-        return (StatusCode::BAD_REQUEST, "version and file must be plain names\n").into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            "version and file must be plain names\n",
+        )
+            .into_response();
     }
-    let decision = decide(&mut inner.rules.lock().unwrap_or_else(|p| p.into_inner()), node.as_deref(), &version, &file);
+    let decision = decide(
+        &mut inner.rules.lock().unwrap_or_else(|p| p.into_inner()),
+        node.as_deref(),
+        &version,
+        &file,
+    );
     match decision.fault {
         Some(ImageFault::Status(code)) => {
             record(format!("fault: HTTP {code}"));
@@ -231,7 +286,9 @@ async fn fetch(State(inner): State<Arc<Inner>>, Path((version, file)): Path<(Str
         }
         Some(ImageFault::Unreachable) => {
             record("fault: connection dropped".to_owned());
-            let failing = futures::stream::once(async { Err::<bytes::Bytes, _>(std::io::Error::other("connection dropped (fault)")) });
+            let failing = futures::stream::once(async {
+                Err::<bytes::Bytes, _>(std::io::Error::other("connection dropped (fault)"))
+            });
             return Body::from_stream(failing).into_response();
         }
         Some(ImageFault::Corrupt) | None => {}
@@ -285,14 +342,26 @@ mod tests {
     #[test]
     fn faults_count_down_per_node_and_corruption_spares_the_manifest() {
         let mut rules = Rules::default();
-        rules.faults.push(ActiveFault { node: "a".into(), fault: ImageFault::Corrupt, remaining: Some(1) });
-        rules.variants.insert(("a".into(), "1.1.0".into()), "1.1.0-panic".into());
+        rules.faults.push(ActiveFault {
+            node: "a".into(),
+            fault: ImageFault::Corrupt,
+            remaining: Some(1),
+        });
+        rules
+            .variants
+            .insert(("a".into(), "1.1.0".into()), "1.1.0-panic".into());
         let d = decide(&mut rules, Some("b"), "1.1.0", "vmlinuz");
         assert_eq!((d.dir.as_str(), d.fault), ("1.1.0", None));
         let d = decide(&mut rules, Some("a"), "1.1.0", "manifest.json");
         assert_eq!((d.dir.as_str(), d.fault), ("1.1.0-panic", None));
-        assert_eq!(decide(&mut rules, Some("a"), "1.1.0", "vmlinuz").fault, Some(ImageFault::Corrupt));
-        assert_eq!(decide(&mut rules, Some("a"), "1.1.0", "vmlinuz").fault, None);
+        assert_eq!(
+            decide(&mut rules, Some("a"), "1.1.0", "vmlinuz").fault,
+            Some(ImageFault::Corrupt)
+        );
+        assert_eq!(
+            decide(&mut rules, Some("a"), "1.1.0", "vmlinuz").fault,
+            None
+        );
         assert!(rules.faults.is_empty());
         assert_eq!(decide(&mut rules, None, "1.1.0", "vmlinuz").dir, "1.1.0");
     }

@@ -355,9 +355,15 @@ nodes:
     fn a_full_inventory_parses() {
         let inv = Inventory::from_yaml(GOOD).unwrap();
         let harness = inv.harness.as_ref().unwrap();
-        assert_eq!((harness.address.as_str(), harness.listen), ("10.0.0.1", IpAddr::V4(Ipv4Addr::UNSPECIFIED)));
+        assert_eq!(
+            (harness.address.as_str(), harness.listen),
+            ("10.0.0.1", IpAddr::V4(Ipv4Addr::UNSPECIFIED))
+        );
         let empty = GOOD.replace("address: 10.0.0.1", "address: ''");
-        assert!(matches!(Inventory::from_yaml(&empty), Err(ResourceError::NoHarnessAddress)));
+        assert!(matches!(
+            Inventory::from_yaml(&empty),
+            Err(ResourceError::NoHarnessAddress)
+        ));
         let n1 = inv.node("rack1-node1").unwrap();
         assert_eq!(n1.ssh.as_ref().unwrap().port, 22);
         assert_eq!(n1.bmc.as_ref().unwrap().kind, BmcKind::Redfish);

@@ -10,10 +10,16 @@ async fn server() -> (tempfile::TempDir, ImageServer) {
     let dir = tempfile::tempdir().unwrap();
     for (slot, body) in [("1.1.0", "good"), ("1.1.0-panic", "panics")] {
         std::fs::create_dir_all(dir.path().join(slot)).unwrap();
-        std::fs::write(dir.path().join(slot).join("manifest.json"), format!("{{\"slot\":\"{slot}\"}}")).unwrap();
+        std::fs::write(
+            dir.path().join(slot).join("manifest.json"),
+            format!("{{\"slot\":\"{slot}\"}}"),
+        )
+        .unwrap();
         std::fs::write(dir.path().join(slot).join("vmlinuz"), body.repeat(100)).unwrap();
     }
-    let server = ImageServer::serve(dir.path().to_owned(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let server = ImageServer::serve(dir.path().to_owned(), "127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     (dir, server)
 }
 
@@ -26,17 +32,32 @@ async fn each_node_gets_its_variant_and_its_faults() {
     let (_dir, server) = server().await;
     let base = server.url_as_seen_from("127.0.0.1");
     server.serve_variant("node-2", "1.1.0", "1.1.0-panic");
-    let good = source("node-1").fetch(&base, "1.1.0", "vmlinuz").await.unwrap();
-    let broken = source("node-2").fetch(&base, "1.1.0", "vmlinuz").await.unwrap();
+    let good = source("node-1")
+        .fetch(&base, "1.1.0", "vmlinuz")
+        .await
+        .unwrap();
+    let broken = source("node-2")
+        .fetch(&base, "1.1.0", "vmlinuz")
+        .await
+        .unwrap();
     assert_eq!(good, "good".repeat(100).into_bytes());
     assert_eq!(broken, "panics".repeat(100).into_bytes());
 
     server.add_fault("node-1", ImageFault::Status(503), Some(1));
     server.add_fault("node-1", ImageFault::Unreachable, Some(1));
     let node1 = source("node-1");
-    assert!(matches!(node1.fetch(&base, "1.1.0", "vmlinuz").await, Err(FetchError::Network { detail, .. }) if detail.contains("503")));
-    assert!(matches!(node1.fetch(&base, "1.1.0", "vmlinuz").await, Err(FetchError::Network { .. })));
-    assert_eq!(node1.fetch(&base, "1.1.0", "vmlinuz").await.unwrap(), good, "the counts ran out");
+    assert!(
+        matches!(node1.fetch(&base, "1.1.0", "vmlinuz").await, Err(FetchError::Network { detail, .. }) if detail.contains("503"))
+    );
+    assert!(matches!(
+        node1.fetch(&base, "1.1.0", "vmlinuz").await,
+        Err(FetchError::Network { .. })
+    ));
+    assert_eq!(
+        node1.fetch(&base, "1.1.0", "vmlinuz").await.unwrap(),
+        good,
+        "the counts ran out"
+    );
 
     server.add_fault("node-1", ImageFault::Corrupt, None);
     assert!(node1.fetch(&base, "1.1.0", "manifest.json").await.is_ok());
@@ -44,8 +65,14 @@ async fn each_node_gets_its_variant_and_its_faults() {
     assert_eq!(corrupt.len(), good.len());
     assert_ne!(corrupt, good);
     server.add_fault("node-3", ImageFault::Status(403), None);
-    assert!(matches!(source("node-3").fetch(&base, "1.1.0", "vmlinuz").await, Err(FetchError::Refused { status: 403, .. })));
-    assert!(matches!(source("node-4").fetch(&base, "9.9.9", "vmlinuz").await, Err(FetchError::NotFound { .. })));
+    assert!(matches!(
+        source("node-3").fetch(&base, "1.1.0", "vmlinuz").await,
+        Err(FetchError::Refused { status: 403, .. })
+    ));
+    assert!(matches!(
+        source("node-4").fetch(&base, "9.9.9", "vmlinuz").await,
+        Err(FetchError::NotFound { .. })
+    ));
 
     let journal = server.journal();
     assert_eq!(journal.len(), 9);
@@ -60,10 +87,19 @@ async fn a_stalled_download_never_completes_and_is_announced() {
     let mut events = server.subscribe();
     server.stall_next_payload("node-1");
     let client = HttpSource::new(Duration::from_millis(500), Some("node-1"));
-    assert!(client.fetch(&base, "1.1.0", "manifest.json").await.is_ok(), "manifests never stall");
-    assert!(matches!(client.fetch(&base, "1.1.0", "vmlinuz").await, Err(FetchError::Network { .. })));
+    assert!(
+        client.fetch(&base, "1.1.0", "manifest.json").await.is_ok(),
+        "manifests never stall"
+    );
+    assert!(matches!(
+        client.fetch(&base, "1.1.0", "vmlinuz").await,
+        Err(FetchError::Network { .. })
+    ));
     assert_eq!(events.recv().await.unwrap().file, "manifest.json");
     let stalled = events.recv().await.unwrap();
     assert_eq!(stalled.answer, "stalled after 200 of 400 bytes");
-    assert!(client.fetch(&base, "1.1.0", "vmlinuz").await.is_ok(), "only the next download stalls");
+    assert!(
+        client.fetch(&base, "1.1.0", "vmlinuz").await.is_ok(),
+        "only the next download stalls"
+    );
 }

@@ -12,7 +12,9 @@ mod qemu {
 
     use rackproof_clock::Clock;
     use rackproof_driver::PowerState;
-    use rackproof_lab::commands::{self, LabOptions, PowerCommand, PowerReport, ServeKind, ServeOptions};
+    use rackproof_lab::commands::{
+        self, LabOptions, PowerCommand, PowerReport, ServeKind, ServeOptions,
+    };
     use rackproof_lab::env::Env;
     use rackproof_lab::physical::InventoryFile;
     use rackproof_qemu::Images;
@@ -23,14 +25,16 @@ mod qemu {
     const BOOT: Duration = Duration::from_secs(180);
 
     fn repo() -> PathBuf {
-        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("..")
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("..")
     }
 
     fn images() -> Images {
         if let Err(e) = rackproof_qemu::Prerequisites::find() {
             panic!("{e}");
         }
-        Images::build(&repo()).unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
+        Images::build(&repo())
+            .unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
     }
 
     /// `ipmitool -I lanplus` against `port`, the password passed in the environment (`-E`), not
@@ -43,21 +47,45 @@ mod qemu {
         // QEMU's start (the BMC answers once the process runs) can exceed ipmitool's 1 s default
         // timeout on a loaded machine; a retransmission would repeat the command.
         let out = tokio::process::Command::new("ipmitool")
-            .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port, "-U", user, "-E", "-N", "30", "-R", "1"])
+            .args([
+                "-I",
+                "lanplus",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-U",
+                user,
+                "-E",
+                "-N",
+                "30",
+                "-R",
+                "1",
+            ])
             .args(args)
             .env("IPMI_PASSWORD", password)
             .stdin(std::process::Stdio::null())
             .kill_on_drop(true)
             .output()
             .await
-            .unwrap_or_else(|e| panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool"));
-        assert!(out.status.success(), "ipmitool {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+            .unwrap_or_else(|e| {
+                panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool")
+            });
+        assert!(
+            out.status.success(),
+            "ipmitool {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// Lines of the console file matching `pattern`.
     fn count(console: &Path, pattern: &Regex) -> usize {
-        std::fs::read_to_string(console).unwrap_or_default().lines().filter(|l| pattern.is_match(l)).count()
+        std::fs::read_to_string(console)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| pattern.is_match(l))
+            .count()
     }
 
     /// Waits until the console file has `n` lines matching `pattern`.
@@ -71,7 +99,11 @@ mod qemu {
             .await;
         if waited.is_err() {
             let text = std::fs::read_to_string(console).unwrap_or_default();
-            panic!("console {} has {} of {n} lines /{pattern}/:\n{text}", console.display(), count(console, pattern));
+            panic!(
+                "console {} has {} of {n} lines /{pattern}/:\n{text}",
+                console.display(),
+                count(console, pattern)
+            );
         }
     }
 
@@ -79,7 +111,13 @@ mod qemu {
     fn processes_mentioning(needle: &str) -> Vec<u32> {
         let mut pids = Vec::new();
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<u32>().ok())
+            else {
+                continue;
+            };
             if pid == std::process::id() {
                 continue;
             }
@@ -93,7 +131,8 @@ mod qemu {
     }
 
     #[tokio::test]
-    async fn ipmitool_and_redfish_power_a_qemu_node_through_bmc_serve_and_the_console_shows_each_boot() {
+    async fn ipmitool_and_redfish_power_a_qemu_node_through_bmc_serve_and_the_console_shows_each_boot()
+     {
         let images = images();
         let clock = Clock::wall();
         let dir = tempfile::tempdir().unwrap();
@@ -106,26 +145,59 @@ mod qemu {
             username: "rackproof".into(),
             ssh_host_key: None,
         };
-        let server = commands::bmc_serve(nodes, &options, clock.clone()).await.unwrap();
+        let server = commands::bmc_serve(nodes, &options, clock.clone())
+            .await
+            .unwrap();
         let served = &server.nodes[0];
         assert_eq!(served.name, "node-1");
         let ipmi_port = served.ipmi.unwrap().port();
         let console = served.console_file.clone();
-        let init = Regex::new(&format!("^rackproof-os {}: init started", regex::escape(BASE_VERSION))).unwrap();
-        let up = Regex::new(&format!("^rackproof-os {}: up$", regex::escape(BASE_VERSION))).unwrap();
+        let init = Regex::new(&format!(
+            "^rackproof-os {}: init started",
+            regex::escape(BASE_VERSION)
+        ))
+        .unwrap();
+        let up = Regex::new(&format!(
+            "^rackproof-os {}: up$",
+            regex::escape(BASE_VERSION)
+        ))
+        .unwrap();
 
-        assert_eq!(ipmitool(ipmi_port, &served.credentials_file, &["power", "status"]).await.trim(), "Chassis Power is off");
+        assert_eq!(
+            ipmitool(ipmi_port, &served.credentials_file, &["power", "status"])
+                .await
+                .trim(),
+            "Chassis Power is off"
+        );
         let on = ipmitool(ipmi_port, &served.credentials_file, &["power", "on"]).await;
         assert!(on.contains("Up/On"), "{on}");
         wait_for_count(&clock, &console, &up, 1).await;
-        assert_eq!(ipmitool(ipmi_port, &served.credentials_file, &["power", "status"]).await.trim(), "Chassis Power is on");
+        assert_eq!(
+            ipmitool(ipmi_port, &served.credentials_file, &["power", "status"])
+                .await
+                .trim(),
+            "Chassis Power is on"
+        );
 
         // The Redfish side, through the inventory bmc serve wrote (its CA, its credentials file).
         let inventory = InventoryFile::load(server.redfish_inventory.as_ref().unwrap()).unwrap();
-        let mut lab = LabOptions::new(Env::fixed([("RACKPROOF_LOCK_DIR", dir.path().join("locks"))]), clock.clone());
+        let mut lab = LabOptions::new(
+            Env::fixed([("RACKPROOF_LOCK_DIR", dir.path().join("locks"))]),
+            clock.clone(),
+        );
         lab.bmc.redfish.poll_interval = Duration::from_millis(200);
-        let power = async |command| commands::power(&inventory, "node-1", command, &lab).await.unwrap();
-        assert_eq!(power(PowerCommand::Status).await, PowerReport::Done { command: PowerCommand::Status, state: PowerState::On });
+        let power = async |command| {
+            commands::power(&inventory, "node-1", command, &lab)
+                .await
+                .unwrap()
+        };
+        assert_eq!(
+            power(PowerCommand::Status).await,
+            PowerReport::Done {
+                command: PowerCommand::Status,
+                state: PowerState::On
+            }
+        );
         power(PowerCommand::Reset).await;
         wait_for_count(&clock, &console, &up, 2).await;
         assert_eq!(count(&console, &init), 2);
@@ -138,10 +210,19 @@ mod qemu {
 
         let off = ipmitool(ipmi_port, &served.credentials_file, &["power", "off"]).await;
         assert!(off.contains("Down/Off"), "{off}");
-        assert_eq!(power(PowerCommand::Status).await, PowerReport::Done { command: PowerCommand::Status, state: PowerState::Off });
+        assert_eq!(
+            power(PowerCommand::Status).await,
+            PowerReport::Done {
+                command: PowerCommand::Status,
+                state: PowerState::Off
+            }
+        );
         assert_eq!(count(&console, &init), 3);
 
         server.shutdown().await.unwrap();
-        assert!(processes_mentioning(&node_dir).is_empty(), "a QEMU process of node-1 is still running");
+        assert!(
+            processes_mentioning(&node_dir).is_empty(),
+            "a QEMU process of node-1 is still running"
+        );
     }
 }

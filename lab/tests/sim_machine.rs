@@ -635,8 +635,13 @@ async fn a_killed_guest_stays_dead_until_restarted_while_the_os_stays_up() {
     let rec = Arc::new(Recorder::default());
     let m = machine(Some(rec.clone()));
     let ctl = control(&m);
-    ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
-    assert!(!m.restart_guest(), "nothing to restart while the guest runs");
+    ctl.power_on_and_wait_until_up(WaitOptions::default())
+        .await
+        .unwrap();
+    assert!(
+        !m.restart_guest(),
+        "nothing to restart while the guest runs"
+    );
     assert!(m.kill_guest());
     tokio::task::yield_now().await;
     assert_eq!(rec.running.load(Ordering::SeqCst), 0, "the agent is gone");
@@ -645,13 +650,19 @@ async fn a_killed_guest_stays_dead_until_restarted_while_the_os_stays_up() {
     assert!(m.restart_guest());
     tokio::task::yield_now().await;
     assert_eq!(rec.running.load(Ordering::SeqCst), 1);
-    assert_eq!(rec.starts.lock().unwrap().len(), 2, "the same boot's context started again");
+    assert_eq!(
+        rec.starts.lock().unwrap().len(),
+        2,
+        "the same boot's context started again"
+    );
     assert_eq!(m.boots(), 1, "no reboot");
     // A kill followed by a power-off: the next boot starts the guest normally.
     assert!(m.kill_guest());
     m.reset(ResetAction::ForceOff).await.unwrap();
     assert!(!m.restart_guest(), "a powered-off machine runs no guest");
-    ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
+    ctl.power_on_and_wait_until_up(WaitOptions::default())
+        .await
+        .unwrap();
     tokio::task::yield_now().await;
     assert_eq!(rec.running.load(Ordering::SeqCst), 1);
 }
@@ -662,8 +673,15 @@ async fn a_behaviour_override_applies_to_this_machine_only() {
     let other = machine(None);
     m.override_behaviour("2.0.0", Behaviour::PanicsAtBoot);
     for machine in [&m, &other] {
-        let ctl = NodeControl::new("node-1", Arc::new(machine.clone()), Arc::new(machine.clone()), clock());
-        ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
+        let ctl = NodeControl::new(
+            "node-1",
+            Arc::new(machine.clone()),
+            Arc::new(machine.clone()),
+            clock(),
+        );
+        ctl.power_on_and_wait_until_up(WaitOptions::default())
+            .await
+            .unwrap();
         install_version(machine, "2.0.0");
         machine.reset(ResetAction::ForceRestart).await.unwrap();
     }
@@ -685,12 +703,19 @@ async fn a_behaviour_override_applies_to_this_machine_only() {
 async fn reimaging_leaves_one_good_entry_of_the_new_version() {
     let m = machine(None);
     let ctl = control(&m);
-    ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap();
+    ctl.power_on_and_wait_until_up(WaitOptions::default())
+        .await
+        .unwrap();
     assert!(m.reimage("2.0.0").is_err(), "refused while on");
     install_version(&m, "2.1.0");
     m.reset(ResetAction::ForceOff).await.unwrap();
     m.reimage("2.0.0").unwrap();
     assert_eq!(entries(&m), ["rackproof-2.0.0.conf"]);
-    assert_eq!(ctl.power_on_and_wait_until_up(WaitOptions::default()).await.unwrap(), "2.0.0");
+    assert_eq!(
+        ctl.power_on_and_wait_until_up(WaitOptions::default())
+            .await
+            .unwrap(),
+        "2.0.0"
+    );
     assert!(m.reimage("9.9.9").is_err(), "unknown versions are refused");
 }

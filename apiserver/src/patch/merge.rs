@@ -4,7 +4,9 @@ use serde_json::Value;
 
 /// `original` with `patch` merged in.
 pub(crate) fn merge(original: &Value, patch: &Value) -> Value {
-    let Value::Object(patch_map) = patch else { return patch.clone() };
+    let Value::Object(patch_map) = patch else {
+        return patch.clone();
+    };
     let mut result = match original {
         Value::Object(map) => map.clone(),
         _ => serde_json::Map::new(),
@@ -30,6 +32,9 @@ mod tests {
     fn follows_rfc_7386() {
         let original = json!({"a": "b", "c": {"d": "e", "f": "g"}, "l": [1, 2]});
         let patch = json!({"a": "z", "c": {"f": null}, "l": [3]});
-        assert_eq!(merge(&original, &patch), json!({"a": "z", "c": {"d": "e"}, "l": [3]}));
+        assert_eq!(
+            merge(&original, &patch),
+            json!({"a": "z", "c": {"d": "e"}, "l": [3]})
+        );
     }
 }

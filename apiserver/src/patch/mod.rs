@@ -31,14 +31,22 @@ impl PatchType {
 }
 
 /// Applies a JSON, merge or strategic patch `body` to `original`.
-pub(crate) fn apply_patch(kind: PatchType, original: &Value, body: &[u8]) -> Result<Value, ApiError> {
-    let parse = || serde_json::from_slice::<Value>(body).map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")));
+pub(crate) fn apply_patch(
+    kind: PatchType,
+    original: &Value,
+    body: &[u8],
+) -> Result<Value, ApiError> {
+    let parse = || {
+        serde_json::from_slice::<Value>(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))
+    };
     match kind {
         PatchType::Json => {
             let operations: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| ApiError::bad_request(format!("the server rejected our request due to an error in our request: invalid JSON patch: {e}")))?;
             let mut doc = original.clone();
-            json_patch::patch(&mut doc, &operations.0).map_err(|e| ApiError::invalid_patch(&e.to_string()))?;
+            json_patch::patch(&mut doc, &operations.0)
+                .map_err(|e| ApiError::invalid_patch(&e.to_string()))?;
             Ok(doc)
         }
         PatchType::Merge => {
@@ -51,10 +59,14 @@ pub(crate) fn apply_patch(kind: PatchType, original: &Value, body: &[u8]) -> Res
         PatchType::Strategic => {
             let patch = parse()?;
             if !patch.is_object() {
-                return Err(ApiError::bad_request("a strategic merge patch must be a JSON object"));
+                return Err(ApiError::bad_request(
+                    "a strategic merge patch must be a JSON object",
+                ));
             }
             strategic::merge(original, &patch)
         }
-        PatchType::Apply => Err(ApiError::internal("apply patches are handled by server-side apply")),
+        PatchType::Apply => Err(ApiError::internal(
+            "apply patches are handled by server-side apply",
+        )),
     }
 }

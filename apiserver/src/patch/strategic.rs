@@ -21,9 +21,14 @@ pub(crate) enum ListStrategy {
 /// The merge strategy of a list field of the built-in types.
 pub(crate) fn list_strategy(field: &str) -> ListStrategy {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes" | "imagePullSecrets" | "resourceClaims" | "secrets" => {
-            ListStrategy::Keyed("name")
-        }
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "resourceClaims"
+        | "secrets" => ListStrategy::Keyed("name"),
         "volumeMounts" => ListStrategy::Keyed("mountPath"),
         "volumeDevices" => ListStrategy::Keyed("devicePath"),
         "ports" => ListStrategy::Keyed("containerPort"),
@@ -51,7 +56,11 @@ fn merge_value(original: Option<&Value>, patch: &Value) -> Result<Option<Value>,
                     replaced.remove("$patch");
                     return Ok(Some(strip_directives(Value::Object(replaced))));
                 }
-                Some(other) => return Err(ApiError::bad_request(format!("unknown patch type {other:?} in strategic merge patch"))),
+                Some(other) => {
+                    return Err(ApiError::bad_request(format!(
+                        "unknown patch type {other:?} in strategic merge patch"
+                    )));
+                }
                 None => {}
             }
             let mut result = match original {
@@ -63,29 +72,51 @@ fn merge_value(original: Option<&Value>, patch: &Value) -> Result<Option<Value>,
                     continue;
                 }
                 if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
-                    let remove: Vec<&Value> = value.as_array().map(|a| a.iter().collect()).unwrap_or_default();
+                    let remove: Vec<&Value> = value
+                        .as_array()
+                        .map(|a| a.iter().collect())
+                        .unwrap_or_default();
                     if let Some(Value::Array(items)) = result.get_mut(field) {
                         items.retain(|item| !remove.contains(&item));
                     }
                     continue;
                 }
                 if key.starts_with('$') {
-                    return Err(ApiError::bad_request(format!("unknown directive {key:?} in strategic merge patch")));
+                    return Err(ApiError::bad_request(format!(
+                        "unknown directive {key:?} in strategic merge patch"
+                    )));
                 }
                 if value.is_null() {
                     result.remove(key);
                     continue;
                 }
-                let order = patch_map.get(&format!("$setElementOrder/{key}")).and_then(Value::as_array).map_or(items_of(value), Vec::as_slice);
+                let order = patch_map
+                    .get(&format!("$setElementOrder/{key}"))
+                    .and_then(Value::as_array)
+                    .map_or(items_of(value), Vec::as_slice);
                 let merged = match (value, list_strategy(key)) {
                     (Value::Array(items), ListStrategy::Keyed(merge_key)) => {
-                        let original = result.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
-                        let replaced = items.iter().any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"));
+                        let original = result
+                            .get(key)
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default();
+                        let replaced = items.iter().any(|item| {
+                            item.get("$patch").and_then(Value::as_str) == Some("replace")
+                        });
                         let merged = merge_keyed(original.clone(), items, merge_key, key)?;
-                        Some(Value::Array(if replaced { merged } else { element_order(merged, order, &original, Some(merge_key)) }))
+                        Some(Value::Array(if replaced {
+                            merged
+                        } else {
+                            element_order(merged, order, &original, Some(merge_key))
+                        }))
                     }
                     (Value::Array(items), ListStrategy::Set) => {
-                        let original = result.get(key).and_then(Value::as_array).cloned().unwrap_or_default();
+                        let original = result
+                            .get(key)
+                            .and_then(Value::as_array)
+                            .cloned()
+                            .unwrap_or_default();
                         let mut merged = original.clone();
                         for item in items {
                             if !merged.contains(item) {
@@ -133,17 +164,29 @@ fn position_in(list: &[Value], item: &Value, merge_key: Option<&str>) -> Option<
 /// Orders a merged list as kube's strategic merge does: the items named in the patch (or in
 /// its `$setElementOrder`) in that order, the other items in their original order, the two
 /// interleaved by the original order where both are known and patch items first otherwise.
-fn element_order(merged: Vec<Value>, order: &[Value], original: &[Value], merge_key: Option<&str>) -> Vec<Value> {
-    let (mut patched, server_only): (Vec<Value>, Vec<Value>) = merged.into_iter().partition(|item| position_in(order, item, merge_key).is_some());
+fn element_order(
+    merged: Vec<Value>,
+    order: &[Value],
+    original: &[Value],
+    merge_key: Option<&str>,
+) -> Vec<Value> {
+    let (mut patched, server_only): (Vec<Value>, Vec<Value>) = merged
+        .into_iter()
+        .partition(|item| position_in(order, item, merge_key).is_some());
     patched.sort_by_key(|item| position_in(order, item, merge_key));
     let mut out = Vec::with_capacity(patched.len() + server_only.len());
-    let (mut left, mut right) = (server_only.into_iter().peekable(), patched.into_iter().peekable());
+    let (mut left, mut right) = (
+        server_only.into_iter().peekable(),
+        patched.into_iter().peekable(),
+    );
     loop {
         let take_left = match (left.peek(), right.peek()) {
             (None, None) => break,
             (Some(_), None) => true,
             (None, Some(_)) => false,
-            (Some(l), Some(r)) => matches!((position_in(original, l, merge_key), position_in(original, r, merge_key)), (Some(li), Some(ri)) if li < ri),
+            (Some(l), Some(r)) => {
+                matches!((position_in(original, l, merge_key), position_in(original, r, merge_key)), (Some(li), Some(ri)) if li < ri)
+            }
         };
         let next = if take_left { left.next() } else { right.next() };
         out.extend(next);
@@ -151,8 +194,16 @@ fn element_order(merged: Vec<Value>, order: &[Value], original: &[Value], merge_
     out
 }
 
-fn merge_keyed(mut current: Vec<Value>, patch: &[Value], merge_key: &str, field: &str) -> Result<Vec<Value>, ApiError> {
-    if patch.iter().any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace")) {
+fn merge_keyed(
+    mut current: Vec<Value>,
+    patch: &[Value],
+    merge_key: &str,
+    field: &str,
+) -> Result<Vec<Value>, ApiError> {
+    if patch
+        .iter()
+        .any(|item| item.get("$patch").and_then(Value::as_str) == Some("replace"))
+    {
         return Ok(patch
             .iter()
             .filter(|item| item.get("$patch").is_none())
@@ -161,9 +212,13 @@ fn merge_keyed(mut current: Vec<Value>, patch: &[Value], merge_key: &str, field:
     }
     for item in patch {
         let Some(key_value) = item.get(merge_key) else {
-            return Err(ApiError::bad_request(format!("map: {item} does not contain declared merge key: {merge_key} (in {field})")));
+            return Err(ApiError::bad_request(format!(
+                "map: {item} does not contain declared merge key: {merge_key} (in {field})"
+            )));
         };
-        let position = current.iter().position(|existing| existing.get(merge_key) == Some(key_value));
+        let position = current
+            .iter()
+            .position(|existing| existing.get(merge_key) == Some(key_value));
         if item.get("$patch").and_then(Value::as_str) == Some("delete") {
             if let Some(position) = position {
                 current.remove(position);
@@ -214,10 +269,20 @@ mod tests {
             "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Other", "$patch": "delete"}]}
         });
         let merged = merge(&original, &patch).unwrap();
-        assert_eq!(merged["metadata"], json!({"finalizers": ["b", "a"], "labels": {}}), "patch items come first, as in kube");
-        assert_eq!(merged["spec"]["containers"], json!([{"name": "c", "image": "new", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]}]));
+        assert_eq!(
+            merged["metadata"],
+            json!({"finalizers": ["b", "a"], "labels": {}}),
+            "patch items come first, as in kube"
+        );
+        assert_eq!(
+            merged["spec"]["containers"],
+            json!([{"name": "c", "image": "new", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "1"}]}])
+        );
         assert_eq!(merged["spec"]["tolerations"], json!([{"key": "u"}]));
-        assert_eq!(merged["status"]["conditions"], json!([{"type": "Ready", "status": "True"}]));
+        assert_eq!(
+            merged["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True"}])
+        );
     }
 
     #[test]
@@ -225,11 +290,20 @@ mod tests {
         let original = json!({"status": {"conditions": [{"type": "A"}, {"type": "B"}, {"type": "C"}]}, "metadata": {"finalizers": ["x", "y"]}});
         let patch = json!({"status": {"conditions": [{"type": "B", "status": "True"}, {"type": "D"}]}, "metadata": {"finalizers": ["y", "z"]}});
         let merged = merge(&original, &patch).unwrap();
-        let types: Vec<&str> = merged["status"]["conditions"].as_array().unwrap().iter().map(|c| c["type"].as_str().unwrap()).collect();
+        let types: Vec<&str> = merged["status"]["conditions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["type"].as_str().unwrap())
+            .collect();
         assert_eq!(types, ["A", "B", "D", "C"]);
         assert_eq!(merged["metadata"]["finalizers"], json!(["x", "y", "z"]));
-        let ordered = json!({"metadata": {"$setElementOrder/finalizers": ["y", "x"], "finalizers": ["x"]}});
-        assert_eq!(merge(&original, &ordered).unwrap()["metadata"]["finalizers"], json!(["y", "x"]));
+        let ordered =
+            json!({"metadata": {"$setElementOrder/finalizers": ["y", "x"], "finalizers": ["x"]}});
+        assert_eq!(
+            merge(&original, &ordered).unwrap()["metadata"]["finalizers"],
+            json!(["y", "x"])
+        );
     }
 
     #[test]
@@ -240,7 +314,18 @@ mod tests {
             "spec": {"containers": [{"name": "z"}, {"$patch": "replace"}], "m": {"$patch": "replace", "c": 3}}
         });
         let merged = merge(&original, &patch).unwrap();
-        assert_eq!(merged, json!({"metadata": {"finalizers": ["b"]}, "spec": {"containers": [{"name": "z"}], "m": {"c": 3}}}));
-        assert_eq!(merge(&original, &json!({"spec": {"containers": [{"image": "no-name"}]}})).unwrap_err().code, 400);
+        assert_eq!(
+            merged,
+            json!({"metadata": {"finalizers": ["b"]}, "spec": {"containers": [{"name": "z"}], "m": {"c": 3}}})
+        );
+        assert_eq!(
+            merge(
+                &original,
+                &json!({"spec": {"containers": [{"image": "no-name"}]}})
+            )
+            .unwrap_err()
+            .code,
+            400
+        );
     }
 }

@@ -27,22 +27,45 @@ async fn a_budget_blocks_evictions_then_allows_them() {
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})).unwrap();
     budgets.create(&PostParams::default(), &pdb).await.unwrap();
     let status = budgets.get("web").await.unwrap().status.unwrap();
-    assert_eq!((status.current_healthy, status.desired_healthy, status.disruptions_allowed, status.expected_pods), (2, 2, 0, 2));
+    assert_eq!(
+        (
+            status.current_healthy,
+            status.desired_healthy,
+            status.disruptions_allowed,
+            status.expected_pods
+        ),
+        (2, 2, 0, 2)
+    );
 
     let (code_, reason) = code(pods.evict("w1", &EvictParams::default()).await);
     assert_eq!((code_, reason.as_str()), (429, "TooManyRequests"));
 
     create_pod(&client, "w3", json!({"app": "web"}), Some("n1")).await;
     set_ready(&pods, "w3", true).await;
-    assert_eq!(budgets.get("web").await.unwrap().status.unwrap().disruptions_allowed, 1);
+    assert_eq!(
+        budgets
+            .get("web")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .disruptions_allowed,
+        1
+    );
     let evicted = pods.evict("w1", &EvictParams::default()).await.unwrap();
     assert_eq!(evicted.code, 201);
     let terminating = pods.get("w1").await.unwrap();
-    assert!(terminating.metadata.deletion_timestamp.is_some(), "an evicted bound pod terminates gracefully");
+    assert!(
+        terminating.metadata.deletion_timestamp.is_some(),
+        "an evicted bound pod terminates gracefully"
+    );
     let status = budgets.get("web").await.unwrap().status.unwrap();
     assert_eq!((status.current_healthy, status.disruptions_allowed), (2, 0));
     assert_eq!(code(pods.evict("w2", &EvictParams::default()).await).0, 429);
-    assert_eq!(code(pods.evict("missing", &EvictParams::default()).await).0, 404);
+    assert_eq!(
+        code(pods.evict("missing", &EvictParams::default()).await).0,
+        404
+    );
 
     // An unready pod may go while the budget is met (IfHealthyBudget).
     create_pod(&client, "w4", json!({"app": "web"}), Some("n1")).await;
@@ -52,11 +75,26 @@ async fn a_budget_blocks_evictions_then_allows_them() {
 
 /// What a budget selecting `app=web` should count among `pods`: (expected, healthy).
 fn counted_by_hand(pods: &[Pod]) -> (i32, i32) {
-    let matching: Vec<&Pod> = pods.iter().filter(|p| p.metadata.labels.as_ref().and_then(|l| l.get("app")).map(String::as_str) == Some("web")).collect();
+    let matching: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .map(String::as_str)
+                == Some("web")
+        })
+        .collect();
     let healthy = matching
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| p.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True")))
+        .filter(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+        })
         .count();
     (matching.len() as i32, healthy as i32)
 }
@@ -73,14 +111,23 @@ async fn budget_counts_stay_exact_through_pod_creates_relabels_readiness_and_del
     // relabel in and out of the budget, graceful and immediate deletes.
     let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = |n: u64| {
-        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
         (seed >> 33) % n
     };
     for step in 0..400 {
         // Halfway, a change to the budget itself (every pod is counted again).
         let max_unavailable = if step < 200 { 1 } else { 2 };
         if step == 200 {
-            budgets.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"maxUnavailable": 2}}))).await.unwrap();
+            budgets
+                .patch(
+                    "web",
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"maxUnavailable": 2}})),
+                )
+                .await
+                .unwrap();
         }
         let name = format!("p{}", next(12));
         let exists = pods.get_opt(&name).await.unwrap();
@@ -95,18 +142,38 @@ async fn budget_counts_stay_exact_through_pod_creates_relabels_readiness_and_del
             (Some(_), 2) => set_ready(&pods, &name, false).await,
             (Some(_), 3) => {
                 let app = if next(2) == 0 { "other" } else { "web" };
-                pods.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": app}}}))).await.unwrap();
+                pods.patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"labels": {"app": app}}})),
+                )
+                .await
+                .unwrap();
             }
             (Some(_), 4) => {
-                let _ = pods.delete(&name, &kube::api::DeleteParams::default()).await.unwrap();
+                let _ = pods
+                    .delete(&name, &kube::api::DeleteParams::default())
+                    .await
+                    .unwrap();
             }
             (Some(_), _) => {
-                let _ = pods.delete(&name, &kube::api::DeleteParams::default().grace_period(0)).await.unwrap();
+                let _ = pods
+                    .delete(&name, &kube::api::DeleteParams::default().grace_period(0))
+                    .await
+                    .unwrap();
             }
         }
         let all = pods.list(&Default::default()).await.unwrap().items;
         let status = budgets.get("web").await.unwrap().status.unwrap();
-        assert_eq!((status.expected_pods, status.current_healthy), counted_by_hand(&all), "after step {step} ({name}, {what})");
-        assert_eq!(status.disruptions_allowed, (status.current_healthy - (status.expected_pods - max_unavailable).max(0)).max(0), "after step {step}");
+        assert_eq!(
+            (status.expected_pods, status.current_healthy),
+            counted_by_hand(&all),
+            "after step {step} ({name}, {what})"
+        );
+        assert_eq!(
+            status.disruptions_allowed,
+            (status.current_healthy - (status.expected_pods - max_unavailable).max(0)).max(0),
+            "after step {step}"
+        );
     }
 }

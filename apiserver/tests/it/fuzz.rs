@@ -19,9 +19,19 @@ fn json_value() -> impl Strategy<Value = Value> {
             prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
             prop::collection::btree_map(
                 prop_oneof![
-                    Just("metadata".to_owned()), Just("spec".to_owned()), Just("status".to_owned()), Just("name".to_owned()),
-                    Just("containers".to_owned()), Just("labels".to_owned()), Just("finalizers".to_owned()), Just("$patch".to_owned()),
-                    Just("op".to_owned()), Just("path".to_owned()), Just("value".to_owned()), Just("apiVersion".to_owned()), Just("kind".to_owned()),
+                    Just("metadata".to_owned()),
+                    Just("spec".to_owned()),
+                    Just("status".to_owned()),
+                    Just("name".to_owned()),
+                    Just("containers".to_owned()),
+                    Just("labels".to_owned()),
+                    Just("finalizers".to_owned()),
+                    Just("$patch".to_owned()),
+                    Just("op".to_owned()),
+                    Just("path".to_owned()),
+                    Just("value".to_owned()),
+                    Just("apiVersion".to_owned()),
+                    Just("kind".to_owned()),
                     "[a-z]{1,5}"
                 ],
                 inner,
@@ -42,12 +52,47 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
 }
 
 fn encode(text: &str) -> String {
-    text.bytes().map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 fn path() -> impl Strategy<Value = String> {
-    let prefix = prop::sample::select(vec!["/api/v1", "/apis/apps/v1", "/apis/policy/v1", "/apis/example.com/v1", "/apis", "/api", "/openapi/v3/apis/apps/v1", "/version", "/apis/coordination.k8s.io/v1"]);
-    let segment = prop::sample::select(vec!["namespaces", "default", "missing", "pods", "p", "status", "eviction", "scale", "deployments", "d", "nodes", "n1", "configmaps", "leases", "watch", "x"]);
+    let prefix = prop::sample::select(vec![
+        "/api/v1",
+        "/apis/apps/v1",
+        "/apis/policy/v1",
+        "/apis/example.com/v1",
+        "/apis",
+        "/api",
+        "/openapi/v3/apis/apps/v1",
+        "/version",
+        "/apis/coordination.k8s.io/v1",
+    ]);
+    let segment = prop::sample::select(vec![
+        "namespaces",
+        "default",
+        "missing",
+        "pods",
+        "p",
+        "status",
+        "eviction",
+        "scale",
+        "deployments",
+        "d",
+        "nodes",
+        "n1",
+        "configmaps",
+        "leases",
+        "watch",
+        "x",
+    ]);
     (prefix, prop::collection::vec(segment, 0..5)).prop_map(|(p, segs)| {
         let mut out = p.to_owned();
         for s in segs {
@@ -60,7 +105,11 @@ fn path() -> impl Strategy<Value = String> {
 
 #[test]
 fn malformed_requests_get_status_errors() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
     let (_server, client) = runtime.block_on(async {
         let server = server();
         let client = server.admin_client();
@@ -69,11 +118,20 @@ fn malformed_requests_get_status_errors() {
     });
     let methods = prop::sample::select(vec!["GET", "POST", "PUT", "PATCH", "DELETE"]);
     let content_types = prop::sample::select(vec![
-        "application/json", "application/merge-patch+json", "application/json-patch+json", "application/strategic-merge-patch+json",
-        "application/apply-patch+yaml", "text/plain", "",
+        "application/json",
+        "application/merge-patch+json",
+        "application/json-patch+json",
+        "application/strategic-merge-patch+json",
+        "application/apply-patch+yaml",
+        "text/plain",
+        "",
     ]);
     let selector = "[a-z=!(), .in/-]{0,14}";
-    let config = ProptestConfig { cases: 400, failure_persistence: None, ..ProptestConfig::default() };
+    let config = ProptestConfig {
+        cases: 400,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
     proptest!(config, |(method in methods, path in path(), content_type in content_types, body in body(),
                         labels in selector, fields in selector, rv in "[0-9a-z]{0,3}", watch in any::<bool>(), force in any::<bool>())| {
         let mut uri = format!("{path}?labelSelector={}&fieldSelector={}&resourceVersion={rv}&fieldManager=fuzz&timeoutSeconds=1", encode(&labels), encode(&fields));
@@ -96,36 +154,84 @@ fn schema_like() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Bool),
         any::<i64>().prop_map(|n| json!(n)),
         Just(json!(1.5)),
-        prop::sample::select(vec!["object", "string", "integer", "array", "number", "boolean", "null", "strin", "map", "set", "atomic", "(", "name"]).prop_map(|s| json!(s)),
+        prop::sample::select(vec![
+            "object", "string", "integer", "array", "number", "boolean", "null", "strin", "map",
+            "set", "atomic", "(", "name"
+        ])
+        .prop_map(|s| json!(s)),
     ];
     let keys = prop::sample::select(vec![
-        "type", "properties", "items", "additionalProperties", "required", "enum", "default", "nullable", "anyOf", "allOf", "oneOf", "not",
-        "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields", "x-kubernetes-embedded-resource", "x-kubernetes-list-type",
-        "x-kubernetes-list-map-keys", "x-kubernetes-map-type", "maxLength", "minimum", "pattern", "format", "description", "$ref", "uniqueItems",
-        "metadata", "spec", "name", "tpye", "xml", "readOnly", "discriminator", "example", "definitions", "$schema", "title",
+        "type",
+        "properties",
+        "items",
+        "additionalProperties",
+        "required",
+        "enum",
+        "default",
+        "nullable",
+        "anyOf",
+        "allOf",
+        "oneOf",
+        "not",
+        "x-kubernetes-int-or-string",
+        "x-kubernetes-preserve-unknown-fields",
+        "x-kubernetes-embedded-resource",
+        "x-kubernetes-list-type",
+        "x-kubernetes-list-map-keys",
+        "x-kubernetes-map-type",
+        "maxLength",
+        "minimum",
+        "pattern",
+        "format",
+        "description",
+        "$ref",
+        "uniqueItems",
+        "metadata",
+        "spec",
+        "name",
+        "tpye",
+        "xml",
+        "readOnly",
+        "discriminator",
+        "example",
+        "definitions",
+        "$schema",
+        "title",
     ]);
     leaf.prop_recursive(5, 48, 5, move |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
-            prop::collection::btree_map(keys.clone().prop_map(str::to_owned), inner, 0..5).prop_map(|m| Value::Object(m.into_iter().collect())),
+            prop::collection::btree_map(keys.clone().prop_map(str::to_owned), inner, 0..5)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
         ]
     })
 }
 
 #[test]
 fn arbitrary_crd_schemas_never_make_the_server_answer_500() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
     let (_server, client) = runtime.block_on(async {
         let server = server();
         let client = server.admin_client();
         (server, client)
     });
     let get = |path: &'static str, accept: &'static str| {
-        let request = http::Request::get(path).header("Accept", accept).body(kube::client::Body::from(Vec::new())).unwrap();
+        let request = http::Request::get(path)
+            .header("Accept", accept)
+            .body(kube::client::Body::from(Vec::new()))
+            .unwrap();
         let client = client.clone();
         async move { client.send(request).await.unwrap().status().as_u16() }
     };
-    let config = ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() };
+    let config = ProptestConfig {
+        cases: 300,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
     proptest!(config, |(schema in schema_like(), properties in schema_like())| {
         let mut root = schema;
         if let (Some(map), true) = (root.as_object_mut(), properties.is_object()) {

@@ -22,7 +22,9 @@ fn kubectl_binary() -> PathBuf {
     std::env::split_paths(&path)
         .map(|dir| dir.join("kubectl"))
         .find(|candidate| candidate.is_file())
-        .unwrap_or_else(|| panic!("kubectl is missing: install it with `apt-get install -y kubernetes-client`"))
+        .unwrap_or_else(|| {
+            panic!("kubectl is missing: install it with `apt-get install -y kubernetes-client`")
+        })
 }
 
 /// Debian bookworm's kubectl 1.20 (`kubernetes-client`), unpacked by `ci/setup` under
@@ -79,16 +81,29 @@ impl Kubectl {
     pub(crate) async fn start_with(which: Which) -> Self {
         let binary = which.binary();
         let server = ApiServer::new(Clock::wall());
-        let https = server.serve_https("127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let https = server
+            .serve_https("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
         https.write_kubeconfig(&kubeconfig, &User::admin()).unwrap();
-        Self { server, binary, _https: https, kubeconfig, _dir: dir }
+        Self {
+            server,
+            binary,
+            _https: https,
+            kubeconfig,
+            _dir: dir,
+        }
     }
 
     fn command(&self, args: &[&str]) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.binary);
-        command.args(args).env("KUBECONFIG", &self.kubeconfig).env("HOME", self._dir.path()).kill_on_drop(true);
+        command
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", self._dir.path())
+            .kill_on_drop(true);
         command
     }
 
@@ -105,7 +120,13 @@ impl Kubectl {
             input.write_all(text.as_bytes()).await.unwrap();
         }
         drop(input);
-        tokio::time::timeout(std::time::Duration::from_secs(120), child.wait_with_output()).await.expect("kubectl finishes in time").unwrap()
+        tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            child.wait_with_output(),
+        )
+        .await
+        .expect("kubectl finishes in time")
+        .unwrap()
     }
 
     /// Runs kubectl and returns stdout, failing the test (with stderr) if it fails.
@@ -115,23 +136,41 @@ impl Kubectl {
 
     pub(crate) async fn ok_with(&self, args: &[&str], stdin: Option<&str>) -> String {
         let output = self.run(args, stdin).await;
-        assert!(output.status.success(), "kubectl {args:?} failed: {}\n{}", String::from_utf8_lossy(&output.stderr), String::from_utf8_lossy(&output.stdout));
+        assert!(
+            output.status.success(),
+            "kubectl {args:?} failed: {}\n{}",
+            String::from_utf8_lossy(&output.stderr),
+            String::from_utf8_lossy(&output.stdout)
+        );
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 }
 
-
 async fn node(client: &kube::Client, name: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
-    nodes.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()).await.unwrap();
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+        )
+        .await
+        .unwrap();
 }
 
-async fn ready_pod(client: &kube::Client, name: &str, labels: serde_json::Value, node: &str, owner: Option<serde_json::Value>) {
+async fn ready_pod(
+    client: &kube::Client,
+    name: &str,
+    labels: serde_json::Value,
+    node: &str,
+    owner: Option<serde_json::Value>,
+) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut pod = crate::pod_json(name, labels, Some(node));
     pod.metadata.owner_references = owner.map(|o| vec![serde_json::from_value(o).unwrap()]);
     if name.ends_with("scratch") {
-        pod.spec.as_mut().unwrap().volumes = Some(vec![serde_json::from_value(json!({"name": "tmp", "emptyDir": {}})).unwrap()]);
+        pod.spec.as_mut().unwrap().volumes = Some(vec![
+            serde_json::from_value(json!({"name": "tmp", "emptyDir": {}})).unwrap(),
+        ]);
     }
     pods.create(&PostParams::default(), &pod).await.unwrap();
     pods.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})))
@@ -155,7 +194,8 @@ async fn get_describe_label_annotate_cordon_scale(which: Which) {
     node(&client, "n1").await;
     ready_pod(&client, "web", json!({"app": "web"}), "n1", None).await;
     assert!(k.ok(&["get", "nodes"]).await.contains("n1"));
-    let pod: serde_json::Value = serde_json::from_str(&k.ok(&["get", "pod", "web", "-o", "json"]).await).unwrap();
+    let pod: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "pod", "web", "-o", "json"]).await).unwrap();
     assert_eq!(pod["spec"]["nodeName"], "n1");
     assert!(k.ok(&["describe", "node", "n1"]).await.contains("Name:"));
     assert!(k.ok(&["describe", "pod", "web"]).await.contains("n1"));
@@ -163,21 +203,43 @@ async fn get_describe_label_annotate_cordon_scale(which: Which) {
     k.ok(&["annotate", "pod", "web", "note=hello"]).await;
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    assert_eq!(nodes.get("n1").await.unwrap().metadata.labels.unwrap()["pool"], "blue");
-    assert_eq!(pods.get("web").await.unwrap().metadata.annotations.unwrap()["note"], "hello");
-    assert!(k.ok(&["get", "nodes", "-l", "pool in (blue)", "-o", "name"]).await.contains("node/n1"));
+    assert_eq!(
+        nodes.get("n1").await.unwrap().metadata.labels.unwrap()["pool"],
+        "blue"
+    );
+    assert_eq!(
+        pods.get("web").await.unwrap().metadata.annotations.unwrap()["note"],
+        "hello"
+    );
+    assert!(
+        k.ok(&["get", "nodes", "-l", "pool in (blue)", "-o", "name"])
+            .await
+            .contains("node/n1")
+    );
     k.ok(&["cordon", "n1"]).await;
-    assert_eq!(nodes.get("n1").await.unwrap().spec.unwrap().unschedulable, Some(true));
+    assert_eq!(
+        nodes.get("n1").await.unwrap().spec.unwrap().unschedulable,
+        Some(true)
+    );
     k.ok(&["uncordon", "n1"]).await;
-    assert_ne!(nodes.get("n1").await.unwrap().spec.unwrap().unschedulable, Some(true));
+    assert_ne!(
+        nodes.get("n1").await.unwrap().spec.unwrap().unschedulable,
+        Some(true)
+    );
 
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "default");
     let deployment: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"}, "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "d"}},
         "template": {"metadata": {"labels": {"app": "d"}}, "spec": {"containers": [{"name": "c", "image": "i:1"}]}}}}))
     .unwrap();
-    deployments.create(&PostParams::default(), &deployment).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &deployment)
+        .await
+        .unwrap();
     k.ok(&["scale", "deployment", "d", "--replicas=3"]).await;
-    assert_eq!(deployments.get("d").await.unwrap().spec.unwrap().replicas, Some(3));
+    assert_eq!(
+        deployments.get("d").await.unwrap().spec.unwrap().replicas,
+        Some(3)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -200,10 +262,31 @@ async fn drain_waits_for_the_budget(which: Which) {
     .unwrap();
     let ds = sets.create(&PostParams::default(), &ds).await.unwrap();
     let owner = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent", "uid": ds.metadata.uid.unwrap(), "controller": true});
-    ready_pod(&client, "agent-n1", json!({"app": "agent"}), "n1", Some(owner)).await;
+    ready_pod(
+        &client,
+        "agent-n1",
+        json!({"app": "agent"}),
+        "n1",
+        Some(owner),
+    )
+    .await;
     let rs_owner = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-rs", "uid": "0b5c3a9e-0000-4000-8000-000000000001", "controller": true});
-    ready_pod(&client, "web-1", json!({"app": "web"}), "n1", Some(rs_owner.clone())).await;
-    ready_pod(&client, "web-2-scratch", json!({"app": "web"}), "n1", Some(rs_owner)).await;
+    ready_pod(
+        &client,
+        "web-1",
+        json!({"app": "web"}),
+        "n1",
+        Some(rs_owner.clone()),
+    )
+    .await;
+    ready_pod(
+        &client,
+        "web-2-scratch",
+        json!({"app": "web"}),
+        "n1",
+        Some(rs_owner),
+    )
+    .await;
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
     let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "web"}}}})).unwrap();
     budgets.create(&PostParams::default(), &pdb).await.unwrap();
@@ -214,9 +297,21 @@ async fn drain_waits_for_the_budget(which: Which) {
         let pods = pods.clone();
         tokio::spawn(async move {
             loop {
-                for pod in pods.list(&ListParams::default().fields("spec.nodeName=n1")).await.unwrap() {
+                for pod in pods
+                    .list(&ListParams::default().fields("spec.nodeName=n1"))
+                    .await
+                    .unwrap()
+                {
                     if pod.metadata.deletion_timestamp.is_some() {
-                        let _ = pods.delete(&pod.metadata.name.unwrap(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                        let _ = pods
+                            .delete(
+                                &pod.metadata.name.unwrap(),
+                                &DeleteParams {
+                                    grace_period_seconds: Some(0),
+                                    ..Default::default()
+                                },
+                            )
+                            .await;
                     }
                 }
                 tokio::time::sleep(Duration::from_millis(200)).await;
@@ -224,31 +319,71 @@ async fn drain_waits_for_the_budget(which: Which) {
         })
     };
     let mut drain = k
-        .command(&["drain", "n1", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=90s"])
+        .command(&[
+            "drain",
+            "n1",
+            "--ignore-daemonsets",
+            "--delete-emptydir-data",
+            "--timeout=90s",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let blocked = pods.list(&ListParams::default().labels("app=web")).await.unwrap();
-    assert_eq!(blocked.items.iter().filter(|p| p.metadata.deletion_timestamp.is_none()).count(), 2, "the budget blocks every eviction");
+    let blocked = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap();
+    assert_eq!(
+        blocked
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .count(),
+        2,
+        "the budget blocks every eviction"
+    );
     assert_eq!(drain.try_wait().unwrap(), None, "drain is still waiting");
-    budgets.patch("web", &PatchParams::default(), &Patch::Merge(json!({"spec": {"minAvailable": 0}}))).await.unwrap();
+    budgets
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"minAvailable": 0}})),
+        )
+        .await
+        .unwrap();
     let output = tokio::time::timeout(Duration::from_secs(60), async {
         let status = drain.wait().await.unwrap();
         let mut stderr = String::new();
-        tokio::io::AsyncReadExt::read_to_string(drain.stderr.as_mut().unwrap(), &mut stderr).await.unwrap();
+        tokio::io::AsyncReadExt::read_to_string(drain.stderr.as_mut().unwrap(), &mut stderr)
+            .await
+            .unwrap();
         (status, stderr)
     })
     .await
     .expect("drain finishes once the budget allows");
     kubelet.abort();
     assert!(output.0.success(), "drain failed: {}", output.1);
-    assert!(output.1.contains("disruption budget"), "drain reported the blocked evictions: {}", output.1);
-    let left: Vec<String> = pods.list(&ListParams::default()).await.unwrap().items.into_iter().map(|p| p.metadata.name.unwrap()).collect();
+    assert!(
+        output.1.contains("disruption budget"),
+        "drain reported the blocked evictions: {}",
+        output.1
+    );
+    let left: Vec<String> = pods
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
     assert_eq!(left, vec!["agent-n1"], "only the DaemonSet pod stays");
     let nodes: Api<Node> = Api::all(client.clone());
-    assert_eq!(nodes.get("n1").await.unwrap().spec.unwrap().unschedulable, Some(true));
+    assert_eq!(
+        nodes.get("n1").await.unwrap().spec.unwrap().unschedulable,
+        Some(true)
+    );
 }
 
 const CRD_YAML: &str = r#"apiVersion: apiextensions.k8s.io/v1
@@ -289,37 +424,92 @@ async fn kubectl_applies_and_explains_custom_resources_1_20() {
 async fn applies_and_explains_custom_resources(which: Which) {
     let k = Kubectl::start_with(which).await;
     k.ok_with(&["apply", "-f", "-"], Some(CRD_YAML)).await;
-    let widget = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n";
-    assert!(k.ok_with(&["apply", "-f", "-"], Some(widget)).await.contains("widget.example.com/w1 created"));
-    let fetched: serde_json::Value = serde_json::from_str(&k.ok(&["get", "wd", "w1", "-o", "json"]).await).unwrap();
+    let widget =
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w1\nspec:\n  size: 3\n";
+    assert!(
+        k.ok_with(&["apply", "-f", "-"], Some(widget))
+            .await
+            .contains("widget.example.com/w1 created")
+    );
+    let fetched: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "wd", "w1", "-o", "json"]).await).unwrap();
     assert_eq!(fetched["spec"], json!({"size": 3, "color": "blue"}));
-    assert!(k.ok_with(&["apply", "-f", "-"], Some(&widget.replace("size: 3", "size: 5"))).await.contains("configured"));
-    let fetched: serde_json::Value = serde_json::from_str(&k.ok(&["get", "widget", "w1", "-o", "json"]).await).unwrap();
+    assert!(
+        k.ok_with(
+            &["apply", "-f", "-"],
+            Some(&widget.replace("size: 3", "size: 5"))
+        )
+        .await
+        .contains("configured")
+    );
+    let fetched: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "widget", "w1", "-o", "json"]).await).unwrap();
     assert_eq!(fetched["spec"]["size"], 5);
-    let bad = k.run(&["apply", "-f", "-"], Some(&widget.replace("size: 3", "size: 3\n  sise: 4"))).await;
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("sise"), "strict field validation rejects typos");
-    k.ok_with(&["apply", "--server-side", "-f", "-"], Some(&widget.replace("w1", "w2"))).await;
-    assert!(k.ok(&["get", "widgets", "-o", "name"]).await.contains("widget.example.com/w2"));
+    let bad = k
+        .run(
+            &["apply", "-f", "-"],
+            Some(&widget.replace("size: 3", "size: 3\n  sise: 4")),
+        )
+        .await;
+    assert!(
+        !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("sise"),
+        "strict field validation rejects typos"
+    );
+    k.ok_with(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&widget.replace("w1", "w2")),
+    )
+    .await;
+    assert!(
+        k.ok(&["get", "widgets", "-o", "name"])
+            .await
+            .contains("widget.example.com/w2")
+    );
     let explained = k.ok(&["explain", "widgets.spec.size"]).await;
     assert!(explained.contains("How big the widget is"), "{explained}");
     let explained = k.ok(&["explain", "pods.spec.containers.image"]).await;
-    assert!(explained.contains("image") && explained.contains("Container image name"), "{explained}");
+    assert!(
+        explained.contains("image") && explained.contains("Container image name"),
+        "{explained}"
+    );
     // Validation of a built-in kind: client-side (kubectl 1.20, from /openapi/v2) or server-side.
     let typo = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: typo\nspec:\n  containers:\n  - name: c\n    image: i:1\n    imagee: i:2\n";
     let bad = k.run(&["create", "-f", "-"], Some(typo)).await;
-    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("imagee"), "{}", String::from_utf8_lossy(&bad.stderr));
-    k.ok_with(&["create", "-f", "-"], Some(&typo.replace("    imagee: i:2\n", ""))).await;
+    assert!(
+        !bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("imagee"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    k.ok_with(
+        &["create", "-f", "-"],
+        Some(&typo.replace("    imagee: i:2\n", "")),
+    )
+    .await;
     // Client-side apply of a built-in kind: a strategic merge patch built from the published
     // merge keys, so dropping a container from the file removes it (and only it).
     let deployment = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers:\n      - {name: a, image: 'a:1'}\n      - {name: b, image: 'b:1'}\n";
     k.ok_with(&["apply", "-f", "-"], Some(deployment)).await;
-    k.ok_with(&["apply", "-f", "-"], Some(&deployment.replace("      - {name: a, image: 'a:1'}\n", "").replace("b:1", "b:2"))).await;
-    let fetched: serde_json::Value = serde_json::from_str(&k.ok(&["get", "deployment", "d", "-o", "json"]).await).unwrap();
+    k.ok_with(
+        &["apply", "-f", "-"],
+        Some(
+            &deployment
+                .replace("      - {name: a, image: 'a:1'}\n", "")
+                .replace("b:1", "b:2"),
+        ),
+    )
+    .await;
+    let fetched: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "deployment", "d", "-o", "json"]).await).unwrap();
     let containers: Vec<(&str, &str)> = fetched["spec"]["template"]["spec"]["containers"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|c| (c["name"].as_str().unwrap_or_default(), c["image"].as_str().unwrap_or_default()))
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default(),
+                c["image"].as_str().unwrap_or_default(),
+            )
+        })
         .collect();
     assert_eq!(containers, vec![("b", "b:2")]);
     k.ok(&["delete", "widget", "w1"]).await;
@@ -330,7 +520,12 @@ async fn applies_and_explains_custom_resources(which: Which) {
 async fn kubectl_get_watch_streams_changes() {
     let k = Kubectl::start().await;
     let client = k.server.admin_client();
-    let mut watch = k.command(&["get", "configmaps", "-w", "-o", "name"]).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let mut watch = k
+        .command(&["get", "configmaps", "-w", "-o", "name"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let mut lines = tokio::io::BufReader::new(watch.stdout.take().unwrap()).lines();
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let seen = tokio::time::timeout(Duration::from_secs(60), async {
@@ -339,10 +534,18 @@ async fn kubectl_get_watch_streams_changes() {
         while seen.len() < 3 {
             if created < 3 {
                 tokio::time::sleep(Duration::from_millis(500)).await;
-                maps.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": format!("cm{created}")}})).unwrap()).await.unwrap();
+                maps.create(
+                    &PostParams::default(),
+                    &serde_json::from_value(json!({"metadata": {"name": format!("cm{created}")}}))
+                        .unwrap(),
+                )
+                .await
+                .unwrap();
                 created += 1;
             }
-            if let Ok(Ok(Some(line))) = tokio::time::timeout(Duration::from_millis(100), lines.next_line()).await {
+            if let Ok(Ok(Some(line))) =
+                tokio::time::timeout(Duration::from_millis(100), lines.next_line()).await
+            {
                 seen.push(line);
             }
         }
@@ -350,6 +553,9 @@ async fn kubectl_get_watch_streams_changes() {
     })
     .await
     .expect("kubectl get -w prints each new object");
-    assert_eq!(seen, vec!["configmap/cm0", "configmap/cm1", "configmap/cm2"]);
+    assert_eq!(
+        seen,
+        vec!["configmap/cm0", "configmap/cm1", "configmap/cm2"]
+    );
     watch.kill().await.unwrap();
 }

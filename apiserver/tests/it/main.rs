@@ -49,17 +49,39 @@ pub(crate) fn pod_json(name: &str, labels: Value, node: Option<&str>) -> Pod {
     serde_json::from_value(pod).expect("valid pod")
 }
 
-pub(crate) async fn create_pod(client: &Client, name: &str, labels: Value, node: Option<&str>) -> Pod {
+pub(crate) async fn create_pod(
+    client: &Client,
+    name: &str,
+    labels: Value,
+    node: Option<&str>,
+) -> Pod {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    pods.create(&PostParams::default(), &pod_json(name, labels, node)).await.expect("pod created")
+    pods.create(&PostParams::default(), &pod_json(name, labels, node))
+        .await
+        .expect("pod created")
 }
 
 /// Sends a raw request and returns (status code, JSON body).
-pub(crate) async fn raw(client: &Client, method: &str, uri: &str, content_type: &str, body: Vec<u8>) -> (u16, Value) {
-    let request = http::Request::builder().method(method).uri(uri).header("content-type", content_type).body(kube::client::Body::from(body)).expect("request");
+pub(crate) async fn raw(
+    client: &Client,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(kube::client::Body::from(body))
+        .expect("request");
     let response = client.send(request).await.expect("response");
     let status = response.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(response.into_body()).await.expect("body").to_bytes();
-    let value = serde_json::from_slice(&bytes).unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    let value = serde_json::from_slice(&bytes)
+        .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()));
     (status, value)
 }

@@ -20,41 +20,137 @@ pub(crate) async fn node_rules_hold(admin: kube::Client, node: kube::Client) {
     create_pod(&admin, "theirs", json!({}), Some("n2")).await;
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), "kube-system");
     for name in ["osc-blue", "osc-green"] {
-        secrets.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}, "stringData": {"osc": "x"}})).unwrap()).await.unwrap();
+        secrets
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(
+                    json!({"metadata": {"name": name}, "stringData": {"osc": "x"}}),
+                )
+                .unwrap(),
+            )
+            .await
+            .unwrap();
     }
 
     let nodes: Api<Node> = Api::all(node.clone());
-    assert_eq!(nodes.list(&ListParams::default()).await.unwrap().items.len(), 2, "nodes may read nodes");
-    nodes.patch_status("n1", &PatchParams::default(), &Patch::Strategic(json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}))).await.unwrap();
-    nodes.patch("n1", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))).await.unwrap();
-    assert!(forbidden(nodes.patch("n2", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))).await.map(|_| ())));
-    assert!(forbidden(nodes.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "n3"}})).unwrap()).await.map(|_| ())));
+    assert_eq!(
+        nodes
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        2,
+        "nodes may read nodes"
+    );
+    nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    assert!(forbidden(
+        nodes
+            .patch(
+                "n2",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"x": "y"}}}))
+            )
+            .await
+            .map(|_| ())
+    ));
+    assert!(forbidden(
+        nodes
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": "n3"}})).unwrap()
+            )
+            .await
+            .map(|_| ())
+    ));
 
     let leases: Api<Lease> = Api::namespaced(node.clone(), "kube-node-lease");
     let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "n1"}, "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40}})).unwrap();
     leases.create(&PostParams::default(), &lease).await.unwrap();
-    leases.patch("n1", &PatchParams::default(), &Patch::Merge(json!({"spec": {"renewTime": "2025-01-01T00:00:10.000000Z"}}))).await.unwrap();
+    leases
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"renewTime": "2025-01-01T00:00:10.000000Z"}})),
+        )
+        .await
+        .unwrap();
     let other: Lease = serde_json::from_value(json!({"metadata": {"name": "n2"}})).unwrap();
-    assert!(forbidden(leases.create(&PostParams::default(), &other).await.map(|_| ())));
+    assert!(forbidden(
+        leases
+            .create(&PostParams::default(), &other)
+            .await
+            .map(|_| ())
+    ));
     let elsewhere: Api<Lease> = Api::namespaced(node.clone(), "default");
-    assert!(forbidden(elsewhere.create(&PostParams::default(), &lease).await.map(|_| ())));
+    assert!(forbidden(
+        elsewhere
+            .create(&PostParams::default(), &lease)
+            .await
+            .map(|_| ())
+    ));
 
     let pods: Api<Pod> = Api::namespaced(node.clone(), "default");
     pods.get("mine").await.unwrap();
     assert!(forbidden(pods.get("theirs").await.map(|_| ())));
-    assert_eq!(pods.list(&ListParams::default().fields("spec.nodeName=n1")).await.unwrap().items.len(), 1);
-    assert!(forbidden(pods.list(&ListParams::default()).await.map(|_| ())));
-    pods.patch_status("mine", &PatchParams::default(), &Patch::Merge(json!({"status": {"phase": "Running"}}))).await.unwrap();
-    assert!(forbidden(pods.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}))).await.map(|_| ())));
+    assert_eq!(
+        pods.list(&ListParams::default().fields("spec.nodeName=n1"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    assert!(forbidden(
+        pods.list(&ListParams::default()).await.map(|_| ())
+    ));
+    pods.patch_status(
+        "mine",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+    assert!(forbidden(
+        pods.patch(
+            "mine",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}}))
+        )
+        .await
+        .map(|_| ())
+    ));
     pods.delete("mine", &DeleteParams::default()).await.unwrap();
 
     let node_secrets: Api<Secret> = Api::namespaced(node.clone(), "kube-system");
-    assert!(forbidden(node_secrets.get("osc-blue").await.map(|_| ())), "no pool secret configured yet");
+    assert!(
+        forbidden(node_secrets.get("osc-blue").await.map(|_| ())),
+        "no pool secret configured yet"
+    );
     let events: Api<Event> = Api::namespaced(node.clone(), "default");
     let event: Event = serde_json::from_value(json!({"metadata": {"name": "e1"}, "involvedObject": {"kind": "Node", "name": "n1"}, "reason": "Updated"})).unwrap();
     events.create(&PostParams::default(), &event).await.unwrap();
     let maps: Api<ConfigMap> = Api::namespaced(node.clone(), "default");
-    assert!(forbidden(maps.list(&ListParams::default()).await.map(|_| ())));
+    assert!(forbidden(
+        maps.list(&ListParams::default()).await.map(|_| ())
+    ));
 }
 
 #[tokio::test(start_paused = true)]
@@ -64,8 +160,22 @@ async fn node_identities_are_restricted() {
     server.allow_node_secret("blue", "kube-system", "osc-blue");
     let secrets: Api<Secret> = Api::namespaced(server.node_client("n1"), "kube-system");
     secrets.get("osc-blue").await.unwrap();
-    assert_eq!(secrets.list(&ListParams::default().fields("metadata.name=osc-blue")).await.unwrap().items.len(), 1);
+    assert_eq!(
+        secrets
+            .list(&ListParams::default().fields("metadata.name=osc-blue"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
     assert_eq!(code(secrets.get("osc-green").await).0, 403);
-    let stranger: Api<Pod> = Api::namespaced(server.client(rackproof_apiserver::User::named("eve", &["system:authenticated"])), "default");
+    let stranger: Api<Pod> = Api::namespaced(
+        server.client(rackproof_apiserver::User::named(
+            "eve",
+            &["system:authenticated"],
+        )),
+        "default",
+    );
     assert_eq!(code(stranger.list(&ListParams::default()).await).0, 403);
 }

@@ -31,27 +31,69 @@ async fn watch_replays_from_a_resource_version_with_selector_transitions() {
     let first = create_pod(&client, "a", json!({"app": "web"}), None).await;
     let start = first.metadata.resource_version.unwrap();
     create_pod(&client, "b", json!({"app": "web"}), None).await;
-    pods.patch("a", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"annotations": {"x": "1"}}}))).await.unwrap();
-    pods.patch("b", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}}))).await.unwrap();
+    pods.patch(
+        "a",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"annotations": {"x": "1"}}})),
+    )
+    .await
+    .unwrap();
+    pods.patch(
+        "b",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"app": "db"}}})),
+    )
+    .await
+    .unwrap();
     pods.delete("a", &DeleteParams::default()).await.unwrap();
 
-    let params = WatchParams::default().labels("app=web").disable_bookmarks().timeout(10);
-    let events: Vec<_> = pods.watch(&params, &start).await.unwrap().try_collect().await.unwrap();
+    let params = WatchParams::default()
+        .labels("app=web")
+        .disable_bookmarks()
+        .timeout(10);
+    let events: Vec<_> = pods
+        .watch(&params, &start)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     let seen: Vec<(&str, String)> = events
         .iter()
         .map(|e| {
             let name = match e {
-                WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) => p.metadata.name.clone().unwrap(),
+                WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) => {
+                    p.metadata.name.clone().unwrap()
+                }
                 _ => String::new(),
             };
             (kind(e), name)
         })
         .collect();
     // Deleting a pod stores it with its deletionTimestamp first (MODIFIED), as kube-apiserver.
-    assert_eq!(seen, vec![("ADDED", "b".into()), ("MODIFIED", "a".into()), ("DELETED", "b".into()), ("MODIFIED", "a".into()), ("DELETED", "a".into())]);
+    assert_eq!(
+        seen,
+        vec![
+            ("ADDED", "b".into()),
+            ("MODIFIED", "a".into()),
+            ("DELETED", "b".into()),
+            ("MODIFIED", "a".into()),
+            ("DELETED", "a".into())
+        ]
+    );
 
-    let from_zero: Vec<_> = pods.watch(&WatchParams::default().disable_bookmarks().timeout(5), "0").await.unwrap().try_collect().await.unwrap();
-    assert_eq!(from_zero.iter().map(kind).collect::<Vec<_>>(), vec!["ADDED"], "a watch from 0 starts with the current objects");
+    let from_zero: Vec<_> = pods
+        .watch(&WatchParams::default().disable_bookmarks().timeout(5), "0")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(
+        from_zero.iter().map(kind).collect::<Vec<_>>(),
+        vec!["ADDED"],
+        "a watch from 0 starts with the current objects"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -59,18 +101,44 @@ async fn compacted_resource_versions_are_gone_and_bookmarks_arrive() {
     let server = ApiServer::with_watch_window(Clock::simulated(EPOCH.parse().unwrap()), 3, 7);
     let client = server.admin_client();
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let first = maps.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "m0"}})).unwrap()).await.unwrap();
+    let first = maps
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "m0"}})).unwrap(),
+        )
+        .await
+        .unwrap();
     for i in 1..6 {
-        maps.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": format!("m{i}")}})).unwrap()).await.unwrap();
+        maps.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": format!("m{i}")}})).unwrap(),
+        )
+        .await
+        .unwrap();
     }
-    let events: Vec<_> = maps.watch(&WatchParams::default().timeout(10), &first.metadata.resource_version.unwrap()).await.unwrap().try_collect().await.unwrap();
+    let events: Vec<_> = maps
+        .watch(
+            &WatchParams::default().timeout(10),
+            &first.metadata.resource_version.unwrap(),
+        )
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     match events.as_slice() {
-        [WatchEvent::Error(status)] => assert_eq!((status.code, status.reason.as_str()), (410, "Expired")),
+        [WatchEvent::Error(status)] => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
+        }
         other => panic!("expected one 410 error, got {other:?}"),
     }
 
     let now = server.resource_version().to_string();
-    let mut stream = maps.watch(&WatchParams::default().timeout(150), &now).await.unwrap().boxed();
+    let mut stream = maps
+        .watch(&WatchParams::default().timeout(150), &now)
+        .await
+        .unwrap()
+        .boxed();
     let started = server.clock().instant();
     let mut bookmarks = 0;
     while let Some(event) = stream.try_next().await.unwrap() {
@@ -80,7 +148,10 @@ async fn compacted_resource_versions_are_gone_and_bookmarks_arrive() {
         }
     }
     assert_eq!(bookmarks, 2, "one bookmark a minute");
-    assert!(server.clock().since(started) >= Duration::from_secs(150), "the watch ended at its timeout");
+    assert!(
+        server.clock().since(started) >= Duration::from_secs(150),
+        "the watch ended at its timeout"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -89,16 +160,36 @@ async fn no_event_is_lost_or_duplicated_under_concurrent_writers() {
     let client = server.admin_client();
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     let start = server.resource_version().to_string();
-    let watch = maps.watch(&WatchParams::default().disable_bookmarks().timeout(3600), &start).await.unwrap().boxed();
+    let watch = maps
+        .watch(
+            &WatchParams::default().disable_bookmarks().timeout(3600),
+            &start,
+        )
+        .await
+        .unwrap()
+        .boxed();
     let writers = (0..8).map(|w| {
         let maps = maps.clone();
         tokio::spawn(async move {
             let mut versions = Vec::new();
             for i in 0..25 {
                 let name = format!("w{w}-{i}");
-                let created = maps.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()).await.unwrap();
+                let created = maps
+                    .create(
+                        &PostParams::default(),
+                        &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+                    )
+                    .await
+                    .unwrap();
                 versions.push(created.metadata.resource_version.unwrap());
-                let patched = maps.patch(&name, &PatchParams::default(), &Patch::Merge(json!({"data": {"i": i.to_string()}}))).await.unwrap();
+                let patched = maps
+                    .patch(
+                        &name,
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"data": {"i": i.to_string()}})),
+                    )
+                    .await
+                    .unwrap();
                 versions.push(patched.metadata.resource_version.unwrap());
             }
             versions
@@ -106,18 +197,37 @@ async fn no_event_is_lost_or_duplicated_under_concurrent_writers() {
     });
     let mut written = BTreeSet::new();
     for writer in writers {
-        written.extend(writer.await.unwrap().into_iter().map(|v| v.parse::<u64>().unwrap()));
+        written.extend(
+            writer
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|v| v.parse::<u64>().unwrap()),
+        );
     }
     let events: Vec<WatchEvent<ConfigMap>> = watch.take(written.len()).try_collect().await.unwrap();
     let seen: Vec<u64> = events
         .iter()
         .map(|e| match e {
-            WatchEvent::Added(m) | WatchEvent::Modified(m) => m.metadata.resource_version.clone().unwrap().parse().unwrap(),
+            WatchEvent::Added(m) | WatchEvent::Modified(m) => m
+                .metadata
+                .resource_version
+                .clone()
+                .unwrap()
+                .parse()
+                .unwrap(),
             other => panic!("unexpected {other:?}"),
         })
         .collect();
-    assert!(seen.windows(2).all(|w| w[0] < w[1]), "resourceVersions strictly increase");
-    assert_eq!(seen.into_iter().collect::<BTreeSet<_>>(), written, "every write seen exactly once");
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "resourceVersions strictly increase"
+    );
+    assert_eq!(
+        seen.into_iter().collect::<BTreeSet<_>>(),
+        written,
+        "every write seen exactly once"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -128,23 +238,58 @@ async fn a_watch_pinned_to_a_name_sees_only_that_object_however_much_else_change
     let client = server.admin_client();
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     for name in ["mine", "other"] {
-        maps.create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()).await.unwrap();
+        maps.create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+        )
+        .await
+        .unwrap();
     }
-    let params = WatchParams::default().fields("metadata.name=mine").disable_bookmarks().timeout(60);
-    let mut stream = maps.watch(&params, &server.resource_version().to_string()).await.unwrap().boxed();
+    let params = WatchParams::default()
+        .fields("metadata.name=mine")
+        .disable_bookmarks()
+        .timeout(60);
+    let mut stream = maps
+        .watch(&params, &server.resource_version().to_string())
+        .await
+        .unwrap()
+        .boxed();
     for i in 0..10 {
-        maps.patch("other", &PatchParams::default(), &Patch::Merge(json!({"data": {"i": i.to_string()}}))).await.unwrap();
+        maps.patch(
+            "other",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"i": i.to_string()}})),
+        )
+        .await
+        .unwrap();
     }
-    maps.patch("mine", &PatchParams::default(), &Patch::Merge(json!({"data": {"x": "1"}}))).await.unwrap();
+    maps.patch(
+        "mine",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"x": "1"}})),
+    )
+    .await
+    .unwrap();
     maps.delete("mine", &DeleteParams::default()).await.unwrap();
     let events: Vec<WatchEvent<ConfigMap>> = (&mut stream).take(2).try_collect().await.unwrap();
     let seen: Vec<(&str, String)> = events
         .iter()
         .map(|e| match e {
-            WatchEvent::Modified(m) | WatchEvent::Deleted(m) => (kind(e), m.metadata.name.clone().unwrap()),
+            WatchEvent::Modified(m) | WatchEvent::Deleted(m) => {
+                (kind(e), m.metadata.name.clone().unwrap())
+            }
             other => panic!("unexpected {other:?}"),
         })
         .collect();
-    assert_eq!(seen, vec![("MODIFIED", "mine".to_owned()), ("DELETED", "mine".to_owned())]);
-    assert!(stream.try_next().await.unwrap().is_none(), "nothing else arrives before the timeout");
+    assert_eq!(
+        seen,
+        vec![
+            ("MODIFIED", "mine".to_owned()),
+            ("DELETED", "mine".to_owned())
+        ]
+    );
+    assert!(
+        stream.try_next().await.unwrap().is_none(),
+        "nothing else arrives before the timeout"
+    );
 }

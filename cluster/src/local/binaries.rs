@@ -25,14 +25,20 @@ pub(crate) fn kube_apiserver(explicit: Option<&Path>, env: Env<'_>) -> Result<Pa
     let (path, from) = if let Some(path) = explicit {
         (path.to_owned(), "LocalOptions::kube_apiserver".to_owned())
     } else if let Some(path) = env("RACKPROOF_KUBE_APISERVER") {
-        (PathBuf::from(path), "from RACKPROOF_KUBE_APISERVER".to_owned())
+        (
+            PathBuf::from(path),
+            "from RACKPROOF_KUBE_APISERVER".to_owned(),
+        )
     } else {
         let root = match (env("RACKPROOF_CACHE"), env("HOME")) {
             (Some(cache), _) => PathBuf::from(cache),
             (None, Some(home)) => Path::new(&home).join(".cache/rackproof"),
             (None, None) => return Err(Error::NoCacheDir),
         };
-        (root.join("kube-apiserver/latest/kube-apiserver"), "the cache of ci/build-kube-apiserver".to_owned())
+        (
+            root.join("kube-apiserver/latest/kube-apiserver"),
+            "the cache of ci/build-kube-apiserver".to_owned(),
+        )
     };
     if is_executable(&path) {
         Ok(path)
@@ -53,19 +59,24 @@ pub(crate) fn etcd(explicit: Option<&Path>, env: Env<'_>) -> Result<PathBuf, Err
     std::env::split_paths(&search)
         .map(|dir| dir.join("etcd"))
         .find(|candidate| is_executable(candidate))
-        .ok_or_else(|| Error::EtcdNotFound { looked: format!("no `etcd` on PATH {}", search.to_string_lossy()) })
+        .ok_or_else(|| Error::EtcdNotFound {
+            looked: format!("no `etcd` on PATH {}", search.to_string_lossy()),
+        })
 }
 
 fn checked_etcd(path: PathBuf, from: &str) -> Result<PathBuf, Error> {
     if is_executable(&path) {
         Ok(path)
     } else {
-        Err(Error::EtcdNotFound { looked: format!("{} {from} is not an executable file", path.display()) })
+        Err(Error::EtcdNotFound {
+            looked: format!("{} {from} is not an executable file", path.display()),
+        })
     }
 }
 
 fn is_executable(path: &Path) -> bool {
-    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+    std::fs::metadata(path)
+        .is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
 }
 
 #[cfg(test)]
@@ -75,13 +86,18 @@ mod tests {
     use super::*;
 
     fn env_of(vars: &[(&str, &Path)]) -> impl Fn(&str) -> Option<OsString> + use<> {
-        let vars: HashMap<String, OsString> =
-            vars.iter().map(|(name, value)| ((*name).to_owned(), value.as_os_str().to_owned())).collect();
+        let vars: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), value.as_os_str().to_owned()))
+            .collect();
         move |name| vars.get(name).cloned()
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("rackproof-binaries-{name}-{}", uuid::Uuid::new_v4()));
+        let dir = std::env::temp_dir().join(format!(
+            "rackproof-binaries-{name}-{}",
+            uuid::Uuid::new_v4()
+        ));
         std::fs::create_dir_all(&dir).unwrap();
         dir
     }
@@ -97,7 +113,10 @@ mod tests {
         let dir = scratch("cache");
         let binary = dir.join("kube-apiserver/latest/kube-apiserver");
         executable(&binary);
-        let env = env_of(&[("RACKPROOF_CACHE", &dir), ("HOME", Path::new("/nonexistent"))]);
+        let env = env_of(&[
+            ("RACKPROOF_CACHE", &dir),
+            ("HOME", Path::new("/nonexistent")),
+        ]);
         assert_eq!(kube_apiserver(None, &env).unwrap(), binary);
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -107,7 +126,10 @@ mod tests {
         let dir = scratch("env");
         let binary = dir.join("custom");
         executable(&binary);
-        let env = env_of(&[("RACKPROOF_KUBE_APISERVER", &binary), ("RACKPROOF_CACHE", Path::new("/nonexistent"))]);
+        let env = env_of(&[
+            ("RACKPROOF_KUBE_APISERVER", &binary),
+            ("RACKPROOF_CACHE", Path::new("/nonexistent")),
+        ]);
         assert_eq!(kube_apiserver(None, &env).unwrap(), binary);
         std::fs::remove_dir_all(dir).unwrap();
     }
@@ -116,8 +138,16 @@ mod tests {
     fn missing_kube_apiserver_names_the_install_command_and_the_path() {
         let env = env_of(&[("HOME", Path::new("/nonexistent-home"))]);
         let message = kube_apiserver(None, &env).unwrap_err().to_string();
-        assert!(message.contains("ci/install-local-control-plane"), "{message}");
-        assert!(message.contains("/nonexistent-home/.cache/rackproof/kube-apiserver/latest/kube-apiserver"), "{message}");
+        assert!(
+            message.contains("ci/install-local-control-plane"),
+            "{message}"
+        );
+        assert!(
+            message.contains(
+                "/nonexistent-home/.cache/rackproof/kube-apiserver/latest/kube-apiserver"
+            ),
+            "{message}"
+        );
     }
 
     #[test]
@@ -135,7 +165,10 @@ mod tests {
     fn no_home_and_no_cache_is_an_error_not_a_panic() {
         let env = env_of(&[]);
         let message = kube_apiserver(None, &env).unwrap_err().to_string();
-        assert!(message.contains("ci/install-local-control-plane"), "{message}");
+        assert!(
+            message.contains("ci/install-local-control-plane"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -152,7 +185,10 @@ mod tests {
     fn missing_etcd_names_the_install_command() {
         let env = env_of(&[("PATH", Path::new("/nonexistent"))]);
         let message = etcd(None, &env).unwrap_err().to_string();
-        assert!(message.contains("ci/install-local-control-plane"), "{message}");
+        assert!(
+            message.contains("ci/install-local-control-plane"),
+            "{message}"
+        );
         assert!(message.contains("etcd-server"), "{message}");
     }
 }

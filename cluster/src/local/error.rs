@@ -11,7 +11,9 @@ pub const INSTALL_COMMAND: &str = "ci/install-local-control-plane";
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The etcd binary is missing.
-    #[error("etcd not found ({looked}); install it with `{INSTALL_COMMAND}` (Debian package etcd-server)")]
+    #[error(
+        "etcd not found ({looked}); install it with `{INSTALL_COMMAND}` (Debian package etcd-server)"
+    )]
     EtcdNotFound {
         /// Where it was looked for.
         looked: String,

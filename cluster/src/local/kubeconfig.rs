@@ -32,12 +32,20 @@ mod tests {
 
     #[test]
     fn kube_reads_back_server_ca_user_and_token() {
-        let text = render("https://127.0.0.1:6443", Path::new("/tmp/x/ca.crt"), "system:node:a", "t0k3n");
+        let text = render(
+            "https://127.0.0.1:6443",
+            Path::new("/tmp/x/ca.crt"),
+            "system:node:a",
+            "t0k3n",
+        );
         let config = Kubeconfig::from_yaml(&text).unwrap();
         assert_eq!(config.current_context.as_deref(), Some("rackproof-local"));
         let cluster = config.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));
-        assert_eq!(cluster.certificate_authority.as_deref(), Some("/tmp/x/ca.crt"));
+        assert_eq!(
+            cluster.certificate_authority.as_deref(),
+            Some("/tmp/x/ca.crt")
+        );
         assert_eq!(config.auth_infos[0].name, "system:node:a");
         assert!(text.contains("t0k3n"), "{text}");
     }

@@ -178,7 +178,8 @@ impl LocalControlPlane {
         for node in &options.nodes {
             validate_node_name(node)?;
         }
-        let kube_apiserver = binaries::kube_apiserver(options.kube_apiserver.as_deref(), &binaries::process_env)?;
+        let kube_apiserver =
+            binaries::kube_apiserver(options.kube_apiserver.as_deref(), &binaries::process_env)?;
         let etcd = binaries::etcd(options.etcd.as_deref(), &binaries::process_env)?;
         // kube picks rustls' process-wide provider; make it ring whatever else is linked in.
         let _already_installed = rustls::crypto::ring::default_provider().install_default();
@@ -214,12 +215,14 @@ impl LocalControlPlane {
 
     /// The kubeconfig file of `user` (inside the control plane's directory, removed with it).
     pub fn kubeconfig(&self, user: &User) -> Result<PathBuf, Error> {
-        self.credentials(user).map(|credentials| credentials.kubeconfig.clone())
+        self.credentials(user)
+            .map(|credentials| credentials.kubeconfig.clone())
     }
 
     /// The bearer token of `user`.
     pub fn token(&self, user: &User) -> Result<&str, Error> {
-        self.credentials(user).map(|credentials| credentials.token.as_str())
+        self.credentials(user)
+            .map(|credentials| credentials.token.as_str())
     }
 
     /// kube-apiserver's URL, `https://127.0.0.1:PORT`.
@@ -305,7 +308,12 @@ struct Startup {
 }
 
 impl Startup {
-    async fn run(options: &LocalOptions, apiserver_bin: &Path, etcd_bin: &Path, dir: &Path) -> Result<Self, Error> {
+    async fn run(
+        options: &LocalOptions,
+        apiserver_bin: &Path,
+        etcd_bin: &Path,
+        dir: &Path,
+    ) -> Result<Self, Error> {
         let clock = Clock::wall();
         let pki = pki::generate(dir)?;
         let [etcd_port, peer_port, apiserver_port] = free_ports()?;
@@ -316,8 +324,8 @@ impl Startup {
         let mut token_lines = String::new();
         let kubeconfig_dir = dir.join("kubeconfig");
         create_dir(&kubeconfig_dir)?;
-        let identities =
-            std::iter::once(User::Admin).chain(options.nodes.iter().map(|name| User::Node(name.clone())));
+        let identities = std::iter::once(User::Admin)
+            .chain(options.nodes.iter().map(|name| User::Node(name.clone())));
         for user in identities {
             let token = uuid::Uuid::new_v4().simple().to_string();
             let (uid, group) = match &user {
@@ -326,41 +334,82 @@ impl Startup {
             };
             token_lines.push_str(&format!("{token},{user},{uid},\"{group}\"\n"));
             let kubeconfig = kubeconfig_dir.join(format!("{}.yaml", user.file_stem()));
-            write_file(&kubeconfig, &kubeconfig::render(&url, &pki.ca_cert, &user.to_string(), &token))?;
+            write_file(
+                &kubeconfig,
+                &kubeconfig::render(&url, &pki.ca_cert, &user.to_string(), &token),
+            )?;
             users.insert(user, Credentials { token, kubeconfig });
         }
         let token_file = dir.join("tokens.csv");
         write_file(&token_file, &token_lines)?;
 
         let started = clock.instant();
-        let mut etcd = Process::spawn("etcd", etcd_bin, &etcd_args(dir, etcd_port, peer_port), dir.join("etcd.log"))?;
+        let mut etcd = Process::spawn(
+            "etcd",
+            etcd_bin,
+            &etcd_args(dir, etcd_port, peer_port),
+            dir.join("etcd.log"),
+        )?;
         let mut waiting_for = format!("etcd to listen on 127.0.0.1:{etcd_port}");
-        let etcd_up = clock.timeout(options.startup_timeout, wait_for_port(&clock, &mut etcd, etcd_port)).await;
+        let etcd_up = clock
+            .timeout(
+                options.startup_timeout,
+                wait_for_port(&clock, &mut etcd, etcd_port),
+            )
+            .await;
         match etcd_up {
             Ok(result) => result?,
             Err(_) => return Err(not_ready(options, waiting_for, dir)),
         }
 
         let args = apiserver_args(options, dir, &pki, &token_file, &etcd_url, apiserver_port);
-        let mut kube_apiserver = Process::spawn("kube-apiserver", apiserver_bin, &args, dir.join("kube-apiserver.log"))?;
-        let admin_kubeconfig = users.get(&User::Admin).map(|admin| admin.kubeconfig.clone()).unwrap_or_default();
+        let mut kube_apiserver = Process::spawn(
+            "kube-apiserver",
+            apiserver_bin,
+            &args,
+            dir.join("kube-apiserver.log"),
+        )?;
+        let admin_kubeconfig = users
+            .get(&User::Admin)
+            .map(|admin| admin.kubeconfig.clone())
+            .unwrap_or_default();
         let client = client_from_kubeconfig(admin_kubeconfig).await?;
         let remaining = options.startup_timeout.saturating_sub(clock.since(started));
         waiting_for = format!("{url}/readyz");
         let ready = clock
-            .timeout(remaining, wait_until_ready(&clock, &client, [&mut etcd, &mut kube_apiserver], &mut waiting_for))
+            .timeout(
+                remaining,
+                wait_until_ready(
+                    &clock,
+                    &client,
+                    [&mut etcd, &mut kube_apiserver],
+                    &mut waiting_for,
+                ),
+            )
             .await;
         match ready {
             Ok(result) => result?,
             Err(_) => return Err(not_ready(options, waiting_for, dir)),
         }
         tracing::info!(%url, etcd = %etcd_url, dir = %dir.display(), "local control plane ready");
-        Ok(Self { kube_apiserver, etcd, url, etcd_url, pki, users, client })
+        Ok(Self {
+            kube_apiserver,
+            etcd,
+            url,
+            etcd_url,
+            pki,
+            users,
+            client,
+        })
     }
 }
 
 fn not_ready(options: &LocalOptions, waiting_for: String, dir: &Path) -> Error {
-    Error::NotReady { after: options.startup_timeout, waiting_for, dir: dir.to_owned() }
+    Error::NotReady {
+        after: options.startup_timeout,
+        waiting_for,
+        dir: dir.to_owned(),
+    }
 }
 
 fn etcd_args(dir: &Path, client_port: u16, peer_port: u16) -> Vec<String> {
@@ -400,19 +449,34 @@ fn apiserver_args(
         format!("--token-auth-file={}", path(token_file)),
         format!("--authorization-mode={}", options.authorization_mode),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
-        format!("--service-account-key-file={}", path(&pki.service_account_pub)),
-        format!("--service-account-signing-key-file={}", path(&pki.service_account_key)),
-        format!("--service-cluster-ip-range={}", options.service_cluster_ip_range),
+        format!(
+            "--service-account-key-file={}",
+            path(&pki.service_account_pub)
+        ),
+        format!(
+            "--service-account-signing-key-file={}",
+            path(&pki.service_account_key)
+        ),
+        format!(
+            "--service-cluster-ip-range={}",
+            options.service_cluster_ip_range
+        ),
         // Endpoints may not hold loopback addresses, so the `kubernetes` Service gets none.
         "--endpoint-reconciler-type=none".to_owned(),
         "--allow-privileged=true".to_owned(),
         "--profiling=false".to_owned(),
     ];
     if !options.enable_admission_plugins.is_empty() {
-        args.push(format!("--enable-admission-plugins={}", options.enable_admission_plugins.join(",")));
+        args.push(format!(
+            "--enable-admission-plugins={}",
+            options.enable_admission_plugins.join(",")
+        ));
     }
     if !options.disable_admission_plugins.is_empty() {
-        args.push(format!("--disable-admission-plugins={}", options.disable_admission_plugins.join(",")));
+        args.push(format!(
+            "--disable-admission-plugins={}",
+            options.disable_admission_plugins.join(",")
+        ));
     }
     args.extend(options.extra_apiserver_args.iter().cloned());
     args
@@ -423,7 +487,10 @@ const POLL: Duration = Duration::from_millis(100);
 async fn wait_for_port(clock: &Clock, process: &mut Process, port: u16) -> Result<(), Error> {
     loop {
         process.check_running()?;
-        if tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await.is_ok() {
+        if tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+            .await
+            .is_ok()
+        {
             return Ok(());
         }
         clock.sleep(POLL).await;
@@ -439,7 +506,11 @@ async fn wait_until_ready(
 ) -> Result<(), Error> {
     let [etcd, apiserver] = processes;
     let mut step = 0;
-    let paths = ["/readyz", "/api/v1/namespaces/default", "/api/v1/namespaces/kube-node-lease"];
+    let paths = [
+        "/readyz",
+        "/api/v1/namespaces/default",
+        "/api/v1/namespaces/kube-node-lease",
+    ];
     while step < paths.len() {
         etcd.check_running()?;
         apiserver.check_running()?;
@@ -459,7 +530,10 @@ async fn wait_until_ready(
 }
 
 async fn client_from_kubeconfig(path: PathBuf) -> Result<kube::Client, Error> {
-    let boxed = |error: Box<dyn std::error::Error + Send + Sync>| Error::Client { path: path.clone(), source: error };
+    let boxed = |error: Box<dyn std::error::Error + Send + Sync>| Error::Client {
+        path: path.clone(),
+        source: error,
+    };
     let kubeconfig = Kubeconfig::read_from(&path).map_err(|error| boxed(Box::new(error)))?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -469,7 +543,8 @@ async fn client_from_kubeconfig(path: PathBuf) -> Result<kube::Client, Error> {
 
 /// Three distinct free ports on 127.0.0.1 (bound together, then released).
 fn free_ports() -> Result<[u16; 3], Error> {
-    let bind = || TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).map_err(Error::FreePort);
+    let bind =
+        || TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).map_err(Error::FreePort);
     let listeners = [bind()?, bind()?, bind()?];
     let mut ports = [0; 3];
     for (port, listener) in ports.iter_mut().zip(&listeners) {
@@ -480,7 +555,9 @@ fn free_ports() -> Result<[u16; 3], Error> {
 
 /// Kubernetes node names are DNS subdomains; anything else could also break the token file.
 fn validate_node_name(name: &str) -> Result<(), Error> {
-    let valid_chars = name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    let valid_chars = name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
     let valid_ends = name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     if valid_chars && valid_ends && name.len() <= 253 {
@@ -491,11 +568,17 @@ fn validate_node_name(name: &str) -> Result<(), Error> {
 }
 
 pub(crate) fn write_file(path: &Path, contents: &str) -> Result<(), Error> {
-    std::fs::write(path, contents).map_err(|source| Error::Write { path: path.to_owned(), source })
+    std::fs::write(path, contents).map_err(|source| Error::Write {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn create_dir(path: &Path) -> Result<(), Error> {
-    std::fs::create_dir(path).map_err(|source| Error::Write { path: path.to_owned(), source })
+    std::fs::create_dir(path).map_err(|source| Error::Write {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 /// The control plane's directory: removed on drop unless kept (after a failed startup).
@@ -507,11 +590,16 @@ struct PrivateDir {
 
 impl PrivateDir {
     fn create() -> Result<Self, Error> {
-        let path = std::env::temp_dir().join(format!("rackproof-local-{}", uuid::Uuid::new_v4().simple()));
+        let path =
+            std::env::temp_dir().join(format!("rackproof-local-{}", uuid::Uuid::new_v4().simple()));
         create_dir(&path)?;
         let dir = Self { path, keep: false };
-        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700))
-            .map_err(|source| Error::Write { path: dir.path.clone(), source })?;
+        std::fs::set_permissions(&dir.path, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| Error::Write {
+                path: dir.path.clone(),
+                source,
+            },
+        )?;
         Ok(dir)
     }
 
@@ -521,7 +609,10 @@ impl PrivateDir {
 
     fn remove(mut self) -> Result<(), Error> {
         self.keep = true;
-        std::fs::remove_dir_all(&self.path).map_err(|source| Error::Write { path: self.path.clone(), source })
+        std::fs::remove_dir_all(&self.path).map_err(|source| Error::Write {
+            path: self.path.clone(),
+            source,
+        })
     }
 }
 
@@ -542,8 +633,20 @@ mod tests {
         for good in ["node-a", "worker-1.rack2", "a"] {
             assert!(validate_node_name(good).is_ok(), "{good}");
         }
-        for bad in ["", "Node", "a,b", "a\"b", "-a", "a-", "a b", &"a".repeat(254)] {
-            assert!(matches!(validate_node_name(bad), Err(Error::InvalidNodeName(_))), "{bad}");
+        for bad in [
+            "",
+            "Node",
+            "a,b",
+            "a\"b",
+            "-a",
+            "a-",
+            "a b",
+            &"a".repeat(254),
+        ] {
+            assert!(
+                matches!(validate_node_name(bad), Err(Error::InvalidNodeName(_))),
+                "{bad}"
+            );
         }
     }
 
@@ -572,7 +675,14 @@ mod tests {
             service_account_key: "/d/sa.key".into(),
             service_account_pub: "/d/sa.pub".into(),
         };
-        let args = apiserver_args(&options, Path::new("/d"), &pki, Path::new("/d/t.csv"), "http://127.0.0.1:1", 2);
+        let args = apiserver_args(
+            &options,
+            Path::new("/d"),
+            &pki,
+            Path::new("/d/t.csv"),
+            "http://127.0.0.1:1",
+            2,
+        );
         for expected in [
             "--secure-port=2",
             "--etcd-servers=http://127.0.0.1:1",
@@ -581,7 +691,10 @@ mod tests {
             "--disable-admission-plugins=ServiceAccount",
             "--token-auth-file=/d/t.csv",
         ] {
-            assert!(args.iter().any(|arg| arg == expected), "{expected} missing from {args:?}");
+            assert!(
+                args.iter().any(|arg| arg == expected),
+                "{expected} missing from {args:?}"
+            );
         }
         assert_eq!(args.last().map(String::as_str), Some("--v=4"));
     }

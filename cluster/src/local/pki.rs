@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
 };
 
 use super::{Error, write_file};
@@ -37,20 +38,40 @@ fn cert_error(what: &'static str) -> impl FnOnce(rcgen::Error) -> Error {
 /// Generates the key material into `dir`.
 pub(crate) fn generate(dir: &Path) -> Result<Pki, Error> {
     let ca_key = KeyPair::generate().map_err(cert_error("the CA key"))?;
-    let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(cert_error("the CA certificate"))?;
-    ca_params.distinguished_name.push(DnType::CommonName, "rackproof-local-ca");
+    let mut ca_params =
+        CertificateParams::new(Vec::<String>::new()).map_err(cert_error("the CA certificate"))?;
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "rackproof-local-ca");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
-    let ca_cert = ca_params.self_signed(&ca_key).map_err(cert_error("the CA certificate"))?;
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca_params
+        .self_signed(&ca_key)
+        .map_err(cert_error("the CA certificate"))?;
     let issuer = Issuer::new(ca_params, ca_key);
 
     let serving_key = KeyPair::generate().map_err(cert_error("the serving key"))?;
-    let names: Vec<String> = SERVING_NAMES.iter().map(|name| (*name).to_owned()).collect();
-    let mut serving_params = CertificateParams::new(names).map_err(cert_error("the serving certificate"))?;
-    serving_params.distinguished_name.push(DnType::CommonName, "kube-apiserver");
-    serving_params.key_usages = vec![KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::KeyEncipherment];
+    let names: Vec<String> = SERVING_NAMES
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect();
+    let mut serving_params =
+        CertificateParams::new(names).map_err(cert_error("the serving certificate"))?;
+    serving_params
+        .distinguished_name
+        .push(DnType::CommonName, "kube-apiserver");
+    serving_params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
     serving_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let serving_cert = serving_params.signed_by(&serving_key, &issuer).map_err(cert_error("the serving certificate"))?;
+    let serving_cert = serving_params
+        .signed_by(&serving_key, &issuer)
+        .map_err(cert_error("the serving certificate"))?;
 
     let service_account = KeyPair::generate().map_err(cert_error("the service-account key"))?;
 

@@ -28,10 +28,25 @@ pub(crate) struct Process {
 
 impl Process {
     /// Starts `binary args…` with stdout and stderr appended to `log`.
-    pub(crate) fn spawn(program: &'static str, binary: &Path, args: &[String], log: PathBuf) -> Result<Self, Error> {
-        let spawn_error = |source| Error::Spawn { program, binary: binary.to_owned(), source };
-        let out = File::create(&log).map_err(|source| Error::Write { path: log.clone(), source })?;
-        let err = out.try_clone().map_err(|source| Error::Write { path: log.clone(), source })?;
+    pub(crate) fn spawn(
+        program: &'static str,
+        binary: &Path,
+        args: &[String],
+        log: PathBuf,
+    ) -> Result<Self, Error> {
+        let spawn_error = |source| Error::Spawn {
+            program,
+            binary: binary.to_owned(),
+            source,
+        };
+        let out = File::create(&log).map_err(|source| Error::Write {
+            path: log.clone(),
+            source,
+        })?;
+        let err = out.try_clone().map_err(|source| Error::Write {
+            path: log.clone(),
+            source,
+        })?;
         let child = Command::new(binary)
             .args(args)
             .stdin(Stdio::null())
@@ -40,9 +55,17 @@ impl Process {
             .kill_on_drop(true)
             .spawn()
             .map_err(spawn_error)?;
-        let pid = child.id().ok_or_else(|| spawn_error(std::io::Error::other("the process has no PID")))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| spawn_error(std::io::Error::other("the process has no PID")))?;
         tracing::debug!(program, pid, log = %log.display(), "started");
-        Ok(Self { program, child, pid, log, reaped: false })
+        Ok(Self {
+            program,
+            child,
+            pid,
+            log,
+            reaped: false,
+        })
     }
 
     pub(crate) fn pid(&self) -> u32 {
@@ -55,9 +78,16 @@ impl Process {
             Ok(None) => Ok(()),
             Ok(Some(status)) => {
                 self.reaped = true;
-                Err(Error::Exited { program: self.program, status, log: self.log.clone() })
+                Err(Error::Exited {
+                    program: self.program,
+                    status,
+                    log: self.log.clone(),
+                })
             }
-            Err(source) => Err(Error::Stop { program: self.program, source }),
+            Err(source) => Err(Error::Stop {
+                program: self.program,
+                source,
+            }),
         }
     }
 
@@ -66,7 +96,10 @@ impl Process {
         if self.reaped {
             return Ok(());
         }
-        self.child.kill().await.map_err(|source| Error::Stop { program: self.program, source })?;
+        self.child.kill().await.map_err(|source| Error::Stop {
+            program: self.program,
+            source,
+        })?;
         self.reaped = true;
         tracing::debug!(program = self.program, pid = self.pid, "stopped");
         Ok(())
@@ -97,7 +130,11 @@ impl Process {
                 }
             }
         }
-        tracing::warn!(program = self.program, pid = self.pid, "still not reaped {REAP_WAIT:?} after SIGKILL");
+        tracing::warn!(
+            program = self.program,
+            pid = self.pid,
+            "still not reaped {REAP_WAIT:?} after SIGKILL"
+        );
     }
 }
 

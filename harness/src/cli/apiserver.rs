@@ -39,7 +39,10 @@ pub(crate) async fn serve(args: ApiserverArgs) -> ExitCode {
             }
         }
     }
-    let https = match server.serve_https(SocketAddr::from((Ipv4Addr::LOCALHOST, args.port))).await {
+    let https = match server
+        .serve_https(SocketAddr::from((Ipv4Addr::LOCALHOST, args.port)))
+        .await
+    {
         Ok(https) => https,
         Err(e) => {
             print_error(&e);
@@ -47,11 +50,18 @@ pub(crate) async fn serve(args: ApiserverArgs) -> ExitCode {
         }
     };
     if let Err(e) = std::fs::create_dir_all(&args.kubeconfig_dir) {
-        eprintln!("error: failed to create {}: {e}", args.kubeconfig_dir.display());
+        eprintln!(
+            "error: failed to create {}: {e}",
+            args.kubeconfig_dir.display()
+        );
         return ExitCode::from(exit::USAGE);
     }
     let mut users = vec![("admin".to_owned(), User::admin())];
-    users.extend(args.nodes.iter().map(|n| (format!("node-{n}"), User::node(n))));
+    users.extend(
+        args.nodes
+            .iter()
+            .map(|n| (format!("node-{n}"), User::node(n))),
+    );
     for (file, user) in &users {
         let path = args.kubeconfig_dir.join(format!("{file}.kubeconfig"));
         if let Err(e) = https.write_kubeconfig(&path, user) {
@@ -60,7 +70,10 @@ pub(crate) async fn serve(args: ApiserverArgs) -> ExitCode {
         }
         println!("kubeconfig for {file}: {}", path.display());
     }
-    println!("serving the embedded API server at {} (Ctrl-C stops it)", https.url());
+    println!(
+        "serving the embedded API server at {} (Ctrl-C stops it)",
+        https.url()
+    );
     match tokio::signal::ctrl_c().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use rackproof_clock::Clock;
 use rackproof_lab::bmc::DryRunSink;
-use rackproof_lab::commands::{self, CommandError, LabOptions, PowerCommand, ServeKind, ServeMachine, ServeOptions};
+use rackproof_lab::commands::{
+    self, CommandError, LabOptions, PowerCommand, ServeKind, ServeMachine, ServeOptions,
+};
 use rackproof_lab::env::Env;
 use rackproof_lab::physical::InventoryFile;
 use rackproof_lab::sim::{Behaviour, Catalog, SimMachine};
@@ -95,7 +97,9 @@ fn parse_kind(text: &str) -> Result<ServeKind, String> {
         "redfish" => Ok(ServeKind::Redfish),
         "ipmi" => Ok(ServeKind::Ipmi),
         "both" => Ok(ServeKind::Both),
-        other => Err(format!("unknown BMC kind {other:?}; use redfish, ipmi or both")),
+        other => Err(format!(
+            "unknown BMC kind {other:?}; use redfish, ipmi or both"
+        )),
     }
 }
 
@@ -117,7 +121,9 @@ fn load(args: &InventoryArgs) -> Result<InventoryFile, ExitCode> {
 fn failure(error: &CommandError) -> ExitCode {
     print_error(error);
     match error {
-        CommandError::UnknownNode(_) | CommandError::NoConsole { .. } => ExitCode::from(exit::USAGE),
+        CommandError::UnknownNode(_) | CommandError::NoConsole { .. } => {
+            ExitCode::from(exit::USAGE)
+        }
         _ => ExitCode::from(exit::LAB_FAILED),
     }
 }
@@ -144,7 +150,11 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
                 Err(e) => failure(&e),
             }
         }
-        LabCommand::Power { inventory: args, node, action } => {
+        LabCommand::Power {
+            inventory: args,
+            node,
+            action,
+        } => {
             let inventory = match load(&args) {
                 Ok(i) => i,
                 Err(code) => return code,
@@ -157,7 +167,10 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
                 Err(e) => failure(&e),
             }
         }
-        LabCommand::Console { inventory: args, node } => {
+        LabCommand::Console {
+            inventory: args,
+            node,
+        } => {
             let inventory = match load(&args) {
                 Ok(i) => i,
                 Err(code) => return code,
@@ -176,7 +189,12 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
                 }
             }
         }
-        LabCommand::BmcServe { nodes, machine, kind, dir } => {
+        LabCommand::BmcServe {
+            nodes,
+            machine,
+            kind,
+            dir,
+        } => {
             let clock = Clock::wall();
             let (machines, ssh_host_key) = match serve_machines(machine, nodes, &clock).await {
                 Ok(served) => served,
@@ -185,7 +203,13 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
                     return ExitCode::from(exit::LAB_FAILED);
                 }
             };
-            let options = ServeOptions { kind, bind: IpAddr::V4(Ipv4Addr::LOCALHOST), dir, username: "admin".to_owned(), ssh_host_key };
+            let options = ServeOptions {
+                kind,
+                bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                dir,
+                username: "admin".to_owned(),
+                ssh_host_key,
+            };
             let server = match commands::bmc_serve(machines, &options, clock).await {
                 Ok(server) => server,
                 Err(e) => {
@@ -206,7 +230,11 @@ pub(crate) async fn run(command: LabCommand) -> ExitCode {
 
 /// `nodes` machines `node-1` … `node-N` of `kind`, powered off with the base version installed,
 /// and for QEMU the SSH host key they present.
-async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<(Vec<ServeMachine>, Option<String>), String> {
+async fn serve_machines(
+    kind: MachineKind,
+    nodes: u32,
+    clock: &Clock,
+) -> Result<(Vec<ServeMachine>, Option<String>), String> {
     match kind {
         MachineKind::Sim => (1..=nodes)
             .map(|i| {
@@ -220,17 +248,25 @@ async fn serve_machines(kind: MachineKind, nodes: u32, clock: &Clock) -> Result<
             .collect::<Result<_, _>>()
             .map(|machines| (machines, None)),
         MachineKind::Qemu => {
-            let cwd = std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
+            let cwd = std::env::current_dir()
+                .map_err(|e| format!("cannot read the current directory: {e}"))?;
             let repo = workspace_root(&cwd);
-            eprintln!("building the node images with {} (cached after the first run)", repo.join("ci/build-images").display());
+            eprintln!(
+                "building the node images with {} (cached after the first run)",
+                repo.join("ci/build-images").display()
+            );
             let images = tokio::task::spawn_blocking(move || Images::build(&repo))
                 .await
                 .map_err(|e| format!("the image build stopped: {e}"))?
                 .map_err(|e| e.to_string())?;
             let count = usize::try_from(nodes).map_err(|e| e.to_string())?;
             let host_key = commands::images_host_key(&images).map_err(|e| e.to_string())?;
-            let machines = commands::qemu_nodes(&images, count, clock).map_err(|e| e.to_string())?;
-            Ok((machines.into_iter().map(ServeMachine::from).collect(), Some(host_key)))
+            let machines =
+                commands::qemu_nodes(&images, count, clock).map_err(|e| e.to_string())?;
+            Ok((
+                machines.into_iter().map(ServeMachine::from).collect(),
+                Some(host_key),
+            ))
         }
     }
 }

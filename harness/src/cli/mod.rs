@@ -68,13 +68,18 @@ pub fn run() -> ExitCode {
         Command::Report(args) => scenarios::report(&args),
         Command::Apiserver(args) => with_runtime(apiserver::serve(args)),
         Command::Lab(command) => with_runtime(lab::run(command)),
-        Command::Orchestrator(args) => with_runtime(component(inplace_orchestrator::cli::run(args))),
+        Command::Orchestrator(args) => {
+            with_runtime(component(inplace_orchestrator::cli::run(args)))
+        }
         Command::Watchdog(args) => with_runtime(component(inplace_watchdog::cli::run(args))),
     }
 }
 
 fn with_runtime(future: impl std::future::Future<Output = ExitCode>) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime.block_on(future),
         Err(e) => {
             eprintln!("error: failed to start the async runtime: {e}");

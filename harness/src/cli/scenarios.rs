@@ -41,10 +41,17 @@ pub(crate) struct RunArgs {
 }
 
 fn parse_backend(text: &str) -> Result<Backend, String> {
-    [Backend::Sim, Backend::Qemu, Backend::Libvirt, Backend::Physical]
-        .into_iter()
-        .find(|b| b.as_str() == text)
-        .ok_or_else(|| format!("unknown backend {text:?}; expected one of sim, qemu, libvirt, physical"))
+    [
+        Backend::Sim,
+        Backend::Qemu,
+        Backend::Libvirt,
+        Backend::Physical,
+    ]
+    .into_iter()
+    .find(|b| b.as_str() == text)
+    .ok_or_else(|| {
+        format!("unknown backend {text:?}; expected one of sim, qemu, libvirt, physical")
+    })
 }
 
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
@@ -68,8 +75,14 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
         println!("▶ {} on {}", scenario.name, backend.as_str());
         let started = wall.instant();
-        let tools_dir = std::env::current_exe().ok().and_then(|exe| exe.parent().map(Path::to_owned));
-        let options = engine::RunOptions { live: args.verbose, tools_dir, inventory: args.inventory.clone() };
+        let tools_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_owned));
+        let options = engine::RunOptions {
+            live: args.verbose,
+            tools_dir,
+            inventory: args.inventory.clone(),
+        };
         let result = match engine::run_scenario_with(scenario, backend, options) {
             Ok(result) => result,
             Err(e @ engine::RunError::Interrupted { .. }) => {
@@ -93,7 +106,11 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             "  {} after {} of {} time in {:.1}s",
             result.verdict.as_str(),
             format_duration(result.elapsed),
-            if engine::run::on_virtual_time(&scenario.scenario, backend) { "virtual" } else { "real" },
+            if engine::run::on_virtual_time(&scenario.scenario, backend) {
+                "virtual"
+            } else {
+                "real"
+            },
             took.as_secs_f64()
         );
         for failure in &result.failures {
@@ -107,7 +124,10 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             }
         }
     }
-    println!("{} scenarios: {passed} passed, {failed} failed, {lab_failed} lab failures", loaded.len());
+    println!(
+        "{} scenarios: {passed} passed, {failed} failed, {lab_failed} lab failures",
+        loaded.len()
+    );
     if lab_failed > 0 {
         ExitCode::from(exit::LAB_FAILED)
     } else if failed > 0 {
@@ -139,8 +159,17 @@ pub(crate) fn validate(paths: &[PathBuf]) -> ExitCode {
             }
         }
     }
-    println!("{} scenarios, {} valid, {} invalid", files.len(), files.len() - failed, failed);
-    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::USAGE) }
+    println!(
+        "{} scenarios, {} valid, {} invalid",
+        files.len(),
+        files.len() - failed,
+        failed
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::USAGE)
+    }
 }
 
 pub(crate) fn list(paths: &[PathBuf]) -> ExitCode {
@@ -152,7 +181,12 @@ pub(crate) fn list(paths: &[PathBuf]) -> ExitCode {
     for file in &files {
         match load::load(file) {
             Ok(loaded) => {
-                let backends: Vec<&str> = loaded.scenario.backends.iter().map(|b| b.as_str()).collect();
+                let backends: Vec<&str> = loaded
+                    .scenario
+                    .backends
+                    .iter()
+                    .map(|b| b.as_str())
+                    .collect();
                 println!("{:<40} {}", loaded.name, backends.join(","));
             }
             Err(e) => {

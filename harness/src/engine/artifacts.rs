@@ -26,9 +26,17 @@ fn write(path: PathBuf, contents: impl AsRef<[u8]>) -> Result<(), ArtifactError>
 
 /// Writes the artifacts of `result` (scenario `name` on `backend`) into `dir`, created if needed.
 /// Returns the report's path.
-pub fn write_all(dir: &Path, name: &str, backend: &str, result: &RunResult) -> Result<PathBuf, ArtifactError> {
+pub fn write_all(
+    dir: &Path,
+    name: &str,
+    backend: &str,
+    result: &RunResult,
+) -> Result<PathBuf, ArtifactError> {
     let console_dir = dir.join("console");
-    std::fs::create_dir_all(&console_dir).map_err(|source| ArtifactError { path: console_dir.clone(), source })?;
+    std::fs::create_dir_all(&console_dir).map_err(|source| ArtifactError {
+        path: console_dir.clone(),
+        source,
+    })?;
     let elapsed_ms = u64::try_from(result.elapsed.as_millis()).unwrap_or(u64::MAX);
     let summary = json!({
         "scenario": name,
@@ -40,12 +48,21 @@ pub fn write_all(dir: &Path, name: &str, backend: &str, result: &RunResult) -> R
         "failures": result.failures,
         "expectations": result.expectations.iter().map(|(what, how)| json!({"expectation": what, "outcome": how})).collect::<Vec<_>>(),
     });
-    write(dir.join("result.json"), serde_json::to_vec_pretty(&summary).unwrap_or_default())?;
-    write(dir.join("timeline.json"), serde_json::to_vec_pretty(&result.timeline).unwrap_or_default())?;
+    write(
+        dir.join("result.json"),
+        serde_json::to_vec_pretty(&summary).unwrap_or_default(),
+    )?;
+    write(
+        dir.join("timeline.json"),
+        serde_json::to_vec_pretty(&result.timeline).unwrap_or_default(),
+    )?;
     write_logs(&console_dir, &result.consoles)?;
     if !result.component_logs.is_empty() {
         let components_dir = dir.join("components");
-        std::fs::create_dir_all(&components_dir).map_err(|source| ArtifactError { path: components_dir.clone(), source })?;
+        std::fs::create_dir_all(&components_dir).map_err(|source| ArtifactError {
+            path: components_dir.clone(),
+            source,
+        })?;
         write_logs(&components_dir, &result.component_logs)?;
     }
     let summary = Summary {
@@ -62,7 +79,10 @@ pub fn write_all(dir: &Path, name: &str, backend: &str, result: &RunResult) -> R
 }
 
 /// Writes `<source>.log` into `dir` for each source's lines.
-fn write_logs(dir: &Path, logs: &std::collections::BTreeMap<String, Vec<String>>) -> Result<(), ArtifactError> {
+fn write_logs(
+    dir: &Path,
+    logs: &std::collections::BTreeMap<String, Vec<String>>,
+) -> Result<(), ArtifactError> {
     for (source, lines) in logs {
         let mut text = lines.join("\n");
         text.push('\n');
@@ -71,7 +91,11 @@ fn write_logs(dir: &Path, logs: &std::collections::BTreeMap<String, Vec<String>>
     Ok(())
 }
 
-fn write_report(dir: &Path, summary: &Summary, timeline: &Timeline) -> Result<PathBuf, ArtifactError> {
+fn write_report(
+    dir: &Path,
+    summary: &Summary,
+    timeline: &Timeline,
+) -> Result<PathBuf, ArtifactError> {
     let report = render(&ReportInput {
         scenario: &summary.scenario,
         backend: &summary.backend,
@@ -111,14 +135,29 @@ pub struct ExpectationOutcome {
 /// A run folder that cannot be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("failed to read {path}; is it a run folder written by `rackproof run` (result.json, timeline.json)?")]
-    Io { path: PathBuf, source: std::io::Error },
+    #[error(
+        "failed to read {path}; is it a run folder written by `rackproof run` (result.json, timeline.json)?"
+    )]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{path} is not a run's {what}")]
-    Parse { path: PathBuf, what: &'static str, source: serde_json::Error },
+    Parse {
+        path: PathBuf,
+        what: &'static str,
+        source: serde_json::Error,
+    },
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: PathBuf, what: &'static str) -> Result<T, ReadError> {
-    let bytes = std::fs::read(&path).map_err(|source| ReadError::Io { path: path.clone(), source })?;
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: PathBuf,
+    what: &'static str,
+) -> Result<T, ReadError> {
+    let bytes = std::fs::read(&path).map_err(|source| ReadError::Io {
+        path: path.clone(),
+        source,
+    })?;
     serde_json::from_slice(&bytes).map_err(|source| ReadError::Parse { path, what, source })
 }
 

@@ -19,7 +19,10 @@ impl Check {
             Condition::Node(node) => node.reason.as_deref().and_then(|r| Regex::new(r).ok()),
             _ => None,
         };
-        Self { condition: condition.clone(), reason }
+        Self {
+            condition: condition.clone(),
+            reason,
+        }
     }
 
     /// Whether the condition holds in `world`.
@@ -29,14 +32,23 @@ impl Check {
                 world.node_is(&node.name, node.is)
                     && match (&self.reason, world.nodes.get(node.name.as_str())) {
                         (None, _) => true,
-                        (Some(pattern), Some(view)) => view.failed_reason.as_deref().is_some_and(|r| pattern.is_match(r)),
+                        (Some(pattern), Some(view)) => view
+                            .failed_reason
+                            .as_deref()
+                            .is_some_and(|r| pattern.is_match(r)),
                         (Some(_), None) => false,
                     }
             }
-            Condition::AllNodes(all) => world.registered_views().next().is_some() && world.registered_views().all(|v| world.view_is(v, all.are)),
+            Condition::AllNodes(all) => {
+                world.registered_views().next().is_some()
+                    && world.registered_views().all(|v| world.view_is(v, all.are))
+            }
             Condition::AnyNode(any) => world.registered_views().any(|v| world.view_is(v, any.are)),
             Condition::Count(c) => {
-                let n = world.registered_views().filter(|v| world.view_is(v, c.are)).count();
+                let n = world
+                    .registered_views()
+                    .filter(|v| world.view_is(v, c.are))
+                    .count();
                 u32::try_from(n).is_ok_and(|n| n == c.count)
             }
             Condition::RolloutComplete => world.rollout_complete(),
@@ -68,7 +80,9 @@ pub fn describe(condition: &Condition) -> String {
         Condition::RolloutComplete => "the rollout is complete".to_owned(),
         Condition::RolloutHalted => "the rollout is halted".to_owned(),
         Condition::DependentsScaledDown => "the watchdog's dependents are scaled down".to_owned(),
-        Condition::DependentsRunning => "the watchdog's dependents run with their replicas".to_owned(),
+        Condition::DependentsRunning => {
+            "the watchdog's dependents run with their replicas".to_owned()
+        }
     }
 }
 

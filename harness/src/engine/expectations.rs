@@ -17,9 +17,20 @@ pub enum Verdict {
 
 #[derive(Debug, Clone)]
 enum Kind {
-    Eventually { check: Check, within: Duration },
-    Never { check: Check },
-    Timed { from: Check, to: Check, at_least: Duration, at_most: Duration, from_at: Option<Duration> },
+    Eventually {
+        check: Check,
+        within: Duration,
+    },
+    Never {
+        check: Check,
+    },
+    Timed {
+        from: Check,
+        to: Check,
+        at_least: Duration,
+        at_most: Duration,
+        from_at: Option<Duration>,
+    },
 }
 
 /// One tracked expectation.
@@ -45,12 +56,17 @@ impl Expectations {
                 Expectation::Eventually(e) => Tracked {
                     description: format!("within {}: {}", e.within, describe(&e.that)),
                     verdict: Verdict::Pending,
-                    kind: Kind::Eventually { check: Check::new(&e.that), within: e.within.get() },
+                    kind: Kind::Eventually {
+                        check: Check::new(&e.that),
+                        within: e.within.get(),
+                    },
                 },
                 Expectation::Never(c) => Tracked {
                     description: format!("never: {}", describe(c)),
                     verdict: Verdict::Pending,
-                    kind: Kind::Never { check: Check::new(c) },
+                    kind: Kind::Never {
+                        check: Check::new(c),
+                    },
                 },
                 Expectation::Timed(t) => Tracked {
                     description: format!(
@@ -85,17 +101,29 @@ impl Expectations {
             match &mut item.kind {
                 Kind::Eventually { check, within } => {
                     if elapsed > *within {
-                        item.verdict = Verdict::Broken { at: elapsed, why: format!("not observed within {}", fmt(*within)) };
+                        item.verdict = Verdict::Broken {
+                            at: elapsed,
+                            why: format!("not observed within {}", fmt(*within)),
+                        };
                     } else if check.holds(world) {
                         item.verdict = Verdict::Met { at: elapsed };
                     }
                 }
                 Kind::Never { check } => {
                     if check.holds(world) {
-                        item.verdict = Verdict::Broken { at: elapsed, why: "observed".to_owned() };
+                        item.verdict = Verdict::Broken {
+                            at: elapsed,
+                            why: "observed".to_owned(),
+                        };
                     }
                 }
-                Kind::Timed { from, to, at_least, at_most, from_at } => {
+                Kind::Timed {
+                    from,
+                    to,
+                    at_least,
+                    at_most,
+                    from_at,
+                } => {
                     if from_at.is_none() && from.holds(world) {
                         *from_at = Some(elapsed);
                     }
@@ -103,14 +131,23 @@ impl Expectations {
                         let since = elapsed.saturating_sub(start);
                         if to.holds(world) {
                             item.verdict = if since < *at_least {
-                                Verdict::Broken { at: elapsed, why: format!("came after only {}", fmt(since)) }
+                                Verdict::Broken {
+                                    at: elapsed,
+                                    why: format!("came after only {}", fmt(since)),
+                                }
                             } else if since > *at_most {
-                                Verdict::Broken { at: elapsed, why: format!("came after {}", fmt(since)) }
+                                Verdict::Broken {
+                                    at: elapsed,
+                                    why: format!("came after {}", fmt(since)),
+                                }
                             } else {
                                 Verdict::Met { at: elapsed }
                             };
                         } else if since > *at_most {
-                            item.verdict = Verdict::Broken { at: elapsed, why: format!("not observed within {}", fmt(*at_most)) };
+                            item.verdict = Verdict::Broken {
+                                at: elapsed,
+                                why: format!("not observed within {}", fmt(*at_most)),
+                            };
                         }
                     }
                 }
@@ -131,18 +168,27 @@ impl Expectations {
             }
             item.verdict = match &item.kind {
                 Kind::Never { .. } => Verdict::Met { at: elapsed },
-                Kind::Eventually { .. } => Verdict::Broken { at: elapsed, why: "the run ended before it was observed".into() },
-                Kind::Timed { from_at: None, .. } => {
-                    Verdict::Broken { at: elapsed, why: "its starting condition was never observed".into() }
-                }
-                Kind::Timed { .. } => Verdict::Broken { at: elapsed, why: "the run ended before it was observed".into() },
+                Kind::Eventually { .. } => Verdict::Broken {
+                    at: elapsed,
+                    why: "the run ended before it was observed".into(),
+                },
+                Kind::Timed { from_at: None, .. } => Verdict::Broken {
+                    at: elapsed,
+                    why: "its starting condition was never observed".into(),
+                },
+                Kind::Timed { .. } => Verdict::Broken {
+                    at: elapsed,
+                    why: "the run ended before it was observed".into(),
+                },
             };
         }
     }
 
     /// Whether the longest `eventually`/`timed` limit still pending has not passed at `elapsed`.
     pub fn waiting(&self) -> bool {
-        self.items.iter().any(|i| i.verdict == Verdict::Pending && !matches!(i.kind, Kind::Never { .. }))
+        self.items
+            .iter()
+            .any(|i| i.verdict == Verdict::Pending && !matches!(i.kind, Kind::Never { .. }))
     }
 
     /// The expectations that did not hold.
@@ -150,7 +196,9 @@ impl Expectations {
         self.items
             .iter()
             .filter_map(|i| match &i.verdict {
-                Verdict::Broken { at, why } => Some(format!("at {}: {}: {why}", fmt(*at), i.description)),
+                Verdict::Broken { at, why } => {
+                    Some(format!("at {}: {}: {why}", fmt(*at), i.description))
+                }
                 _ => None,
             })
             .collect()

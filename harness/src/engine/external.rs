@@ -20,18 +20,45 @@ pub struct ExternalProcess {
 impl ExternalProcess {
     /// Starts `argv` (through `outside`, with the extra variables `env`) as component `name`; its
     /// stdout and stderr go to `logs` under `name`.
-    pub fn start(outside: &Outside, argv: &[String], env: &[(&str, String)], name: &str, logs: &LineLogs, shared: &Shared) -> Result<Self, String> {
+    pub fn start(
+        outside: &Outside,
+        argv: &[String],
+        env: &[(&str, String)],
+        name: &str,
+        logs: &LineLogs,
+        shared: &Shared,
+    ) -> Result<Self, String> {
         let mut command = outside.command(argv)?;
         command.envs(env.iter().map(|(k, v)| (k, v)));
         let mut command = tokio::process::Command::from(command);
-        command.stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| format!("failed to start `{}`: {e} (is it installed and on PATH?)", argv.join(" ")))?;
-        let pid = child.id().ok_or_else(|| format!("`{}` exited before it could be watched", argv.join(" ")))?;
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let mut child = command.spawn().map_err(|e| {
+            format!(
+                "failed to start `{}`: {e} (is it installed and on PATH?)",
+                argv.join(" ")
+            )
+        })?;
+        let pid = child
+            .id()
+            .ok_or_else(|| format!("`{}` exited before it could be watched", argv.join(" ")))?;
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(copy_lines(out, name.to_owned(), logs.clone(), shared.clone()));
+            tokio::spawn(copy_lines(
+                out,
+                name.to_owned(),
+                logs.clone(),
+                shared.clone(),
+            ));
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(copy_lines(err, name.to_owned(), logs.clone(), shared.clone()));
+            tokio::spawn(copy_lines(
+                err,
+                name.to_owned(),
+                logs.clone(),
+                shared.clone(),
+            ));
         }
         Ok(Self { child, pid })
     }
@@ -39,7 +66,10 @@ impl ExternalProcess {
     /// How it ended, if it has: `exit code N` or `signal`.
     pub fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
-            Ok(Some(status)) => Some(status.code().map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit code {c}"))),
+            Ok(Some(status)) => Some(status.code().map_or_else(
+                || "killed by a signal".to_owned(),
+                |c| format!("exit code {c}"),
+            )),
             Ok(None) => None,
             Err(e) => Some(format!("lost: {e}")),
         }

@@ -26,11 +26,17 @@ async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {
         }
         Trigger::NodeReaches(event) => {
             let (node, state) = (event.node.value.clone(), event.state);
-            ctx.shared.wait_until(Duration::MAX, move |judge| judge.node_is(&node, state)).await
+            ctx.shared
+                .wait_until(Duration::MAX, move |judge| judge.node_is(&node, state))
+                .await
         }
         Trigger::Console(console) => {
-            let Ok(pattern) = Regex::new(&console.matches) else { return false };
-            let Some(mut lines) = ctx.lab.console(&console.node.value) else { return false };
+            let Ok(pattern) = Regex::new(&console.matches) else {
+                return false;
+            };
+            let Some(mut lines) = ctx.lab.console(&console.node.value) else {
+                return false;
+            };
             while let Some(line) = lines.next().await {
                 if pattern.is_match(&line) {
                     return true;
@@ -39,7 +45,9 @@ async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {
             false
         }
         Trigger::Boot(boot) => {
-            let Some(mut lines) = ctx.lab.console(&boot.node.value) else { return false };
+            let Some(mut lines) = ctx.lab.console(&boot.node.value) else {
+                return false;
+            };
             let wanted = u64::from(boot.count);
             loop {
                 if ctx.lab.boots(&boot.node.value).await >= wanted {
@@ -59,7 +67,11 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
     match action {
         FaultAction::Power(power) => {
             let node = power.node.value.as_str();
-            shared.record(Some(node), EntryKind::Fault, format!("power {:?} through the BMC", power.action));
+            shared.record(
+                Some(node),
+                EntryKind::Fault,
+                format!("power {:?} through the BMC", power.action),
+            );
             if power.action == PowerAction::On {
                 shared.judge().world.outage.remove(node);
                 ctx.lab.power_on_and_wait(node, shared).await;
@@ -69,59 +81,124 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
         }
         FaultAction::BootFailure(failure) => {
             let node = failure.node.value.as_str();
-            shared.record(Some(node), EntryKind::Fault, format!("the next OS version installed boots as {:?}", failure.boot));
-            let versions: Vec<String> = ctx.scenario.images.iter().map(|i| i.version.value.clone()).collect();
+            shared.record(
+                Some(node),
+                EntryKind::Fault,
+                format!("the next OS version installed boots as {:?}", failure.boot),
+            );
+            let versions: Vec<String> = ctx
+                .scenario
+                .images
+                .iter()
+                .map(|i| i.version.value.clone())
+                .collect();
             if let Err(e) = ctx.lab.break_next_version(node, &failure.boot, &versions) {
-                shared.record(Some(node), EntryKind::Fault, format!("boot failure not armed: {e}"));
+                shared.record(
+                    Some(node),
+                    EntryKind::Fault,
+                    format!("boot failure not armed: {e}"),
+                );
             }
         }
         FaultAction::PowerCut(cut) => {
             let node = cut.node.value.as_str();
-            shared.record(Some(node), EntryKind::Fault, format!("power will be cut during the {:?}", cut.during));
+            shared.record(
+                Some(node),
+                EntryKind::Fault,
+                format!("power will be cut during the {:?}", cut.during),
+            );
             if !ctx.lab.cut_power(node, cut.during, shared).await {
-                shared.record(Some(node), EntryKind::Fault, "the armed power cut never happened");
+                shared.record(
+                    Some(node),
+                    EntryKind::Fault,
+                    "the armed power cut never happened",
+                );
                 return;
             }
-            shared.record(Some(node), EntryKind::Fault, format!("power lost; back in {}", cut.power_back_after));
+            shared.record(
+                Some(node),
+                EntryKind::Fault,
+                format!("power lost; back in {}", cut.power_back_after),
+            );
             shared.clock().sleep(cut.power_back_after.get()).await;
             shared.record(Some(node), EntryKind::Fault, "power is back");
             ctx.lab.power_on_and_wait(node, shared).await;
         }
         FaultAction::Bmc(bmc) => {
             let node = bmc.node.value.as_str();
-            let count = bmc.count.map_or_else(|| "every request".to_owned(), |n| format!("the next {n} requests"));
-            shared.record(Some(node), EntryKind::Fault, format!("BMC quirk {:?} for {count}", bmc.quirk));
+            let count = bmc.count.map_or_else(
+                || "every request".to_owned(),
+                |n| format!("the next {n} requests"),
+            );
+            shared.record(
+                Some(node),
+                EntryKind::Fault,
+                format!("BMC quirk {:?} for {count}", bmc.quirk),
+            );
             if let Err(e) = ctx.lab.add_bmc_quirk(node, &bmc.quirk, bmc.count) {
-                shared.record(Some(node), EntryKind::Fault, format!("BMC quirk not set: {e}"));
+                shared.record(
+                    Some(node),
+                    EntryKind::Fault,
+                    format!("BMC quirk not set: {e}"),
+                );
             }
         }
         FaultAction::Partition(partition) => {
             let node = partition.node.value.as_str();
-            shared.record(Some(node), EntryKind::Fault, format!("network cut for {}", partition.duration));
+            shared.record(
+                Some(node),
+                EntryKind::Fault,
+                format!("network cut for {}", partition.duration),
+            );
             if let Err(e) = ctx.lab.set_link(node, false).await {
-                shared.record(Some(node), EntryKind::Fault, format!("partition failed: {e}"));
+                shared.record(
+                    Some(node),
+                    EntryKind::Fault,
+                    format!("partition failed: {e}"),
+                );
                 return;
             }
             shared.clock().sleep(partition.duration.get()).await;
             match ctx.lab.set_link(node, true).await {
                 Ok(()) => shared.record(Some(node), EntryKind::Fault, "network back"),
-                Err(e) => shared.record(Some(node), EntryKind::Fault, format!("reconnecting failed: {e}")),
+                Err(e) => shared.record(
+                    Some(node),
+                    EntryKind::Fault,
+                    format!("reconnecting failed: {e}"),
+                ),
             }
         }
         FaultAction::Kill(kill) => {
             let restart = kill.restart_after.map(|s| s.get());
-            let again = kill.restart_after.map_or_else(|| "not restarted".to_owned(), |d| format!("restarted after {d}"));
+            let again = kill.restart_after.map_or_else(
+                || "not restarted".to_owned(),
+                |d| format!("restarted after {d}"),
+            );
             match kill.component {
                 Component::Agent => {
-                    let Some(name) = kill.node.as_ref().map(|n| n.value.clone()) else { return };
+                    let Some(name) = kill.node.as_ref().map(|n| n.value.clone()) else {
+                        return;
+                    };
                     let killed = match ctx.lab.kill_agent(&name).await {
                         Ok(killed) => killed,
                         Err(e) => {
-                            shared.record(Some(&name), EntryKind::Fault, format!("agent kill failed: {e}"));
+                            shared.record(
+                                Some(&name),
+                                EntryKind::Fault,
+                                format!("agent kill failed: {e}"),
+                            );
                             return;
                         }
                     };
-                    shared.record(Some(&name), EntryKind::Fault, if killed { format!("agent killed, {again}") } else { "agent kill: no agent was running".to_owned() });
+                    shared.record(
+                        Some(&name),
+                        EntryKind::Fault,
+                        if killed {
+                            format!("agent killed, {again}")
+                        } else {
+                            "agent kill: no agent was running".to_owned()
+                        },
+                    );
                     if let (true, Some(after)) = (killed, restart) {
                         shared.clock().sleep(after).await;
                         if ctx.lab.restart_agent(&name).await {
@@ -130,22 +207,40 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
                     }
                 }
                 component => {
-                    shared.record(None, EntryKind::Fault, format!("{component:?} killed, {again}").to_lowercase());
+                    shared.record(
+                        None,
+                        EntryKind::Fault,
+                        format!("{component:?} killed, {again}").to_lowercase(),
+                    );
                     let elapsed = shared.elapsed();
-                    ctx.supervisor.lock().unwrap_or_else(|p| p.into_inner()).kill(component, restart, elapsed);
+                    ctx.supervisor
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .kill(component, restart, elapsed);
                     ctx.reconcile();
                 }
             }
         }
         FaultAction::ImageServer(fault) => {
             let node = fault.node.value.as_str();
-            let count = fault.count.map_or_else(|| "every request".to_owned(), |n| format!("the next {n} requests"));
-            shared.record(Some(node), EntryKind::Fault, format!("the image server answers {:?} to {count}", fault.answer));
+            let count = fault.count.map_or_else(
+                || "every request".to_owned(),
+                |n| format!("the next {n} requests"),
+            );
+            shared.record(
+                Some(node),
+                EntryKind::Fault,
+                format!("the image server answers {:?} to {count}", fault.answer),
+            );
             ctx.lab.image_server_fault(node, fault.answer, fault.count);
         }
         FaultAction::NodesDie(nodes) => {
             for node in nodes {
-                shared.record(Some(&node.value), EntryKind::Fault, "dies (not under update): power lost");
+                shared.record(
+                    Some(&node.value),
+                    EntryKind::Fault,
+                    "dies (not under update): power lost",
+                );
                 shared.judge().world.outage.insert(node.value.clone());
                 ctx.lab.power(&node.value, PowerAction::Off, shared).await;
             }

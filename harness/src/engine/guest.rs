@@ -57,7 +57,13 @@ const RACK_BOOT_LINE: &str = r"^rackproof-os \S+: init started";
 impl RackServer {
     /// Starts copying `source`'s lines (the backlog of the boot in progress, then each new one)
     /// into a console; `log` is where the source's lines are kept (the file it follows).
-    pub fn new(description: NodeDescription, bmc: SharedMachine, source: StreamConsole, reservation: Reservation, log: &Path) -> Self {
+    pub fn new(
+        description: NodeDescription,
+        bmc: SharedMachine,
+        source: StreamConsole,
+        reservation: Reservation,
+        log: &Path,
+    ) -> Self {
         use rackproof_lab::console::ConsoleSource as _;
         let console = Console::new(&description.name, log);
         let (backlog, mut live) = source.subscribe();
@@ -69,13 +75,22 @@ impl RackServer {
             loop {
                 match live.recv().await {
                     Ok(line) => feed.push(line.text),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => tracing::warn!(missed, "rack console lines lost"),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::warn!(missed, "rack console lines lost")
+                    }
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
                 }
             }
         })
         .abort_handle();
-        Self { bmc, description, console, _source: source, reader, _reservation: reservation }
+        Self {
+            bmc,
+            description,
+            console,
+            _source: source,
+            reader,
+            _reservation: reservation,
+        }
     }
 }
 
@@ -140,13 +155,24 @@ impl Guest {
     }
 
     /// Waits for a console line after `mark` matching `pattern`, at most `timeout`.
-    pub async fn wait_line_since(&self, clock: &Clock, mark: ConsoleMark, pattern: &Regex, timeout: Duration) -> Result<String, String> {
+    pub async fn wait_line_since(
+        &self,
+        clock: &Clock,
+        mark: ConsoleMark,
+        pattern: &Regex,
+        timeout: Duration,
+    ) -> Result<String, String> {
         match (self.serial(), mark) {
-            (Serial::Own(console), ConsoleMark::Own(mark)) => {
-                console.wait_for_since(clock, mark, pattern, timeout).await.map(|l| l.text).map_err(|e| super::error_chain(&e))
-            }
+            (Serial::Own(console), ConsoleMark::Own(mark)) => console
+                .wait_for_since(clock, mark, pattern, timeout)
+                .await
+                .map(|l| l.text)
+                .map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
-            (Serial::Libvirt(console), ConsoleMark::Libvirt(mark)) => console.wait_for_since(mark, pattern, timeout).await.map_err(|e| super::error_chain(&e)),
+            (Serial::Libvirt(console), ConsoleMark::Libvirt(mark)) => console
+                .wait_for_since(mark, pattern, timeout)
+                .await
+                .map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             _ => Err("a console mark of another machine".to_owned()),
         }
@@ -156,25 +182,31 @@ impl Guest {
     pub fn subscribe(&self) -> Lines {
         use tokio::sync::broadcast::error::RecvError;
         match self.serial() {
-            Serial::Own(console) => Box::pin(futures::stream::unfold(console.subscribe(), |mut lines| async move {
-                loop {
-                    match lines.recv().await {
-                        Ok(line) => return Some((line.text, lines)),
-                        Err(RecvError::Lagged(_)) => {}
-                        Err(RecvError::Closed) => return None,
+            Serial::Own(console) => Box::pin(futures::stream::unfold(
+                console.subscribe(),
+                |mut lines| async move {
+                    loop {
+                        match lines.recv().await {
+                            Ok(line) => return Some((line.text, lines)),
+                            Err(RecvError::Lagged(_)) => {}
+                            Err(RecvError::Closed) => return None,
+                        }
                     }
-                }
-            })),
+                },
+            )),
             #[cfg(feature = "libvirt")]
-            Serial::Libvirt(console) => Box::pin(futures::stream::unfold(console.subscribe(), |mut lines| async move {
-                loop {
-                    match lines.recv().await {
-                        Ok(line) => return Some((line, lines)),
-                        Err(RecvError::Lagged(_)) => {}
-                        Err(RecvError::Closed) => return None,
+            Serial::Libvirt(console) => Box::pin(futures::stream::unfold(
+                console.subscribe(),
+                |mut lines| async move {
+                    loop {
+                        match lines.recv().await {
+                            Ok(line) => return Some((line, lines)),
+                            Err(RecvError::Lagged(_)) => {}
+                            Err(RecvError::Closed) => return None,
+                        }
                     }
-                }
-            })),
+                },
+            )),
         }
     }
 
@@ -187,7 +219,9 @@ impl Guest {
             Self::Libvirt(guest) => guest.boots(),
             Self::Rack(server) => {
                 let pattern = Regex::new(RACK_BOOT_LINE).expect("a valid pattern");
-                server.console.count_since(rackproof_qemu::Mark::default(), &pattern) as u64
+                server
+                    .console
+                    .count_since(rackproof_qemu::Mark::default(), &pattern) as u64
             }
         }
     }
@@ -196,7 +230,10 @@ impl Guest {
     /// delivered over SSH by the lab instead).
     pub async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
         match self {
-            Self::Qemu(machine) => machine.set_identity(identity).await.map_err(|e| super::error_chain(&e)),
+            Self::Qemu(machine) => machine
+                .set_identity(identity)
+                .await
+                .map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.set_identity(identity),
             Self::Rack(_) => Err("a rack server's identity is delivered over SSH".to_owned()),
@@ -206,10 +243,16 @@ impl Guest {
     /// Gives the node a fresh copy of `disk` (it must be off).
     pub async fn reimage(&self, disk: &Path) -> Result<(), String> {
         match self {
-            Self::Qemu(machine) => machine.reimage(disk).await.map_err(|e| super::error_chain(&e)),
+            Self::Qemu(machine) => machine
+                .reimage(disk)
+                .await
+                .map_err(|e| super::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.reimage(disk).await,
-            Self::Rack(server) => Err(format!("node {} is a rack server; Rackproof does not rewrite its disk", server.description.name)),
+            Self::Rack(server) => Err(format!(
+                "node {} is a rack server; Rackproof does not rewrite its disk",
+                server.description.name
+            )),
         }
     }
 
@@ -272,15 +315,34 @@ pub mod libvirt {
 
     impl LibvirtGuest {
         /// Defines domain `prefix + node`, powered off, with a copy of `disk` under `dir`.
-        pub async fn define(node: &str, prefix: &str, dir: &Path, disk: &Path, identity: &NodeIdentity, clock: &Clock) -> Result<Self, String> {
+        pub async fn define(
+            node: &str,
+            prefix: &str,
+            dir: &Path,
+            disk: &Path,
+            identity: &NodeIdentity,
+            clock: &Clock,
+        ) -> Result<Self, String> {
             let node_dir = dir.join(node);
             let fail = |what: &str, e: &dyn std::fmt::Display| format!("node {node}: {what}: {e}");
             std::fs::create_dir_all(&node_dir).map_err(|e| fail("create its directory", &e))?;
-            std::fs::set_permissions(&node_dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| fail("open its directory to libvirt", &e))?;
+            std::fs::set_permissions(
+                &node_dir,
+                std::os::unix::fs::PermissionsExt::from_mode(0o755),
+            )
+            .map_err(|e| fail("open its directory to libvirt", &e))?;
             let guest_disk = node_dir.join("disk.qcow2");
             let identity_file = node_dir.join("identity");
-            convert_disk(disk, &guest_disk).await.map_err(|e| fail("copy the node image", &e))?;
-            std::fs::write(&identity_file, identity.render().map_err(|e| fail("render its identity", &e))?).map_err(|e| fail("write its identity", &e))?;
+            convert_disk(disk, &guest_disk)
+                .await
+                .map_err(|e| fail("copy the node image", &e))?;
+            std::fs::write(
+                &identity_file,
+                identity
+                    .render()
+                    .map_err(|e| fail("render its identity", &e))?,
+            )
+            .map_err(|e| fail("write its identity", &e))?;
             let mut config = MachineConfig::new(node, &node_dir, &guest_disk);
             config.name_prefix = prefix.to_owned();
             config.identity = Some(identity_file.clone());
@@ -290,25 +352,38 @@ pub mod libvirt {
                     super::super::error_chain(&e)
                 )
             })?;
-            Ok(Self { machine: Arc::new(machine), disk: guest_disk, identity: identity_file })
+            Ok(Self {
+                machine: Arc::new(machine),
+                disk: guest_disk,
+                identity: identity_file,
+            })
         }
 
         pub fn boots(&self) -> u64 {
             let pattern = Regex::new(BOOT_LINE).expect("a valid pattern");
-            self.machine.console().lines().iter().filter(|l| pattern.is_match(l)).count() as u64
+            self.machine
+                .console()
+                .lines()
+                .iter()
+                .filter(|l| pattern.is_match(l))
+                .count() as u64
         }
 
         async fn off(&self, what: &str) -> Result<(), String> {
             match self.machine.power_state().await {
                 Ok(PowerState::Off) => Ok(()),
-                Ok(state) => Err(format!("cannot {what} of domain {} while it is {state}", self.machine.name())),
+                Ok(state) => Err(format!(
+                    "cannot {what} of domain {} while it is {state}",
+                    self.machine.name()
+                )),
                 Err(e) => Err(super::super::error_chain(&e)),
             }
         }
 
         pub fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
             let text = identity.render().map_err(|e| e.to_string())?;
-            std::fs::write(&self.identity, text).map_err(|e| format!("failed to write {}: {e}", self.identity.display()))
+            std::fs::write(&self.identity, text)
+                .map_err(|e| format!("failed to write {}: {e}", self.identity.display()))
         }
 
         pub async fn reimage(&self, disk: &Path) -> Result<(), String> {
@@ -326,11 +401,19 @@ pub mod libvirt {
             .arg(qcow2)
             .output()
             .await
-            .map_err(|e| format!("qemu-img is missing ({e}); install it with `apt-get install -y qemu-utils`"))?;
+            .map_err(|e| {
+                format!(
+                    "qemu-img is missing ({e}); install it with `apt-get install -y qemu-utils`"
+                )
+            })?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("qemu-img convert {} failed: {}", raw.display(), String::from_utf8_lossy(&out.stderr).trim()))
+            Err(format!(
+                "qemu-img convert {} failed: {}",
+                raw.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
         }
     }
 }

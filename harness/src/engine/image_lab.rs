@@ -39,7 +39,9 @@ use super::lab::Lines;
 use super::provider::OscLocation;
 use super::shared::Shared;
 use super::timeline::EntryKind;
-use crate::scenario::{BmcKind, BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint, Scenario};
+use crate::scenario::{
+    BmcKind, BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint, Scenario,
+};
 
 /// How long a node may take from power-on to its OS reporting up (TCG on a loaded machine).
 const BOOT_DEADLINE: Duration = Duration::from_secs(600);
@@ -57,8 +59,14 @@ const SLOT_WRITE_LINE: &str = "installing the slot on the ESP";
 /// What keeps a node's BMC emulator serving; a rack server's BMC is its own.
 #[derive(Debug)]
 enum Served {
-    Redfish { emulator: Emulator, _running: RunningEmulator },
-    Ipmi(#[expect(dead_code, reason = "held so the emulator keeps serving")] rackproof_ipmi::IpmiEmulator),
+    Redfish {
+        emulator: Emulator,
+        _running: RunningEmulator,
+    },
+    Ipmi(
+        #[expect(dead_code, reason = "held so the emulator keeps serving")]
+        rackproof_ipmi::IpmiEmulator,
+    ),
     Rack(LabBmcKind),
 }
 
@@ -110,7 +118,12 @@ struct Serving {
 pub fn unsupported(scenario: &Scenario) -> Vec<String> {
     let mut problems = Vec::new();
     let base = &scenario.pool.os.value;
-    let others: Vec<&str> = scenario.images.iter().map(|i| i.version.value.as_str()).filter(|v| *v != base.as_str()).collect();
+    let others: Vec<&str> = scenario
+        .images
+        .iter()
+        .map(|i| i.version.value.as_str())
+        .filter(|v| *v != base.as_str())
+        .collect();
     if others.len() > 1 {
         problems.push(format!(
             "the node images are built for two versions (the pool's {base} and one update target), not {}",
@@ -126,7 +139,10 @@ pub fn unsupported(scenario: &Scenario) -> Vec<String> {
         }
     }
     if scenario.lab.bmc == BmcKind::Ipmi {
-        let quirks = scenario.faults.iter().any(|f| matches!(f.action, crate::scenario::FaultAction::Bmc(_)));
+        let quirks = scenario
+            .faults
+            .iter()
+            .any(|f| matches!(f.action, crate::scenario::FaultAction::Bmc(_)));
         if quirks {
             problems.push("BMC quirks on qemu are set through the Redfish emulator's fault rules: use `bmc: redfish`".to_owned());
         }
@@ -154,7 +170,9 @@ fn variant_suffix(boot: &BootBehaviour, base: &str) -> Result<&'static str, Stri
         BootBehaviour::Hangs => Ok("-hang"),
         BootBehaviour::NeverReports => Ok("-silent"),
         BootBehaviour::BootsVersion(v) if v == base => Ok("-rollback"),
-        BootBehaviour::BootsVersion(v) => Err(format!("the qemu images' rollback variant boots the installed version {base}, not {v}")),
+        BootBehaviour::BootsVersion(v) => Err(format!(
+            "the qemu images' rollback variant boots the installed version {base}, not {v}"
+        )),
     }
 }
 
@@ -180,7 +198,12 @@ impl ImageLab {
         tokio::task::spawn_blocking(move || Images::build_versions(&repo, &base, &new))
             .await
             .map_err(|e| format!("building the images panicked: {e}"))?
-            .map_err(|e| format!("building the node images failed: {}", super::error_chain(&e)))
+            .map_err(|e| {
+                format!(
+                    "building the node images failed: {}",
+                    super::error_chain(&e)
+                )
+            })
     }
 
     /// The version the scenario updates to (the images' second version).
@@ -196,16 +219,48 @@ impl ImageLab {
 
     /// Starts the HTTPS endpoint and the image server over `images` (from [`Self::images`]), and
     /// prepares every node, a guest of `kind`, powered off with the base version installed.
-    pub async fn build(scenario: &Scenario, kind: GuestKind, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
+    pub async fn build(
+        scenario: &Scenario,
+        kind: GuestKind,
+        images: Images,
+        server: &ApiServer,
+        clock: &Clock,
+    ) -> Result<Self, String> {
         let base = scenario.pool.os.value.clone();
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let image_server = ImageServer::serve(images.dir().join("slots"), loopback).await.map_err(|e| super::error_chain(&e))?;
-        let https = server.serve_https_also_as(loopback, &[HOST_ALIAS]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;
+        let image_server = ImageServer::serve(images.dir().join("slots"), loopback)
+            .await
+            .map_err(|e| super::error_chain(&e))?;
+        let https = server
+            .serve_https_also_as(loopback, &[HOST_ALIAS])
+            .await
+            .map_err(|e| {
+                format!(
+                    "serving the API over HTTPS failed: {}",
+                    super::error_chain(&e)
+                )
+            })?;
         let api_server = format!("https://{HOST_ALIAS}:{}", https.addr().port());
-        let dir = tempfile::Builder::new().prefix("rackproof-qemu-lab-").tempdir().map_err(|e| format!("creating a temporary directory failed: {e}"))?;
+        let dir = tempfile::Builder::new()
+            .prefix("rackproof-qemu-lab-")
+            .tempdir()
+            .map_err(|e| format!("creating a temporary directory failed: {e}"))?;
         // libvirt's QEMU (user libvirt-qemu) reaches its node directories through this one.
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).map_err(|e| format!("opening the lab directory failed: {e}"))?;
-        let domain_prefix = format!("rackproof-run{}-{}-", std::process::id(), dir.path().file_name().and_then(|n| n.to_str()).unwrap_or("lab").trim_start_matches("rackproof-qemu-lab-").to_lowercase());
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .map_err(|e| format!("opening the lab directory failed: {e}"))?;
+        let domain_prefix = format!(
+            "rackproof-run{}-{}-",
+            std::process::id(),
+            dir.path()
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or("lab")
+                .trim_start_matches("rackproof-qemu-lab-")
+                .to_lowercase()
+        );
         let disk = images.disk(&base).map_err(|e| super::error_chain(&e))?;
 
         let mut nodes = BTreeMap::new();
@@ -221,35 +276,95 @@ impl ImageLab {
             };
             let machine = match kind {
                 GuestKind::Qemu => {
-                    let config = QemuConfig { identity: identity.clone(), ..QemuConfig::new(&name, &disk) };
-                    Guest::Qemu(Arc::new(QemuMachine::create(config, clock.clone()).map_err(|e| super::error_chain(&e))?))
+                    let config = QemuConfig {
+                        identity: identity.clone(),
+                        ..QemuConfig::new(&name, &disk)
+                    };
+                    Guest::Qemu(Arc::new(
+                        QemuMachine::create(config, clock.clone())
+                            .map_err(|e| super::error_chain(&e))?,
+                    ))
                 }
                 #[cfg(feature = "libvirt")]
-                GuestKind::Libvirt => Guest::Libvirt(super::guest::libvirt::LibvirtGuest::define(&name, &domain_prefix, dir.path(), &disk, &identity, clock).await?),
+                GuestKind::Libvirt => Guest::Libvirt(
+                    super::guest::libvirt::LibvirtGuest::define(
+                        &name,
+                        &domain_prefix,
+                        dir.path(),
+                        &disk,
+                        &identity,
+                        clock,
+                    )
+                    .await?,
+                ),
                 #[cfg(not(feature = "libvirt"))]
-                GuestKind::Libvirt => return Err(format!("this build has no libvirt support ({domain_prefix}…): build with `--features rackproof-harness/libvirt`")),
+                GuestKind::Libvirt => {
+                    return Err(format!(
+                        "this build has no libvirt support ({domain_prefix}…): build with `--features rackproof-harness/libvirt`"
+                    ));
+                }
             };
-            let (bmc, served) = serve_bmc(&name, scenario.lab.bmc, machine.power(), dir.path(), clock).await?;
-            nodes.insert(name, ImageNode { machine, bmc, served, identity, installed: Mutex::new(base.clone()) });
+            let (bmc, served) =
+                serve_bmc(&name, scenario.lab.bmc, machine.power(), dir.path(), clock).await?;
+            nodes.insert(
+                name,
+                ImageNode {
+                    machine,
+                    bmc,
+                    served,
+                    identity,
+                    installed: Mutex::new(base.clone()),
+                },
+            );
         }
-        let serving = Serving { image_server, https, node_address: HOST_ALIAS.to_owned(), dir: Some(dir) };
+        let serving = Serving {
+            image_server,
+            https,
+            node_address: HOST_ALIAS.to_owned(),
+            dir: Some(dir),
+        };
         Self::assemble(scenario, nodes, images, serving, server, clock)
     }
 
     /// The lab of backend `physical`: the scenario's nodes from `inventory`, each reserved and
     /// brought up (all at once) so provisioning can reach it over SSH. The API server and the
     /// image server listen where the inventory's `harness` says, and the nodes address them there.
-    pub async fn build_rack(scenario: &Scenario, inventory: &InventoryFile, images: Images, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
-        let harness = inventory.inventory.harness.as_ref().ok_or_else(|| format!("inventory {} has no `harness` section", inventory.path.display()))?;
+    pub async fn build_rack(
+        scenario: &Scenario,
+        inventory: &InventoryFile,
+        images: Images,
+        server: &ApiServer,
+        clock: &Clock,
+    ) -> Result<Self, String> {
+        let harness = inventory.inventory.harness.as_ref().ok_or_else(|| {
+            format!(
+                "inventory {} has no `harness` section",
+                inventory.path.display()
+            )
+        })?;
         let base = scenario.pool.os.value.clone();
         let listen = SocketAddr::new(harness.listen, 0);
-        let image_server = ImageServer::serve(images.dir().join("slots"), listen).await.map_err(|e| super::error_chain(&e))?;
-        let https = server.serve_https_also_as(listen, &[harness.address.as_str()]).await.map_err(|e| format!("serving the API over HTTPS failed: {}", super::error_chain(&e)))?;
+        let image_server = ImageServer::serve(images.dir().join("slots"), listen)
+            .await
+            .map_err(|e| super::error_chain(&e))?;
+        let https = server
+            .serve_https_also_as(listen, &[harness.address.as_str()])
+            .await
+            .map_err(|e| {
+                format!(
+                    "serving the API over HTTPS failed: {}",
+                    super::error_chain(&e)
+                )
+            })?;
         let api_server = format!("https://{}:{}", harness.address, https.addr().port());
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
             let rack = super::rack::open(inventory, &name, clock).await?;
-            let kind = rack.description.bmc.as_ref().map_or(LabBmcKind::Redfish, |b| b.kind);
+            let kind = rack
+                .description
+                .bmc
+                .as_ref()
+                .map_or(LabBmcKind::Redfish, |b| b.kind);
             let identity = NodeIdentity {
                 node: name.clone(),
                 pool: scenario.pool.name.clone(),
@@ -260,15 +375,41 @@ impl ImageLab {
                 ..NodeIdentity::default()
             };
             let bmc = rack.bmc.clone();
-            nodes.insert(name, ImageNode { machine: Guest::Rack(Box::new(rack)), bmc, served: Served::Rack(kind), identity, installed: Mutex::new(base.clone()) });
+            nodes.insert(
+                name,
+                ImageNode {
+                    machine: Guest::Rack(Box::new(rack)),
+                    bmc,
+                    served: Served::Rack(kind),
+                    identity,
+                    installed: Mutex::new(base.clone()),
+                },
+            );
         }
-        futures::future::try_join_all(nodes.iter().map(|(name, node)| super::rack::ensure_up(name, &node.machine, clock))).await?;
-        let serving = Serving { image_server, https, node_address: harness.address.clone(), dir: None };
+        futures::future::try_join_all(
+            nodes
+                .iter()
+                .map(|(name, node)| super::rack::ensure_up(name, &node.machine, clock)),
+        )
+        .await?;
+        let serving = Serving {
+            image_server,
+            https,
+            node_address: harness.address.clone(),
+            dir: None,
+        };
         Self::assemble(scenario, nodes, images, serving, server, clock)
     }
 
     /// The lab from its nodes and servers, the scenario's broken builds handed to every node.
-    fn assemble(scenario: &Scenario, nodes: BTreeMap<String, ImageNode>, images: Images, serving: Serving, server: &ApiServer, clock: &Clock) -> Result<Self, String> {
+    fn assemble(
+        scenario: &Scenario,
+        nodes: BTreeMap<String, ImageNode>,
+        images: Images,
+        serving: Serving,
+        server: &ApiServer,
+        clock: &Clock,
+    ) -> Result<Self, String> {
         let lab = Self {
             nodes,
             images,
@@ -282,7 +423,11 @@ impl ImageLab {
             node_address: serving.node_address,
             _dir: serving.dir,
         };
-        for image in scenario.images.iter().filter(|i| i.boot != BootBehaviour::Ok) {
+        for image in scenario
+            .images
+            .iter()
+            .filter(|i| i.boot != BootBehaviour::Ok)
+        {
             for name in lab.nodes.keys() {
                 lab.break_next_version(name, &image.boot)?;
             }
@@ -295,25 +440,49 @@ impl ImageLab {
     }
 
     fn node(&self, name: &str) -> Result<&ImageNode, String> {
-        self.nodes.get(name).ok_or_else(|| format!("no lab node {name}"))
+        self.nodes
+            .get(name)
+            .ok_or_else(|| format!("no lab node {name}"))
     }
 
     /// Hands the node the pool's OSC and a fresh disk with `version` (a rack server: checks it
     /// runs `version`, and leaves it off with the identity on its state partition).
-    pub async fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
+    pub async fn provision(
+        &self,
+        name: &str,
+        osc: &OscLocation,
+        version: &str,
+    ) -> Result<(), String> {
         let node = self.node(name)?;
-        self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
-        let identity = NodeIdentity { osc_secret: format!("{}/{}", osc.namespace, osc.name), ..node.identity.clone() };
+        self.server
+            .allow_node_secret(&self.pool, &osc.namespace, &osc.name);
+        let identity = NodeIdentity {
+            osc_secret: format!("{}/{}", osc.namespace, osc.name),
+            ..node.identity.clone()
+        };
         if let Guest::Rack(server) = &node.machine {
-            return super::rack::provision(server, &node.machine, &identity, version, &self.clock).await;
+            return super::rack::provision(server, &node.machine, &identity, version, &self.clock)
+                .await;
         }
         node.machine.set_identity(&identity).await?;
-        let fresh = node.installed.lock().unwrap_or_else(|p| p.into_inner()).clone() == version && node.machine.boots().await == 0;
+        let fresh = node
+            .installed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            == version
+            && node.machine.boots().await == 0;
         if !fresh {
             if version != self.base_version {
-                return Err(format!("the qemu images have disks with {} installed, not {version}", self.base_version));
+                return Err(format!(
+                    "the qemu images have disks with {} installed, not {version}",
+                    self.base_version
+                ));
             }
-            let disk = self.images.disk(version).map_err(|e| super::error_chain(&e))?;
+            let disk = self
+                .images
+                .disk(version)
+                .map_err(|e| super::error_chain(&e))?;
             node.machine.reimage(&disk).await?;
             *node.installed.lock().unwrap_or_else(|p| p.into_inner()) = version.to_owned();
         }
@@ -329,38 +498,86 @@ impl ImageLab {
     /// the OS reports up on the console.
     pub async fn power_on_and_wait(&self, name: &str, shared: &Shared) {
         let Ok(node) = self.node(name) else { return };
-        match self.clock.timeout(BOOT_DEADLINE, self.bring_up(name, node, shared)).await {
-            Ok(Ok(version)) => shared.record(Some(name), EntryKind::Lab, format!("OS {version} is up")),
-            Ok(Err(e)) => shared.record(Some(name), EntryKind::Lab, format!("power-on failed: {e}")),
-            Err(_) => shared.record(Some(name), EntryKind::Lab, format!("power-on failed: the OS did not come up within {}", rackproof_clock::format_duration(BOOT_DEADLINE))),
+        match self
+            .clock
+            .timeout(BOOT_DEADLINE, self.bring_up(name, node, shared))
+            .await
+        {
+            Ok(Ok(version)) => {
+                shared.record(Some(name), EntryKind::Lab, format!("OS {version} is up"))
+            }
+            Ok(Err(e)) => {
+                shared.record(Some(name), EntryKind::Lab, format!("power-on failed: {e}"))
+            }
+            Err(_) => shared.record(
+                Some(name),
+                EntryKind::Lab,
+                format!(
+                    "power-on failed: the OS did not come up within {}",
+                    rackproof_clock::format_duration(BOOT_DEADLINE)
+                ),
+            ),
         }
     }
 
-    async fn bring_up(&self, name: &str, node: &ImageNode, shared: &Shared) -> Result<String, String> {
+    async fn bring_up(
+        &self,
+        name: &str,
+        node: &ImageNode,
+        shared: &Shared,
+    ) -> Result<String, String> {
         let up = Regex::new(r"^rackproof-os (\S+): up$").expect("a valid pattern");
         let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
         let mark = node.machine.mark();
-        if node.bmc.power_state().await.map_err(|e| super::error_chain(&e))? == PowerState::On {
+        if node
+            .bmc
+            .power_state()
+            .await
+            .map_err(|e| super::error_chain(&e))?
+            == PowerState::On
+        {
             // Up already if the latest boot reached `up`.
             let lines = node.machine.lines();
-            let latest = lines.iter().rev().find(|l| up.is_match(l) || started.is_match(l));
+            let latest = lines
+                .iter()
+                .rev()
+                .find(|l| up.is_match(l) || started.is_match(l));
             if let Some(caps) = latest.and_then(|l| up.captures(l)) {
                 return Ok(caps[1].to_owned());
             }
         } else {
             self.power_on(name, node, shared).await?;
         }
-        let line = node.machine.wait_line_since(&self.clock, mark, &up, BOOT_DEADLINE).await?;
-        Ok(up.captures(&line).map(|c| c[1].to_owned()).unwrap_or_default())
+        let line = node
+            .machine
+            .wait_line_since(&self.clock, mark, &up, BOOT_DEADLINE)
+            .await?;
+        Ok(up
+            .captures(&line)
+            .map(|c| c[1].to_owned())
+            .unwrap_or_default())
     }
 
     async fn power_on(&self, name: &str, node: &ImageNode, shared: &Shared) -> Result<(), String> {
         for attempt in 1..=POWER_ON_ATTEMPTS {
-            shared.record(Some(name), EntryKind::Bmc, describe(&node.served, ResetAction::On));
-            node.bmc.reset(ResetAction::On).await.map_err(|e| super::error_chain(&e))?;
+            shared.record(
+                Some(name),
+                EntryKind::Bmc,
+                describe(&node.served, ResetAction::On),
+            );
+            node.bmc
+                .reset(ResetAction::On)
+                .await
+                .map_err(|e| super::error_chain(&e))?;
             let deadline = self.clock.instant() + POWER_ON_GRACE;
             while self.clock.instant() < deadline {
-                if node.bmc.power_state().await.map_err(|e| super::error_chain(&e))? == PowerState::On {
+                if node
+                    .bmc
+                    .power_state()
+                    .await
+                    .map_err(|e| super::error_chain(&e))?
+                    == PowerState::On
+                {
                     return Ok(());
                 }
                 self.clock.sleep(Duration::from_millis(500)).await;
@@ -369,7 +586,9 @@ impl ImageLab {
                 shared.record(Some(name), EntryKind::Bmc, format!("the BMC accepted power-on but the machine stayed off; asking again ({attempt}/{POWER_ON_ATTEMPTS})"));
             }
         }
-        Err(format!("still off after {POWER_ON_ATTEMPTS} power-on requests"))
+        Err(format!(
+            "still off after {POWER_ON_ATTEMPTS} power-on requests"
+        ))
     }
 
     /// A power action through the node's BMC, recorded in the timeline.
@@ -378,7 +597,11 @@ impl ImageLab {
         let reset = super::lab::reset_action(action);
         shared.record(Some(name), EntryKind::Bmc, describe(&node.served, reset));
         if let Err(e) = node.bmc.reset(reset).await {
-            shared.record(Some(name), EntryKind::Bmc, format!("{reset} failed: {}", super::error_chain(&e)));
+            shared.record(
+                Some(name),
+                EntryKind::Bmc,
+                format!("{reset} failed: {}", super::error_chain(&e)),
+            );
         }
     }
 
@@ -398,20 +621,31 @@ impl ImageLab {
     pub fn break_next_version(&self, name: &str, boot: &BootBehaviour) -> Result<(), String> {
         self.node(name)?;
         let suffix = variant_suffix(boot, &self.base_version)?;
-        self.image_server.serve_variant(name, &self.new_version, &format!("{}{suffix}", self.new_version));
+        self.image_server.serve_variant(
+            name,
+            &self.new_version,
+            &format!("{}{suffix}", self.new_version),
+        );
         Ok(())
     }
 
     /// Cuts the node's power (QMP `quit`) at `point` of its next update.
     pub async fn cut_power(&self, name: &str, point: PowerCutPoint, shared: &Shared) -> bool {
-        let Ok(node) = self.node(name) else { return false };
+        let Ok(node) = self.node(name) else {
+            return false;
+        };
         let reached = match point {
             PowerCutPoint::Download => {
                 let mut events = self.image_server.subscribe();
                 self.image_server.stall_next_payload(name);
                 loop {
                     match events.recv().await {
-                        Ok(request) if request.node.as_deref() == Some(name) && request.answer.starts_with("stalled") => break true,
+                        Ok(request)
+                            if request.node.as_deref() == Some(name)
+                                && request.answer.starts_with("stalled") =>
+                        {
+                            break true;
+                        }
                         Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                         Err(tokio::sync::broadcast::error::RecvError::Closed) => break false,
                     }
@@ -420,21 +654,28 @@ impl ImageLab {
             PowerCutPoint::SlotWrite => self.wait_line(name, |l| l.contains(SLOT_WRITE_LINE)).await,
             PowerCutPoint::FirstBoot => {
                 let new = format!("rackproof-os {}: init started", self.new_version);
-                self.wait_line(name, |l| l.ends_with(": rebooting")).await && self.wait_line(name, |l| l.starts_with(&new)).await
+                self.wait_line(name, |l| l.ends_with(": rebooting")).await
+                    && self.wait_line(name, |l| l.starts_with(&new)).await
             }
         };
         if !reached {
             return false;
         }
         if let Err(e) = node.machine.power().reset(ResetAction::ForceOff).await {
-            shared.record(Some(name), EntryKind::Fault, format!("cutting the power failed: {}", super::error_chain(&e)));
+            shared.record(
+                Some(name),
+                EntryKind::Fault,
+                format!("cutting the power failed: {}", super::error_chain(&e)),
+            );
             return false;
         }
         true
     }
 
     async fn wait_line(&self, name: &str, wanted: impl Fn(&str) -> bool) -> bool {
-        let Some(mut lines) = self.console(name) else { return false };
+        let Some(mut lines) = self.console(name) else {
+            return false;
+        };
         while let Some(line) = lines.next().await {
             if wanted(&line) {
                 return true;
@@ -444,13 +685,22 @@ impl ImageLab {
     }
 
     /// Sets a quirk as fault rules of the node's Redfish emulator.
-    pub fn add_bmc_quirk(&self, name: &str, quirk: &BmcQuirk, count: Option<u32>) -> Result<(), String> {
+    pub fn add_bmc_quirk(
+        &self,
+        name: &str,
+        quirk: &BmcQuirk,
+        count: Option<u32>,
+    ) -> Result<(), String> {
         let node = self.node(name)?;
         let Served::Redfish { emulator, .. } = &node.served else {
-            return Err("BMC quirks are set through the Redfish emulator of a qemu node".to_owned());
+            return Err(
+                "BMC quirks are set through the Redfish emulator of a qemu node".to_owned(),
+            );
         };
         let rule = match quirk {
-            BmcQuirk::IgnorePowerOn => FaultRule::ignore_action("POST", RESET_PATH).for_reset_type(ResetAction::On),
+            BmcQuirk::IgnorePowerOn => {
+                FaultRule::ignore_action("POST", RESET_PATH).for_reset_type(ResetAction::On)
+            }
             BmcQuirk::Status(code) => FaultRule::status("POST", RESET_PATH, *code),
             BmcQuirk::Latency(span) => FaultRule::latency(None, "/redfish/v1/*", span.get()),
             BmcQuirk::ExpireSessions => FaultRule::expire_session("/redfish/v1/*"),
@@ -459,7 +709,10 @@ impl ImageLab {
             Some(n) => rule.times(n),
             None => rule,
         };
-        emulator.add_fault(rule).map(|_| ()).map_err(|e| e.to_string())
+        emulator
+            .add_fault(rule)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
     }
 
     pub fn image_server_fault(&self, name: &str, answer: ImageServerAnswer, count: Option<u32>) {
@@ -492,38 +745,86 @@ impl ImageLab {
 /// The timeline's words for a BMC request.
 fn describe(served: &Served, action: ResetAction) -> String {
     match served {
-        Served::Redfish { .. } | Served::Rack(LabBmcKind::Redfish) => format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}"),
-        Served::Ipmi(_) | Served::Rack(LabBmcKind::Ipmi) => format!("ipmi: chassis control {}", super::sim_lab::ipmi_name(action)),
+        Served::Redfish { .. } | Served::Rack(LabBmcKind::Redfish) => {
+            format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}")
+        }
+        Served::Ipmi(_) | Served::Rack(LabBmcKind::Ipmi) => format!(
+            "ipmi: chassis control {}",
+            super::sim_lab::ipmi_name(action)
+        ),
     }
 }
 
 /// Starts the node's BMC emulator on 127.0.0.1 and connects the lab's BMC client to it.
-async fn serve_bmc(name: &str, kind: BmcKind, machine: SharedMachine, dir: &Path, clock: &Clock) -> Result<(SharedMachine, Served), String> {
+async fn serve_bmc(
+    name: &str,
+    kind: BmcKind,
+    machine: SharedMachine,
+    dir: &Path,
+    clock: &Clock,
+) -> Result<(SharedMachine, Served), String> {
     use rand::Rng as _;
-    let password: String = rand::rng().sample_iter(&rand::distr::Alphanumeric).take(16).map(char::from).collect();
+    let password: String = rand::rng()
+        .sample_iter(&rand::distr::Alphanumeric)
+        .take(16)
+        .map(char::from)
+        .collect();
     let credentials = BmcCredentials::new(BMC_USER, password.clone());
     let shared = machine;
     let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    let fail = |what: &str, e: &(dyn std::error::Error + 'static)| format!("node {name}: {what}: {}", super::error_chain(e));
+    let fail = |what: &str, e: &(dyn std::error::Error + 'static)| {
+        format!("node {name}: {what}: {}", super::error_chain(e))
+    };
     let (description, served) = match kind {
         BmcKind::Redfish => {
-            let emulator = Emulator::new(EmulatorConfig::single(shared, BMC_USER, &password, clock.clone())).map_err(|e| fail("set up the Redfish emulator", &e))?;
-            let running = emulator.serve_https(loopback).await.map_err(|e| fail("start the Redfish emulator", &e))?;
+            let emulator = Emulator::new(EmulatorConfig::single(
+                shared,
+                BMC_USER,
+                &password,
+                clock.clone(),
+            ))
+            .map_err(|e| fail("set up the Redfish emulator", &e))?;
+            let running = emulator
+                .serve_https(loopback)
+                .await
+                .map_err(|e| fail("start the Redfish emulator", &e))?;
             let ca_path = dir.join(format!("{name}-redfish-ca.pem"));
-            std::fs::write(&ca_path, running.ca_pem().unwrap_or_default()).map_err(|e| fail("write the Redfish CA", &e))?;
+            std::fs::write(&ca_path, running.ca_pem().unwrap_or_default())
+                .map_err(|e| fail("write the Redfish CA", &e))?;
             let description = bmc_description(LabBmcKind::Redfish, running.url(), Some(ca_path));
-            (description, Served::Redfish { emulator, _running: running })
+            (
+                description,
+                Served::Redfish {
+                    emulator,
+                    _running: running,
+                },
+            )
         }
         BmcKind::Ipmi => {
-            let ipmi_credentials = rackproof_ipmi::Credentials::new(BMC_USER, &password).map_err(|e| fail("IPMI credentials", &e))?;
-            let emulator = rackproof_ipmi::IpmiEmulator::start_with(shared, rackproof_ipmi::BmcConfig::new(ipmi_credentials), loopback, clock.clone())
-                .await
-                .map_err(|e| fail("start the IPMI emulator", &e))?;
-            let description = bmc_description(LabBmcKind::Ipmi, emulator.local_addr().to_string(), None);
+            let ipmi_credentials = rackproof_ipmi::Credentials::new(BMC_USER, &password)
+                .map_err(|e| fail("IPMI credentials", &e))?;
+            let emulator = rackproof_ipmi::IpmiEmulator::start_with(
+                shared,
+                rackproof_ipmi::BmcConfig::new(ipmi_credentials),
+                loopback,
+                clock.clone(),
+            )
+            .await
+            .map_err(|e| fail("start the IPMI emulator", &e))?;
+            let description =
+                bmc_description(LabBmcKind::Ipmi, emulator.local_addr().to_string(), None);
             (description, Served::Ipmi(emulator))
         }
     };
-    let client = bmc::connect(name, &description, credentials, &BmcOptions::default(), clock.clone()).await.map_err(|e| fail("connect to its BMC", &e))?;
+    let client = bmc::connect(
+        name,
+        &description,
+        credentials,
+        &BmcOptions::default(),
+        clock.clone(),
+    )
+    .await
+    .map_err(|e| fail("connect to its BMC", &e))?;
     Ok((client, served))
 }
 
@@ -532,7 +833,10 @@ fn bmc_description(kind: LabBmcKind, endpoint: String, ca_path: Option<PathBuf>)
         kind,
         endpoint,
         // The credentials are handed over directly; this reference is never read.
-        credentials: CredentialsRef::Env { username_var: String::new(), password_var: String::new() },
+        credentials: CredentialsRef::Env {
+            username_var: String::new(),
+            password_var: String::new(),
+        },
         ca_path,
         insecure_skip_tls_verify: false,
     }

@@ -47,7 +47,13 @@ impl InvariantChecker {
     /// All invariants but those the scenario disables.
     pub fn new(config: &Invariants) -> Self {
         let disabled: BTreeSet<InvariantKey> = config.disable.iter().map(|d| key(d.name)).collect();
-        Self { enabled: ALL.iter().map(|n| key(*n)).filter(|k| !disabled.contains(k)).collect() }
+        Self {
+            enabled: ALL
+                .iter()
+                .map(|n| key(*n))
+                .filter(|k| !disabled.contains(k))
+                .collect(),
+        }
     }
 
     fn on(&self, name: InvariantName) -> bool {
@@ -62,25 +68,45 @@ impl InvariantChecker {
             max_unavailable(before, after, &mut found);
         }
         for (name, was) in &before.nodes {
-            let Some(now) = after.nodes.get(name) else { continue };
+            let Some(now) = after.nodes.get(name) else {
+                continue;
+            };
             let node = Some(name.clone());
-            let became_ready_for_update = now.in_place_reason.as_deref() == Some(inplace_api::keys::REASON_READY_FOR_UPDATE)
+            let became_ready_for_update = now.in_place_reason.as_deref()
+                == Some(inplace_api::keys::REASON_READY_FOR_UPDATE)
                 && was.in_place_reason != now.in_place_reason;
-            if self.on(InvariantName::DrainedBeforeReady) && became_ready_for_update && (!now.unschedulable || now.evictable_pods > 0) {
+            if self.on(InvariantName::DrainedBeforeReady)
+                && became_ready_for_update
+                && (!now.unschedulable || now.evictable_pods > 0)
+            {
                 found.push(Violation {
                     invariant: InvariantName::DrainedBeforeReady,
                     node: node.clone(),
                     message: format!(
                         "{name} became ReadyForUpdate while {}",
-                        if now.unschedulable { format!("{} evictable pods were still bound to it", now.evictable_pods) } else { "it was not cordoned".to_owned() }
+                        if now.unschedulable {
+                            format!(
+                                "{} evictable pods were still bound to it",
+                                now.evictable_pods
+                            )
+                        } else {
+                            "it was not cordoned".to_owned()
+                        }
                     ),
                 });
             }
-            if self.on(InvariantName::FailedStaysCordoned) && was.failed() && now.failed() && was.unschedulable && !now.unschedulable {
+            if self.on(InvariantName::FailedStaysCordoned)
+                && was.failed()
+                && now.failed()
+                && was.unschedulable
+                && !now.unschedulable
+            {
                 found.push(Violation {
                     invariant: InvariantName::FailedStaysCordoned,
                     node: node.clone(),
-                    message: format!("{name} was uncordoned while it still carries the failed mark"),
+                    message: format!(
+                        "{name} was uncordoned while it still carries the failed mark"
+                    ),
                 });
             }
             let finished = was.candidate && !now.candidate && !now.failed();
@@ -102,13 +128,25 @@ impl InvariantChecker {
                     found.push(Violation {
                         invariant: InvariantName::CleanAfterSuccess,
                         node,
-                        message: format!("{name} finished its update but kept {}", leftovers.join(", ")),
+                        message: format!(
+                            "{name} finished its update but kept {}",
+                            leftovers.join(", ")
+                        ),
                     });
                 }
             }
         }
-        if self.on(InvariantName::WatchdogIgnoresUpdates) && !before.dependents_scaled_down() && after.dependents_scaled_down() && after.outage.is_empty() {
-            let updating: Vec<&str> = after.nodes.iter().filter(|(_, v)| v.in_progress() || v.failed()).map(|(n, _)| n.as_str()).collect();
+        if self.on(InvariantName::WatchdogIgnoresUpdates)
+            && !before.dependents_scaled_down()
+            && after.dependents_scaled_down()
+            && after.outage.is_empty()
+        {
+            let updating: Vec<&str> = after
+                .nodes
+                .iter()
+                .filter(|(_, v)| v.in_progress() || v.failed())
+                .map(|(n, _)| n.as_str())
+                .collect();
             found.push(Violation {
                 invariant: InvariantName::WatchdogIgnoresUpdates,
                 node: None,
@@ -124,13 +162,20 @@ impl InvariantChecker {
     /// Checks that only make sense at the end of a run.
     pub fn check_end(&self, world: &World) -> Vec<Violation> {
         let mut found = Vec::new();
-        if self.on(InvariantName::DependentsRestored) && world.outage.is_empty() && !world.dependents_running() {
+        if self.on(InvariantName::DependentsRestored)
+            && world.outage.is_empty()
+            && !world.dependents_running()
+        {
             found.push(Violation {
                 invariant: InvariantName::DependentsRestored,
                 node: None,
                 message: format!(
                     "the outage is over but the dependents run {:?} instead of {:?}",
-                    world.dependents.iter().map(|(n, d)| (n.as_str(), d.replicas)).collect::<Vec<_>>(),
+                    world
+                        .dependents
+                        .iter()
+                        .map(|(n, d)| (n.as_str(), d.replicas))
+                        .collect::<Vec<_>>(),
                     world.dependents_at_start
                 ),
             });
@@ -143,7 +188,9 @@ fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
     let limit = after.max_unavailable;
     let floor = after.pool_size.saturating_sub(limit);
     for (name, was) in &before.nodes {
-        let Some(now) = after.nodes.get(name) else { continue };
+        let Some(now) = after.nodes.get(name) else {
+            continue;
+        };
         let newly_selected = now.in_progress() && !was.in_progress();
         if !newly_selected {
             continue;
@@ -170,7 +217,10 @@ mod tests {
 
     fn world(nodes: &[(&str, NodeView)], max_unavailable: u32) -> World {
         World {
-            nodes: nodes.iter().map(|(n, v)| ((*n).to_owned(), v.clone())).collect(),
+            nodes: nodes
+                .iter()
+                .map(|(n, v)| ((*n).to_owned(), v.clone()))
+                .collect(),
             target_os: "1.1.0".into(),
             max_unavailable,
             pool_size: u32::try_from(nodes.len()).unwrap(),
@@ -179,11 +229,21 @@ mod tests {
     }
 
     fn ready() -> NodeView {
-        NodeView { registered: true, ready: true, candidate: true, os_version: Some("1.0.0".into()), ..NodeView::default() }
+        NodeView {
+            registered: true,
+            ready: true,
+            candidate: true,
+            os_version: Some("1.0.0".into()),
+            ..NodeView::default()
+        }
     }
 
     fn selected() -> NodeView {
-        NodeView { selected: true, unschedulable: true, ..ready() }
+        NodeView {
+            selected: true,
+            unschedulable: true,
+            ..ready()
+        }
     }
 
     #[test]
@@ -192,13 +252,22 @@ mod tests {
         let before = world(&[("a", selected()), ("b", ready())], 1);
         let after = world(&[("a", selected()), ("b", selected())], 1);
         let violations = checker.check(&before, &after);
-        assert!(violations.iter().any(|v| v.invariant == InvariantName::MaxUnavailable && v.node.as_deref() == Some("b")), "{violations:?}");
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.invariant == InvariantName::MaxUnavailable
+                    && v.node.as_deref() == Some("b")),
+            "{violations:?}"
+        );
     }
 
     #[test]
     fn a_not_ready_node_counts_against_the_next_selection() {
         let checker = InvariantChecker::new(&Invariants::default());
-        let dead = NodeView { ready: false, ..ready() };
+        let dead = NodeView {
+            ready: false,
+            ..ready()
+        };
         let before = world(&[("a", dead.clone()), ("b", ready())], 1);
         let after = world(&[("a", dead), ("b", selected())], 1);
         assert_eq!(checker.check(&before, &after).len(), 1);
@@ -213,40 +282,94 @@ mod tests {
         early.evictable_pods = 2;
         let after = world(&[("a", early)], 1);
         let violations = checker.check(&before, &after);
-        assert_eq!(violations[0].invariant, InvariantName::DrainedBeforeReady, "{violations:?}");
+        assert_eq!(
+            violations[0].invariant,
+            InvariantName::DrainedBeforeReady,
+            "{violations:?}"
+        );
     }
 
     #[test]
     fn uncordoning_a_failed_node_is_a_violation_and_can_be_disabled() {
-        let failed = NodeView { result: Some("failed".into()), ..selected() };
-        let uncordoned = NodeView { unschedulable: false, ..failed.clone() };
+        let failed = NodeView {
+            result: Some("failed".into()),
+            ..selected()
+        };
+        let uncordoned = NodeView {
+            unschedulable: false,
+            ..failed.clone()
+        };
         let before = world(&[("a", failed)], 1);
         let after = world(&[("a", uncordoned)], 1);
         let all = InvariantChecker::new(&Invariants::default());
-        assert!(all.check(&before, &after).iter().any(|v| v.invariant == InvariantName::FailedStaysCordoned));
+        assert!(
+            all.check(&before, &after)
+                .iter()
+                .any(|v| v.invariant == InvariantName::FailedStaysCordoned)
+        );
         let config = Invariants {
-            disable: vec![crate::scenario::DisabledInvariant { name: InvariantName::FailedStaysCordoned, reason: "test".into() }],
+            disable: vec![crate::scenario::DisabledInvariant {
+                name: InvariantName::FailedStaysCordoned,
+                reason: "test".into(),
+            }],
         };
-        assert!(InvariantChecker::new(&config).check(&before, &after).is_empty());
+        assert!(
+            InvariantChecker::new(&config)
+                .check(&before, &after)
+                .is_empty()
+        );
     }
 
     #[test]
     fn leftover_labels_after_success_are_a_violation() {
         let checker = InvariantChecker::new(&Invariants::default());
-        let before = world(&[("a", NodeView { result: Some("successful".into()), ..selected() })], 1);
-        let after = world(&[("a", NodeView { candidate: false, selected: false, unschedulable: false, result: Some("successful".into()), ..ready() })], 1);
+        let before = world(
+            &[(
+                "a",
+                NodeView {
+                    result: Some("successful".into()),
+                    ..selected()
+                },
+            )],
+            1,
+        );
+        let after = world(
+            &[(
+                "a",
+                NodeView {
+                    candidate: false,
+                    selected: false,
+                    unschedulable: false,
+                    result: Some("successful".into()),
+                    ..ready()
+                },
+            )],
+            1,
+        );
         let violations = checker.check(&before, &after);
-        assert!(violations[0].message.contains("update-result"), "{violations:?}");
+        assert!(
+            violations[0].message.contains("update-result"),
+            "{violations:?}"
+        );
     }
 
     #[test]
     fn a_scale_down_without_an_outage_is_a_violation() {
         let checker = InvariantChecker::new(&Invariants::default());
         let mut before = world(&[("a", selected())], 1);
-        before.dependents.insert("kcm".into(), crate::engine::world::DependentView { replicas: 1 });
+        before.dependents.insert(
+            "kcm".into(),
+            crate::engine::world::DependentView { replicas: 1 },
+        );
         let mut after = before.clone();
-        after.dependents.insert("kcm".into(), crate::engine::world::DependentView { replicas: 0 });
-        assert_eq!(checker.check(&before, &after)[0].invariant, InvariantName::WatchdogIgnoresUpdates);
+        after.dependents.insert(
+            "kcm".into(),
+            crate::engine::world::DependentView { replicas: 0 },
+        );
+        assert_eq!(
+            checker.check(&before, &after)[0].invariant,
+            InvariantName::WatchdogIgnoresUpdates
+        );
         after.outage.insert("b".into());
         assert!(checker.check(&before, &after).is_empty());
     }

@@ -34,7 +34,12 @@ impl Judge {
     pub fn new(world: World, expectations: Expectations, invariants: InvariantChecker) -> Self {
         let mut timeline = Timeline::default();
         for (name, view) in &world.nodes {
-            timeline.push(Duration::ZERO, Some(name), EntryKind::NodeState, lane_phase(view));
+            timeline.push(
+                Duration::ZERO,
+                Some(name),
+                EntryKind::NodeState,
+                lane_phase(view),
+            );
         }
         Self {
             world,
@@ -57,27 +62,57 @@ impl Judge {
             Observation::Node(node) => node.metadata.name.iter().cloned().collect(),
             Observation::NodeGone(name) => vec![name.clone()],
             Observation::Pod(pod) => {
-                let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                let key = (
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                );
                 let now = pod.spec.as_ref().and_then(|s| s.node_name.clone());
-                self.pods.get(&key).cloned().into_iter().chain(now).collect()
+                self.pods
+                    .get(&key)
+                    .cloned()
+                    .into_iter()
+                    .chain(now)
+                    .collect()
             }
-            Observation::PodGone { namespace, name } => self.pods.get(&(namespace.clone(), name.clone())).cloned().into_iter().collect(),
+            Observation::PodGone { namespace, name } => self
+                .pods
+                .get(&(namespace.clone(), name.clone()))
+                .cloned()
+                .into_iter()
+                .collect(),
             Observation::Deployment(_) => Vec::new(),
             Observation::WatchError(_) | Observation::KubeEvent { .. } => Vec::new(),
         };
         let before = match &observation {
-            Observation::Node(_) | Observation::NodeGone(_) | Observation::Pod(_) | Observation::PodGone { .. } | Observation::Deployment(_) => {
-                self.world.with_only(&touched)
-            }
+            Observation::Node(_)
+            | Observation::NodeGone(_)
+            | Observation::Pod(_)
+            | Observation::PodGone { .. }
+            | Observation::Deployment(_) => self.world.with_only(&touched),
             Observation::WatchError(e) => {
-                self.timeline.push(elapsed, None, EntryKind::Event, format!("watch error (retrying): {e}"));
+                self.timeline.push(
+                    elapsed,
+                    None,
+                    EntryKind::Event,
+                    format!("watch error (retrying): {e}"),
+                );
                 return;
             }
-            Observation::KubeEvent { object, reason, message, warning } => {
+            Observation::KubeEvent {
+                object,
+                reason,
+                message,
+                warning,
+            } => {
                 let node = object.strip_prefix("Node/");
                 let node = node.filter(|n| self.world.nodes.contains_key(*n));
                 let kind = if *warning { "Warning" } else { "Normal" };
-                self.timeline.push(elapsed, node, EntryKind::Event, format!("{kind} {reason} {object}: {message}"));
+                self.timeline.push(
+                    elapsed,
+                    node,
+                    EntryKind::Event,
+                    format!("{kind} {reason} {object}: {message}"),
+                );
                 return;
             }
         };
@@ -86,22 +121,43 @@ impl Judge {
             return;
         }
         for (name, was) in &before.nodes {
-            let Some(now) = self.world.nodes.get(name) else { continue };
+            let Some(now) = self.world.nodes.get(name) else {
+                continue;
+            };
             if lane_phase(was) != lane_phase(now) {
-                self.timeline.push(elapsed, Some(name), EntryKind::NodeState, lane_phase(now));
+                self.timeline
+                    .push(elapsed, Some(name), EntryKind::NodeState, lane_phase(now));
             }
         }
         let unavailable = self.world.unavailable();
         if unavailable != self.last_unavailable {
-            self.timeline.push(elapsed, None, EntryKind::Unavailable, unavailable.to_string());
+            self.timeline.push(
+                elapsed,
+                None,
+                EntryKind::Unavailable,
+                unavailable.to_string(),
+            );
             self.last_unavailable = unavailable;
         }
         if before.dependents_scaled_down() != self.world.dependents_scaled_down() {
-            let text = if self.world.dependents_scaled_down() { "dependents scaled down" } else { "dependents scaled up" };
+            let text = if self.world.dependents_scaled_down() {
+                "dependents scaled down"
+            } else {
+                "dependents scaled up"
+            };
             self.timeline.push(elapsed, None, EntryKind::Watchdog, text);
         }
         for violation in self.invariants.check(&before, &self.world) {
-            self.timeline.push(elapsed, violation.node.as_deref(), EntryKind::Violation, format!("{}: {}", invariant_name(violation.invariant), violation.message));
+            self.timeline.push(
+                elapsed,
+                violation.node.as_deref(),
+                EntryKind::Violation,
+                format!(
+                    "{}: {}",
+                    invariant_name(violation.invariant),
+                    violation.message
+                ),
+            );
             self.violations.push((elapsed, violation));
         }
         self.judge_expectations(elapsed);
@@ -109,13 +165,26 @@ impl Judge {
 
     /// Evaluates expectations at `elapsed` (also called when time passes without changes).
     pub fn judge_expectations(&mut self, elapsed: Duration) {
-        let before: Vec<_> = self.expectations.items.iter().map(|i| i.verdict.clone()).collect();
+        let before: Vec<_> = self
+            .expectations
+            .items
+            .iter()
+            .map(|i| i.verdict.clone())
+            .collect();
         for broken in self.expectations.observe(&self.world, elapsed) {
-            self.timeline.push(elapsed, None, EntryKind::ExpectationBroken, broken);
+            self.timeline
+                .push(elapsed, None, EntryKind::ExpectationBroken, broken);
         }
         for (item, was) in self.expectations.items.iter().zip(before) {
-            if was == super::expectations::Verdict::Pending && matches!(item.verdict, super::expectations::Verdict::Met { .. }) {
-                self.timeline.push(elapsed, None, EntryKind::ExpectationMet, item.description.clone());
+            if was == super::expectations::Verdict::Pending
+                && matches!(item.verdict, super::expectations::Verdict::Met { .. })
+            {
+                self.timeline.push(
+                    elapsed,
+                    None,
+                    EntryKind::ExpectationMet,
+                    item.description.clone(),
+                );
             }
         }
     }
@@ -127,11 +196,25 @@ impl Judge {
             if let super::expectations::Verdict::Broken { at, why } = &item.verdict
                 && *at == elapsed
             {
-                self.timeline.push(elapsed, None, EntryKind::ExpectationBroken, format!("{}: {why}", item.description));
+                self.timeline.push(
+                    elapsed,
+                    None,
+                    EntryKind::ExpectationBroken,
+                    format!("{}: {why}", item.description),
+                );
             }
         }
         for violation in self.invariants.check_end(&self.world) {
-            self.timeline.push(elapsed, None, EntryKind::Violation, format!("{}: {}", invariant_name(violation.invariant), violation.message));
+            self.timeline.push(
+                elapsed,
+                None,
+                EntryKind::Violation,
+                format!(
+                    "{}: {}",
+                    invariant_name(violation.invariant),
+                    violation.message
+                ),
+            );
             self.violations.push((elapsed, violation));
         }
     }
@@ -141,7 +224,14 @@ impl Judge {
         let mut failures: Vec<String> = self
             .violations
             .iter()
-            .map(|(at, v)| format!("at {}: invariant {} broken: {}", rackproof_clock::format_duration(*at), invariant_name(v.invariant), v.message))
+            .map(|(at, v)| {
+                format!(
+                    "at {}: invariant {} broken: {}",
+                    rackproof_clock::format_duration(*at),
+                    invariant_name(v.invariant),
+                    v.message
+                )
+            })
             .collect();
         failures.extend(self.expectations.failures());
         failures
@@ -156,7 +246,9 @@ impl Judge {
         match observation {
             Observation::Node(node) => {
                 let name = node.metadata.name.clone().unwrap_or_default();
-                let Some(view) = self.world.nodes.get(&name) else { return false };
+                let Some(view) = self.world.nodes.get(&name) else {
+                    return false;
+                };
                 let mut next = NodeView::from_node(&node);
                 next.evictable_pods = view.evictable_pods;
                 if *view == next {
@@ -174,7 +266,10 @@ impl Judge {
                 _ => false,
             },
             Observation::Pod(pod) => {
-                let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                let key = (
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                );
                 let node = pod.spec.as_ref().and_then(|s| s.node_name.clone());
                 let counted = match node {
                     Some(node) if !is_daemon_or_mirror(&pod) => Some(node),
@@ -190,17 +285,25 @@ impl Judge {
                 self.move_counted_pod(previous, counted);
                 true
             }
-            Observation::PodGone { namespace, name } => match self.pods.remove(&(namespace, name)) {
-                Some(node) => {
-                    self.move_counted_pod(Some(node), None);
-                    true
+            Observation::PodGone { namespace, name } => {
+                match self.pods.remove(&(namespace, name)) {
+                    Some(node) => {
+                        self.move_counted_pod(Some(node), None);
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
-            },
+            }
             Observation::Deployment(deployment) => {
                 let name = deployment.metadata.name.clone().unwrap_or_default();
-                let Some(view) = self.world.dependents.get_mut(&name) else { return false };
-                let replicas = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+                let Some(view) = self.world.dependents.get_mut(&name) else {
+                    return false;
+                };
+                let replicas = deployment
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.replicas)
+                    .unwrap_or(1);
                 if view.replicas == replicas {
                     return false;
                 }
@@ -224,7 +327,11 @@ impl Judge {
         if let Some(node) = &to {
             *self.pods_per_node.entry(node.clone()).or_default() += 1;
         }
-        let touched: BTreeSet<String> = std::mem::take(&mut self.reset_since_count).into_iter().chain(from).chain(to).collect();
+        let touched: BTreeSet<String> = std::mem::take(&mut self.reset_since_count)
+            .into_iter()
+            .chain(from)
+            .chain(to)
+            .collect();
         for node in touched {
             if let Some(view) = self.world.nodes.get_mut(&node) {
                 view.evictable_pods = self.pods_per_node.get(&node).copied().unwrap_or(0);

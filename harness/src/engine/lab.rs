@@ -6,9 +6,9 @@ use std::pin::Pin;
 
 use futures::Stream;
 
+use super::image_lab::ImageLab;
 use super::logs::LineLogs;
 use super::provider::OscLocation;
-use super::image_lab::ImageLab;
 use super::shared::Shared;
 use super::sim_lab::SimLab;
 use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint};
@@ -46,7 +46,12 @@ impl Lab {
 
     /// Gives node `name` a fresh disk with `version` and the identity of the Machine whose pool
     /// reads `osc`; the node stays off.
-    pub async fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
+    pub async fn provision(
+        &self,
+        name: &str,
+        osc: &OscLocation,
+        version: &str,
+    ) -> Result<(), String> {
         match self {
             Self::Sim(lab) => lab.provision(name, osc, version),
             Self::Images(lab) => lab.provision(name, osc, version).await,
@@ -95,7 +100,12 @@ impl Lab {
     }
 
     /// Fault: the next OS version installed on `name` boots like `boot`.
-    pub fn break_next_version(&self, name: &str, boot: &BootBehaviour, versions: &[String]) -> Result<(), String> {
+    pub fn break_next_version(
+        &self,
+        name: &str,
+        boot: &BootBehaviour,
+        versions: &[String],
+    ) -> Result<(), String> {
         match self {
             Self::Sim(lab) => {
                 lab.break_next_version(name, &super::sim_nodes::behaviour(boot), versions);
@@ -115,7 +125,12 @@ impl Lab {
     }
 
     /// Fault: the node's BMC misbehaves for the next `count` requests (all, when `None`).
-    pub fn add_bmc_quirk(&self, name: &str, quirk: &BmcQuirk, count: Option<u32>) -> Result<(), String> {
+    pub fn add_bmc_quirk(
+        &self,
+        name: &str,
+        quirk: &BmcQuirk,
+        count: Option<u32>,
+    ) -> Result<(), String> {
         match self {
             Self::Sim(lab) => {
                 if let Some(node) = lab.node(name) {
@@ -143,7 +158,9 @@ impl Lab {
     pub async fn kill_agent(&self, name: &str) -> Result<bool, String> {
         match self {
             Self::Sim(lab) => Ok(lab.node(name).is_some_and(|n| n.machine.kill_guest())),
-            Self::Images(_) => Err("killing the agent of a node booting the node images is not available".to_owned()),
+            Self::Images(_) => Err(
+                "killing the agent of a node booting the node images is not available".to_owned(),
+            ),
         }
     }
 
@@ -158,13 +175,19 @@ impl Lab {
     /// Fault: disconnects (`up: false`) or reconnects the node's network.
     pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
         match self {
-            Self::Sim(_) => Err("network partitions need QEMU's set_link (backend qemu)".to_owned()),
+            Self::Sim(_) => {
+                Err("network partitions need QEMU's set_link (backend qemu)".to_owned())
+            }
             Self::Images(lab) => lab.set_link(name, up).await,
         }
     }
 
     /// Records every console line of every node into `logs` (the run's console artifacts).
-    pub fn capture_consoles(&self, logs: &LineLogs, shared: &Shared) -> Vec<tokio::task::JoinHandle<()>> {
+    pub fn capture_consoles(
+        &self,
+        logs: &LineLogs,
+        shared: &Shared,
+    ) -> Vec<tokio::task::JoinHandle<()>> {
         self.node_names()
             .into_iter()
             .filter_map(|name| {

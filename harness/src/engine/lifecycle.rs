@@ -36,8 +36,19 @@ struct Identity {
 }
 
 fn identity<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    let Identity { name, namespace, uid, resource_version } = Identity::deserialize(deserializer)?;
-    Ok(ObjectMeta { name, namespace, uid, resource_version, ..ObjectMeta::default() })
+    let Identity {
+        name,
+        namespace,
+        uid,
+        resource_version,
+    } = Identity::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        name,
+        namespace,
+        uid,
+        resource_version,
+        ..ObjectMeta::default()
+    })
 }
 
 /// A Node as the controller reads it: its `Ready` condition.
@@ -69,7 +80,11 @@ struct ReadyCondition {
 impl NodeReadiness {
     /// The `Ready` condition, if the node has one.
     fn ready(&self) -> Option<&ReadyCondition> {
-        self.status.as_ref()?.conditions.iter().find(|c| c.type_ == "Ready")
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
     }
 }
 
@@ -97,7 +112,8 @@ macro_rules! partial_of {
             const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
             const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
             const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str = <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
+            const URL_PATH_SEGMENT: &'static str =
+                <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
             type Scope = <$full as k8s_openapi::Resource>::Scope;
         }
         impl k8s_openapi::Metadata for $partial {
@@ -121,18 +137,33 @@ const MONITOR_PERIOD: Duration = Duration::from_secs(5);
 pub async fn run(client: Client, clock: Clock, grace: Duration) {
     let (nodes, node_writer) = reflector::store::<NodeReadiness>();
     let (leases, lease_writer) = reflector::store::<LeaseRenewal>();
-    let node_stream = reflector::reflector(node_writer, watcher::watcher(Api::<NodeReadiness>::all(client.clone()), watcher::Config::default()))
-        .default_backoff()
-        .for_each(|_| async {});
+    let node_stream = reflector::reflector(
+        node_writer,
+        watcher::watcher(
+            Api::<NodeReadiness>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
     let lease_api: Api<LeaseRenewal> = Api::namespaced(client.clone(), "kube-node-lease");
-    let lease_stream = reflector::reflector(lease_writer, watcher::watcher(lease_api, watcher::Config::default()))
-        .default_backoff()
-        .for_each(|_| async {});
+    let lease_stream = reflector::reflector(
+        lease_writer,
+        watcher::watcher(lease_api, watcher::Config::default()),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
     let monitor = monitor(client, clock, grace, nodes, leases);
     tokio::join!(node_stream, lease_stream, monitor);
 }
 
-async fn monitor(client: Client, clock: Clock, grace: Duration, nodes: Store<NodeReadiness>, leases: Store<LeaseRenewal>) {
+async fn monitor(
+    client: Client,
+    clock: Clock,
+    grace: Duration,
+    nodes: Store<NodeReadiness>,
+    leases: Store<LeaseRenewal>,
+) {
     let api: Api<Node> = Api::all(client);
     let mut ticks = clock.interval(MONITOR_PERIOD);
     loop {
@@ -140,8 +171,11 @@ async fn monitor(client: Client, clock: Clock, grace: Duration, nodes: Store<Nod
         let now = clock.now();
         for node in nodes.state() {
             let name = node.name_any();
-            let Some(ready) = node.ready().filter(|c| c.status == "True") else { continue };
-            let lease = leases.get(&ObjectRef::<LeaseRenewal>::new(&name).within("kube-node-lease"));
+            let Some(ready) = node.ready().filter(|c| c.status == "True") else {
+                continue;
+            };
+            let lease =
+                leases.get(&ObjectRef::<LeaseRenewal>::new(&name).within("kube-node-lease"));
             let renewed = lease.and_then(|l| l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0));
             let Some(renewed) = renewed else { continue };
             if now.duration_since(renewed).unsigned_abs() <= grace {
@@ -154,7 +188,10 @@ async fn monitor(client: Client, clock: Clock, grace: Duration, nodes: Store<Nod
                 "lastHeartbeatTime": ready.last_heartbeat_time,
                 "lastTransitionTime": time,
             }]}});
-            if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch)).await {
+            if let Err(e) = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Strategic(&patch))
+                .await
+            {
                 tracing::warn!(node = %name, error = %e, "failed to mark the node NotReady");
             }
         }
@@ -183,17 +220,35 @@ mod tests {
         assert_eq!(node.resource_version().as_deref(), Some("42"));
         let ready = node.ready().expect("the Ready condition");
         assert_eq!(ready.status, "True");
-        assert_eq!(ready.last_heartbeat_time.as_ref().map(|t| t.0.to_string()).as_deref(), Some("2026-01-01T00:00:10Z"));
+        assert_eq!(
+            ready
+                .last_heartbeat_time
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .as_deref(),
+            Some("2026-01-01T00:00:10Z")
+        );
 
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {"name": "node-1", "namespace": "kube-node-lease", "resourceVersion": "43",
                 "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:spec": {}}}]},
             "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40, "renewTime": "2026-01-01T00:00:20.000000Z"}});
         let lease: LeaseRenewal = serde_json::from_value(lease).expect("a served Lease decodes");
-        assert_eq!(ObjectRef::from_obj(&lease), ObjectRef::<LeaseRenewal>::new("node-1").within("kube-node-lease"));
-        assert_eq!(lease.spec.and_then(|s| s.renew_time).map(|t| t.0.to_string()).as_deref(), Some("2026-01-01T00:00:20Z"));
+        assert_eq!(
+            ObjectRef::from_obj(&lease),
+            ObjectRef::<LeaseRenewal>::new("node-1").within("kube-node-lease")
+        );
+        assert_eq!(
+            lease
+                .spec
+                .and_then(|s| s.renew_time)
+                .map(|t| t.0.to_string())
+                .as_deref(),
+            Some("2026-01-01T00:00:20Z")
+        );
 
-        let bare: NodeReadiness = serde_json::from_value(json!({"metadata": {"name": "node-2"}})).expect("a Node without status decodes");
+        let bare: NodeReadiness = serde_json::from_value(json!({"metadata": {"name": "node-2"}}))
+            .expect("a Node without status decodes");
         assert!(bare.ready().is_none());
     }
 }

@@ -15,7 +15,12 @@ impl LineLogs {
     /// Appends `line` to `source`'s log, stamped with the run's elapsed time.
     pub fn push(&self, shared: &Shared, source: &str, line: &str) {
         let at = rackproof_clock::format_duration(shared.elapsed());
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(source.to_owned()).or_default().push(format!("[{at}] {line}"));
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(source.to_owned())
+            .or_default()
+            .push(format!("[{at}] {line}"));
     }
 
     /// Every source's lines, leaving the logs empty.

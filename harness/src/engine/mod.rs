@@ -39,7 +39,11 @@ pub use run::{RunResult, Verdict};
 pub enum RunError {
     /// The scenario asks for something the chosen backend cannot do.
     #[error("scenario {scenario} cannot run on backend {backend}:\n  - {}", problems.join("\n  - "))]
-    Unsupported { scenario: String, backend: &'static str, problems: Vec<String> },
+    Unsupported {
+        scenario: String,
+        backend: &'static str,
+        problems: Vec<String>,
+    },
     /// The async runtime could not start.
     #[error("failed to start the async runtime")]
     Runtime(#[source] std::io::Error),
@@ -48,7 +52,10 @@ pub enum RunError {
     Inventory { scenario: String, problem: String },
     /// Ctrl-C or SIGTERM arrived; the lab was torn down.
     #[error("scenario {scenario} interrupted by {signal}; the lab was torn down")]
-    Interrupted { scenario: String, signal: &'static str },
+    Interrupted {
+        scenario: String,
+        signal: &'static str,
+    },
 }
 
 /// How to run a scenario.
@@ -72,27 +79,50 @@ pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResu
 /// single-threaded one for `sim` (virtual time; see [`run::on_virtual_time`]), a real-time one
 /// otherwise. Ctrl-C or SIGTERM
 /// stops the run: dropping it kills the guests and removes their files.
-pub fn run_scenario_with(loaded: &LoadedScenario, backend: Backend, options: RunOptions) -> Result<RunResult, RunError> {
+pub fn run_scenario_with(
+    loaded: &LoadedScenario,
+    backend: Backend,
+    options: RunOptions,
+) -> Result<RunResult, RunError> {
     let problems = run::unsupported(&loaded.scenario, backend);
     if !problems.is_empty() {
-        return Err(RunError::Unsupported { scenario: loaded.name.clone(), backend: backend.as_str(), problems });
+        return Err(RunError::Unsupported {
+            scenario: loaded.name.clone(),
+            backend: backend.as_str(),
+            problems,
+        });
     }
     let inventory = match backend {
         Backend::Physical => {
-            let inventory = run::rack_inventory(loaded, options.inventory.as_deref())
-                .map_err(|problem| RunError::Inventory { scenario: loaded.name.clone(), problem })?;
+            let inventory =
+                run::rack_inventory(loaded, options.inventory.as_deref()).map_err(|problem| {
+                    RunError::Inventory {
+                        scenario: loaded.name.clone(),
+                        problem,
+                    }
+                })?;
             Some(inventory)
         }
         _ => None,
     };
     let runtime = match backend {
-        Backend::Sim => tokio::runtime::Builder::new_current_thread().enable_all().start_paused(run::on_virtual_time(&loaded.scenario, backend)).build(),
-        _ => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
+        Backend::Sim => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(run::on_virtual_time(&loaded.scenario, backend))
+            .build(),
+        _ => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build(),
     }
     .map_err(RunError::Runtime)?;
-    let interrupted = |signal| RunError::Interrupted { scenario: loaded.name.clone(), signal };
+    let interrupted = |signal| RunError::Interrupted {
+        scenario: loaded.name.clone(),
+        signal,
+    };
     let result = runtime.block_on(async {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).map_err(RunError::Runtime)?;
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(RunError::Runtime)?;
         tokio::select! {
             result = run::run(loaded, backend, options, inventory) => Ok(result),
             _ = tokio::signal::ctrl_c() => Err(interrupted("Ctrl-C")),

@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use inplace_api::crd::{
-    CatalogImage, ImageCatalog, ImageCatalogSpec, ImageVersionEntry, InPlaceUpdateSupport, KubernetesVersions,
-    MachineControllerManagerSettings, MachineImage, PoolKubernetes, PoolMachine, VersionEntry, WorkerPool,
-    WorkerPoolSpec,
+    CatalogImage, ImageCatalog, ImageCatalogSpec, ImageVersionEntry, InPlaceUpdateSupport,
+    KubernetesVersions, MachineControllerManagerSettings, MachineImage, PoolKubernetes,
+    PoolMachine, VersionEntry, WorkerPool, WorkerPoolSpec,
 };
 use inplace_api::strategy::UpdateStrategy;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
@@ -24,7 +24,11 @@ pub const IMAGE_NAME: &str = "rackproof-os";
 /// The catalog's name.
 pub const CATALOG: &str = "rackproof";
 /// The watchdog's dependents, scaled to zero in an outage, in the order it scales them down.
-pub const DEPENDENTS: [&str; 3] = ["machine-controller-manager", "kube-controller-manager", "cluster-autoscaler"];
+pub const DEPENDENTS: [&str; 3] = [
+    "machine-controller-manager",
+    "kube-controller-manager",
+    "cluster-autoscaler",
+];
 /// The machine type lab nodes are given.
 pub const MACHINE_TYPE: &str = "lab";
 
@@ -46,7 +50,12 @@ pub fn strategy(strategy: Strategy) -> UpdateStrategy {
 
 /// The image catalog: every image version of the scenario, in-place updatable from the oldest on.
 pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
-    let oldest = scenario.images.iter().map(|i| i.version.value.as_str()).min_by(|a, b| version_order(a, b)).map(str::to_owned);
+    let oldest = scenario
+        .images
+        .iter()
+        .map(|i| i.version.value.as_str())
+        .min_by(|a, b| version_order(a, b))
+        .map(str::to_owned);
     let versions = scenario
         .images
         .iter()
@@ -54,7 +63,10 @@ pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
             version: image.version.value.clone(),
             classification: None,
             expiration_date: None,
-            in_place_updates: Some(InPlaceUpdateSupport { supported: true, min_version_for_update: oldest.clone() }),
+            in_place_updates: Some(InPlaceUpdateSupport {
+                supported: true,
+                min_version_for_update: oldest.clone(),
+            }),
         })
         .collect();
     let mut kubernetes: Vec<String> = vec![scenario.pool.kubernetes.clone()];
@@ -69,16 +81,30 @@ pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
     kubernetes.dedup();
     let spec = ImageCatalogSpec {
         kubernetes: KubernetesVersions {
-            versions: kubernetes.into_iter().map(|version| VersionEntry { version, classification: None, expiration_date: None }).collect(),
+            versions: kubernetes
+                .into_iter()
+                .map(|version| VersionEntry {
+                    version,
+                    classification: None,
+                    expiration_date: None,
+                })
+                .collect(),
         },
-        machine_images: vec![CatalogImage { name: IMAGE_NAME.to_owned(), versions }],
+        machine_images: vec![CatalogImage {
+            name: IMAGE_NAME.to_owned(),
+            versions,
+        }],
     };
     ImageCatalog::new(CATALOG, spec)
 }
 
 /// Orders versions by their dot-separated numeric parts (`1.10.0` after `1.9.0`).
 fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
-    let parts = |v: &str| v.split('.').map(|p| p.parse::<u64>().unwrap_or(0)).collect::<Vec<_>>();
+    let parts = |v: &str| {
+        v.split('.')
+            .map(|p| p.parse::<u64>().unwrap_or(0))
+            .collect::<Vec<_>>()
+    };
     parts(a).cmp(&parts(b))
 }
 
@@ -94,11 +120,17 @@ pub fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
         update_strategy: Some(strategy(pool.strategy)),
         machine: PoolMachine {
             type_: MACHINE_TYPE.to_owned(),
-            image: MachineImage { name: IMAGE_NAME.to_owned(), version: pool.os.value.clone() },
+            image: MachineImage {
+                name: IMAGE_NAME.to_owned(),
+                version: pool.os.value.clone(),
+            },
         },
         volume: None,
         cri: None,
-        kubernetes: Some(PoolKubernetes { version: Some(pool.kubernetes.clone()), kubelet: None }),
+        kubernetes: Some(PoolKubernetes {
+            version: Some(pool.kubernetes.clone()),
+            kubelet: None,
+        }),
         system_components: None,
         machine_controller_manager: Some(MachineControllerManagerSettings {
             machine_drain_timeout: Some(pool.machine_drain_timeout.to_string()),
@@ -117,14 +149,28 @@ pub fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
 pub fn dependent(name: &str) -> Deployment {
     let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
     Deployment {
-        metadata: ObjectMeta { name: Some(name.to_owned()), namespace: Some(NAMESPACE.to_owned()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(NAMESPACE.to_owned()),
+            ..ObjectMeta::default()
+        },
         spec: Some(DeploymentSpec {
             replicas: Some(1),
-            selector: LabelSelector { match_labels: Some(labels.clone()), ..LabelSelector::default() },
+            selector: LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..LabelSelector::default()
+            },
             template: PodTemplateSpec {
-                metadata: Some(ObjectMeta { labels: Some(labels), ..ObjectMeta::default() }),
+                metadata: Some(ObjectMeta {
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
                 spec: Some(PodSpec {
-                    containers: vec![Container { name: name.to_owned(), image: Some(format!("{name}:lab")), ..Container::default() }],
+                    containers: vec![Container {
+                        name: name.to_owned(),
+                        image: Some(format!("{name}:lab")),
+                        ..Container::default()
+                    }],
                     ..PodSpec::default()
                 }),
             },

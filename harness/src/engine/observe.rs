@@ -17,15 +17,27 @@ pub enum Observation {
     Node(Box<Node>),
     NodeGone(String),
     Pod(Box<Pod>),
-    PodGone { namespace: String, name: String },
+    PodGone {
+        namespace: String,
+        name: String,
+    },
     Deployment(Box<Deployment>),
     /// A Kubernetes Event (from the orchestrator, the watchdog, the agents).
-    KubeEvent { object: String, reason: String, message: String, warning: bool },
+    KubeEvent {
+        object: String,
+        reason: String,
+        message: String,
+        warning: bool,
+    },
     /// A watch failed; it is retried with backoff by the stream itself.
     WatchError(String),
 }
 
-fn flatten<K, F, G>(events: impl Stream<Item = Result<Event<K>, watcher::Error>>, applied: F, deleted: G) -> impl Stream<Item = Observation>
+fn flatten<K, F, G>(
+    events: impl Stream<Item = Result<Event<K>, watcher::Error>>,
+    applied: F,
+    deleted: G,
+) -> impl Stream<Item = Observation>
 where
     F: Fn(K) -> Observation + Copy,
     G: Fn(K) -> Option<Observation> + Copy,
@@ -45,19 +57,41 @@ where
 pub fn observe(client: &Client) -> impl Stream<Item = Observation> + Send + 'static {
     let config = watcher::Config::default();
     // Nothing here reads managedFields: they are skipped, not decoded (see `inplace_api::unmanaged`).
-    let nodes = unmanaged::watcher(Api::<Unmanaged<Node>>::all(client.clone()), config.clone()).default_backoff();
-    let pods = unmanaged::watcher(Api::<Unmanaged<Pod>>::all(client.clone()), config.clone()).default_backoff();
-    let deployments = unmanaged::watcher(Api::<Unmanaged<Deployment>>::namespaced(client.clone(), NAMESPACE), config.clone()).default_backoff();
-    let events = unmanaged::watcher(Api::<Unmanaged<KubeEvent>>::all(client.clone()), config).default_backoff();
+    let nodes = unmanaged::watcher(Api::<Unmanaged<Node>>::all(client.clone()), config.clone())
+        .default_backoff();
+    let pods = unmanaged::watcher(Api::<Unmanaged<Pod>>::all(client.clone()), config.clone())
+        .default_backoff();
+    let deployments = unmanaged::watcher(
+        Api::<Unmanaged<Deployment>>::namespaced(client.clone(), NAMESPACE),
+        config.clone(),
+    )
+    .default_backoff();
+    let events = unmanaged::watcher(Api::<Unmanaged<KubeEvent>>::all(client.clone()), config)
+        .default_backoff();
     stream::select_all([
-        flatten(nodes, |n| Observation::Node(Box::new(n)), |n: Node| Some(Observation::NodeGone(n.name_any()))).boxed(),
+        flatten(
+            nodes,
+            |n| Observation::Node(Box::new(n)),
+            |n: Node| Some(Observation::NodeGone(n.name_any())),
+        )
+        .boxed(),
         flatten(
             pods,
             |p| Observation::Pod(Box::new(p)),
-            |p: Pod| Some(Observation::PodGone { namespace: p.namespace().unwrap_or_default(), name: p.name_any() }),
+            |p: Pod| {
+                Some(Observation::PodGone {
+                    namespace: p.namespace().unwrap_or_default(),
+                    name: p.name_any(),
+                })
+            },
         )
         .boxed(),
-        flatten(deployments, |d| Observation::Deployment(Box::new(d)), |d| Some(Observation::Deployment(Box::new(d)))).boxed(),
+        flatten(
+            deployments,
+            |d| Observation::Deployment(Box::new(d)),
+            |d| Some(Observation::Deployment(Box::new(d))),
+        )
+        .boxed(),
         flatten(events, kube_event, |_| None).boxed(),
     ])
 }
@@ -65,7 +99,11 @@ pub fn observe(client: &Client) -> impl Stream<Item = Observation> + Send + 'sta
 fn kube_event(event: KubeEvent) -> Observation {
     let involved = &event.involved_object;
     Observation::KubeEvent {
-        object: format!("{}/{}", involved.kind.as_deref().unwrap_or("?"), involved.name.as_deref().unwrap_or("?")),
+        object: format!(
+            "{}/{}",
+            involved.kind.as_deref().unwrap_or("?"),
+            involved.name.as_deref().unwrap_or("?")
+        ),
         reason: event.reason.unwrap_or_default(),
         message: event.message.unwrap_or_default(),
         warning: event.type_.as_deref() == Some("Warning"),

@@ -54,32 +54,60 @@ impl Outside {
     /// Serves `server` over HTTPS and writes the admin kubeconfig. `scenario_file`'s directory is
     /// where programs start; `tools_dir` goes first on their `PATH`; `vars` are the
     /// `RACKPROOF_*` variables (name without the prefix, value).
-    pub async fn open(server: &ApiServer, scenario_file: &Path, tools_dir: Option<&Path>, vars: &[(&str, &str)]) -> Result<Self, String> {
+    pub async fn open(
+        server: &ApiServer,
+        scenario_file: &Path,
+        tools_dir: Option<&Path>,
+        vars: &[(&str, &str)],
+    ) -> Result<Self, String> {
         let loopback = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
-        let https = server.serve_https(loopback).await.map_err(|e| format!("serving the API over HTTPS for outside programs failed: {}", super::error_chain(&e)))?;
+        let https = server.serve_https(loopback).await.map_err(|e| {
+            format!(
+                "serving the API over HTTPS for outside programs failed: {}",
+                super::error_chain(&e)
+            )
+        })?;
         let dir = tempfile::Builder::new()
             .prefix("rackproof-outside-")
             .tempdir()
             .map_err(|e| format!("failed to create a directory for the run's kubeconfig: {e}"))?;
         let kubeconfig = dir.path().join("admin.kubeconfig");
-        https.write_kubeconfig(&kubeconfig, &User::admin()).map_err(|e| super::error_chain(&e))?;
+        https
+            .write_kubeconfig(&kubeconfig, &User::admin())
+            .map_err(|e| super::error_chain(&e))?;
         let mut env = vec![("KUBECONFIG".to_owned(), kubeconfig.into_os_string())];
-        env.extend(vars.iter().map(|(name, value)| (format!("RACKPROOF_{name}"), OsString::from(value))));
+        env.extend(
+            vars.iter()
+                .map(|(name, value)| (format!("RACKPROOF_{name}"), OsString::from(value))),
+        );
         let mut path = tools_dir.map(|d| vec![d.to_owned()]).unwrap_or_default();
-        path.extend(std::env::var_os("PATH").map(|p| std::env::split_paths(&p).collect::<Vec<_>>()).unwrap_or_default());
-        let joined = std::env::join_paths(&path).map_err(|e| format!("the PATH for outside programs is not valid: {e}"))?;
+        path.extend(
+            std::env::var_os("PATH")
+                .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+                .unwrap_or_default(),
+        );
+        let joined = std::env::join_paths(&path)
+            .map_err(|e| format!("the PATH for outside programs is not valid: {e}"))?;
         env.push(("PATH".to_owned(), joined));
         let cwd = std::path::absolute(scenario_file)
             .ok()
             .and_then(|file| file.parent().map(Path::to_owned))
             .unwrap_or_else(|| PathBuf::from("."));
-        Ok(Self { _https: https, dir, env, path, cwd })
+        Ok(Self {
+            _https: https,
+            dir,
+            env,
+            path,
+            cwd,
+        })
     }
 
     /// Checks that `argv` names a program that can be found: on the programs' `PATH`, or, with a
     /// `/` in it, relative to the scenario's directory.
     pub fn check(&self, argv: &[String]) -> Result<(), String> {
-        let program = argv.first().ok_or("a command is empty: give the program and its arguments")?;
+        let program = argv
+            .first()
+            .ok_or("a command is empty: give the program and its arguments")?;
         let found = if program.contains('/') {
             self.cwd.join(program).is_file()
         } else {
@@ -88,8 +116,15 @@ impl Outside {
         if found {
             return Ok(());
         }
-        let place = if program.contains('/') { format!("in {}", self.cwd.display()) } else { "on PATH".to_owned() };
-        Err(format!("the scenario runs `{}`, but `{program}` is not found {place}; install it or correct the command", argv.join(" ")))
+        let place = if program.contains('/') {
+            format!("in {}", self.cwd.display())
+        } else {
+            "on PATH".to_owned()
+        };
+        Err(format!(
+            "the scenario runs `{}`, but `{program}` is not found {place}; install it or correct the command",
+            argv.join(" ")
+        ))
     }
 
     /// The command line `argv` with the run's environment, working directory and a process group
@@ -97,7 +132,12 @@ impl Outside {
     pub fn command(&self, argv: &[String]) -> Result<Command, String> {
         let (program, args) = argv.split_first().ok_or("an empty command")?;
         let mut command = Command::new(program);
-        command.args(args).envs(self.env.iter().map(|(k, v)| (k, v))).current_dir(&self.cwd).stdin(Stdio::null()).process_group(0);
+        command
+            .args(args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&self.cwd)
+            .stdin(Stdio::null())
+            .process_group(0);
         Ok(command)
     }
 
@@ -106,15 +146,20 @@ impl Outside {
     pub async fn run_step(&self, step: &RunCommand) -> Result<StepOutcome, String> {
         let shown = step.command.join(" ");
         let mut command = self.command(&step.command)?;
-        let log = tempfile::NamedTempFile::new_in(self.dir.path()).map_err(|e| format!("failed to create the output file of `{shown}`: {e}"))?;
+        let log = tempfile::NamedTempFile::new_in(self.dir.path())
+            .map_err(|e| format!("failed to create the output file of `{shown}`: {e}"))?;
         let (out, err) = match (log.reopen(), log.reopen()) {
             (Ok(out), Ok(err)) => (out, err),
-            (Err(e), _) | (_, Err(e)) => return Err(format!("failed to open the output file of `{shown}`: {e}")),
+            (Err(e), _) | (_, Err(e)) => {
+                return Err(format!("failed to open the output file of `{shown}`: {e}"));
+            }
         };
         command.stdout(out).stderr(err);
         let timeout = step.timeout.get();
         let waited = tokio::task::spawn_blocking(move || -> Result<Option<ExitStatus>, String> {
-            let mut child = command.spawn().map_err(|e| format!("failed to start `{shown}`: {e} (is it installed and on PATH?)"))?;
+            let mut child = command.spawn().map_err(|e| {
+                format!("failed to start `{shown}`: {e} (is it installed and on PATH?)")
+            })?;
             let wall = Clock::wall();
             let deadline = wall.now() + timeout;
             loop {
@@ -139,14 +184,26 @@ impl Outside {
         let lines: Vec<&str> = text.lines().collect();
         let output = lines[lines.len().saturating_sub(OUTPUT_LINES)..].join("\n");
         match waited {
-            Some(status) => Ok(StepOutcome { code: status.code(), output }),
-            None => Err(format!("`{}` did not finish within {} and was killed; last output:\n{output}", step.command.join(" "), step.timeout)),
+            Some(status) => Ok(StepOutcome {
+                code: status.code(),
+                output,
+            }),
+            None => Err(format!(
+                "`{}` did not finish within {} and was killed; last output:\n{output}",
+                step.command.join(" "),
+                step.timeout
+            )),
         }
     }
 }
 
 /// SIGKILLs the process group led by `pid` (a command started by [`Outside::command`]).
 pub fn kill_group(pid: u32) {
-    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return };
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
     let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
 }

@@ -47,14 +47,24 @@ pub struct Provider {
 
 impl std::fmt::Debug for Provider {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Provider").field("lab", &self.lab).field("bindings", &self.bindings).finish_non_exhaustive()
+        f.debug_struct("Provider")
+            .field("lab", &self.lab)
+            .field("bindings", &self.bindings)
+            .finish_non_exhaustive()
     }
 }
 
 impl Provider {
     pub fn new(lab: Arc<Lab>, client: Client) -> Arc<Self> {
         let free = lab.node_names().into_iter().collect();
-        Arc::new(Self { lab, client, bindings: Mutex::new(Bindings { by_machine: BTreeMap::new(), free }) })
+        Arc::new(Self {
+            lab,
+            client,
+            bindings: Mutex::new(Bindings {
+                by_machine: BTreeMap::new(),
+                free,
+            }),
+        })
     }
 
     /// Watches Machines and binds each new one to a free lab machine; powers a machine off when
@@ -62,7 +72,9 @@ impl Provider {
     pub async fn run(self: Arc<Self>, shared: Shared) {
         let api: Api<Machine> = Api::namespaced(self.client.clone(), NAMESPACE);
         let watched: Api<Unmanaged<Machine>> = Api::namespaced(self.client.clone(), NAMESPACE);
-        let mut events = unmanaged::watcher(watched, watcher::Config::default()).default_backoff().boxed();
+        let mut events = unmanaged::watcher(watched, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(event) = events.next().await {
             match event {
                 Ok(Event::Apply(machine) | Event::InitApply(machine)) => {
@@ -74,28 +86,45 @@ impl Provider {
                 }
                 Ok(Event::Delete(machine)) => self.release(&machine.name_any(), &shared).await,
                 Ok(Event::Init | Event::InitDone) => {}
-                Err(e) => shared.record(None, EntryKind::Lab, format!("machine provider: watch failed (retrying): {e}")),
+                Err(e) => shared.record(
+                    None,
+                    EntryKind::Lab,
+                    format!("machine provider: watch failed (retrying): {e}"),
+                ),
             }
         }
     }
 
     async fn bind(self: Arc<Self>, api: &Api<Machine>, machine: &Machine, shared: &Shared) {
         let machine_name = machine.name_any();
-        let Some(osc) = machine.annotations().get(ANNOTATION_OSC_SECRET).and_then(|v| v.split_once('/')) else {
+        let Some(osc) = machine
+            .annotations()
+            .get(ANNOTATION_OSC_SECRET)
+            .and_then(|v| v.split_once('/'))
+        else {
             shared.record(None, EntryKind::Lab, format!("machine provider: Machine {machine_name} has no {ANNOTATION_OSC_SECRET} annotation; left unbound"));
             return;
         };
-        let osc = OscLocation { namespace: osc.0.to_owned(), name: osc.1.to_owned() };
+        let osc = OscLocation {
+            namespace: osc.0.to_owned(),
+            name: osc.1.to_owned(),
+        };
         let (node, new) = {
             let mut bindings = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(node) = bindings.by_machine.get(&machine_name) {
                 (node.clone(), false)
             } else if let Some(node) = bindings.free.pop_first() {
-                bindings.by_machine.insert(machine_name.clone(), node.clone());
+                bindings
+                    .by_machine
+                    .insert(machine_name.clone(), node.clone());
                 (node, true)
             } else {
                 drop(bindings);
-                shared.record(None, EntryKind::Lab, format!("machine provider: no free lab machine for Machine {machine_name}"));
+                shared.record(
+                    None,
+                    EntryKind::Lab,
+                    format!("machine provider: no free lab machine for Machine {machine_name}"),
+                );
                 return;
             }
         };
@@ -105,17 +134,37 @@ impl Provider {
                 Err(e) => Err(e),
             };
             if let Err(e) = provisioned {
-                shared.record(Some(&node), EntryKind::Lab, format!("provisioning failed: {e}"));
+                shared.record(
+                    Some(&node),
+                    EntryKind::Lab,
+                    format!("provisioning failed: {e}"),
+                );
                 return;
             }
         }
-        let patch = json!({ "metadata": { "labels": { inplace_api::keys::MACHINE_LABEL_NODE: node } } });
-        if let Err(e) = api.patch(&machine_name, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            shared.record(Some(&node), EntryKind::Lab, format!("machine provider: failed to bind Machine {machine_name}: {e}"));
+        let patch =
+            json!({ "metadata": { "labels": { inplace_api::keys::MACHINE_LABEL_NODE: node } } });
+        if let Err(e) = api
+            .patch(
+                &machine_name,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            shared.record(
+                Some(&node),
+                EntryKind::Lab,
+                format!("machine provider: failed to bind Machine {machine_name}: {e}"),
+            );
             return;
         }
         if new {
-            shared.record(Some(&node), EntryKind::Lab, format!("provisioned for Machine {machine_name}; powering on"));
+            shared.record(
+                Some(&node),
+                EntryKind::Lab,
+                format!("provisioned for Machine {machine_name}; powering on"),
+            );
             let shared = shared.clone();
             let lab = self.lab.clone();
             tokio::spawn(async move { lab.power_on_and_wait(&node, &shared).await });
@@ -125,14 +174,25 @@ impl Provider {
     /// The OS version the pool's OSC asks for: what a new machine is provisioned with.
     async fn pool_os_version(&self, osc: &OscLocation) -> Result<String, String> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &osc.namespace);
-        let secret = secrets.get(&osc.name).await.map_err(|e| format!("failed to read the OSC secret {}/{}: {e}", osc.namespace, osc.name))?;
-        let decoded = inplace_api::osc::secret::decode_secret(&secret).map_err(|e| super::error_chain(&e))?;
+        let secret = secrets.get(&osc.name).await.map_err(|e| {
+            format!(
+                "failed to read the OSC secret {}/{}: {e}",
+                osc.namespace, osc.name
+            )
+        })?;
+        let decoded =
+            inplace_api::osc::secret::decode_secret(&secret).map_err(|e| super::error_chain(&e))?;
         decoded
             .osc
             .spec
             .in_place_updates
             .map(|u| u.operating_system_version)
-            .ok_or_else(|| format!("the OSC in {}/{} names no operating system version", osc.namespace, osc.name))
+            .ok_or_else(|| {
+                format!(
+                    "the OSC in {}/{} names no operating system version",
+                    osc.namespace, osc.name
+                )
+            })
     }
 
     async fn release(&self, machine_name: &str, shared: &Shared) {
@@ -145,7 +205,11 @@ impl Provider {
             node
         };
         let Some(node) = node else { return };
-        shared.record(Some(&node), EntryKind::Lab, format!("Machine {machine_name} deleted; powering off"));
+        shared.record(
+            Some(&node),
+            EntryKind::Lab,
+            format!("Machine {machine_name} deleted; powering off"),
+        );
         self.lab.decommission(&node, shared).await;
     }
 }

@@ -31,22 +31,35 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(90);
 const FORCE_OFF_GRACE: Duration = Duration::from_secs(30);
 
 /// Reserves, connects and starts following the console of the inventory's node `name`.
-pub async fn open(inventory: &InventoryFile, name: &str, clock: &Clock) -> Result<RackServer, String> {
+pub async fn open(
+    inventory: &InventoryFile,
+    name: &str,
+    clock: &Clock,
+) -> Result<RackServer, String> {
     let description = inventory.node(name).map_err(|e| e.to_string())?.clone();
     let env = Env::process();
     let lock_dir = env.lock_dir().map_err(|e| e.to_string())?;
-    let reservation = Reservation::acquire(&lock_dir, name, clock).map_err(|e| super::error_chain(&e))?;
-    let console = description
-        .console
-        .as_ref()
-        .ok_or_else(|| format!("node {name}: no console in inventory {}; a run watches it to see the OS come up", inventory.path.display()))?;
+    let reservation =
+        Reservation::acquire(&lock_dir, name, clock).map_err(|e| super::error_chain(&e))?;
+    let console = description.console.as_ref().ok_or_else(|| {
+        format!(
+            "node {name}: no console in inventory {}; a run watches it to see the OS come up",
+            inventory.path.display()
+        )
+    })?;
     physical::ssh_target(&description).map_err(|e| e.to_string())?;
-    let source = StreamConsole::open(name, console, clock.clone()).await.map_err(|e| super::error_chain(&e))?;
-    let bmc = bmc::connect_node(&description, &env, &BmcOptions::default(), clock.clone()).await.map_err(|e| super::error_chain(&e))?;
+    let source = StreamConsole::open(name, console, clock.clone())
+        .await
+        .map_err(|e| super::error_chain(&e))?;
+    let bmc = bmc::connect_node(&description, &env, &BmcOptions::default(), clock.clone())
+        .await
+        .map_err(|e| super::error_chain(&e))?;
     // What a console wait that timed out points at.
     let log = match console {
         ConsoleDescription::File { path } => path.clone(),
-        ConsoleDescription::Tcp { host, port } => std::path::PathBuf::from(format!("tcp://{host}:{port}")),
+        ConsoleDescription::Tcp { host, port } => {
+            std::path::PathBuf::from(format!("tcp://{host}:{port}"))
+        }
     };
     Ok(RackServer::new(description, bmc, source, reservation, &log))
 }
@@ -58,11 +71,19 @@ pub async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), S
     let up = Regex::new(r"^rackproof-os \S+: up$").expect("a valid pattern");
     let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
     let mark = guest.mark();
-    let state = bmc.power_state().await.map_err(|e| format!("node {name}: {}", super::error_chain(&e)))?;
+    let state = bmc
+        .power_state()
+        .await
+        .map_err(|e| format!("node {name}: {}", super::error_chain(&e)))?;
     let action = match state {
         PowerState::On => {
             let lines = guest.lines();
-            if lines.iter().rev().find(|l| up.is_match(l) || started.is_match(l)).is_some_and(|l| up.is_match(l)) {
+            if lines
+                .iter()
+                .rev()
+                .find(|l| up.is_match(l) || started.is_match(l))
+                .is_some_and(|l| up.is_match(l))
+            {
                 return Ok(());
             }
             ResetAction::ForceRestart
@@ -70,15 +91,28 @@ pub async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), S
         _ => ResetAction::On,
     };
     tracing::info!(node = name, %action, "bringing the rack server up to deliver its identity");
-    bmc.reset(action).await.map_err(|e| format!("node {name}: {action}: {}", super::error_chain(&e)))?;
-    guest.wait_line_since(clock, mark, &up, BOOT_DEADLINE).await.map(|_| ())
+    bmc.reset(action)
+        .await
+        .map_err(|e| format!("node {name}: {action}: {}", super::error_chain(&e)))?;
+    guest
+        .wait_line_since(clock, mark, &up, BOOT_DEADLINE)
+        .await
+        .map(|_| ())
 }
 
 /// Steps 1–3 of the module docs for one server.
-pub async fn provision(server: &RackServer, guest: &Guest, identity: &NodeIdentity, version: &str, clock: &Clock) -> Result<(), String> {
+pub async fn provision(
+    server: &RackServer,
+    guest: &Guest,
+    identity: &NodeIdentity,
+    version: &str,
+    clock: &Clock,
+) -> Result<(), String> {
     let name = server.description.name.as_str();
     ensure_up(name, guest, clock).await?;
-    let delivered = physical::deliver_identity(&server.description, identity, clock).await.map_err(|e| super::error_chain(&e))?;
+    let delivered = physical::deliver_identity(&server.description, identity, clock)
+        .await
+        .map_err(|e| super::error_chain(&e))?;
     if delivered.version != version {
         return Err(format!(
             "node {name} runs OS {}, but the pool starts from {version}; install {version} on it (ci/build-images makes disks/{version}.raw) and run again",
@@ -90,17 +124,32 @@ pub async fn provision(server: &RackServer, guest: &Guest, identity: &NodeIdenti
 
 /// An ACPI shutdown through the BMC; a forced power-off when the OS does not finish in time.
 async fn shut_down(name: &str, server: &RackServer, clock: &Clock) -> Result<(), String> {
-    let fail = |what: &str, e: &(dyn std::error::Error + 'static)| format!("node {name}: {what}: {}", super::error_chain(e));
-    server.bmc.reset(ResetAction::GracefulShutdown).await.map_err(|e| fail("graceful shutdown", &e))?;
+    let fail = |what: &str, e: &(dyn std::error::Error + 'static)| {
+        format!("node {name}: {what}: {}", super::error_chain(e))
+    };
+    server
+        .bmc
+        .reset(ResetAction::GracefulShutdown)
+        .await
+        .map_err(|e| fail("graceful shutdown", &e))?;
     if wait_off(server, clock, SHUTDOWN_GRACE).await {
         return Ok(());
     }
-    tracing::warn!(node = name, "still on {SHUTDOWN_GRACE:?} after an ACPI shutdown; forcing it off");
-    server.bmc.reset(ResetAction::ForceOff).await.map_err(|e| fail("force off", &e))?;
+    tracing::warn!(
+        node = name,
+        "still on {SHUTDOWN_GRACE:?} after an ACPI shutdown; forcing it off"
+    );
+    server
+        .bmc
+        .reset(ResetAction::ForceOff)
+        .await
+        .map_err(|e| fail("force off", &e))?;
     if wait_off(server, clock, FORCE_OFF_GRACE).await {
         return Ok(());
     }
-    Err(format!("node {name}: its BMC still reports it on after a forced power-off"))
+    Err(format!(
+        "node {name}: its BMC still reports it on after a forced power-off"
+    ))
 }
 
 async fn wait_off(server: &RackServer, clock: &Clock, within: Duration) -> bool {

@@ -23,16 +23,16 @@ use rackproof_clock::Clock;
 use rackproof_qemu::Images;
 
 use super::expectations::Expectations;
+use super::guest::GuestKind;
+use super::image_lab::{self, ImageLab};
 use super::invariants::InvariantChecker;
 use super::judge::Judge;
-use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
-use super::shared::Shared;
-use super::guest::GuestKind;
 use super::lab::Lab;
 use super::logs::LineLogs;
+use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use super::outside::Outside;
 use super::provider::Provider;
-use super::image_lab::{self, ImageLab};
+use super::shared::Shared;
 use super::sim_lab::{EPOCH, SimLab};
 use super::supervisor::Supervisor;
 use super::timeline::{EntryKind, Timeline};
@@ -99,7 +99,9 @@ pub struct Ctx {
 
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx").field("scenario", &self.scenario.name).finish_non_exhaustive()
+        f.debug_struct("Ctx")
+            .field("scenario", &self.scenario.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -107,7 +109,10 @@ impl Ctx {
     /// Lets the supervisor match the components to the world now.
     pub fn reconcile(&self) {
         let elapsed = self.shared.elapsed();
-        self.supervisor.lock().unwrap_or_else(|p| p.into_inner()).reconcile(&self.shared, elapsed);
+        self.supervisor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .reconcile(&self.shared, elapsed);
     }
 }
 
@@ -130,7 +135,10 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
         Backend::Sim => {
             for action in fault_actions(scenario) {
                 if let FaultAction::Partition(p) = action {
-                    problems.push(format!("a network partition of {} needs QEMU's set_link (backend qemu)", p.node.value));
+                    problems.push(format!(
+                        "a network partition of {} needs QEMU's set_link (backend qemu)",
+                        p.node.value
+                    ));
                 }
             }
         }
@@ -173,10 +181,14 @@ fn boot_timing_unsupported(scenario: &Scenario) -> Option<String> {
 
 /// Every fault action of the scenario: its faults' and its `fault` steps'.
 fn fault_actions(scenario: &Scenario) -> impl Iterator<Item = &FaultAction> {
-    scenario.faults.iter().map(|f| &f.action).chain(scenario.steps.iter().filter_map(|s| match s {
-        Step::Fault(a) => Some(a),
-        _ => None,
-    }))
+    scenario
+        .faults
+        .iter()
+        .map(|f| &f.action)
+        .chain(scenario.steps.iter().filter_map(|s| match s {
+            Step::Fault(a) => Some(a),
+            _ => None,
+        }))
 }
 
 /// Whether a run of `scenario` on `backend` runs on virtual time: `sim`, unless a component is an
@@ -188,12 +200,22 @@ pub fn on_virtual_time(scenario: &Scenario, backend: Backend) -> bool {
 
 /// Whether a component is an external program.
 fn runs_external_components(scenario: &Scenario) -> bool {
-    [&scenario.components.orchestrator, &scenario.components.watchdog].into_iter().any(|i| matches!(i, Implementation::Command(_)))
+    [
+        &scenario.components.orchestrator,
+        &scenario.components.watchdog,
+    ]
+    .into_iter()
+    .any(|i| matches!(i, Implementation::Command(_)))
 }
 
 /// Every command line the scenario runs outside the process: `run` steps and external components.
 fn outside_commands(scenario: &Scenario) -> Vec<&[String]> {
-    let components = [&scenario.components.orchestrator, &scenario.components.watchdog].into_iter().filter_map(|i| match i {
+    let components = [
+        &scenario.components.orchestrator,
+        &scenario.components.watchdog,
+    ]
+    .into_iter()
+    .filter_map(|i| match i {
         Implementation::Command(argv) => Some(argv.as_slice()),
         _ => None,
     });
@@ -206,21 +228,33 @@ fn outside_commands(scenario: &Scenario) -> Vec<&[String]> {
 
 /// The pool's size: `pool.size`, else every lab node.
 pub fn pool_size(scenario: &Scenario) -> u32 {
-    scenario.pool.size.unwrap_or_else(|| u32::try_from(scenario.lab.node_names().len()).unwrap_or(u32::MAX))
+    scenario
+        .pool
+        .size
+        .unwrap_or_else(|| u32::try_from(scenario.lab.node_names().len()).unwrap_or(u32::MAX))
 }
 
 fn initial_world(scenario: &Scenario) -> World {
     let size = pool_size(scenario);
-    let dependents: BTreeMap<String, i32> = DEPENDENTS.iter().map(|d| ((*d).to_owned(), 1)).collect();
+    let dependents: BTreeMap<String, i32> =
+        DEPENDENTS.iter().map(|d| ((*d).to_owned(), 1)).collect();
     World {
-        nodes: scenario.lab.node_names().into_iter().map(|n| (n, NodeView::default())).collect(),
+        nodes: scenario
+            .lab
+            .node_names()
+            .into_iter()
+            .map(|n| (n, NodeView::default()))
+            .collect(),
         target_os: scenario.pool.os.value.clone(),
         target_kubernetes: scenario.pool.kubernetes.clone(),
         max_unavailable: scenario.pool.max_unavailable.resolve(size, true),
         pool_size: size,
         update_requested: false,
         manual: scenario.pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
-        dependents: dependents.iter().map(|(n, r)| (n.clone(), DependentView { replicas: *r })).collect(),
+        dependents: dependents
+            .iter()
+            .map(|(n, r)| (n.clone(), DependentView { replicas: *r }))
+            .collect(),
         dependents_at_start: dependents,
         outage: Default::default(),
     }
@@ -228,29 +262,65 @@ fn initial_world(scenario: &Scenario) -> World {
 
 /// Runs `loaded` on `backend` (`inventory`: the rack of backend `physical`). `sim` must be called
 /// on a current-thread runtime with the clock paused (see [`super::run_scenario`]).
-pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunOptions, inventory: Option<InventoryFile>) -> RunResult {
+pub async fn run(
+    loaded: &LoadedScenario,
+    backend: Backend,
+    options: super::RunOptions,
+    inventory: Option<InventoryFile>,
+) -> RunResult {
     let scenario = Arc::new(loaded.scenario.clone());
-    let clock = if on_virtual_time(&scenario, backend) { Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp")) } else { Clock::wall() };
-    let server = ApiServer::with_watch_window(clock.clone(), rackproof_apiserver::DEFAULT_WATCH_WINDOW, scenario.seed);
+    let clock = if on_virtual_time(&scenario, backend) {
+        Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp"))
+    } else {
+        Clock::wall()
+    };
+    let server = ApiServer::with_watch_window(
+        clock.clone(),
+        rackproof_apiserver::DEFAULT_WATCH_WINDOW,
+        scenario.seed,
+    );
     let client = server.admin_client();
     let world = initial_world(&scenario);
-    let (nodes, max_unavailable) = (world.nodes.keys().cloned().collect::<Vec<_>>(), world.max_unavailable);
+    let (nodes, max_unavailable) = (
+        world.nodes.keys().cloned().collect::<Vec<_>>(),
+        world.max_unavailable,
+    );
     let repo = image_lab::workspace_root(&loaded.path);
     let images = match backend {
-        Backend::Qemu | Backend::Libvirt | Backend::Physical => ImageLab::images(&scenario, &repo).await.map(Some),
+        Backend::Qemu | Backend::Libvirt | Backend::Physical => {
+            ImageLab::images(&scenario, &repo).await.map(Some)
+        }
         Backend::Sim => Ok(None),
     };
-    let judge = Judge::new(world, Expectations::new(&scenario.expect), InvariantChecker::new(&scenario.invariants));
+    let judge = Judge::new(
+        world,
+        Expectations::new(&scenario.expect),
+        InvariantChecker::new(&scenario.invariants),
+    );
     let shared = Shared::new(judge, clock.clone());
     let consoles = LineLogs::default();
     let component_logs = LineLogs::default();
 
     let mut tasks = Vec::new();
     let (stop_progress, progress_stopped) = tokio::sync::oneshot::channel();
-    let progress = options.live.then(|| tokio::spawn(shared.clone().print_progress(progress_stopped)));
-    let logs = RunLogs { consoles: consoles.clone(), components: component_logs.clone() };
-    let setting = Setting { scenario: &scenario, file: &loaded.path, backend, tools_dir: options.tools_dir.as_deref(), inventory: inventory.as_ref() };
-    let outcome = drive(&setting, images, &server, &client, &clock, &shared, &logs, &mut tasks).await;
+    let progress = options
+        .live
+        .then(|| tokio::spawn(shared.clone().print_progress(progress_stopped)));
+    let logs = RunLogs {
+        consoles: consoles.clone(),
+        components: component_logs.clone(),
+    };
+    let setting = Setting {
+        scenario: &scenario,
+        file: &loaded.path,
+        backend,
+        tools_dir: options.tools_dir.as_deref(),
+        inventory: inventory.as_ref(),
+    };
+    let outcome = drive(
+        &setting, images, &server, &client, &clock, &shared, &logs, &mut tasks,
+    )
+    .await;
     for task in &tasks {
         task.abort();
     }
@@ -267,7 +337,14 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
             judge.finish(elapsed);
             let mut failures: Vec<String> = step_failure.into_iter().collect();
             failures.extend(judge.failures());
-            (if failures.is_empty() { Verdict::Passed } else { Verdict::Failed }, failures)
+            (
+                if failures.is_empty() {
+                    Verdict::Passed
+                } else {
+                    Verdict::Failed
+                },
+                failures,
+            )
         }
     };
     failures.dedup();
@@ -278,8 +355,12 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
         .map(|item| {
             let verdict = match &item.verdict {
                 super::expectations::Verdict::Pending => "pending".to_owned(),
-                super::expectations::Verdict::Met { at } => format!("met at {}", rackproof_clock::format_duration(*at)),
-                super::expectations::Verdict::Broken { at, why } => format!("broken at {}: {why}", rackproof_clock::format_duration(*at)),
+                super::expectations::Verdict::Met { at } => {
+                    format!("met at {}", rackproof_clock::format_duration(*at))
+                }
+                super::expectations::Verdict::Broken { at, why } => {
+                    format!("broken at {}: {why}", rackproof_clock::format_duration(*at))
+                }
             };
             (item.description.clone(), verdict)
         })
@@ -287,7 +368,17 @@ pub async fn run(loaded: &LoadedScenario, backend: Backend, options: super::RunO
     let mut timeline = std::mem::take(&mut judge.timeline);
     timeline.canonicalize();
     drop(judge);
-    RunResult { verdict, failures, timeline, elapsed, nodes, max_unavailable, consoles: consoles.take(), component_logs: component_logs.take(), expectations }
+    RunResult {
+        verdict,
+        failures,
+        timeline,
+        elapsed,
+        nodes,
+        max_unavailable,
+        consoles: consoles.take(),
+        component_logs: component_logs.take(),
+        expectations,
+    }
 }
 
 /// What a run is of: the scenario, its file, the backend, where `rackproof` lives, and the
@@ -302,14 +393,19 @@ struct Setting<'a> {
 
 /// The rack's inventory for a run on backend `physical`: `command_line`'s, else the scenario's
 /// `lab.inventory` (relative to the scenario file); it must list every node the scenario names.
-pub fn rack_inventory(loaded: &LoadedScenario, command_line: Option<&std::path::Path>) -> Result<InventoryFile, String> {
+pub fn rack_inventory(
+    loaded: &LoadedScenario,
+    command_line: Option<&std::path::Path>,
+) -> Result<InventoryFile, String> {
     let path = match (command_line, &loaded.scenario.lab.inventory) {
         (Some(path), _) => path.to_owned(),
         (None, Some(path)) => loaded.path.parent().unwrap_or(std::path::Path::new(".")).join(path),
         (None, None) => return Err("it needs the rack's inventory: set `lab.inventory` in the scenario or give `rackproof run --inventory FILE`".to_owned()),
     };
     let inventory = InventoryFile::load(&path).map_err(|e| super::error_chain(&e))?;
-    inventory.select(&loaded.scenario.lab.node_names()).map_err(|e| e.to_string())?;
+    inventory
+        .select(&loaded.scenario.lab.node_names())
+        .map_err(|e| e.to_string())?;
     if inventory.inventory.harness.is_none() {
         return Err(format!(
             "inventory {} has no `harness` section; add `harness: {{address: IP-OR-NAME}}` with the address the nodes reach this machine at",
@@ -327,7 +423,10 @@ struct RunLogs {
 
 /// Brings up the lab, runs the steps and waits for the expectations. `Err` is a lab failure;
 /// `Ok(Some(..))` a failed step.
-#[expect(clippy::too_many_arguments, reason = "one call site; the run's parts, named")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one call site; the run's parts, named"
+)]
 async fn drive(
     setting: &Setting<'_>,
     images: Result<Option<Images>, String>,
@@ -340,31 +439,47 @@ async fn drive(
 ) -> Result<Option<String>, String> {
     let (scenario, backend) = (setting.scenario, setting.backend);
     let size = pool_size(scenario);
-    setup::cluster(client, scenario, size).await.map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
+    setup::cluster(client, scenario, size)
+        .await
+        .map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
     let (lab, image_server_url) = match (backend, images?) {
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
-            let kind = if backend == Backend::Libvirt { GuestKind::Libvirt } else { GuestKind::Qemu };
+            let kind = if backend == Backend::Libvirt {
+                GuestKind::Libvirt
+            } else {
+                GuestKind::Qemu
+            };
             let lab = ImageLab::build(scenario, kind, images, server, clock).await?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         (Backend::Physical, Some(images)) => {
-            let inventory = setting.inventory.ok_or("backend physical without an inventory")?;
+            let inventory = setting
+                .inventory
+                .ok_or("backend physical without an inventory")?;
             let lab = ImageLab::build_rack(scenario, inventory, images, server, clock).await?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
-        _ => (Lab::Sim(SimLab::build(scenario, server, clock, shared)?), "http://images.lab/slots".to_owned()),
+        _ => (
+            Lab::Sim(SimLab::build(scenario, server, clock, shared)?),
+            "http://images.lab/slots".to_owned(),
+        ),
     };
     let lab = Arc::new(lab);
     tasks.extend(lab.capture_consoles(&logs.consoles, shared));
 
-    let control_plane = scenario.pool.control_plane.as_deref().unwrap_or(&scenario.pool.kubernetes);
+    let control_plane = scenario
+        .pool
+        .control_plane
+        .as_deref()
+        .unwrap_or(&scenario.pool.kubernetes);
     let orchestrator = inplace_orchestrator::Config {
         namespace: NAMESPACE.to_owned(),
         image_server_url,
         catalog_name: CATALOG.to_owned(),
-        control_plane_version: KubeVersion::parse(control_plane).map_err(|e| format!("control-plane version {control_plane:?}: {e}"))?,
+        control_plane_version: KubeVersion::parse(control_plane)
+            .map_err(|e| format!("control-plane version {control_plane:?}: {e}"))?,
         ..inplace_orchestrator::Config::default()
     };
     let watchdog = inplace_watchdog::Config {
@@ -377,9 +492,24 @@ async fn drive(
         ..inplace_watchdog::Config::default()
     };
     let outside = open_outside(setting, server, &orchestrator).await?;
-    let supervisor = Supervisor::new(client.clone(), clock.clone(), scenario, orchestrator, watchdog, outside.clone(), logs.components.clone());
+    let supervisor = Supervisor::new(
+        client.clone(),
+        clock.clone(),
+        scenario,
+        orchestrator,
+        watchdog,
+        outside.clone(),
+        logs.components.clone(),
+    );
     let supervisor = Arc::new(Mutex::new(supervisor));
-    let ctx = Arc::new(Ctx { client: client.clone(), shared: shared.clone(), lab: lab.clone(), supervisor: supervisor.clone(), scenario: scenario.clone(), outside });
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        shared: shared.clone(),
+        lab: lab.clone(),
+        supervisor: supervisor.clone(),
+        scenario: scenario.clone(),
+        outside,
+    });
 
     // Everything the judge sees, and the supervisor following the dependents' replicas.
     let observer = ctx.clone();
@@ -399,7 +529,9 @@ async fn drive(
             ticker.reconcile();
         }
     }));
-    tasks.push(tokio::spawn(Provider::new(lab.clone(), client.clone()).run(shared.clone())));
+    tasks.push(tokio::spawn(
+        Provider::new(lab.clone(), client.clone()).run(shared.clone()),
+    ));
     ctx.reconcile();
     for fault in &scenario.faults {
         let (ctx, fault) = (ctx.clone(), fault.clone());
@@ -409,13 +541,32 @@ async fn drive(
     let brought_up = shared
         .wait_until(BRING_UP, |judge| {
             let world = &judge.world;
-            let ready = world.nodes.values().filter(|v| v.registered && v.ready).count();
+            let ready = world
+                .nodes
+                .values()
+                .filter(|v| v.registered && v.ready)
+                .count();
             u32::try_from(ready).is_ok_and(|n| n >= world.pool_size)
         })
         .await;
     if !brought_up {
         let judge = shared.judge();
-        let missing: Vec<String> = judge.world.nodes.iter().filter(|(_, v)| !(v.registered && v.ready)).map(|(n, v)| format!("{n} ({})", if v.registered { "NotReady" } else { "not registered" })).collect();
+        let missing: Vec<String> = judge
+            .world
+            .nodes
+            .iter()
+            .filter(|(_, v)| !(v.registered && v.ready))
+            .map(|(n, v)| {
+                format!(
+                    "{n} ({})",
+                    if v.registered {
+                        "NotReady"
+                    } else {
+                        "not registered"
+                    }
+                )
+            })
+            .collect();
         return Err(format!(
             "the pool's {} nodes did not come up within {}; not up: {}",
             judge.world.pool_size,
@@ -423,30 +574,53 @@ async fn drive(
             missing.join(", ")
         ));
     }
-    let members: Vec<String> = shared.judge().world.registered().map(str::to_owned).collect();
-    shared.record(None, EntryKind::Lab, format!("the pool's {} nodes are up", members.len()));
-    setup::workloads(client, scenario, &members).await.map_err(|e| format!("placing the workloads failed: {}", super::error_chain(&e)))?;
+    let members: Vec<String> = shared
+        .judge()
+        .world
+        .registered()
+        .map(str::to_owned)
+        .collect();
+    shared.record(
+        None,
+        EntryKind::Lab,
+        format!("the pool's {} nodes are up", members.len()),
+    );
+    setup::workloads(client, scenario, &members)
+        .await
+        .map_err(|e| format!("placing the workloads failed: {}", super::error_chain(&e)))?;
     setup::wait_workloads_running(client, clock, BRING_UP).await?;
 
     let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
     let step_failure = match clock.timeout(limit, steps::run(&ctx)).await {
         Ok(Ok(())) => None,
         Ok(Err(failure)) => Some(failure),
-        Err(_) => Some(format!("the scenario did not finish within its timeout of {}", scenario.timeout)),
+        Err(_) => Some(format!(
+            "the scenario did not finish within its timeout of {}",
+            scenario.timeout
+        )),
     };
     if let Some(failure) = &step_failure {
         shared.record(None, EntryKind::Step, failure.clone());
     }
     let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
-    shared.wait_until(limit, |judge| !judge.expectations.waiting()).await;
-    supervisor.lock().unwrap_or_else(|p| p.into_inner()).stop_all();
+    shared
+        .wait_until(limit, |judge| !judge.expectations.waiting())
+        .await;
+    supervisor
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .stop_all();
     lab.tear_down().await;
     Ok(step_failure)
 }
 
 /// Opens the outside door when the scenario runs commands, after checking each one's program can
 /// be found.
-async fn open_outside(setting: &Setting<'_>, server: &ApiServer, orchestrator: &inplace_orchestrator::Config) -> Result<Option<Arc<Outside>>, String> {
+async fn open_outside(
+    setting: &Setting<'_>,
+    server: &ApiServer,
+    orchestrator: &inplace_orchestrator::Config,
+) -> Result<Option<Arc<Outside>>, String> {
     let commands = outside_commands(setting.scenario);
     if commands.is_empty() {
         return Ok(None);

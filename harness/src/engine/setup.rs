@@ -5,7 +5,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
-use k8s_openapi::api::core::v1::{Container, EmptyDirVolumeSource, Namespace, Pod, PodSpec, PodTemplateSpec, Volume};
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, Namespace, Pod, PodSpec, PodTemplateSpec, Volume,
+};
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
@@ -32,15 +34,30 @@ async fn create<K>(api: &Api<K>, object: &K, what: impl Into<String>) -> Result<
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    api.create(&PostParams::default(), object).await.map_err(|source| SetupError { what: what.into(), source })
+    api.create(&PostParams::default(), object)
+        .await
+        .map_err(|source| SetupError {
+            what: what.into(),
+            source,
+        })
 }
 
 fn namespace(name: &str) -> Namespace {
-    Namespace { metadata: ObjectMeta { name: Some(name.to_owned()), ..ObjectMeta::default() }, ..Namespace::default() }
+    Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    }
 }
 
 /// The cluster as the scenario starts it, before any machine exists.
-pub async fn cluster(client: &Client, scenario: &Scenario, pool_size: u32) -> Result<(), SetupError> {
+pub async fn cluster(
+    client: &Client,
+    scenario: &Scenario,
+    pool_size: u32,
+) -> Result<(), SetupError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in inplace_api::crd::crds() {
         let name = crd.name_any();
@@ -48,16 +65,36 @@ pub async fn cluster(client: &Client, scenario: &Scenario, pool_size: u32) -> Re
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in [NAMESPACE, WORKLOAD_NAMESPACE] {
-        create(&namespaces, &namespace(name), format!("create namespace {name}")).await?;
+        create(
+            &namespaces,
+            &namespace(name),
+            format!("create namespace {name}"),
+        )
+        .await?;
     }
     let catalogs = Api::all(client.clone());
-    create(&catalogs, &objects::image_catalog(scenario), "create the image catalog").await?;
+    create(
+        &catalogs,
+        &objects::image_catalog(scenario),
+        "create the image catalog",
+    )
+    .await?;
     let deployments = Api::namespaced(client.clone(), NAMESPACE);
     for name in DEPENDENTS {
-        create(&deployments, &objects::dependent(name), format!("create deployment {NAMESPACE}/{name}")).await?;
+        create(
+            &deployments,
+            &objects::dependent(name),
+            format!("create deployment {NAMESPACE}/{name}"),
+        )
+        .await?;
     }
     let pools = Api::namespaced(client.clone(), NAMESPACE);
-    create(&pools, &objects::worker_pool(scenario, pool_size), format!("create worker pool {}", scenario.pool.name)).await?;
+    create(
+        &pools,
+        &objects::worker_pool(scenario, pool_size),
+        format!("create worker pool {}", scenario.pool.name),
+    )
+    .await?;
     Ok(())
 }
 
@@ -75,7 +112,11 @@ fn pod(name: String, app: &str, node: &str) -> Pod {
         },
         spec: Some(PodSpec {
             node_name: Some(node.to_owned()),
-            containers: vec![Container { name: app.to_owned(), image: Some(format!("{app}:lab")), ..Container::default() }],
+            containers: vec![Container {
+                name: app.to_owned(),
+                image: Some(format!("{app}:lab")),
+                ..Container::default()
+            }],
             ..PodSpec::default()
         }),
         ..Pod::default()
@@ -83,17 +124,29 @@ fn pod(name: String, app: &str, node: &str) -> Pod {
 }
 
 /// The workloads on `nodes`: created once, when the pool's nodes are up.
-pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -> Result<(), SetupError> {
+pub async fn workloads(
+    client: &Client,
+    scenario: &Scenario,
+    nodes: &[String],
+) -> Result<(), SetupError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
     for workload in &scenario.workloads {
         match workload {
             Workload::Pods(w) => {
                 if let Some(max_unavailable) = w.pdb_max_unavailable {
                     let pdb = PodDisruptionBudget {
-                        metadata: ObjectMeta { name: Some(w.name.clone()), ..ObjectMeta::default() },
+                        metadata: ObjectMeta {
+                            name: Some(w.name.clone()),
+                            ..ObjectMeta::default()
+                        },
                         spec: Some(PodDisruptionBudgetSpec {
-                            max_unavailable: Some(IntOrString::Int(i32::try_from(max_unavailable).unwrap_or(i32::MAX))),
-                            selector: Some(LabelSelector { match_labels: Some(labels(&w.name)), ..LabelSelector::default() }),
+                            max_unavailable: Some(IntOrString::Int(
+                                i32::try_from(max_unavailable).unwrap_or(i32::MAX),
+                            )),
+                            selector: Some(LabelSelector {
+                                match_labels: Some(labels(&w.name)),
+                                ..LabelSelector::default()
+                            }),
                             ..PodDisruptionBudgetSpec::default()
                         }),
                         ..PodDisruptionBudget::default()
@@ -110,13 +163,26 @@ pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -
             }
             Workload::DaemonSet(w) => {
                 let daemon_set = DaemonSet {
-                    metadata: ObjectMeta { name: Some(w.name.clone()), ..ObjectMeta::default() },
+                    metadata: ObjectMeta {
+                        name: Some(w.name.clone()),
+                        ..ObjectMeta::default()
+                    },
                     spec: Some(DaemonSetSpec {
-                        selector: LabelSelector { match_labels: Some(labels(&w.name)), ..LabelSelector::default() },
+                        selector: LabelSelector {
+                            match_labels: Some(labels(&w.name)),
+                            ..LabelSelector::default()
+                        },
                         template: PodTemplateSpec {
-                            metadata: Some(ObjectMeta { labels: Some(labels(&w.name)), ..ObjectMeta::default() }),
+                            metadata: Some(ObjectMeta {
+                                labels: Some(labels(&w.name)),
+                                ..ObjectMeta::default()
+                            }),
                             spec: Some(PodSpec {
-                                containers: vec![Container { name: w.name.clone(), image: Some(format!("{}:lab", w.name)), ..Container::default() }],
+                                containers: vec![Container {
+                                    name: w.name.clone(),
+                                    image: Some(format!("{}:lab", w.name)),
+                                    ..Container::default()
+                                }],
                                 ..PodSpec::default()
                             }),
                         },
@@ -125,7 +191,8 @@ pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -
                     ..DaemonSet::default()
                 };
                 let api = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
-                let created = create(&api, &daemon_set, format!("create DaemonSet {}", w.name)).await?;
+                let created =
+                    create(&api, &daemon_set, format!("create DaemonSet {}", w.name)).await?;
                 let owner = OwnerReference {
                     api_version: "apps/v1".to_owned(),
                     kind: "DaemonSet".to_owned(),
@@ -137,7 +204,12 @@ pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -
                 for node in nodes {
                     let mut pod = pod(format!("{}-{node}", w.name), &w.name, node);
                     pod.metadata.owner_references = Some(vec![owner.clone()]);
-                    create(&pods, &pod, format!("create DaemonSet pod {} on {node}", w.name)).await?;
+                    create(
+                        &pods,
+                        &pod,
+                        format!("create DaemonSet pod {} on {node}", w.name),
+                    )
+                    .await?;
                 }
             }
             Workload::LocalStorage(w) => {
@@ -150,7 +222,12 @@ pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -
                             ..Volume::default()
                         }]);
                     }
-                    create(&pods, &pod, format!("create pod {} with local storage on {node}", w.name)).await?;
+                    create(
+                        &pods,
+                        &pod,
+                        format!("create pod {} with local storage on {node}", w.name),
+                    )
+                    .await?;
                 }
             }
         }
@@ -160,17 +237,33 @@ pub async fn workloads(client: &Client, scenario: &Scenario, nodes: &[String]) -
 
 /// Waits until every workload pod runs and is Ready (the nodes' kubelets started them), so a
 /// PodDisruptionBudget counts them as healthy before anything is drained.
-pub async fn wait_workloads_running(client: &Client, clock: &rackproof_clock::Clock, within: std::time::Duration) -> Result<(), String> {
+pub async fn wait_workloads_running(
+    client: &Client,
+    clock: &rackproof_clock::Clock,
+    within: std::time::Duration,
+) -> Result<(), String> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
     let deadline = clock.instant() + within;
     loop {
-        let list = pods.list(&kube::api::ListParams::default()).await.map_err(|e| format!("failed to list the workload pods: {e}"))?;
-        let waiting: Vec<String> = list.items.iter().filter(|p| !ready(p)).map(ResourceExt::name_any).collect();
+        let list = pods
+            .list(&kube::api::ListParams::default())
+            .await
+            .map_err(|e| format!("failed to list the workload pods: {e}"))?;
+        let waiting: Vec<String> = list
+            .items
+            .iter()
+            .filter(|p| !ready(p))
+            .map(ResourceExt::name_any)
+            .collect();
         if waiting.is_empty() {
             return Ok(());
         }
         if clock.instant() >= deadline {
-            return Err(format!("workload pods did not start within {}: {}", rackproof_clock::format_duration(within), waiting.join(", ")));
+            return Err(format!(
+                "workload pods did not start within {}: {}",
+                rackproof_clock::format_duration(within),
+                waiting.join(", ")
+            ));
         }
         clock.sleep(std::time::Duration::from_secs(1)).await;
     }
@@ -178,6 +271,10 @@ pub async fn wait_workloads_running(client: &Client, clock: &rackproof_clock::Cl
 
 fn ready(pod: &Pod) -> bool {
     pod.status.as_ref().is_some_and(|s| {
-        s.phase.as_deref() == Some("Running") && s.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+        s.phase.as_deref() == Some("Running")
+            && s.conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
     })
 }

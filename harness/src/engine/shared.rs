@@ -26,7 +26,12 @@ impl Shared {
     pub fn new(judge: Judge, clock: Clock) -> Self {
         let start = clock.now();
         let (changes, _) = watch::channel(0);
-        Self { judge: Arc::new(Mutex::new(judge)), clock, start, changes: Arc::new(changes) }
+        Self {
+            judge: Arc::new(Mutex::new(judge)),
+            clock,
+            start,
+            changes: Arc::new(changes),
+        }
     }
 
     pub fn clock(&self) -> &Clock {
@@ -72,7 +77,14 @@ impl Shared {
         let mut changes = self.changes.subscribe();
         let mut printed = 0;
         loop {
-            let new: Vec<String> = self.judge().timeline.entries.iter().skip(printed).map(ToString::to_string).collect();
+            let new: Vec<String> = self
+                .judge()
+                .timeline
+                .entries
+                .iter()
+                .skip(printed)
+                .map(ToString::to_string)
+                .collect();
             printed += new.len();
             for line in new {
                 println!("{line}");

@@ -40,7 +40,9 @@ pub struct SimNode {
 /// The machines' boot timing: the scenario's `lab.bootTiming` over the simulation's defaults.
 pub fn boot_timing(scenario: &Scenario) -> BootTiming {
     let defaults = BootTiming::default();
-    let Some(given) = scenario.lab.boot_timing else { return defaults };
+    let Some(given) = scenario.lab.boot_timing else {
+        return defaults;
+    };
     BootTiming {
         firmware: given.firmware.map_or(defaults.firmware, |s| s.get()),
         loader: given.loader.map_or(defaults.loader, |s| s.get()),
@@ -60,14 +62,25 @@ pub struct SimLab {
 
 impl SimLab {
     /// Builds every lab node, powered off, with the pool's starting OS installed.
-    pub fn build(scenario: &Scenario, server: &ApiServer, clock: &Clock, shared: &Shared) -> Result<Self, String> {
+    pub fn build(
+        scenario: &Scenario,
+        server: &ApiServer,
+        clock: &Clock,
+        shared: &Shared,
+    ) -> Result<Self, String> {
         let catalog = sim_nodes::catalog(scenario);
         let key = SlotKeyPair::from_seed(seed_bytes(scenario.seed));
         let source = sim_nodes::image_server(scenario, &catalog, &key)?;
         let timing = boot_timing(scenario);
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
-            let guest = Arc::new(AgentGuest::new(&name, server.node_client(&name), &scenario.pool.kubernetes, source.clone(), key.public()));
+            let guest = Arc::new(AgentGuest::new(
+                &name,
+                server.node_client(&name),
+                &scenario.pool.kubernetes,
+                source.clone(),
+                key.public(),
+            ));
             let machine = SimMachine::builder(name.clone(), clock.clone())
                 .catalog(catalog.clone())
                 .installed(&scenario.pool.os.value)
@@ -76,10 +89,29 @@ impl SimLab {
                 .build()
                 .map_err(|e| format!("failed to build simulated machine {name}: {e}"))?;
             guest.attach_disk(machine.esp().clone());
-            let bmc = Arc::new(SimBmc { node: name.clone(), kind: scenario.lab.bmc, machine: machine.clone(), clock: clock.clone(), shared: shared.clone(), quirks: Mutex::default() });
-            nodes.insert(name, SimNode { machine, guest, bmc });
+            let bmc = Arc::new(SimBmc {
+                node: name.clone(),
+                kind: scenario.lab.bmc,
+                machine: machine.clone(),
+                clock: clock.clone(),
+                shared: shared.clone(),
+                quirks: Mutex::default(),
+            });
+            nodes.insert(
+                name,
+                SimNode {
+                    machine,
+                    guest,
+                    bmc,
+                },
+            );
         }
-        Ok(Self { nodes, server: server.clone(), clock: clock.clone(), pool: scenario.pool.name.clone() })
+        Ok(Self {
+            nodes,
+            server: server.clone(),
+            clock: clock.clone(),
+            pool: scenario.pool.name.clone(),
+        })
     }
 
     /// The node called `name` (names were validated against the lab when the scenario loaded).
@@ -88,17 +120,29 @@ impl SimLab {
     }
 
     fn control(&self, node: &SimNode) -> NodeControl {
-        NodeControl::new(node.machine.name(), node.bmc.clone(), Arc::new(node.machine.clone()), self.clock.clone())
+        NodeControl::new(
+            node.machine.name(),
+            node.bmc.clone(),
+            Arc::new(node.machine.clone()),
+            self.clock.clone(),
+        )
     }
 
     /// Powers a node on through its BMC and waits until its OS is up, retrying a power-on the BMC
     /// accepted but ignored. Errors are recorded in the timeline.
     pub async fn power_on_and_wait(&self, name: &str, shared: &Shared) {
         let Some(node) = self.node(name) else { return };
-        let options = WaitOptions { deadline: Duration::from_secs(900), ..WaitOptions::default() };
+        let options = WaitOptions {
+            deadline: Duration::from_secs(900),
+            ..WaitOptions::default()
+        };
         match self.control(node).power_on_and_wait_until_up(options).await {
             Ok(version) => shared.record(Some(name), EntryKind::Lab, format!("OS {version} is up")),
-            Err(e) => shared.record(Some(name), EntryKind::Lab, format!("power-on failed: {}", super::error_chain(&e))),
+            Err(e) => shared.record(
+                Some(name),
+                EntryKind::Lab,
+                format!("power-on failed: {}", super::error_chain(&e)),
+            ),
         }
     }
 
@@ -107,16 +151,26 @@ impl SimLab {
         let Some(node) = self.node(name) else { return };
         let reset = super::lab::reset_action(action);
         if let Err(e) = node.bmc.reset(reset).await {
-            shared.record(Some(name), EntryKind::Bmc, format!("{reset} failed: {}", super::error_chain(&e)));
+            shared.record(
+                Some(name),
+                EntryKind::Bmc,
+                format!("{reset} failed: {}", super::error_chain(&e)),
+            );
         }
     }
 
     /// Gives node `name` a fresh disk with `version` and binds its agent to the pool's OSC.
     pub fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
-        let Some(node) = self.node(name) else { return Err(format!("no lab node {name}")) };
-        self.server.allow_node_secret(&self.pool, &osc.namespace, &osc.name);
-        node.machine.reimage(version).map_err(|e| super::error_chain(&e))?;
-        node.guest.bind(Some(sim_nodes::agent_config(name, &self.pool, osc)));
+        let Some(node) = self.node(name) else {
+            return Err(format!("no lab node {name}"));
+        };
+        self.server
+            .allow_node_secret(&self.pool, &osc.namespace, &osc.name);
+        node.machine
+            .reimage(version)
+            .map_err(|e| super::error_chain(&e))?;
+        node.guest
+            .bind(Some(sim_nodes::agent_config(name, &self.pool, osc)));
         Ok(())
     }
 
@@ -125,19 +179,28 @@ impl SimLab {
         let Some(node) = self.node(name) else { return };
         node.guest.bind(None);
         if let Err(e) = node.bmc.reset(ResetAction::ForceOff).await {
-            shared.record(Some(name), EntryKind::Bmc, format!("power-off failed: {}", super::error_chain(&e)));
+            shared.record(
+                Some(name),
+                EntryKind::Bmc,
+                format!("power-off failed: {}", super::error_chain(&e)),
+            );
         }
     }
 
     /// The node's console lines from now on.
     pub fn console(&self, name: &str) -> Option<Lines> {
         let (_, lines) = self.node(name)?.machine.subscribe();
-        Some(Box::pin(futures::stream::unfold(lines, |mut lines| async move { next_line(&mut lines).await.map(|l| (l.text, lines)) })))
+        Some(Box::pin(futures::stream::unfold(
+            lines,
+            |mut lines| async move { next_line(&mut lines).await.map(|l| (l.text, lines)) },
+        )))
     }
 
     /// Arms a power cut at `point` of the node's next update and waits until the power is gone.
     pub async fn cut_power(&self, name: &str, point: PowerCutPoint, shared: &Shared) -> bool {
-        let Some(node) = self.node(name) else { return false };
+        let Some(node) = self.node(name) else {
+            return false;
+        };
         match point {
             PowerCutPoint::Download => node.guest.cut_power_at_next_download(),
             PowerCutPoint::SlotWrite => node.machine.cut_power_at_next_esp_write(),
@@ -170,10 +233,17 @@ impl SimLab {
     pub fn break_next_version(&self, name: &str, behaviour: &Behaviour, versions: &[String]) {
         let Some(node) = self.node(name) else { return };
         let mut present: BTreeSet<String> = match inplace_boot::load_menu(node.machine.esp()) {
-            Ok((menu, _)) => menu.entries().iter().filter_map(|e| e.conf.version.clone()).collect(),
+            Ok((menu, _)) => menu
+                .entries()
+                .iter()
+                .filter_map(|e| e.conf.version.clone())
+                .collect(),
             Err(_) => BTreeSet::new(),
         };
-        if let Phase::Up { version, .. } | Phase::Kernel { version, .. } | Phase::Hung { version, .. } = node.machine.phase() {
+        if let Phase::Up { version, .. }
+        | Phase::Kernel { version, .. }
+        | Phase::Hung { version, .. } = node.machine.phase()
+        {
             present.insert(version);
         }
         for version in versions.iter().filter(|v| !present.contains(*v)) {
@@ -191,7 +261,9 @@ impl SimLab {
 
 /// The next console line; lines lost to a slow reader are skipped. `None` once the machine is
 /// gone.
-pub async fn next_line(lines: &mut tokio::sync::broadcast::Receiver<ConsoleLine>) -> Option<ConsoleLine> {
+pub async fn next_line(
+    lines: &mut tokio::sync::broadcast::Receiver<ConsoleLine>,
+) -> Option<ConsoleLine> {
     loop {
         match lines.recv().await {
             Ok(line) => return Some(line),
@@ -239,7 +311,13 @@ impl SimBmc {
             self.machine.ignore_power_on(count.unwrap_or(u32::MAX));
             return;
         }
-        self.quirks.lock().unwrap_or_else(|p| p.into_inner()).push(ActiveQuirk { quirk: quirk.clone(), remaining: count });
+        self.quirks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(ActiveQuirk {
+                quirk: quirk.clone(),
+                remaining: count,
+            });
     }
 
     /// The quirks affecting the next request (and uses one of each count).
@@ -260,7 +338,9 @@ impl SimBmc {
 
     fn describe(&self, action: ResetAction) -> String {
         match self.kind {
-            BmcKind::Redfish => format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}"),
+            BmcKind::Redfish => {
+                format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}")
+            }
             BmcKind::Ipmi => format!("ipmi: chassis control {}", ipmi_name(action)),
         }
     }
@@ -292,7 +372,11 @@ impl Power for SimBmc {
                 match quirk {
                     BmcQuirk::Latency(span) => self.clock.sleep(span.get()).await,
                     BmcQuirk::ExpireSessions => {
-                        self.shared.record(Some(&self.node), EntryKind::Bmc, "session expired (401); logged in again");
+                        self.shared.record(
+                            Some(&self.node),
+                            EntryKind::Bmc,
+                            "session expired (401); logged in again",
+                        );
                     }
                     _ => {}
                 }
@@ -308,16 +392,28 @@ impl Power for SimBmc {
                     self.shared.record(
                         Some(&self.node),
                         EntryKind::Bmc,
-                        format!("{request} → {code}; retrying in {}", rackproof_clock::format_duration(backoff)),
+                        format!(
+                            "{request} → {code}; retrying in {}",
+                            rackproof_clock::format_duration(backoff)
+                        ),
                     );
                     self.clock.sleep(backoff).await;
                 }
                 Some(code) if code >= 400 => {
-                    self.shared.record(Some(&self.node), EntryKind::Bmc, format!("{request} → {code}; giving up"));
-                    return Err(DriverError::Refused { action: action.to_string(), target: self.node.clone(), reason: format!("the BMC answered {code}") });
+                    self.shared.record(
+                        Some(&self.node),
+                        EntryKind::Bmc,
+                        format!("{request} → {code}; giving up"),
+                    );
+                    return Err(DriverError::Refused {
+                        action: action.to_string(),
+                        target: self.node.clone(),
+                        reason: format!("the BMC answered {code}"),
+                    });
                 }
                 _ => {
-                    self.shared.record(Some(&self.node), EntryKind::Bmc, request);
+                    self.shared
+                        .record(Some(&self.node), EntryKind::Bmc, request);
                     return self.machine.reset(action).await;
                 }
             }

@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ed25519_dalek::VerifyingKey;
 use inplace_agent::assess::EspAssessor;
 use inplace_agent::assess::booted::{FixedBooted, LoaderHint};
 use inplace_agent::manifest::{BootSpec, SlotKeyPair, SlotManifest};
@@ -17,9 +18,8 @@ use inplace_agent::platform::kubelet::HeartbeatKubelet;
 use inplace_agent::platform::os_version::FixedOsVersion;
 use inplace_agent::platform::reboot::CallbackReboot;
 use inplace_agent::store::{MemoryStore, StateStore, StoreError};
-use inplace_boot::MemEsp;
 use inplace_agent::{Agent, AgentConfig, HeartbeatConfig, Platform};
-use ed25519_dalek::VerifyingKey;
+use inplace_boot::MemEsp;
 use rackproof_clock::Clock;
 use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle};
 
@@ -48,20 +48,37 @@ pub fn catalog(scenario: &Scenario) -> Catalog {
     scenario
         .images
         .iter()
-        .fold(Catalog::new(), |catalog, image| catalog.with(&image.version, behaviour(&image.boot)))
+        .fold(Catalog::new(), |catalog, image| {
+            catalog.with(&image.version, behaviour(&image.boot))
+        })
 }
 
 /// The image server: a signed slot (kernel, initrd, manifest) for every version in `catalog`.
-pub fn image_server(scenario: &Scenario, catalog: &Catalog, key: &SlotKeyPair) -> Result<MemorySource, String> {
+pub fn image_server(
+    scenario: &Scenario,
+    catalog: &Catalog,
+    key: &SlotKeyPair,
+) -> Result<MemorySource, String> {
     let source = MemorySource::new();
     for image in &scenario.images {
         let artifact = catalog
             .artifact(&image.version)
             .ok_or_else(|| format!("no simulated artifact for image {}", image.version.value))?;
-        let boot = BootSpec { linux: "vmlinuz".into(), initrd: Some("initrd.img".into()), options: "console=ttyS0 panic=10".into() };
-        let files = [("vmlinuz".to_owned(), artifact.kernel.clone()), ("initrd.img".to_owned(), artifact.initrd.clone())];
-        let mut manifest = SlotManifest::describe(&image.version, &files, boot)
-            .map_err(|e| format!("failed to describe the slot of {}: {e}", image.version.value))?;
+        let boot = BootSpec {
+            linux: "vmlinuz".into(),
+            initrd: Some("initrd.img".into()),
+            options: "console=ttyS0 panic=10".into(),
+        };
+        let files = [
+            ("vmlinuz".to_owned(), artifact.kernel.clone()),
+            ("initrd.img".to_owned(), artifact.initrd.clone()),
+        ];
+        let mut manifest = SlotManifest::describe(&image.version, &files, boot).map_err(|e| {
+            format!(
+                "failed to describe the slot of {}: {e}",
+                image.version.value
+            )
+        })?;
         manifest.sign(key.signing());
         source.put(&image.version, MANIFEST, manifest.to_json());
         source.put(&image.version, "vmlinuz", artifact.kernel);
@@ -86,7 +103,12 @@ pub struct NodeSource {
 
 impl NodeSource {
     fn new(inner: MemorySource) -> Self {
-        Self { inner, cut_next_download: Arc::default(), machine: Arc::default(), fault: Arc::default() }
+        Self {
+            inner,
+            cut_next_download: Arc::default(),
+            machine: Arc::default(),
+            fault: Arc::default(),
+        }
     }
 
     /// The bad answer for this request, if one is set (and counts it).
@@ -109,7 +131,11 @@ impl NodeSource {
 impl ArtifactSource for NodeSource {
     async fn fetch(&self, base: &str, version: &str, name: &str) -> Result<Vec<u8>, FetchError> {
         if self.cut_next_download.swap(false, Ordering::SeqCst) {
-            let machine = self.machine.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let machine = self
+                .machine
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
             if let Some(machine) = machine {
                 machine.print(&format!("rackproof-agent: downloading {version}/{name}"));
                 machine.cut_power();
@@ -119,9 +145,17 @@ impl ArtifactSource for NodeSource {
         let url = inplace_agent::osupdate::source::artifact_url(base, version, name);
         match self.take_fault() {
             None => self.inner.fetch(base, version, name).await,
-            Some(ImageServerAnswer::Unreachable) => Err(FetchError::Network { url, detail: "connection refused (lab fault)".to_owned() }),
+            Some(ImageServerAnswer::Unreachable) => Err(FetchError::Network {
+                url,
+                detail: "connection refused (lab fault)".to_owned(),
+            }),
             Some(ImageServerAnswer::Status(404)) => Err(FetchError::NotFound { url }),
-            Some(ImageServerAnswer::Status(status @ (408 | 429 | 500..=599))) => Err(FetchError::Network { url, detail: format!("HTTP {status}") }),
+            Some(ImageServerAnswer::Status(status @ (408 | 429 | 500..=599))) => {
+                Err(FetchError::Network {
+                    url,
+                    detail: format!("HTTP {status}"),
+                })
+            }
             Some(ImageServerAnswer::Status(status)) => Err(FetchError::Refused { url, status }),
             Some(ImageServerAnswer::Corrupt) => {
                 let mut bytes = self.inner.fetch(base, version, name).await?;
@@ -188,13 +222,22 @@ pub struct AgentGuest {
 impl AgentGuest {
     /// The agent of `node`, talking to the API server as that node, with the kubelet at
     /// `kubelet_version`.
-    pub fn new(node: &str, client: kube::Client, kubelet_version: &str, source: MemorySource, public_key: VerifyingKey) -> Self {
+    pub fn new(
+        node: &str,
+        client: kube::Client,
+        kubelet_version: &str,
+        source: MemorySource,
+        public_key: VerifyingKey,
+    ) -> Self {
         Self {
             node: node.to_owned(),
             binding: Arc::default(),
             kubelet: HeartbeatKubelet::new(client.clone(), node, Some(kubelet_version.to_owned())),
             client,
-            store: DiskStore { inner: MemoryStore::new(), disk: Arc::default() },
+            store: DiskStore {
+                inner: MemoryStore::new(),
+                disk: Arc::default(),
+            },
             files: MemoryFiles::new(),
             source: NodeSource::new(source),
             public_key,
@@ -224,18 +267,30 @@ impl AgentGuest {
 
 impl std::fmt::Debug for AgentGuest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AgentGuest").field("node", &self.node).finish_non_exhaustive()
+        f.debug_struct("AgentGuest")
+            .field("node", &self.node)
+            .finish_non_exhaustive()
     }
 }
 
 impl GuestOs for AgentGuest {
     fn start(&self, ctx: GuestContext) -> GuestTask {
-        let Some(config) = self.binding.lock().unwrap_or_else(|p| p.into_inner()).clone() else {
+        let Some(config) = self
+            .binding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
             // A machine no Machine object owns: the OS is up, but nothing tells it where to go.
-            ctx.machine.print("rackproof-agent: no node configuration; not starting");
+            ctx.machine
+                .print("rackproof-agent: no node configuration; not starting");
             return Box::pin(std::future::pending());
         };
-        *self.source.machine.lock().unwrap_or_else(|p| p.into_inner()) = Some(ctx.machine.clone());
+        *self
+            .source
+            .machine
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(ctx.machine.clone());
         let clock: Clock = ctx.clock.clone();
         let booted = FixedBooted::new(LoaderHint {
             boot_count_path: ctx.loader_boot_count_path.clone(),
@@ -254,7 +309,11 @@ impl GuestOs for AgentGuest {
             kubelet: Arc::new(self.kubelet.clone()),
             reboot: Arc::new(CallbackReboot::new(move || machine.reboot())),
             os_version: Arc::new(FixedOsVersion::new(ctx.os_version.clone())),
-            boot: Arc::new(EspAssessor::new(ctx.esp.clone(), Arc::new(booted), ENTRY_PREFIX)),
+            boot: Arc::new(EspAssessor::new(
+                ctx.esp.clone(),
+                Arc::new(booted),
+                ENTRY_PREFIX,
+            )),
             os_update: Arc::new(InProcessRunner::new(env, clock.clone())),
         };
         let agent = Agent::new(config, platform, self.client.clone(), clock);
@@ -282,8 +341,14 @@ mod tests {
         let loaded = load_str(std::path::Path::new("s.yaml"), SCENARIO).unwrap();
         let catalog = catalog(&loaded.scenario);
         assert_eq!(catalog.image("1.0.0").unwrap().behaviour, Behaviour::Boots);
-        assert_eq!(catalog.image("1.1.0").unwrap().behaviour, Behaviour::PanicsAtBoot);
-        assert_eq!(catalog.image("1.2.0").unwrap().behaviour, Behaviour::ReportsVersion("1.0.0".into()));
+        assert_eq!(
+            catalog.image("1.1.0").unwrap().behaviour,
+            Behaviour::PanicsAtBoot
+        );
+        assert_eq!(
+            catalog.image("1.2.0").unwrap().behaviour,
+            Behaviour::ReportsVersion("1.0.0".into())
+        );
     }
 
     #[tokio::test]
@@ -293,15 +358,31 @@ mod tests {
         let key = SlotKeyPair::from_seed([7; 32]);
         let server = image_server(&loaded.scenario, &catalog, &key).unwrap();
         for version in ["1.0.0", "1.1.0", "1.2.0"] {
-            let manifest = server.fetch("memory://", version, "manifest.json").await.unwrap();
+            let manifest = server
+                .fetch("memory://", version, "manifest.json")
+                .await
+                .unwrap();
             let manifest = SlotManifest::parse(&manifest).unwrap();
             manifest.verify(&key.public()).unwrap();
             let kernel = server.fetch("memory://", version, "vmlinuz").await.unwrap();
             assert_eq!(kernel, catalog.artifact(version).unwrap().kernel);
-            manifest.file("vmlinuz").unwrap().check(version, &kernel).unwrap();
+            manifest
+                .file("vmlinuz")
+                .unwrap()
+                .check(version, &kernel)
+                .unwrap();
         }
         let other = SlotKeyPair::from_seed([8; 32]);
-        let manifest = SlotManifest::parse(&server.fetch("memory://", "1.0.0", "manifest.json").await.unwrap()).unwrap();
-        assert!(manifest.verify(&other.public()).is_err(), "a slot verifies only against the lab's key");
+        let manifest = SlotManifest::parse(
+            &server
+                .fetch("memory://", "1.0.0", "manifest.json")
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(
+            manifest.verify(&other.public()).is_err(),
+            "a slot verifies only against the lab's key"
+        );
     }
 }

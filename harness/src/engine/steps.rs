@@ -26,15 +26,27 @@ const VALIDATION_WAIT: Duration = Duration::from_secs(300);
 pub async fn run(ctx: &Ctx) -> Result<(), String> {
     for (index, step) in ctx.scenario.steps.iter().enumerate() {
         let number = index + 1;
-        ctx.shared.record(None, EntryKind::Step, format!("step {number}: {}", summary(step)));
-        one(ctx, step).await.map_err(|e| format!("step {number} ({}) failed: {e}", summary(step)))?;
+        ctx.shared.record(
+            None,
+            EntryKind::Step,
+            format!("step {number}: {}", summary(step)),
+        );
+        one(ctx, step)
+            .await
+            .map_err(|e| format!("step {number} ({}) failed: {e}", summary(step)))?;
     }
     Ok(())
 }
 
 /// A one-line description of a step for the timeline.
 pub fn summary(step: &Step) -> String {
-    let names = |nodes: &[NodeName]| nodes.iter().map(|n| n.value.as_str()).collect::<Vec<_>>().join(", ");
+    let names = |nodes: &[NodeName]| {
+        nodes
+            .iter()
+            .map(|n| n.value.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     match step {
         Step::Update(u) => {
             let mut parts = Vec::new();
@@ -75,12 +87,21 @@ pub fn summary(step: &Step) -> String {
 async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
     match step {
         Step::Update(update) => update_pool(ctx, update).await,
-        Step::Select(nodes) => label_nodes(ctx, nodes, keys::LABEL_SELECTED_FOR_UPDATE, Some("true")).await,
-        Step::Unselect(nodes) => label_nodes(ctx, nodes, keys::LABEL_SELECTED_FOR_UPDATE, None).await,
+        Step::Select(nodes) => {
+            label_nodes(ctx, nodes, keys::LABEL_SELECTED_FOR_UPDATE, Some("true")).await
+        }
+        Step::Unselect(nodes) => {
+            label_nodes(ctx, nodes, keys::LABEL_SELECTED_FOR_UPDATE, None).await
+        }
         Step::ClearFailed(nodes) => label_nodes(ctx, nodes, keys::LABEL_UPDATE_RESULT, None).await,
         Step::Scale(count) => {
-            let count_i32 = i32::try_from(*count).map_err(|_| format!("{count} nodes is too many"))?;
-            patch_pool(ctx, json!({"spec": {"minimum": count_i32, "maximum": count_i32}})).await?;
+            let count_i32 =
+                i32::try_from(*count).map_err(|_| format!("{count} nodes is too many"))?;
+            patch_pool(
+                ctx,
+                json!({"spec": {"minimum": count_i32, "maximum": count_i32}}),
+            )
+            .await?;
             ctx.shared.judge().world.pool_size = *count;
             Ok(())
         }
@@ -90,10 +111,18 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
         }
         Step::WaitUntil(wait) => {
             let check = Check::new(&wait.until);
-            if ctx.shared.wait_until(wait.within.get(), |judge| check.holds(&judge.world)).await {
+            if ctx
+                .shared
+                .wait_until(wait.within.get(), |judge| check.holds(&judge.world))
+                .await
+            {
                 Ok(())
             } else {
-                Err(format!("{} did not hold within {}", check.describe(), wait.within))
+                Err(format!(
+                    "{} did not hold within {}",
+                    check.describe(),
+                    wait.within
+                ))
             }
         }
         Step::Run(run) => run_command(ctx, run).await,
@@ -107,19 +136,40 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
 /// Runs a `run` step's command through the run's outside door; the step fails on any other exit
 /// code than the expected one.
 async fn run_command(ctx: &Ctx, run: &RunCommand) -> Result<(), String> {
-    let outside = ctx.outside.as_ref().ok_or("the run opened no outside access for commands")?;
+    let outside = ctx
+        .outside
+        .as_ref()
+        .ok_or("the run opened no outside access for commands")?;
     let outcome = outside.run_step(run).await?;
-    let ended = outcome.code.map_or_else(|| "a signal".to_owned(), |c| format!("exit code {c}"));
-    let output = if outcome.output.is_empty() { String::new() } else { format!("; output:\n{}", outcome.output) };
-    ctx.shared.record(None, EntryKind::Step, format!("`{}` ended with {ended}{output}", run.command.join(" ")));
+    let ended = outcome
+        .code
+        .map_or_else(|| "a signal".to_owned(), |c| format!("exit code {c}"));
+    let output = if outcome.output.is_empty() {
+        String::new()
+    } else {
+        format!("; output:\n{}", outcome.output)
+    };
+    ctx.shared.record(
+        None,
+        EntryKind::Step,
+        format!("`{}` ended with {ended}{output}", run.command.join(" ")),
+    );
     if outcome.code == Some(run.expect_exit) {
         Ok(())
     } else {
-        Err(format!("it ended with {ended}, not the expected exit code {}{output}", run.expect_exit))
+        Err(format!(
+            "it ended with {ended}, not the expected exit code {}{output}",
+            run.expect_exit
+        ))
     }
 }
 
-async fn label_nodes(ctx: &Ctx, nodes: &[NodeName], key: &str, value: Option<&str>) -> Result<(), String> {
+async fn label_nodes(
+    ctx: &Ctx,
+    nodes: &[NodeName],
+    key: &str,
+    value: Option<&str>,
+) -> Result<(), String> {
     let api: Api<Node> = Api::all(ctx.client.clone());
     for node in nodes {
         let patch = json!({"metadata": {"labels": {key: value}}});
@@ -132,20 +182,32 @@ async fn label_nodes(ctx: &Ctx, nodes: &[NodeName], key: &str, value: Option<&st
 
 async fn patch_pool(ctx: &Ctx, patch: Value) -> Result<(), String> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
-    api.patch(&ctx.scenario.pool.name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("failed to change worker pool {}: {e}", ctx.scenario.pool.name))
+    api.patch(
+        &ctx.scenario.pool.name,
+        &PatchParams::default(),
+        &Patch::Merge(&patch),
+    )
+    .await
+    .map(|_| ())
+    .map_err(|e| {
+        format!(
+            "failed to change worker pool {}: {e}",
+            ctx.scenario.pool.name
+        )
+    })
 }
 
 async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
     let control_plane = update.control_plane.as_ref().or(update.kubernetes.as_ref());
     if let Some(version) = control_plane {
-        let parsed = KubeVersion::parse(version).map_err(|e| format!("control-plane version {version:?}: {e}"))?;
+        let parsed = KubeVersion::parse(version)
+            .map_err(|e| format!("control-plane version {version:?}: {e}"))?;
         let mut supervisor = ctx.supervisor.lock().unwrap_or_else(|p| p.into_inner());
         supervisor.set_control_plane_version(parsed, &ctx.shared);
     }
-    let now = jiff::fmt::temporal::DateTimePrinter::new().precision(Some(0)).timestamp_to_string(&ctx.shared.clock().now());
+    let now = jiff::fmt::temporal::DateTimePrinter::new()
+        .precision(Some(0))
+        .timestamp_to_string(&ctx.shared.clock().now());
     let mut spec = serde_json::Map::new();
     if let Some(os) = &update.os {
         spec.insert("machine".into(), json!({"image": {"version": os.value}}));
@@ -162,10 +224,16 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
     }
     let mut rotation = serde_json::Map::new();
     if update.rotate_ca {
-        rotation.insert("certificateAuthorities".into(), json!({"lastInitiationTime": now}));
+        rotation.insert(
+            "certificateAuthorities".into(),
+            json!({"lastInitiationTime": now}),
+        );
     }
     if update.rotate_service_account_key {
-        rotation.insert("serviceAccountKey".into(), json!({"lastInitiationTime": now}));
+        rotation.insert(
+            "serviceAccountKey".into(),
+            json!({"lastInitiationTime": now}),
+        );
     }
     if !rotation.is_empty() {
         spec.insert("credentialsRotation".into(), Value::Object(rotation));
@@ -189,15 +257,26 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
             }
             Ok(())
         }
-        (None, Validation::Refused { reason, message }) => Err(format!("the pool refused the change: {reason}: {message}")),
-        (Some(pattern), Validation::Accepted) => Err(format!("the pool accepted the change; expected a refusal matching /{pattern}/")),
+        (None, Validation::Refused { reason, message }) => {
+            Err(format!("the pool refused the change: {reason}: {message}"))
+        }
+        (Some(pattern), Validation::Accepted) => Err(format!(
+            "the pool accepted the change; expected a refusal matching /{pattern}/"
+        )),
         (Some(pattern), Validation::Refused { reason, message }) => {
-            let regex = Regex::new(pattern).map_err(|e| format!("expectRefused {pattern:?} is not a regex: {e}"))?;
+            let regex = Regex::new(pattern)
+                .map_err(|e| format!("expectRefused {pattern:?} is not a regex: {e}"))?;
             if regex.is_match(&reason) || regex.is_match(&message) {
-                ctx.shared.record(None, EntryKind::Step, format!("refused as expected: {reason}: {message}"));
+                ctx.shared.record(
+                    None,
+                    EntryKind::Step,
+                    format!("refused as expected: {reason}: {message}"),
+                );
                 Ok(())
             } else {
-                Err(format!("refused, but neither reason nor message matches /{pattern}/: {reason}: {message}"))
+                Err(format!(
+                    "refused, but neither reason nor message matches /{pattern}/: {reason}: {message}"
+                ))
             }
         }
     }
@@ -211,7 +290,10 @@ enum Validation {
 
 async fn current_generation(ctx: &Ctx) -> Result<i64, String> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
-    let pool = api.get(&ctx.scenario.pool.name).await.map_err(|e| format!("failed to read worker pool {}: {e}", ctx.scenario.pool.name))?;
+    let pool = api
+        .get(&ctx.scenario.pool.name)
+        .await
+        .map_err(|e| format!("failed to read worker pool {}: {e}", ctx.scenario.pool.name))?;
     Ok(pool.metadata.generation.unwrap_or(0))
 }
 
@@ -223,19 +305,37 @@ async fn wait_validated(ctx: &Ctx, before: i64) -> Result<Validation, String> {
     let deadline = clock.instant() + VALIDATION_WAIT;
     let mut last = String::from("no Valid condition");
     while clock.instant() < deadline {
-        let pool = api.get(&ctx.scenario.pool.name).await.map_err(|e| format!("failed to read worker pool: {e}"))?;
-        let valid = pool.status.as_ref().and_then(|s| s.conditions.iter().find(|c| c.type_ == inplace_orchestrator::workerpool::CONDITION_VALID));
+        let pool = api
+            .get(&ctx.scenario.pool.name)
+            .await
+            .map_err(|e| format!("failed to read worker pool: {e}"))?;
+        let valid = pool.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == inplace_orchestrator::workerpool::CONDITION_VALID)
+        });
         if let Some(valid) = valid {
-            last = format!("Valid={} reason {} ({})", valid.status, valid.reason, valid.message);
+            last = format!(
+                "Valid={} reason {} ({})",
+                valid.status, valid.reason, valid.message
+            );
             if valid.observed_generation.unwrap_or(0) > before {
                 match valid.status.as_str() {
                     "True" => return Ok(Validation::Accepted),
-                    "False" => return Ok(Validation::Refused { reason: valid.reason.clone(), message: valid.message.clone() }),
+                    "False" => {
+                        return Ok(Validation::Refused {
+                            reason: valid.reason.clone(),
+                            message: valid.message.clone(),
+                        });
+                    }
                     _ => {}
                 }
             }
         }
         clock.sleep(Duration::from_secs(1)).await;
     }
-    Err(format!("the orchestrator did not judge the change within {}; last seen: {last}", rackproof_clock::format_duration(VALIDATION_WAIT)))
+    Err(format!(
+        "the orchestrator did not judge the change within {}; last seen: {last}",
+        rackproof_clock::format_duration(VALIDATION_WAIT)
+    ))
 }

@@ -36,7 +36,12 @@ const BACKOFF_RESET: Duration = Duration::from_secs(600);
 /// ended `crashes` times before; and the count of crashes from then on.
 fn backoff(crashes: u32, ran: Duration) -> (Duration, u32) {
     let crashes = if ran >= BACKOFF_RESET { 0 } else { crashes };
-    (FIRST_BACKOFF.saturating_mul(1 << crashes.min(5)).min(MAX_BACKOFF), crashes + 1)
+    (
+        FIRST_BACKOFF
+            .saturating_mul(1 << crashes.min(5))
+            .min(MAX_BACKOFF),
+        crashes + 1,
+    )
 }
 
 /// A component the supervisor runs.
@@ -133,7 +138,9 @@ pub struct Supervisor {
 
 impl std::fmt::Debug for Supervisor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Supervisor").field("slots", &self.slots).finish_non_exhaustive()
+        f.debug_struct("Supervisor")
+            .field("slots", &self.slots)
+            .finish_non_exhaustive()
     }
 }
 
@@ -150,29 +157,55 @@ impl Supervisor {
         logs: LineLogs,
     ) -> Self {
         let mut slots = BTreeMap::new();
-        for (managed, implementation) in [(Managed::Orchestrator, &scenario.components.orchestrator), (Managed::Watchdog, &scenario.components.watchdog)] {
+        for (managed, implementation) in [
+            (Managed::Orchestrator, &scenario.components.orchestrator),
+            (Managed::Watchdog, &scenario.components.watchdog),
+        ] {
             match implementation {
                 Implementation::Builtin => {
                     slots.insert(managed, Slot::default());
                 }
                 Implementation::Command(argv) => {
-                    slots.insert(managed, Slot { command: Some(argv.clone()), ..Slot::default() });
+                    slots.insert(
+                        managed,
+                        Slot {
+                            command: Some(argv.clone()),
+                            ..Slot::default()
+                        },
+                    );
                 }
                 Implementation::Off => {}
             }
         }
         slots.insert(Managed::NodeLifecycle, Slot::default());
         let kcm_grace = scenario.watchdog.kcm_node_monitor_grace_duration.get();
-        Self { client, clock, orchestrator, watchdog, kcm_grace, slots, outside, logs }
+        Self {
+            client,
+            clock,
+            orchestrator,
+            watchdog,
+            kcm_grace,
+            slots,
+            outside,
+            logs,
+        }
     }
 
     /// Starts or stops each component to match the dependents' replicas and the kills, at
     /// `elapsed`.
     pub fn reconcile(&mut self, shared: &Shared, elapsed: Duration) {
-        let replicas: BTreeMap<String, i32> = shared.judge().world.dependents.iter().map(|(n, d)| (n.clone(), d.replicas)).collect();
+        let replicas: BTreeMap<String, i32> = shared
+            .judge()
+            .world
+            .dependents
+            .iter()
+            .map(|(n, d)| (n.clone(), d.replicas))
+            .collect();
         let managed: Vec<Managed> = self.slots.keys().copied().collect();
         for component in managed {
-            let scaled_up = component.deployment().is_none_or(|d| replicas.get(d).is_none_or(|r| *r > 0));
+            let scaled_up = component
+                .deployment()
+                .is_none_or(|d| replicas.get(d).is_none_or(|r| *r > 0));
             let slot = self.slots.get_mut(&component).expect("slot exists");
             if let Some(Some(at)) = slot.killed
                 && elapsed >= at
@@ -182,9 +215,14 @@ impl Supervisor {
             if let Some(how) = slot.running.as_mut().and_then(Running::ended) {
                 slot.running = None;
                 let backoff;
-                (backoff, slot.crashes) = self::backoff(slot.crashes, elapsed.saturating_sub(slot.started_at));
+                (backoff, slot.crashes) =
+                    self::backoff(slot.crashes, elapsed.saturating_sub(slot.started_at));
                 slot.not_before = elapsed + backoff;
-                let text = format!("{} ended by itself ({how}); restarting in {}", component.name(), rackproof_clock::format_duration(backoff));
+                let text = format!(
+                    "{} ended by itself ({how}); restarting in {}",
+                    component.name(),
+                    rackproof_clock::format_duration(backoff)
+                );
                 shared.record(None, EntryKind::Component, text);
             }
             let want = scaled_up && slot.killed.is_none();
@@ -197,24 +235,43 @@ impl Supervisor {
                         slot.running = Some(started);
                         slot.started = true;
                         slot.started_at = elapsed;
-                        shared.record(None, EntryKind::Component, format!("{} {why}", component.name()));
+                        shared.record(
+                            None,
+                            EntryKind::Component,
+                            format!("{} {why}", component.name()),
+                        );
                     }
                     Err(e) => {
                         let slot = self.slots.get_mut(&component).expect("slot exists");
                         slot.not_before = elapsed + MAX_BACKOFF;
-                        shared.record(None, EntryKind::Component, format!("{} could not start: {e}", component.name()));
+                        shared.record(
+                            None,
+                            EntryKind::Component,
+                            format!("{} could not start: {e}", component.name()),
+                        );
                     }
                 }
             } else if !want && running {
-                if let Some(running) = self.slots.get_mut(&component).and_then(|s| s.running.take()) {
+                if let Some(running) = self
+                    .slots
+                    .get_mut(&component)
+                    .and_then(|s| s.running.take())
+                {
                     running.stop();
                 }
                 let why = if scaled_up {
                     "killed".to_owned()
                 } else {
-                    format!("stopped: {} scaled to 0", component.deployment().unwrap_or_default())
+                    format!(
+                        "stopped: {} scaled to 0",
+                        component.deployment().unwrap_or_default()
+                    )
                 };
-                shared.record(None, EntryKind::Component, format!("{} {why}", component.name()));
+                shared.record(
+                    None,
+                    EntryKind::Component,
+                    format!("{} {why}", component.name()),
+                );
             }
         }
     }
@@ -224,18 +281,41 @@ impl Supervisor {
         let Some(argv) = self.slots.get(&component).and_then(|s| s.command.as_ref()) else {
             return Ok(Running::Task(self.spawn(component)));
         };
-        let outside = self.outside.as_ref().ok_or("no outside access was opened for external programs")?;
+        let outside = self
+            .outside
+            .as_ref()
+            .ok_or("no outside access was opened for external programs")?;
         let env = match component {
-            Managed::Orchestrator => vec![("RACKPROOF_CONTROL_PLANE_VERSION", self.orchestrator.control_plane_version.to_string())],
+            Managed::Orchestrator => vec![(
+                "RACKPROOF_CONTROL_PLANE_VERSION",
+                self.orchestrator.control_plane_version.to_string(),
+            )],
             Managed::Watchdog => vec![
                 ("RACKPROOF_DEPENDENTS", self.watchdog.dependents.join(",")),
-                ("RACKPROOF_PROBE_INTERVAL", rackproof_clock::format_duration(self.watchdog.probe_interval)),
-                ("RACKPROOF_KCM_NODE_MONITOR_GRACE", rackproof_clock::format_duration(self.watchdog.kcm_node_monitor_grace)),
-                ("RACKPROOF_NODE_LEASE_FAILURE_FRACTION", self.watchdog.node_lease_failure_fraction.to_string()),
+                (
+                    "RACKPROOF_PROBE_INTERVAL",
+                    rackproof_clock::format_duration(self.watchdog.probe_interval),
+                ),
+                (
+                    "RACKPROOF_KCM_NODE_MONITOR_GRACE",
+                    rackproof_clock::format_duration(self.watchdog.kcm_node_monitor_grace),
+                ),
+                (
+                    "RACKPROOF_NODE_LEASE_FAILURE_FRACTION",
+                    self.watchdog.node_lease_failure_fraction.to_string(),
+                ),
             ],
             Managed::NodeLifecycle => Vec::new(),
         };
-        ExternalProcess::start(outside, argv, &env, component.log_name(), &self.logs, shared).map(Running::Process)
+        ExternalProcess::start(
+            outside,
+            argv,
+            &env,
+            component.log_name(),
+            &self.logs,
+            shared,
+        )
+        .map(Running::Process)
     }
 
     fn spawn(&self, component: Managed) -> JoinHandle<()> {
@@ -265,13 +345,20 @@ impl Supervisor {
     }
 
     /// Fault: kills `component` now; it starts again `restart_after` later (never, if absent).
-    pub fn kill(&mut self, component: Component, restart_after: Option<Duration>, elapsed: Duration) -> bool {
+    pub fn kill(
+        &mut self,
+        component: Component,
+        restart_after: Option<Duration>,
+        elapsed: Duration,
+    ) -> bool {
         let managed = match component {
             Component::Orchestrator => Managed::Orchestrator,
             Component::Watchdog => Managed::Watchdog,
             Component::Agent => return false,
         };
-        let Some(slot) = self.slots.get_mut(&managed) else { return false };
+        let Some(slot) = self.slots.get_mut(&managed) else {
+            return false;
+        };
         slot.killed = Some(restart_after.map(|d| elapsed + d));
         true
     }
@@ -280,9 +367,17 @@ impl Supervisor {
     /// fixed setting of the orchestrator).
     pub fn set_control_plane_version(&mut self, version: KubeVersion, shared: &Shared) {
         self.orchestrator.control_plane_version = version;
-        if let Some(running) = self.slots.get_mut(&Managed::Orchestrator).and_then(|s| s.running.take()) {
+        if let Some(running) = self
+            .slots
+            .get_mut(&Managed::Orchestrator)
+            .and_then(|s| s.running.take())
+        {
             running.stop();
-            shared.record(None, EntryKind::Component, format!("orchestrator stopped for the control-plane upgrade to {version}"));
+            shared.record(
+                None,
+                EntryKind::Component,
+                format!("orchestrator stopped for the control-plane upgrade to {version}"),
+            );
         }
     }
 
@@ -318,7 +413,11 @@ mod tests {
         }
         assert_eq!(waits, [10, 20, 40, 80, 160, 300, 300]);
         let (wait, crashes) = backoff(crashes, BACKOFF_RESET);
-        assert_eq!((wait, crashes), (FIRST_BACKOFF, 1), "a component that ran ten minutes starts over");
+        assert_eq!(
+            (wait, crashes),
+            (FIRST_BACKOFF, 1),
+            "a component that ran ten minutes starts over"
+        );
         assert_eq!(backoff(crashes, quick).0, Duration::from_secs(20));
     }
 }

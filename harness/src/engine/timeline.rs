@@ -22,7 +22,13 @@ impl std::fmt::Display for Entry {
     /// One line of the progress display: `  1m02.5s node-1   NodeState: drained`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let at = rackproof_clock::format_duration(Duration::from_millis(self.at_ms));
-        write!(f, "  {at:>8} {:<8} {:?}: {}", self.node.as_deref().unwrap_or("-"), self.kind, self.text)
+        write!(
+            f,
+            "  {at:>8} {:<8} {:?}: {}",
+            self.node.as_deref().unwrap_or("-"),
+            self.kind,
+            self.text
+        )
     }
 }
 
@@ -57,9 +63,20 @@ pub struct Timeline {
 
 impl Timeline {
     /// Records an entry.
-    pub fn push(&mut self, at: Duration, node: Option<&str>, kind: EntryKind, text: impl Into<String>) {
+    pub fn push(
+        &mut self,
+        at: Duration,
+        node: Option<&str>,
+        kind: EntryKind,
+        text: impl Into<String>,
+    ) {
         let at_ms = u64::try_from(at.as_millis()).unwrap_or(u64::MAX);
-        self.entries.push(Entry { at_ms, node: node.map(str::to_owned), kind, text: text.into() });
+        self.entries.push(Entry {
+            at_ms,
+            node: node.map(str::to_owned),
+            kind,
+            text: text.into(),
+        });
     }
 
     /// Puts entries of the same millisecond in a fixed order: by node, kind, then text, except
@@ -70,11 +87,16 @@ impl Timeline {
     /// timeline, byte for byte.
     pub fn canonicalize(&mut self) {
         let key = |e: &Entry| {
-            let text = if matches!(e.kind, EntryKind::NodeState | EntryKind::Step) { String::new() } else { e.text.clone() };
+            let text = if matches!(e.kind, EntryKind::NodeState | EntryKind::Step) {
+                String::new()
+            } else {
+                e.text.clone()
+            };
             (e.at_ms, e.node.clone(), e.kind as u8, text)
         };
         // Unavailable counts: the last of each millisecond, in the order observed.
-        let mut last_count: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+        let mut last_count: std::collections::BTreeMap<u64, usize> =
+            std::collections::BTreeMap::new();
         for (i, e) in self.entries.iter().enumerate() {
             if e.kind == EntryKind::Unavailable {
                 last_count.insert(e.at_ms, i);
@@ -84,7 +106,9 @@ impl Timeline {
         self.entries = entries
             .into_iter()
             .enumerate()
-            .filter(|(i, e)| e.kind != EntryKind::Unavailable || last_count.get(&e.at_ms) == Some(i))
+            .filter(|(i, e)| {
+                e.kind != EntryKind::Unavailable || last_count.get(&e.at_ms) == Some(i)
+            })
             .map(|(_, e)| e)
             .collect();
         self.entries.sort_by_key(key);
@@ -121,9 +145,19 @@ mod tests {
         b.canonicalize();
         let show = |t: &Timeline| t.entries.iter().map(|e| e.text.clone()).collect::<Vec<_>>();
         assert_eq!(show(&a), show(&b));
-        let states: Vec<_> = a.of(EntryKind::NodeState).map(|e| e.text.as_str()).collect();
-        assert_eq!(states, ["draining", "drained"], "a node's states keep their order");
-        let counts: Vec<_> = a.of(EntryKind::Unavailable).map(|e| e.text.as_str()).collect();
+        let states: Vec<_> = a
+            .of(EntryKind::NodeState)
+            .map(|e| e.text.as_str())
+            .collect();
+        assert_eq!(
+            states,
+            ["draining", "drained"],
+            "a node's states keep their order"
+        );
+        let counts: Vec<_> = a
+            .of(EntryKind::Unavailable)
+            .map(|e| e.text.as_str())
+            .collect();
         assert_eq!(counts, ["1"], "only the last count of the millisecond");
     }
 }

@@ -38,20 +38,33 @@ impl NodeView {
         let label = |key: &str| node.metadata.labels.as_ref().and_then(|l| l.get(key));
         let annotation = |key: &str| node.metadata.annotations.as_ref().and_then(|a| a.get(key));
         let status = node.status.as_ref();
-        let conditions = status.and_then(|s| s.conditions.as_deref()).unwrap_or_default();
-        let ready = conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let conditions = status
+            .and_then(|s| s.conditions.as_deref())
+            .unwrap_or_default();
+        let ready = conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         let in_place_reason = conditions
             .iter()
             .find(|c| c.type_ == keys::CONDITION_IN_PLACE_UPDATE)
             .and_then(|c| c.reason.clone());
         let node_info = status.and_then(|s| s.node_info.as_ref());
         let os_version = annotation(ANNOTATION_OS_VERSION).cloned().or_else(|| {
-            node_info.map(|i| i.os_image.strip_prefix("Rackproof ").unwrap_or(&i.os_image).to_owned())
+            node_info.map(|i| {
+                i.os_image
+                    .strip_prefix("Rackproof ")
+                    .unwrap_or(&i.os_image)
+                    .to_owned()
+            })
         });
         Self {
             registered: true,
             ready,
-            unschedulable: node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+            unschedulable: node
+                .spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false),
             candidate: label(keys::LABEL_CANDIDATE_FOR_UPDATE).is_some(),
             selected: label(keys::LABEL_SELECTED_FOR_UPDATE).is_some(),
             result: label(keys::LABEL_UPDATE_RESULT).cloned(),
@@ -74,7 +87,11 @@ impl NodeView {
             && (self.selected
                 || matches!(
                     self.in_place_reason.as_deref(),
-                    Some(keys::REASON_SELECTED_FOR_UPDATE | keys::REASON_DRAIN_SUCCESSFUL | keys::REASON_READY_FOR_UPDATE)
+                    Some(
+                        keys::REASON_SELECTED_FOR_UPDATE
+                            | keys::REASON_DRAIN_SUCCESSFUL
+                            | keys::REASON_READY_FOR_UPDATE
+                    )
                 ))
     }
 
@@ -125,7 +142,10 @@ impl World {
     /// A copy with only the named nodes (for comparing one change without copying the whole pool).
     pub fn with_only(&self, names: &[String]) -> Self {
         Self {
-            nodes: names.iter().filter_map(|n| self.nodes.get(n).map(|v| (n.clone(), v.clone()))).collect(),
+            nodes: names
+                .iter()
+                .filter_map(|n| self.nodes.get(n).map(|v| (n.clone(), v.clone())))
+                .collect(),
             target_os: self.target_os.clone(),
             target_kubernetes: self.target_kubernetes.clone(),
             update_requested: self.update_requested,
@@ -144,7 +164,9 @@ impl World {
             view.evictable_pods = 0;
         }
         for pod in pods {
-            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else { continue };
+            let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()) else {
+                continue;
+            };
             if is_daemon_or_mirror(pod) {
                 continue;
             }
@@ -156,7 +178,9 @@ impl World {
 
     /// Whether `node` is in `state`.
     pub fn node_is(&self, node: &str, state: NodeState) -> bool {
-        self.nodes.get(node).is_some_and(|view| self.view_is(view, state))
+        self.nodes
+            .get(node)
+            .is_some_and(|view| self.view_is(view, state))
     }
 
     /// The registered nodes' views (what [`World::registered`] names), for checks over the whole
@@ -170,8 +194,12 @@ impl World {
         match state {
             NodeState::Candidate => view.candidate,
             NodeState::Selected => view.selected,
-            NodeState::Drained => view.in_place_reason.as_deref() == Some(keys::REASON_DRAIN_SUCCESSFUL),
-            NodeState::ReadyForUpdate => view.in_place_reason.as_deref() == Some(keys::REASON_READY_FOR_UPDATE),
+            NodeState::Drained => {
+                view.in_place_reason.as_deref() == Some(keys::REASON_DRAIN_SUCCESSFUL)
+            }
+            NodeState::ReadyForUpdate => {
+                view.in_place_reason.as_deref() == Some(keys::REASON_READY_FOR_UPDATE)
+            }
             NodeState::Failed => view.failed(),
             NodeState::Ready => view.registered && view.ready,
             NodeState::NotReady => !(view.registered && view.ready),
@@ -185,7 +213,11 @@ impl World {
                     && !view.unschedulable
                     && view.os_version.as_deref() == Some(self.target_os.as_str())
                     && (self.target_kubernetes.is_empty()
-                        || view.kubelet_version.as_deref().map(|v| v.trim_start_matches('v')) == Some(self.target_kubernetes.trim_start_matches('v')))
+                        || view
+                            .kubelet_version
+                            .as_deref()
+                            .map(|v| v.trim_start_matches('v'))
+                            == Some(self.target_kubernetes.trim_start_matches('v')))
             }
         }
     }
@@ -202,12 +234,19 @@ impl World {
 
     /// The registered nodes (the pool's members now; spare lab machines are not registered).
     pub fn registered(&self) -> impl Iterator<Item = &str> {
-        self.nodes.iter().filter(|(_, v)| v.registered).map(|(n, _)| n.as_str())
+        self.nodes
+            .iter()
+            .filter(|(_, v)| v.registered)
+            .map(|(n, _)| n.as_str())
     }
 
     /// How many nodes are in progress or failed (the orchestrator's own doing).
     pub fn taken_out(&self) -> u32 {
-        count(self.nodes.values().filter(|v| v.in_progress() || v.failed()))
+        count(
+            self.nodes
+                .values()
+                .filter(|v| v.in_progress() || v.failed()),
+        )
     }
 
     /// Whether the watchdog's dependents are scaled to zero.
@@ -217,9 +256,11 @@ impl World {
 
     /// Whether every dependent runs with the replicas it had at the start.
     pub fn dependents_running(&self) -> bool {
-        self.dependents_at_start
-            .iter()
-            .all(|(name, replicas)| self.dependents.get(name).is_some_and(|d| d.replicas == *replicas))
+        self.dependents_at_start.iter().all(|(name, replicas)| {
+            self.dependents
+                .get(name)
+                .is_some_and(|d| d.replicas == *replicas)
+        })
     }
 
     /// Whether the rollout is halted: failed nodes reach `maxUnavailable`, nothing is in progress,
@@ -235,7 +276,9 @@ impl World {
     /// Whether every node runs the pool's versions, none is failed and nothing is in progress.
     pub fn rollout_complete(&self) -> bool {
         u32::try_from(self.registered_views().count()).is_ok_and(|n| n == self.pool_size && n > 0)
-            && self.registered_views().all(|v| self.view_is(v, NodeState::Updated))
+            && self
+                .registered_views()
+                .all(|v| self.view_is(v, NodeState::Updated))
     }
 }
 

@@ -34,7 +34,9 @@ impl fmt::Display for Span {
 impl<'de> Deserialize<'de> for Span {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let text = String::deserialize(deserializer)?;
-        rackproof_clock::parse_duration(&text).map(Span).map_err(serde::de::Error::custom)
+        rackproof_clock::parse_duration(&text)
+            .map(Span)
+            .map_err(serde::de::Error::custom)
     }
 }
 

@@ -3,8 +3,8 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BootBehaviour, NodeName, Span};
 use super::expect::NodeState;
+use super::{BootBehaviour, NodeName, Span};
 
 /// A fault and when it fires. Each fires once.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]

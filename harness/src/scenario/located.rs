@@ -30,7 +30,10 @@ pub struct Located<T> {
 impl<T> Located<T> {
     /// A value built in code (no position).
     pub fn new(value: T) -> Self {
-        Self { value, at: Position::default() }
+        Self {
+            value,
+            at: Position::default(),
+        }
     }
 }
 
@@ -70,7 +73,10 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Located<T> {
             line: spanned.referenced.line(),
             column: spanned.referenced.column(),
         };
-        Ok(Self { value: spanned.value, at })
+        Ok(Self {
+            value: spanned.value,
+            at,
+        })
     }
 }
 

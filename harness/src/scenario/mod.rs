@@ -21,12 +21,13 @@ use serde::{Deserialize, Serialize};
 
 pub use duration::Span;
 pub use expect::{
-    Condition, CountCondition, DisabledInvariant, Eventually, Expectation, InvariantName, Invariants, NodeCondition,
-    NodeState, NodesCondition, Timed,
+    Condition, CountCondition, DisabledInvariant, Eventually, Expectation, InvariantName,
+    Invariants, NodeCondition, NodeState, NodesCondition, Timed,
 };
 pub use fault::{
-    BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction, ImageServerAnswer, ImageServerFault, Kill, NodeEvent, Partition,
-    PowerAction, PowerCut, PowerCutPoint, PowerFault, Trigger,
+    BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction,
+    ImageServerAnswer, ImageServerFault, Kill, NodeEvent, Partition, PowerAction, PowerCut,
+    PowerCutPoint, PowerFault, Trigger,
 };
 pub use located::{Located, Position};
 pub use step::{PoolUpdate, RunCommand, Step, Wait};
@@ -167,7 +168,11 @@ pub struct BootTiming {
 impl BootTiming {
     /// The stages as the scenario names them, with their values (for validation and reports).
     pub fn stages(&self) -> [(&'static str, Option<Span>); 3] {
-        [("firmware", self.firmware), ("loader", self.loader), ("kernel", self.kernel)]
+        [
+            ("firmware", self.firmware),
+            ("loader", self.loader),
+            ("kernel", self.kernel),
+        ]
     }
 }
 
@@ -364,18 +369,24 @@ impl<'de> Deserialize<'de> for IntOrPercent {
                 f.write_str("a non-negative integer or a percentage like \"25%\"")
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
-                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| E::custom("the number is too large"))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
                 u32::try_from(v)
                     .map(IntOrPercent::Int)
-                    .map_err(|_| E::custom("expected a non-negative integer or a percentage like \"25%\""))
+                    .map_err(|_| E::custom("the number is too large"))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
+                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| {
+                    E::custom("expected a non-negative integer or a percentage like \"25%\"")
+                })
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
                 let digits = v.strip_suffix('%').ok_or_else(|| {
-                    E::custom(format!("{v:?} is neither an integer nor a percentage like \"25%\""))
+                    E::custom(format!(
+                        "{v:?} is neither an integer nor a percentage like \"25%\""
+                    ))
                 })?;
-                let p: u32 = digits.parse().map_err(|_| E::custom(format!("{v:?} is not a percentage like \"25%\"")))?;
+                let p: u32 = digits
+                    .parse()
+                    .map_err(|_| E::custom(format!("{v:?} is not a percentage like \"25%\"")))?;
                 if p > 100 {
                     return Err(E::custom(format!("{v:?} is more than 100%")));
                 }

@@ -150,7 +150,10 @@ type SecretVersion = (String, String);
 
 impl std::fmt::Debug for Agent {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Agent").field("config", &self.config).field("platform", &self.platform).finish_non_exhaustive()
+        f.debug_struct("Agent")
+            .field("config", &self.config)
+            .field("platform", &self.platform)
+            .finish_non_exhaustive()
     }
 }
 
@@ -178,7 +181,10 @@ enum Reads<'a> {
     Live,
     /// The latest versions the watches of [`Agent::run`] delivered: a pass costs no requests to
     /// read them, and it runs again whenever they change in what it reads.
-    Followed { node: &'a watch::Receiver<Option<Node>>, osc: &'a watch::Receiver<Option<Secret>> },
+    Followed {
+        node: &'a watch::Receiver<Option<Node>>,
+        osc: &'a watch::Receiver<Option<Secret>>,
+    },
 }
 
 /// What a reconcile pass reads of the Node: labels, annotations, and each condition's type,
@@ -188,7 +194,13 @@ pub fn node_fingerprint(node: &Node) -> u64 {
     node.metadata.uid.hash(&mut hasher);
     node.metadata.labels.hash(&mut hasher);
     node.metadata.annotations.hash(&mut hasher);
-    for condition in node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+    for condition in node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+    {
         (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
     }
     hasher.finish()
@@ -196,9 +208,16 @@ pub fn node_fingerprint(node: &Node) -> u64 {
 
 /// Wakes the reconcile loop when the Node changed in what a pass reads, or the Secret changed
 /// at all; runs until dropped.
-async fn wake_on_changes(mut node: watch::Receiver<Option<Node>>, mut osc: watch::Receiver<Option<Secret>>, wake: &Notify) {
+async fn wake_on_changes(
+    mut node: watch::Receiver<Option<Node>>,
+    mut osc: watch::Receiver<Option<Secret>>,
+    wake: &Notify,
+) {
     let mut node_seen = node.borrow_and_update().as_ref().map(node_fingerprint);
-    let mut osc_seen = osc.borrow_and_update().as_ref().map(|s| s.metadata.resource_version.clone());
+    let mut osc_seen = osc
+        .borrow_and_update()
+        .as_ref()
+        .map(|s| s.metadata.resource_version.clone());
     loop {
         // Biased: the same order every time, so simulated runs are reproducible.
         let changed = tokio::select! {
@@ -226,10 +245,26 @@ async fn wake_on_changes(mut node: watch::Receiver<Option<Node>>, mut osc: watch
 
 impl Agent {
     /// An agent for `config` on `platform`, talking to the API through `client`.
-    pub fn new(config: AgentConfig, platform: Platform, client: kube::Client, clock: Clock) -> Self {
+    pub fn new(
+        config: AgentConfig,
+        platform: Platform,
+        client: kube::Client,
+        clock: Clock,
+    ) -> Self {
         let node = NodeHandle::new(client.clone(), &config.node_name);
-        let heartbeat = config.heartbeat.clone().map(|hb| Heartbeat::new(client.clone(), &config, hb, clock.clone()));
-        Self { config, platform, client, clock, node, heartbeat, decoded_osc: Arc::default() }
+        let heartbeat = config
+            .heartbeat
+            .clone()
+            .map(|hb| Heartbeat::new(client.clone(), &config, hb, clock.clone()));
+        Self {
+            config,
+            platform,
+            client,
+            clock,
+            node,
+            heartbeat,
+            decoded_osc: Arc::default(),
+        }
     }
 
     /// Runs until the future is dropped: watches of the Node and of the OSC Secret, the
@@ -241,13 +276,33 @@ impl Agent {
         let (node_latest, node) = watch::channel(None);
         let (osc_latest, osc) = watch::channel(None);
         let wake = Notify::new();
-        let follow_node = follow(Api::<Unmanaged<Node>>::all(self.client.clone()), &self.config.node_name, &self.clock, self.config.poll_interval, &node_latest);
-        let secrets: Api<Unmanaged<Secret>> = Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
-        let follow_osc = follow(secrets, &self.config.osc_secret_name, &self.clock, self.config.poll_interval, &osc_latest);
+        let follow_node = follow(
+            Api::<Unmanaged<Node>>::all(self.client.clone()),
+            &self.config.node_name,
+            &self.clock,
+            self.config.poll_interval,
+            &node_latest,
+        );
+        let secrets: Api<Unmanaged<Secret>> =
+            Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
+        let follow_osc = follow(
+            secrets,
+            &self.config.osc_secret_name,
+            &self.clock,
+            self.config.poll_interval,
+            &osc_latest,
+        );
         let heartbeat_node = node.clone();
         let heartbeat = async {
             match &self.heartbeat {
-                Some(hb) => hb.run_with(self.platform.os_version.as_ref(), self.platform.kubelet.as_ref(), heartbeat_node).await,
+                Some(hb) => {
+                    hb.run_with(
+                        self.platform.os_version.as_ref(),
+                        self.platform.kubelet.as_ref(),
+                        heartbeat_node,
+                    )
+                    .await
+                }
                 None => std::future::pending().await,
             }
         };
@@ -255,8 +310,18 @@ impl Agent {
         let changes = wake_on_changes(node, osc, &wake);
         let reconcile = async {
             loop {
-                let wait = match self.reconcile_with(Reads::Followed { node: &reads.0, osc: &reads.1 }).await {
-                    Ok(Outcome::Retrying(at)) => self.clock.until(at).max(Duration::from_millis(1)).min(self.config.resync_interval),
+                let wait = match self
+                    .reconcile_with(Reads::Followed {
+                        node: &reads.0,
+                        osc: &reads.1,
+                    })
+                    .await
+                {
+                    Ok(Outcome::Retrying(at)) => self
+                        .clock
+                        .until(at)
+                        .max(Duration::from_millis(1))
+                        .min(self.config.resync_interval),
                     Ok(outcome) => {
                         tracing::debug!(?outcome, "reconciled");
                         self.config.resync_interval
@@ -274,14 +339,29 @@ impl Agent {
                 }
             }
         };
-        run_together(vec![Box::pin(follow_node), Box::pin(follow_osc), Box::pin(heartbeat), Box::pin(changes), Box::pin(reconcile)]).await;
+        run_together(vec![
+            Box::pin(follow_node),
+            Box::pin(follow_osc),
+            Box::pin(heartbeat),
+            Box::pin(changes),
+            Box::pin(reconcile),
+        ])
+        .await;
     }
 
     /// One heartbeat (if configured) and one reconcile pass, with the heartbeat running during the
     /// pass (`--once`).
     pub async fn run_once(&self) -> Result<Outcome, AgentError> {
-        let Some(hb) = &self.heartbeat else { return self.reconcile().await };
-        if let Err(e) = hb.beat(self.platform.os_version.as_ref(), self.platform.kubelet.as_ref()).await {
+        let Some(hb) = &self.heartbeat else {
+            return self.reconcile().await;
+        };
+        if let Err(e) = hb
+            .beat(
+                self.platform.os_version.as_ref(),
+                self.platform.kubelet.as_ref(),
+            )
+            .await
+        {
             tracing::warn!(error = %error_chain(&e), "heartbeat failed");
         }
         // Biased: the same order every time, so simulated runs are reproducible from their seed.
@@ -295,22 +375,40 @@ impl Agent {
     async fn read_osc(&self, reads: Reads<'_>) -> Result<Option<DecodedOsc>, AgentError> {
         match reads {
             Reads::Live => {
-                let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
-                let secret = secrets.get_opt(&self.config.osc_secret_name).await.map_err(|source| AgentError::Secret {
-                    namespace: self.config.osc_secret_namespace.clone(),
-                    name: self.config.osc_secret_name.clone(),
-                    source,
-                })?;
-                secret.as_ref().map(|secret| self.decode_osc(secret)).transpose()
+                let secrets: Api<Secret> =
+                    Api::namespaced(self.client.clone(), &self.config.osc_secret_namespace);
+                let secret = secrets
+                    .get_opt(&self.config.osc_secret_name)
+                    .await
+                    .map_err(|source| AgentError::Secret {
+                        namespace: self.config.osc_secret_namespace.clone(),
+                        name: self.config.osc_secret_name.clone(),
+                        source,
+                    })?;
+                secret
+                    .as_ref()
+                    .map(|secret| self.decode_osc(secret))
+                    .transpose()
             }
-            Reads::Followed { osc, .. } => osc.borrow().as_ref().map(|secret| self.decode_osc(secret)).transpose(),
+            Reads::Followed { osc, .. } => osc
+                .borrow()
+                .as_ref()
+                .map(|secret| self.decode_osc(secret))
+                .transpose(),
         }
     }
 
     /// The decoded OSC of `secret`, decoded again only when the Secret changed.
     fn decode_osc(&self, secret: &Secret) -> Result<DecodedOsc, AgentError> {
-        let version = secret.metadata.uid.as_ref().zip(secret.metadata.resource_version.as_ref());
-        let mut memo = self.decoded_osc.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let version = secret
+            .metadata
+            .uid
+            .as_ref()
+            .zip(secret.metadata.resource_version.as_ref());
+        let mut memo = self
+            .decoded_osc
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let (Some((uid, rv)), Some(((seen_uid, seen_rv), decoded))) = (version, memo.as_ref())
             && uid == seen_uid
             && rv == seen_rv
@@ -334,7 +432,10 @@ impl Agent {
 
     async fn reconcile_with(&self, reads: Reads<'_>) -> Result<Outcome, AgentError> {
         let Some(decoded) = self.read_osc(reads).await? else {
-            return Ok(Outcome::Waiting(format!("no OSC secret {}/{}", self.config.osc_secret_namespace, self.config.osc_secret_name)));
+            return Ok(Outcome::Waiting(format!(
+                "no OSC secret {}/{}",
+                self.config.osc_secret_namespace, self.config.osc_secret_name
+            )));
         };
         let node = match reads {
             Reads::Live => self.node.get().await?,
@@ -344,7 +445,10 @@ impl Agent {
             }
         };
         let Some(node) = node else {
-            return Ok(Outcome::Waiting(format!("node {} is not registered", self.config.node_name)));
+            return Ok(Outcome::Waiting(format!(
+                "node {} is not registered",
+                self.config.node_name
+            )));
         };
         let mut state = match state::load(self.platform.store.as_ref()).await {
             Ok(state) => state,
@@ -353,16 +457,31 @@ impl Agent {
         };
         let applied_checksum = state.applied.as_ref().map(|a| a.checksum.clone());
         if state.plan.is_none() && applied_checksum.as_deref() == Some(decoded.checksum.as_str()) {
-            if node::annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC) != Some(decoded.checksum.as_str()) {
+            if node::annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC)
+                != Some(decoded.checksum.as_str())
+            {
                 self.node
-                    .mark(&BTreeMap::new(), &BTreeMap::from([(keys::ANNOTATION_CHECKSUM_APPLIED_OSC, Some(decoded.checksum.as_str()))]))
+                    .mark(
+                        &BTreeMap::new(),
+                        &BTreeMap::from([(
+                            keys::ANNOTATION_CHECKSUM_APPLIED_OSC,
+                            Some(decoded.checksum.as_str()),
+                        )]),
+                    )
                     .await?;
             }
             return Ok(Outcome::UpToDate);
         }
         if state.plan.as_ref().map(|p| p.checksum.as_str()) != Some(decoded.checksum.as_str()) {
-            let running = self.platform.os_version.running_version().map_err(AgentError::OsVersion)?;
-            let machine = Machine { os_version: running, kubelet_version: self.platform.kubelet.version() };
+            let running = self
+                .platform
+                .os_version
+                .running_version()
+                .map_err(AgentError::OsVersion)?;
+            let machine = Machine {
+                os_version: running,
+                kubelet_version: self.platform.kubelet.version(),
+            };
             let applied = state.applied.as_ref().map(|a| &a.osc);
             let mut new_plan = match plan(applied, &machine, &decoded.osc, &decoded.checksum) {
                 Ok(p) => p,
@@ -381,7 +500,10 @@ impl Agent {
         let outcome = self.carry_out(&mut state, &node).await?;
         if let Outcome::Applied = outcome {
             let plan = state.plan.take().expect("a completed pass has a plan");
-            state.applied = Some(Applied { checksum: plan.checksum, osc: plan.osc });
+            state.applied = Some(Applied {
+                checksum: plan.checksum,
+                osc: plan.osc,
+            });
             self.save(&state).await?;
             tracing::info!("operating system config applied");
         }
@@ -395,7 +517,12 @@ impl Agent {
     /// keeps its OS step, which blesses the booted entry and reports the update. Anything else
     /// redoes safely (idempotent steps; a rollback the lost state would have reported is found
     /// again by one more attempt).
-    async fn recover(&self, decoded: &DecodedOsc, node: &Node, error: &serde_json::Error) -> Result<AgentState, AgentError> {
+    async fn recover(
+        &self,
+        decoded: &DecodedOsc,
+        node: &Node,
+        error: &serde_json::Error,
+    ) -> Result<AgentState, AgentError> {
         tracing::error!(
             error = %error,
             "the agent state ({}) is corrupt; set aside as {} and rebuilt from the running version, the Node and the ESP",
@@ -403,23 +530,45 @@ impl Agent {
             state::CORRUPT_KEY
         );
         state::set_aside(self.platform.store.as_ref()).await?;
-        let running = self.platform.os_version.running_version().map_err(AgentError::OsVersion)?;
-        let machine = Machine { os_version: running.clone(), kubelet_version: self.platform.kubelet.version() };
-        let Ok(mut rebuilt) = plan(None, &machine, &decoded.osc, &decoded.checksum) else { return Ok(AgentState::default()) };
-        let target = decoded.osc.spec.in_place_updates.as_ref().map(|u| u.operating_system_version.as_str());
+        let running = self
+            .platform
+            .os_version
+            .running_version()
+            .map_err(AgentError::OsVersion)?;
+        let machine = Machine {
+            os_version: running.clone(),
+            kubelet_version: self.platform.kubelet.version(),
+        };
+        let Ok(mut rebuilt) = plan(None, &machine, &decoded.osc, &decoded.checksum) else {
+            return Ok(AgentState::default());
+        };
+        let target = decoded
+            .osc
+            .spec
+            .in_place_updates
+            .as_ref()
+            .map(|u| u.operating_system_version.as_str());
         let attempted = node::annotation(node, keys::ANNOTATION_UPDATING_OS_VERSION);
         if rebuilt.os_version.is_none() && target == Some(running.as_str()) && attempted == target {
             tracing::info!(version = %running, "the node was updating to the version it runs now; finishing that update");
             rebuilt.os_version = Some(running);
-            rebuilt.changes.push("OS version (the update under way when the state was lost)".to_owned());
+            rebuilt
+                .changes
+                .push("OS version (the update under way when the state was lost)".to_owned());
         }
-        let state = AgentState { applied: None, plan: Some(rebuilt) };
+        let state = AgentState {
+            applied: None,
+            plan: Some(rebuilt),
+        };
         self.save(&state).await?;
         Ok(state)
     }
 
     fn plan_mut<'a>(&self, state: &'a mut AgentState) -> &'a mut Plan {
-        state.plan.as_mut().expect("reconcile creates the plan first")
+        state
+            .plan
+            .as_mut()
+            .expect("reconcile creates the plan first")
     }
 
     async fn fail(&self, state: &mut AgentState, reason: String) -> Result<Outcome, AgentError> {
@@ -434,7 +583,11 @@ impl Agent {
         Ok(Outcome::Failed(reason))
     }
 
-    async fn carry_out(&self, state: &mut AgentState, node: &k8s_openapi::api::core::v1::Node) -> Result<Outcome, AgentError> {
+    async fn carry_out(
+        &self,
+        state: &mut AgentState,
+        node: &k8s_openapi::api::core::v1::Node,
+    ) -> Result<Outcome, AgentError> {
         let plan = self.plan_mut(state);
         if let Some(reason) = plan.failure.clone() {
             if !plan.failure_reported {
@@ -443,11 +596,14 @@ impl Agent {
                 self.save(state).await?;
                 return Ok(Outcome::Failed(reason));
             }
-            let still_marked = node::label(node, keys::LABEL_UPDATE_RESULT) == Some(keys::UPDATE_RESULT_FAILED);
+            let still_marked =
+                node::label(node, keys::LABEL_UPDATE_RESULT) == Some(keys::UPDATE_RESULT_FAILED);
             if still_marked || !node::ready_for_update(node) {
                 return Ok(Outcome::Failed(reason));
             }
-            tracing::info!("the failed mark was removed and the node is ready for update again; starting over");
+            tracing::info!(
+                "the failed mark was removed and the node is ready for update again; starting over"
+            );
             let plan = self.plan_mut(state);
             plan.failure = None;
             plan.failure_reported = false;
@@ -461,10 +617,27 @@ impl Agent {
             for file in osc.spec.files.iter().filter(|f| wanted.contains(&f.path)) {
                 let bytes = match file.bytes() {
                     Ok(b) => b,
-                    Err(e) => return self.fail(state, format!("file {} of the OSC is unusable: {e}", file.path)).await,
+                    Err(e) => {
+                        return self
+                            .fail(
+                                state,
+                                format!("file {} of the OSC is unusable: {e}", file.path),
+                            )
+                            .await;
+                    }
                 };
-                if let Err(e) = self.platform.files.write(&file.path, &bytes, file.permissions.unwrap_or(0o600)).await {
-                    return self.fail(state, format!("failed to write file {}: {}", file.path, error_chain(&e))).await;
+                if let Err(e) = self
+                    .platform
+                    .files
+                    .write(&file.path, &bytes, file.permissions.unwrap_or(0o600))
+                    .await
+                {
+                    return self
+                        .fail(
+                            state,
+                            format!("failed to write file {}: {}", file.path, error_chain(&e)),
+                        )
+                        .await;
                 }
             }
             self.plan_mut(state).done.files = true;
@@ -480,22 +653,43 @@ impl Agent {
         }
         if !self.plan_mut(state).needs_drain() {
             self.node
-                .mark(&BTreeMap::new(), &BTreeMap::from([(keys::ANNOTATION_CHECKSUM_APPLIED_OSC, Some(self.plan_mut(state).checksum.as_str()))]))
+                .mark(
+                    &BTreeMap::new(),
+                    &BTreeMap::from([(
+                        keys::ANNOTATION_CHECKSUM_APPLIED_OSC,
+                        Some(self.plan_mut(state).checksum.as_str()),
+                    )]),
+                )
                 .await?;
             return Ok(Outcome::Applied);
         }
         if !node::ready_for_update(node) {
-            return Ok(Outcome::Waiting(format!("waiting for the node's {} condition to say {}", keys::CONDITION_IN_PLACE_UPDATE, keys::REASON_READY_FOR_UPDATE)));
+            return Ok(Outcome::Waiting(format!(
+                "waiting for the node's {} condition to say {}",
+                keys::CONDITION_IN_PLACE_UPDATE,
+                keys::REASON_READY_FOR_UPDATE
+            )));
         }
 
         let plan = self.plan_mut(state);
         if plan.ca_rotation && !plan.done.ca_rotation {
             tracing::info!("certificate authorities rotation: re-bootstrapping the kubelet");
             if let Err(e) = self.platform.kubelet.rebootstrap().await {
-                return self.fail(state, format!("failed to re-bootstrap the kubelet after the CA rotation: {}", error_chain(&e))).await;
+                return self
+                    .fail(
+                        state,
+                        format!(
+                            "failed to re-bootstrap the kubelet after the CA rotation: {}",
+                            error_chain(&e)
+                        ),
+                    )
+                    .await;
             }
             if !self.wait_kubelet_healthy().await {
-                let reason = format!("kubelet is not healthy within {} after the CA rotation", rackproof_clock::format_duration(self.config.kubelet_health_timeout));
+                let reason = format!(
+                    "kubelet is not healthy within {} after the CA rotation",
+                    rackproof_clock::format_duration(self.config.kubelet_health_timeout)
+                );
                 return self.fail(state, reason).await;
             }
             self.plan_mut(state).done.ca_rotation = true;
@@ -530,11 +724,17 @@ impl Agent {
             let checksum = self.plan_mut(state).checksum.clone();
             self.node
                 .mark(
-                    &BTreeMap::from([(keys::LABEL_UPDATE_RESULT, Some(keys::UPDATE_RESULT_SUCCESSFUL))]),
+                    &BTreeMap::from([(
+                        keys::LABEL_UPDATE_RESULT,
+                        Some(keys::UPDATE_RESULT_SUCCESSFUL),
+                    )]),
                     &BTreeMap::from([
                         (keys::ANNOTATION_UPDATE_FAILED_REASON, None),
                         (keys::ANNOTATION_UPDATING_OS_VERSION, None),
-                        (keys::ANNOTATION_CHECKSUM_APPLIED_OSC, Some(checksum.as_str())),
+                        (
+                            keys::ANNOTATION_CHECKSUM_APPLIED_OSC,
+                            Some(checksum.as_str()),
+                        ),
                     ]),
                 )
                 .await?;
@@ -553,16 +753,41 @@ impl Agent {
                 self.clock.sleep(self.config.kubelet_health_interval).await;
             }
         };
-        self.clock.timeout(self.config.kubelet_health_timeout, probe).await.is_ok()
+        self.clock
+            .timeout(self.config.kubelet_health_timeout, probe)
+            .await
+            .is_ok()
     }
 
     async fn update_kubelet(&self, state: &mut AgentState) -> Result<Step, AgentError> {
         let plan = self.plan_mut(state);
-        let version = plan.kubelet_version.clone().expect("called with a kubelet version");
-        let config = plan.osc.spec.in_place_updates.as_ref().map(|u| serde_json::to_string(&u.kubelet).expect("kubelet config serialises"));
+        let version = plan
+            .kubelet_version
+            .clone()
+            .expect("called with a kubelet version");
+        let config = plan
+            .osc
+            .spec
+            .in_place_updates
+            .as_ref()
+            .map(|u| serde_json::to_string(&u.kubelet).expect("kubelet config serialises"));
         tracing::info!(%version, "updating the kubelet");
-        if let Err(e) = self.platform.kubelet.apply(&version, config.as_deref()).await {
-            return Ok(Step::Stop(self.fail(state, format!("failed to update the kubelet to {version}: {}", error_chain(&e))).await?));
+        if let Err(e) = self
+            .platform
+            .kubelet
+            .apply(&version, config.as_deref())
+            .await
+        {
+            return Ok(Step::Stop(
+                self.fail(
+                    state,
+                    format!(
+                        "failed to update the kubelet to {version}: {}",
+                        error_chain(&e)
+                    ),
+                )
+                .await?,
+            ));
         }
         if !self.wait_kubelet_healthy().await {
             let reason = format!(
@@ -579,29 +804,56 @@ impl Agent {
     async fn sync_tokens(&self) -> Result<(), String> {
         for token in &self.config.token_secrets {
             let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &token.namespace);
-            let secret = secrets
-                .get(&token.name)
-                .await
-                .map_err(|e| format!("failed to read token secret {}/{}: {}", token.namespace, token.name, error_chain(&e)))?;
+            let secret = secrets.get(&token.name).await.map_err(|e| {
+                format!(
+                    "failed to read token secret {}/{}: {}",
+                    token.namespace,
+                    token.name,
+                    error_chain(&e)
+                )
+            })?;
             let data = secret
                 .data
                 .as_ref()
                 .and_then(|d| d.get(&token.key))
-                .ok_or_else(|| format!("token secret {}/{} has no {:?} data", token.namespace, token.name, token.key))?;
+                .ok_or_else(|| {
+                    format!(
+                        "token secret {}/{} has no {:?} data",
+                        token.namespace, token.name, token.key
+                    )
+                })?;
             self.platform
                 .files
                 .write(&token.path, &data.0, 0o600)
                 .await
-                .map_err(|e| format!("failed to write token file {}: {}", token.path, error_chain(&e)))?;
+                .map_err(|e| {
+                    format!(
+                        "failed to write token file {}: {}",
+                        token.path,
+                        error_chain(&e)
+                    )
+                })?;
         }
         Ok(())
     }
 
     async fn update_os(&self, state: &mut AgentState) -> Result<Step, AgentError> {
-        let target = self.plan_mut(state).os_version.clone().expect("called with an OS version");
-        let running = self.platform.os_version.running_version().map_err(AgentError::OsVersion)?;
+        let target = self
+            .plan_mut(state)
+            .os_version
+            .clone()
+            .expect("called with an OS version");
+        let running = self
+            .platform
+            .os_version
+            .running_version()
+            .map_err(AgentError::OsVersion)?;
         if running == target {
-            let blessed = self.platform.boot.bless_booted().map_err(AgentError::Assess)?;
+            let blessed = self
+                .platform
+                .boot
+                .bless_booted()
+                .map_err(AgentError::Assess)?;
             tracing::info!(%target, entry = %blessed, "running the attempted OS version; blessed the booted entry");
             self.plan_mut(state).done.os = true;
             self.save(state).await?;
@@ -630,9 +882,18 @@ impl Agent {
         if progress.started > progress.finished {
             let interrupted = progress.started;
             progress.finished = progress.started;
-            progress.last_error = Some(format!("attempt {interrupted} was interrupted (the agent stopped while the command ran)"));
-            progress.next_run_at = self.clock.now().checked_add(self.config.backoff_before(interrupted + 1)).ok();
-            tracing::warn!(attempt = interrupted, "an OS-update run was interrupted; it is not repeated");
+            progress.last_error = Some(format!(
+                "attempt {interrupted} was interrupted (the agent stopped while the command ran)"
+            ));
+            progress.next_run_at = self
+                .clock
+                .now()
+                .checked_add(self.config.backoff_before(interrupted + 1))
+                .ok();
+            tracing::warn!(
+                attempt = interrupted,
+                "an OS-update run was interrupted; it is not repeated"
+            );
             self.save(state).await?;
         }
         let progress = &self.plan_mut(state).os;
@@ -649,9 +910,17 @@ impl Agent {
             return Ok(Step::Stop(Outcome::Retrying(at)));
         }
         let Some(command) = self.plan_mut(state).osc.os_update().cloned() else {
-            return Ok(Step::Stop(self.fail(state, "the OSC names no OS-update command".to_owned()).await?));
+            return Ok(Step::Stop(
+                self.fail(state, "the OSC names no OS-update command".to_owned())
+                    .await?,
+            ));
         };
-        self.node.mark(&BTreeMap::new(), &BTreeMap::from([(keys::ANNOTATION_UPDATING_OS_VERSION, Some(target.as_str()))])).await?;
+        self.node
+            .mark(
+                &BTreeMap::new(),
+                &BTreeMap::from([(keys::ANNOTATION_UPDATING_OS_VERSION, Some(target.as_str()))]),
+            )
+            .await?;
         let progress = &mut self.plan_mut(state).os;
         progress.started += 1;
         let attempt = progress.started;
@@ -675,7 +944,11 @@ impl Agent {
                 return self.reboot(state, &target).await;
             }
             Ok(outcome) => {
-                let error = format!("attempt {attempt}: {} (output: {})", outcome.exit, outcome.output.trim());
+                let error = format!(
+                    "attempt {attempt}: {} (output: {})",
+                    outcome.exit,
+                    outcome.output.trim()
+                );
                 (outcome.exit.is_retriable(), error)
             }
             Err(e @ RunError::TimedOut { .. }) => (true, format!("attempt {attempt}: {e}")),
@@ -684,7 +957,13 @@ impl Agent {
         let (retriable, error) = retriable;
         progress.last_error = Some(error.clone());
         if !retriable {
-            return Ok(Step::Stop(self.fail(state, format!("OS update to {target} failed with a non-retriable error: {error}")).await?));
+            return Ok(Step::Stop(
+                self.fail(
+                    state,
+                    format!("OS update to {target} failed with a non-retriable error: {error}"),
+                )
+                .await?,
+            ));
         }
         if attempt >= max {
             let reason = format!(
@@ -692,7 +971,11 @@ impl Agent {
             );
             return Ok(Step::Stop(self.fail(state, reason).await?));
         }
-        let at = self.clock.now().checked_add(self.config.backoff_before(attempt + 1)).unwrap_or_else(|_| self.clock.now());
+        let at = self
+            .clock
+            .now()
+            .checked_add(self.config.backoff_before(attempt + 1))
+            .unwrap_or_else(|_| self.clock.now());
         self.plan_mut(state).os.next_run_at = Some(at);
         self.save(state).await?;
         tracing::warn!(%error, retry_at = %at, "retriable OS-update failure");
@@ -708,7 +991,10 @@ impl Agent {
         tracing::info!(%target, "rebooting into the new OS version");
         let error = self.platform.reboot.reboot().await;
         self.plan_mut(state).os.rebooting = false;
-        let reason = format!("failed to reboot into OS version {target}: {}", error_chain(&error));
+        let reason = format!(
+            "failed to reboot into OS version {target}: {}",
+            error_chain(&error)
+        );
         Ok(Step::Stop(self.fail(state, reason).await?))
     }
 }

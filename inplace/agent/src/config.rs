@@ -65,7 +65,9 @@ impl AgentConfig {
     /// The delay before run `attempt` (2-based) of the OS-update command.
     pub fn backoff_before(&self, attempt: u32) -> Duration {
         let doublings = attempt.saturating_sub(2).min(16);
-        self.os_update_backoff.saturating_mul(1 << doublings).min(self.os_update_max_backoff)
+        self.os_update_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.os_update_max_backoff)
     }
 }
 

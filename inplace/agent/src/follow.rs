@@ -23,8 +23,13 @@ const FIRST_RETRY: Duration = Duration::from_millis(250);
 /// Keeps `latest` up to date with object `name` of `api` until the future is dropped. Watch
 /// errors are logged at debug level (a node that is not registered yet may not read its pool's
 /// Secret) and retried after a backoff from [`FIRST_RETRY`] up to `retry`.
-pub(crate) async fn follow<K>(api: Api<Unmanaged<K>>, name: &str, clock: &Clock, retry: Duration, latest: &watch::Sender<Option<K>>)
-where
+pub(crate) async fn follow<K>(
+    api: Api<Unmanaged<K>>,
+    name: &str,
+    clock: &Clock,
+    retry: Duration,
+    latest: &watch::Sender<Option<K>>,
+) where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));

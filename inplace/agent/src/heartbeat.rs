@@ -99,7 +99,10 @@ pub struct Heartbeat {
 
 impl std::fmt::Debug for Heartbeat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Heartbeat").field("node", &self.node).field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("Heartbeat")
+            .field("node", &self.node)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -117,7 +120,12 @@ fn time_text(ts: jiff::Timestamp) -> String {
 
 impl Heartbeat {
     /// The heartbeat for the agent's node.
-    pub fn new(client: kube::Client, agent: &AgentConfig, config: HeartbeatConfig, clock: Clock) -> Self {
+    pub fn new(
+        client: kube::Client,
+        agent: &AgentConfig,
+        config: HeartbeatConfig,
+        clock: Clock,
+    ) -> Self {
         Self {
             client,
             node: agent.node_name.clone(),
@@ -130,15 +138,25 @@ impl Heartbeat {
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.memory.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.memory
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn error(&self, action: &str, source: kube::Error) -> HeartbeatError {
-        HeartbeatError { action: action.to_owned(), node: self.node.clone(), source }
+        HeartbeatError {
+            action: action.to_owned(),
+            node: self.node.clone(),
+            source,
+        }
     }
 
     /// One beat: registration, status, Lease, and every pod bound to the node.
-    pub async fn beat(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<PodReport, HeartbeatError> {
+    pub async fn beat(
+        &self,
+        os: &dyn OsVersionSource,
+        kubelet: &dyn Kubelet,
+    ) -> Result<PodReport, HeartbeatError> {
         let node = self.register().await?;
         let node = self.report_status(&node, os, kubelet).await?;
         self.renew_lease(node.metadata.uid.as_deref()).await?;
@@ -149,11 +167,26 @@ impl Heartbeat {
     pub async fn run(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) {
         let (latest, node) = watch::channel(None);
         let nodes: Api<Unmanaged<Node>> = Api::all(self.client.clone());
-        run_together(vec![Box::pin(crate::follow::follow(nodes, &self.node, &self.clock, self.retry, &latest)), Box::pin(self.run_with(os, kubelet, node))]).await;
+        run_together(vec![
+            Box::pin(crate::follow::follow(
+                nodes,
+                &self.node,
+                &self.clock,
+                self.retry,
+                &latest,
+            )),
+            Box::pin(self.run_with(os, kubelet, node)),
+        ])
+        .await;
     }
 
     /// Runs the heartbeat until dropped, with `node` following the Node (see the module docs).
-    pub async fn run_with(&self, os: &dyn OsVersionSource, kubelet: &dyn Kubelet, node: watch::Receiver<Option<Node>>) {
+    pub async fn run_with(
+        &self,
+        os: &dyn OsVersionSource,
+        kubelet: &dyn Kubelet,
+        node: watch::Receiver<Option<Node>>,
+    ) {
         let beats = async {
             let mut ticks = self.clock.interval(self.config.renew_interval);
             loop {
@@ -168,8 +201,17 @@ impl Heartbeat {
 
     /// One renewal with the Node as `seen` last (`None`: not seen, so read or registered). The
     /// Node is copied out only when its status is due: most renewals write the Lease alone.
-    async fn renew(&self, seen: &watch::Receiver<Option<Node>>, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<(), HeartbeatError> {
-        let current = seen.borrow().as_ref().filter(|node| !self.status_due(node, os, kubelet)).map(|node| node.metadata.uid.clone());
+    async fn renew(
+        &self,
+        seen: &watch::Receiver<Option<Node>>,
+        os: &dyn OsVersionSource,
+        kubelet: &dyn Kubelet,
+    ) -> Result<(), HeartbeatError> {
+        let current = seen
+            .borrow()
+            .as_ref()
+            .filter(|node| !self.status_due(node, os, kubelet))
+            .map(|node| node.metadata.uid.clone());
         let uid = match current {
             Some(uid) => uid,
             None => {
@@ -178,7 +220,11 @@ impl Heartbeat {
                     Some(node) => node,
                     None => self.register().await?,
                 };
-                let node = if self.status_due(&node, os, kubelet) { self.report_status(&node, os, kubelet).await? } else { node };
+                let node = if self.status_due(&node, os, kubelet) {
+                    self.report_status(&node, os, kubelet).await?
+                } else {
+                    node
+                };
                 node.metadata.uid
             }
         };
@@ -194,18 +240,30 @@ impl Heartbeat {
     /// Whether the node status must be reported now: never reported by this heartbeat, the
     /// last report too old, or the Node saying something else than it should.
     fn status_due(&self, node: &Node, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> bool {
-        let Some(reported_at) = self.memory().reported_at else { return true };
+        let Some(reported_at) = self.memory().reported_at else {
+            return true;
+        };
         let age = self.clock.now().duration_since(reported_at);
-        if age >= jiff::SignedDuration::try_from(self.config.status_report_interval).unwrap_or(jiff::SignedDuration::MAX) {
+        if age
+            >= jiff::SignedDuration::try_from(self.config.status_report_interval)
+                .unwrap_or(jiff::SignedDuration::MAX)
+        {
             return true;
         }
-        let Ok(version) = os.running_version() else { return true };
+        let Ok(version) = os.running_version() else {
+            return true;
+        };
         let status = node.status.as_ref();
         let info = status.and_then(|s| s.node_info.as_ref());
-        let ready = status.and_then(|s| s.conditions.as_ref()).into_iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         !ready
             || info.map(|i| i.os_image.as_str()) != Some(self.os_image(&version).as_str())
-            || info.map(|i| i.kubelet_version.as_str()) != Some(kubelet.version().unwrap_or_default().as_str())
+            || info.map(|i| i.kubelet_version.as_str())
+                != Some(kubelet.version().unwrap_or_default().as_str())
             || crate::node::annotation(node, ANNOTATION_OS_VERSION) != Some(version.as_str())
     }
 
@@ -237,15 +295,26 @@ impl Heartbeat {
 
     async fn register(&self) -> Result<Node, HeartbeatError> {
         let nodes: Api<Node> = Api::all(self.client.clone());
-        if let Some(node) = nodes.get_opt(&self.node).await.map_err(|e| self.error("read the node", e))? {
+        if let Some(node) = nodes
+            .get_opt(&self.node)
+            .await
+            .map_err(|e| self.error("read the node", e))?
+        {
             return Ok(node);
         }
         let mut labels = self.config.labels.clone();
-        labels.insert(inplace_api::keys::LABEL_WORKER_POOL.to_owned(), self.pool.clone());
+        labels.insert(
+            inplace_api::keys::LABEL_WORKER_POOL.to_owned(),
+            self.pool.clone(),
+        );
         labels.insert("kubernetes.io/hostname".to_owned(), self.node.clone());
         labels.insert("kubernetes.io/os".to_owned(), "linux".to_owned());
         let node = Node {
-            metadata: ObjectMeta { name: Some(self.node.clone()), labels: Some(labels), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some(self.node.clone()),
+                labels: Some(labels),
+                ..Default::default()
+            },
             ..Default::default()
         };
         match nodes.create(&PostParams::default(), &node).await {
@@ -253,15 +322,21 @@ impl Heartbeat {
                 tracing::info!(node = %self.node, "registered the node");
                 Ok(created)
             }
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                nodes.get(&self.node).await.map_err(|e| self.error("read the node", e))
-            }
+            Err(kube::Error::Api(status)) if status.code == 409 => nodes
+                .get(&self.node)
+                .await
+                .map_err(|e| self.error("read the node", e)),
             Err(e) => Err(self.error("register the node", e)),
         }
     }
 
     /// Reports the status (and the OS version annotation); returns the Node as written.
-    async fn report_status(&self, node: &Node, os: &dyn OsVersionSource, kubelet: &dyn Kubelet) -> Result<Node, HeartbeatError> {
+    async fn report_status(
+        &self,
+        node: &Node,
+        os: &dyn OsVersionSource,
+        kubelet: &dyn Kubelet,
+    ) -> Result<Node, HeartbeatError> {
         let at = self.clock.now();
         let now = time_text(at);
         let version = os.running_version().unwrap_or_else(|e| {
@@ -295,7 +370,11 @@ impl Heartbeat {
         // The replies are read without their managedFields, which the heartbeat never reads.
         let nodes: Api<Unmanaged<Node>> = Api::all(self.client.clone());
         let Unmanaged(mut written) = nodes
-            .patch_status(&self.node, &PatchParams::default(), &Patch::Strategic(&status))
+            .patch_status(
+                &self.node,
+                &PatchParams::default(),
+                &Patch::Strategic(&status),
+            )
             .await
             .map_err(|e| self.error("report the node status", e))?;
         if crate::node::annotation(&written, ANNOTATION_OS_VERSION) != Some(version.as_str()) {
@@ -330,18 +409,27 @@ impl Heartbeat {
             spec_now.lease_duration_seconds = spec.lease_duration_seconds;
             spec_now.renew_time = spec.renew_time;
             lease.spec = Some(spec_now);
-            let body = serde_json::to_vec(&lease).map_err(|e| self.error("encode the lease", kube::Error::SerdeError(e)))?;
+            let body = serde_json::to_vec(&lease)
+                .map_err(|e| self.error("encode the lease", kube::Error::SerdeError(e)))?;
             let request = kube::core::Request::new(leases.resource_url())
                 .replace(&self.node, &PostParams::default(), body)
                 .map_err(|e| self.error("renew the lease", kube::Error::BuildRequest(e)))?;
             // The rest of the reply is what the heartbeat sent (an update of a Lease changes
             // nothing else in it): only the new resourceVersion is read.
-            let renewed: Written = self.client.request(request).await.map_err(|e| self.error("renew the lease", e))?;
+            let renewed: Written = self
+                .client
+                .request(request)
+                .await
+                .map_err(|e| self.error("renew the lease", e))?;
             lease.metadata.resource_version = renewed.resource_version();
             self.memory().lease = Some(lease);
             return Ok(());
         }
-        let written = match leases.get_opt(&self.node).await.map_err(|e| self.error("read the lease", e))? {
+        let written = match leases
+            .get_opt(&self.node)
+            .await
+            .map_err(|e| self.error("read the lease", e))?
+        {
             Some(mut lease) => {
                 let mut spec_now = lease.spec.take().unwrap_or_default();
                 spec_now.holder_identity = spec.holder_identity;
@@ -368,9 +456,15 @@ impl Heartbeat {
                         owner_references: owner.map(|o| vec![o]),
                         ..Default::default()
                     },
-                    spec: Some(LeaseSpec { acquire_time: Some(MicroTime(self.clock.now())), ..spec }),
+                    spec: Some(LeaseSpec {
+                        acquire_time: Some(MicroTime(self.clock.now())),
+                        ..spec
+                    }),
                 };
-                leases.create(&PostParams::default(), &lease).await.map_err(|e| self.error("create the lease", e))?
+                leases
+                    .create(&PostParams::default(), &lease)
+                    .await
+                    .map_err(|e| self.error("create the lease", e))?
             }
         };
         self.memory().lease = Some(to_hold(written));
@@ -380,7 +474,10 @@ impl Heartbeat {
     async fn handle_pods(&self) -> Result<PodReport, HeartbeatError> {
         let all: Api<Pod> = Api::all(self.client.clone());
         let params = ListParams::default().fields(&format!("spec.nodeName={}", self.node));
-        let pods = all.list(&params).await.map_err(|e| self.error("list the pods", e))?;
+        let pods = all
+            .list(&params)
+            .await
+            .map_err(|e| self.error("list the pods", e))?;
         let mut report = PodReport::default();
         for pod in pods.items {
             let handled = self.handle_pod(&pod).await?;
@@ -393,7 +490,11 @@ impl Heartbeat {
     /// Reports one pod bound to the node running, or finishes its deletion.
     async fn handle_pod(&self, pod: &Pod) -> Result<PodReport, HeartbeatError> {
         let mut report = PodReport::default();
-        let (Some(namespace), Some(name)) = (pod.metadata.namespace.clone(), pod.metadata.name.clone()) else { return Ok(report) };
+        let (Some(namespace), Some(name)) =
+            (pod.metadata.namespace.clone(), pod.metadata.name.clone())
+        else {
+            return Ok(report);
+        };
         if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) != Some(self.node.as_str()) {
             return Ok(report);
         }
@@ -401,13 +502,18 @@ impl Heartbeat {
         if pod.metadata.deletion_timestamp.is_some() {
             let params = DeleteParams {
                 grace_period_seconds: Some(0),
-                preconditions: Some(Preconditions { uid: pod.metadata.uid.clone(), resource_version: None }),
+                preconditions: Some(Preconditions {
+                    uid: pod.metadata.uid.clone(),
+                    resource_version: None,
+                }),
                 ..Default::default()
             };
             match api.delete(&name, &params).await {
                 Ok(_) => report.finished += 1,
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                Err(e) => return Err(self.error(&format!("finish deleting pod {namespace}/{name}"), e)),
+                Err(e) => {
+                    return Err(self.error(&format!("finish deleting pod {namespace}/{name}"), e));
+                }
             }
             return Ok(report);
         }
@@ -425,7 +531,8 @@ impl Heartbeat {
                     "state": {"running": {"startedAt": now}}})
             })
             .collect();
-        let condition = |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now});
+        let condition =
+            |kind: &str| json!({"type": kind, "status": "True", "lastTransitionTime": now});
         let status = json!({"status": {
             "phase": "Running",
             "conditions": [condition("PodScheduled"), condition("Initialized"), condition("ContainersReady"), condition("Ready")],
@@ -433,7 +540,10 @@ impl Heartbeat {
             "startTime": now,
             "hostIP": "127.0.0.1",
         }});
-        match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+        match api
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+        {
             Ok(_) => report.started += 1,
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(self.error(&format!("report pod {namespace}/{name} running"), e)),
@@ -443,9 +553,15 @@ impl Heartbeat {
 }
 
 fn pod_ready(pod: &Pod) -> bool {
-    let Some(status) = &pod.status else { return false };
+    let Some(status) = &pod.status else {
+        return false;
+    };
     status.phase.as_deref() == Some("Running")
-        && status.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True")
+        && status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 /// Labels for [`HeartbeatConfig::labels`] from `key=value` strings.

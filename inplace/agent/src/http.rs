@@ -15,7 +15,12 @@ pub(crate) fn client(builder: impl Fn() -> reqwest::ClientBuilder) -> reqwest::C
     install_crypto_provider();
     builder().build().unwrap_or_else(|error| {
         tracing::warn!(%error, "no system CA certificates; HTTPS downloads will not verify");
-        let config = rustls::ClientConfig::builder().with_root_certificates(rustls::RootCertStore::empty()).with_no_client_auth();
-        builder().tls_backend_preconfigured(config).build().unwrap_or_else(|_| reqwest::Client::new())
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth();
+        builder()
+            .tls_backend_preconfigured(config)
+            .build()
+            .unwrap_or_else(|_| reqwest::Client::new())
     })
 }

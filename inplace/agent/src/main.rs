@@ -24,7 +24,9 @@ use inplace_agent::manifest::{BootSpec, SlotKeyPair, sign_directory};
 use inplace_agent::osupdate::OsUpdateEnv;
 use inplace_agent::osupdate::runner::SubprocessRunner;
 use inplace_agent::platform::files::RootFiles;
-use inplace_agent::platform::kubelet::{HeartbeatKubelet, Kubelet, SystemdKubelet, SystemdKubeletConfig};
+use inplace_agent::platform::kubelet::{
+    HeartbeatKubelet, Kubelet, SystemdKubelet, SystemdKubeletConfig,
+};
 use inplace_agent::platform::os_version::OsRelease;
 use inplace_agent::platform::reboot::CommandReboot;
 use inplace_agent::store::DirStore;
@@ -32,7 +34,11 @@ use inplace_agent::{Agent, AgentConfig, HeartbeatConfig, Outcome, Platform};
 use rackproof_clock::Clock;
 
 #[derive(Debug, Parser)]
-#[command(name = "rackproof-agent", version, about = "Rackproof node agent (GEP-31 in-place updates)")]
+#[command(
+    name = "rackproof-agent",
+    version,
+    about = "Rackproof node agent (GEP-31 in-place updates)"
+)]
 struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "RACKPROOF_LOG_FORMAT")]
@@ -175,8 +181,11 @@ fn duration(text: &str) -> Result<Duration, String> {
 }
 
 fn init_logs(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
@@ -189,7 +198,12 @@ async fn main() -> anyhow::Result<()> {
     init_logs(cli.log_format);
     match cli.command {
         Command::OsUpdate { args } => {
-            let exit = inplace_agent::osupdate::run(&args, &OsUpdateEnv::default(), &mut std::io::stderr()).await;
+            let exit = inplace_agent::osupdate::run(
+                &args,
+                &OsUpdateEnv::default(),
+                &mut std::io::stderr(),
+            )
+            .await;
             std::process::exit(exit.code());
         }
         Command::Keygen { private, public } => {
@@ -200,11 +214,31 @@ async fn main() -> anyhow::Result<()> {
             inplace_agent::store::write_atomic(&public, pair.public_pem().as_bytes())?;
             Ok(())
         }
-        Command::SignSlot { key, version, dir, linux, initrd, options } => {
-            let pem = std::fs::read_to_string(&key).with_context(|| format!("failed to read {}", key.display()))?;
+        Command::SignSlot {
+            key,
+            version,
+            dir,
+            linux,
+            initrd,
+            options,
+        } => {
+            let pem = std::fs::read_to_string(&key)
+                .with_context(|| format!("failed to read {}", key.display()))?;
             let pair = SlotKeyPair::from_pem(&pem)?;
-            let manifest = sign_directory(&dir, &version, BootSpec { linux, initrd, options }, &pair)?;
-            println!("{}", String::from_utf8_lossy(&manifest.to_json()).trim_end());
+            let manifest = sign_directory(
+                &dir,
+                &version,
+                BootSpec {
+                    linux,
+                    initrd,
+                    options,
+                },
+                &pair,
+            )?;
+            println!(
+                "{}",
+                String::from_utf8_lossy(&manifest.to_json()).trim_end()
+            );
             Ok(())
         }
         Command::Run(args) => run(*args).await,
@@ -216,7 +250,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         bail!("--osc-secret {:?} is not NAMESPACE/NAME", args.osc_secret);
     };
     let clock = Clock::wall();
-    let client = kube::Client::try_default().await.context("failed to build the Kubernetes client")?;
+    let client = kube::Client::try_default()
+        .await
+        .context("failed to build the Kubernetes client")?;
     let mut config = AgentConfig::new(&args.node, &args.pool, namespace, secret);
     config.poll_interval = args.poll_interval;
     config.resync_interval = args.resync_interval;
@@ -224,9 +260,13 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     config.os_update_max_attempts = args.os_update_max_attempts;
     let files = Arc::new(RootFiles::new(&args.root));
     let kubelet: Arc<dyn Kubelet> = match args.kubelet {
-        KubeletKind::Systemd => Arc::new(SystemdKubelet::new(SystemdKubeletConfig::default(), files.clone())),
+        KubeletKind::Systemd => Arc::new(SystemdKubelet::new(
+            SystemdKubeletConfig::default(),
+            files.clone(),
+        )),
         KubeletKind::Heartbeat => {
-            let labels = inplace_agent::heartbeat::parse_labels(&args.node_labels).map_err(anyhow::Error::msg)?;
+            let labels = inplace_agent::heartbeat::parse_labels(&args.node_labels)
+                .map_err(anyhow::Error::msg)?;
             config.heartbeat = Some(HeartbeatConfig {
                 renew_interval: args.lease_renew,
                 lease_duration: args.lease_duration,
@@ -234,16 +274,27 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
                 labels,
                 ..HeartbeatConfig::default()
             });
-            Arc::new(HeartbeatKubelet::new(client.clone(), &args.node, args.kubelet_version.clone().filter(|v| !v.is_empty())))
+            Arc::new(HeartbeatKubelet::new(
+                client.clone(),
+                &args.node,
+                args.kubelet_version.clone().filter(|v| !v.is_empty()),
+            ))
         }
     };
     let esp = Arc::new(inplace_boot::DirEsp::new(&args.esp).context("failed to open the ESP")?);
-    let booted = Arc::new(FirstOf::new(Efivars::new(&args.efivars), KernelCmdline::new(&args.cmdline)));
+    let booted = Arc::new(FirstOf::new(
+        Efivars::new(&args.efivars),
+        KernelCmdline::new(&args.cmdline),
+    ));
     let platform = Platform {
         store: Arc::new(DirStore::open(&args.state_dir)?),
         files,
         kubelet,
-        reboot: Arc::new(CommandReboot::new(args.reboot_command.clone(), Duration::from_secs(300), clock.clone())),
+        reboot: Arc::new(CommandReboot::new(
+            args.reboot_command.clone(),
+            Duration::from_secs(300),
+            clock.clone(),
+        )),
         os_version: Arc::new(OsRelease::new(&args.os_release)),
         boot: Arc::new(EspAssessor::new(esp, booted, &args.entry_prefix)),
         os_update: Arc::new(SubprocessRunner::new(clock.clone())),

@@ -25,7 +25,9 @@
 use std::fmt;
 
 use base64::Engine as _;
-use ed25519_dalek::pkcs8::{DecodePrivateKey as _, DecodePublicKey as _, EncodePrivateKey as _, EncodePublicKey as _};
+use ed25519_dalek::pkcs8::{
+    DecodePrivateKey as _, DecodePublicKey as _, EncodePrivateKey as _, EncodePublicKey as _,
+};
 use ed25519_dalek::{Signer as _, SigningKey, Verifier as _, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
@@ -125,11 +127,18 @@ pub enum ManifestError {
 
 impl SlotManifest {
     /// Builds an unsigned manifest for `version` from in-memory files.
-    pub fn describe(version: &str, files: &[(String, Vec<u8>)], boot: BootSpec) -> Result<Self, ManifestError> {
+    pub fn describe(
+        version: &str,
+        files: &[(String, Vec<u8>)],
+        boot: BootSpec,
+    ) -> Result<Self, ManifestError> {
         let manifest = Self {
             format: MANIFEST_FORMAT.to_owned(),
             version: version.to_owned(),
-            files: files.iter().map(|(name, data)| FileEntry::of(name, data)).collect(),
+            files: files
+                .iter()
+                .map(|(name, data)| FileEntry::of(name, data))
+                .collect(),
             boot,
             signature: String::new(),
         };
@@ -153,9 +162,15 @@ impl SlotManifest {
 
     /// Checks the structural rules: format, version, file names, boot references.
     pub fn validate(&self) -> Result<(), ManifestError> {
-        let invalid = |problem: String| ManifestError::Invalid { version: self.version.clone(), problem };
+        let invalid = |problem: String| ManifestError::Invalid {
+            version: self.version.clone(),
+            problem,
+        };
         if self.format != MANIFEST_FORMAT {
-            return Err(invalid(format!("format is {:?}, expected {MANIFEST_FORMAT:?}", self.format)));
+            return Err(invalid(format!(
+                "format is {:?}, expected {MANIFEST_FORMAT:?}",
+                self.format
+            )));
         }
         validate_version(&self.version).map_err(|problem| invalid(problem.to_owned()))?;
         if self.files.is_empty() {
@@ -163,17 +178,28 @@ impl SlotManifest {
         }
         let mut seen = std::collections::BTreeSet::new();
         for file in &self.files {
-            validate_file_name(&file.name).map_err(|problem| invalid(format!("file name {:?} {problem}", file.name)))?;
+            validate_file_name(&file.name)
+                .map_err(|problem| invalid(format!("file name {:?} {problem}", file.name)))?;
             if !seen.insert(file.name.as_str()) {
                 return Err(invalid(format!("file {:?} is listed twice", file.name)));
             }
-            if file.sha256.len() != 64 || !file.sha256.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
-                return Err(invalid(format!("file {:?} has a malformed sha256 {:?}", file.name, file.sha256)));
+            if file.sha256.len() != 64
+                || !file
+                    .sha256
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
+                return Err(invalid(format!(
+                    "file {:?} has a malformed sha256 {:?}",
+                    file.name, file.sha256
+                )));
             }
         }
         for name in std::iter::once(&self.boot.linux).chain(self.boot.initrd.iter()) {
             if !seen.contains(name.as_str()) {
-                return Err(invalid(format!("boot refers to {name:?}, which is not among the files")));
+                return Err(invalid(format!(
+                    "boot refers to {name:?}, which is not among the files"
+                )));
             }
         }
         if self.boot.options.contains(['\n', '\r']) {
@@ -184,7 +210,10 @@ impl SlotManifest {
 
     /// The bytes the signature covers.
     pub fn signed_bytes(&self) -> Vec<u8> {
-        let unsigned = Self { signature: String::new(), ..self.clone() };
+        let unsigned = Self {
+            signature: String::new(),
+            ..self.clone()
+        };
         let mut bytes = SIGNATURE_DOMAIN.to_vec();
         bytes.extend(serde_json::to_vec(&unsigned).expect("a manifest always serialises"));
         bytes
@@ -198,12 +227,18 @@ impl SlotManifest {
 
     /// Verifies the signature against `key`.
     pub fn verify(&self, key: &VerifyingKey) -> Result<(), ManifestError> {
-        let encoding = || ManifestError::SignatureEncoding { version: self.version.clone() };
-        let raw = base64::engine::general_purpose::STANDARD.decode(self.signature.trim()).map_err(|_| encoding())?;
+        let encoding = || ManifestError::SignatureEncoding {
+            version: self.version.clone(),
+        };
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(self.signature.trim())
+            .map_err(|_| encoding())?;
         let raw: [u8; 64] = raw.try_into().map_err(|_| encoding())?;
         let signature = ed25519_dalek::Signature::from_bytes(&raw);
         key.verify(&self.signed_bytes(), &signature)
-            .map_err(|_| ManifestError::BadSignature { version: self.version.clone() })
+            .map_err(|_| ManifestError::BadSignature {
+                version: self.version.clone(),
+            })
     }
 
     /// The entry for file `name`, if listed.
@@ -215,7 +250,11 @@ impl SlotManifest {
 impl FileEntry {
     /// Describes `data` under `name`.
     pub fn of(name: &str, data: &[u8]) -> Self {
-        Self { name: name.to_owned(), size: data.len() as u64, sha256: sha256_hex(data) }
+        Self {
+            name: name.to_owned(),
+            size: data.len() as u64,
+            sha256: sha256_hex(data),
+        }
     }
 
     /// Checks that `data` is this file (size and SHA-256).
@@ -226,11 +265,18 @@ impl FileEntry {
             problem,
         };
         if data.len() as u64 != self.size {
-            return Err(mismatch(format!("size {} instead of {}", data.len(), self.size)));
+            return Err(mismatch(format!(
+                "size {} instead of {}",
+                data.len(),
+                self.size
+            )));
         }
         let actual = sha256_hex(data);
         if actual != self.sha256 {
-            return Err(mismatch(format!("sha256 {actual} instead of {}", self.sha256)));
+            return Err(mismatch(format!(
+                "sha256 {actual} instead of {}",
+                self.sha256
+            )));
         }
         Ok(())
     }
@@ -250,7 +296,10 @@ pub fn validate_version(version: &str) -> Result<(), &'static str> {
     if version.len() > 64 {
         return Err("version is longer than 64 characters");
     }
-    if !version.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-')) {
+    if !version
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'~' | b'-'))
+    {
         return Err("version may contain only letters, digits, '.', '_', '~' and '-'");
     }
     if version.starts_with('.') {
@@ -266,7 +315,10 @@ fn validate_file_name(name: &str) -> Result<(), &'static str> {
     if name.len() > 128 {
         return Err("is longer than 128 characters");
     }
-    if name.chars().any(|c| c == '/' || c == '\\' || c.is_control()) {
+    if name
+        .chars()
+        .any(|c| c == '/' || c == '\\' || c.is_control())
+    {
         return Err("must be one path component without control characters");
     }
     Ok(())
@@ -279,7 +331,9 @@ pub struct SlotKeyPair {
 
 impl fmt::Debug for SlotKeyPair {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SlotKeyPair").field("public", &hex::encode(self.key.verifying_key().as_bytes())).finish()
+        f.debug_struct("SlotKeyPair")
+            .field("public", &hex::encode(self.key.verifying_key().as_bytes()))
+            .finish()
     }
 }
 
@@ -288,17 +342,22 @@ impl SlotKeyPair {
     pub fn generate() -> Self {
         let mut seed = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::rng(), &mut seed);
-        Self { key: SigningKey::from_bytes(&seed) }
+        Self {
+            key: SigningKey::from_bytes(&seed),
+        }
     }
 
     /// A deterministic key from a 32-byte seed (tests and reproducible labs).
     pub fn from_seed(seed: [u8; 32]) -> Self {
-        Self { key: SigningKey::from_bytes(&seed) }
+        Self {
+            key: SigningKey::from_bytes(&seed),
+        }
     }
 
     /// Reads a PKCS#8 PEM private key.
     pub fn from_pem(pem: &str) -> Result<Self, ManifestError> {
-        let key = SigningKey::from_pkcs8_pem(pem).map_err(|_| ManifestError::Key { kind: "private" })?;
+        let key =
+            SigningKey::from_pkcs8_pem(pem).map_err(|_| ManifestError::Key { kind: "private" })?;
         Ok(Self { key })
     }
 
@@ -331,17 +390,29 @@ impl SlotKeyPair {
 
 /// Describes and signs the slot files in `dir` (the kernel `boot.linux` and the optional
 /// `boot.initrd`), writes `dir/manifest.json` and returns the manifest (`rackproof-agent sign-slot`).
-pub fn sign_directory(dir: &std::path::Path, version: &str, boot: BootSpec, key: &SlotKeyPair) -> Result<SlotManifest, SignError> {
+pub fn sign_directory(
+    dir: &std::path::Path,
+    version: &str,
+    boot: BootSpec,
+    key: &SlotKeyPair,
+) -> Result<SlotManifest, SignError> {
     let mut files = Vec::new();
     for name in std::iter::once(&boot.linux).chain(boot.initrd.iter()) {
         let path = dir.join(name);
-        let data = std::fs::read(&path).map_err(|source| SignError::Read { path: path.clone(), source })?;
+        let data = std::fs::read(&path).map_err(|source| SignError::Read {
+            path: path.clone(),
+            source,
+        })?;
         files.push((name.clone(), data));
     }
-    let mut manifest = SlotManifest::describe(version, &files, boot).map_err(SignError::Manifest)?;
+    let mut manifest =
+        SlotManifest::describe(version, &files, boot).map_err(SignError::Manifest)?;
     manifest.sign(key.signing());
     let target = dir.join("manifest.json");
-    crate::store::write_atomic(&target, &manifest.to_json()).map_err(|e| SignError::Write { path: target, detail: e.to_string() })?;
+    crate::store::write_atomic(&target, &manifest.to_json()).map_err(|e| SignError::Write {
+        path: target,
+        detail: e.to_string(),
+    })?;
     Ok(manifest)
 }
 
@@ -380,8 +451,15 @@ mod tests {
     use super::*;
 
     fn sample() -> SlotManifest {
-        let files = vec![("vmlinuz".to_owned(), b"kernel".to_vec()), ("initrd.img".to_owned(), b"initrd".to_vec())];
-        let boot = BootSpec { linux: "vmlinuz".into(), initrd: Some("initrd.img".into()), options: "console=ttyS0".into() };
+        let files = vec![
+            ("vmlinuz".to_owned(), b"kernel".to_vec()),
+            ("initrd.img".to_owned(), b"initrd".to_vec()),
+        ];
+        let boot = BootSpec {
+            linux: "vmlinuz".into(),
+            initrd: Some("initrd.img".into()),
+            options: "console=ttyS0".into(),
+        };
         SlotManifest::describe("1.2.0", &files, boot).unwrap()
     }
 
@@ -402,12 +480,21 @@ mod tests {
         manifest.sign(pair.signing());
         let mut tampered = manifest.clone();
         tampered.files[0].sha256 = sha256_hex(b"evil");
-        assert!(matches!(tampered.verify(&pair.public()), Err(ManifestError::BadSignature { .. })));
+        assert!(matches!(
+            tampered.verify(&pair.public()),
+            Err(ManifestError::BadSignature { .. })
+        ));
         let other = SlotKeyPair::from_seed([8; 32]);
-        assert!(matches!(manifest.verify(&other.public()), Err(ManifestError::BadSignature { .. })));
+        assert!(matches!(
+            manifest.verify(&other.public()),
+            Err(ManifestError::BadSignature { .. })
+        ));
         let mut unsigned = manifest.clone();
         unsigned.signature = "not base64!".into();
-        assert!(matches!(unsigned.verify(&pair.public()), Err(ManifestError::SignatureEncoding { .. })));
+        assert!(matches!(
+            unsigned.verify(&pair.public()),
+            Err(ManifestError::SignatureEncoding { .. })
+        ));
     }
 
     #[test]
@@ -415,10 +502,16 @@ mod tests {
         let pair = SlotKeyPair::from_seed([9; 32]);
         let again = SlotKeyPair::from_pem(&pair.private_pem()).unwrap();
         assert_eq!(again.public(), pair.public());
-        assert_eq!(public_key_from_pem(&pair.public_pem()).unwrap(), pair.public());
+        assert_eq!(
+            public_key_from_pem(&pair.public_pem()).unwrap(),
+            pair.public()
+        );
         assert!(public_key_from_pem("garbage").is_err());
         assert!(SlotKeyPair::from_pem("garbage").is_err());
-        assert_ne!(SlotKeyPair::generate().public(), SlotKeyPair::generate().public());
+        assert_ne!(
+            SlotKeyPair::generate().public(),
+            SlotKeyPair::generate().public()
+        );
     }
 
     #[test]
@@ -437,13 +530,27 @@ mod tests {
         std::fs::write(dir.path().join("vmlinuz"), b"kernel").unwrap();
         std::fs::write(dir.path().join("initrd.img"), b"initrd").unwrap();
         let pair = SlotKeyPair::from_seed([3; 32]);
-        let boot = BootSpec { linux: "vmlinuz".into(), initrd: Some("initrd.img".into()), options: String::new() };
+        let boot = BootSpec {
+            linux: "vmlinuz".into(),
+            initrd: Some("initrd.img".into()),
+            options: String::new(),
+        };
         sign_directory(dir.path(), "2.0.0", boot.clone(), &pair).unwrap();
-        let manifest = SlotManifest::parse(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
+        let manifest =
+            SlotManifest::parse(&std::fs::read(dir.path().join("manifest.json")).unwrap()).unwrap();
         manifest.verify(&pair.public()).unwrap();
-        assert_eq!(manifest.file("vmlinuz").unwrap().sha256, sha256_hex(b"kernel"));
-        let missing = BootSpec { linux: "absent".into(), ..boot };
-        assert!(matches!(sign_directory(dir.path(), "2.0.0", missing, &pair), Err(SignError::Read { .. })));
+        assert_eq!(
+            manifest.file("vmlinuz").unwrap().sha256,
+            sha256_hex(b"kernel")
+        );
+        let missing = BootSpec {
+            linux: "absent".into(),
+            ..boot
+        };
+        assert!(matches!(
+            sign_directory(dir.path(), "2.0.0", missing, &pair),
+            Err(SignError::Read { .. })
+        ));
     }
 
     #[test]
@@ -459,7 +566,13 @@ mod tests {
         manifest.boot.linux = "missing".into();
         assert!(manifest.validate().is_err());
         let json = br#"{"format":"rackproof-slot/v1","version":"1","files":[],"boot":{"linux":"k"},"extra":1}"#;
-        assert!(matches!(SlotManifest::parse(json), Err(ManifestError::Parse(_))));
-        assert!(matches!(SlotManifest::parse(b"{"), Err(ManifestError::Parse(_))));
+        assert!(matches!(
+            SlotManifest::parse(json),
+            Err(ManifestError::Parse(_))
+        ));
+        assert!(matches!(
+            SlotManifest::parse(b"{"),
+            Err(ManifestError::Parse(_))
+        ));
     }
 }

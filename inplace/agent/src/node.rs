@@ -33,7 +33,10 @@ pub fn ready_for_update(node: &Node) -> bool {
         .and_then(|s| s.conditions.as_ref())
         .into_iter()
         .flatten()
-        .any(|c| c.type_ == keys::CONDITION_IN_PLACE_UPDATE && c.reason.as_deref() == Some(keys::REASON_READY_FOR_UPDATE))
+        .any(|c| {
+            c.type_ == keys::CONDITION_IN_PLACE_UPDATE
+                && c.reason.as_deref() == Some(keys::REASON_READY_FOR_UPDATE)
+        })
 }
 
 /// A label's value.
@@ -43,7 +46,11 @@ pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 
 /// An annotation's value.
 pub fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 /// The Node API for one node.
@@ -59,23 +66,38 @@ pub struct NodeHandle {
 
 impl std::fmt::Debug for NodeHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeHandle").field("name", &self.name).finish_non_exhaustive()
+        f.debug_struct("NodeHandle")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
 impl NodeHandle {
     /// Node `name` through `client`.
     pub fn new(client: kube::Client, name: &str) -> Self {
-        Self { nodes: Api::all(client.clone()), pods: Api::all(client.clone()), client, name: name.to_owned(), unseen_write: Arc::default() }
+        Self {
+            nodes: Api::all(client.clone()),
+            pods: Api::all(client.clone()),
+            client,
+            name: name.to_owned(),
+            unseen_write: Arc::default(),
+        }
     }
 
     fn error(&self, action: &str, source: kube::Error) -> NodeError {
-        NodeError { action: action.to_owned(), node: self.name.clone(), source }
+        NodeError {
+            action: action.to_owned(),
+            node: self.name.clone(),
+            source,
+        }
     }
 
     /// The Node, if it exists.
     pub async fn get(&self) -> Result<Option<Node>, NodeError> {
-        self.nodes.get_opt(&self.name).await.map_err(|e| self.error("read the node", e))
+        self.nodes
+            .get_opt(&self.name)
+            .await
+            .map_err(|e| self.error("read the node", e))
     }
 
     /// The Node as `followed` (the latest copy the agent's watch delivered) has it, or read from
@@ -83,8 +105,16 @@ impl NodeHandle {
     /// the failed label it just set for one a person removed.
     pub async fn get_followed(&self, followed: Option<Node>) -> Result<Option<Node>, NodeError> {
         let behind = {
-            let mut unseen = self.unseen_write.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            let shown = match (unseen.as_deref(), followed.as_ref().and_then(|n| n.metadata.resource_version.as_deref())) {
+            let mut unseen = self
+                .unseen_write
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let shown = match (
+                unseen.as_deref(),
+                followed
+                    .as_ref()
+                    .and_then(|n| n.metadata.resource_version.as_deref()),
+            ) {
                 (None, _) => true,
                 (Some(written), Some(cached)) => resource_version::includes(cached, written),
                 (Some(_), None) => false,
@@ -94,7 +124,11 @@ impl NodeHandle {
             }
             !shown
         };
-        if behind { self.get().await } else { Ok(followed) }
+        if behind {
+            self.get().await
+        } else {
+            Ok(followed)
+        }
     }
 
     /// Sets (`Some`) or removes (`None`) labels and annotations in one merge patch.
@@ -104,14 +138,26 @@ impl NodeHandle {
         annotations: &BTreeMap<&str, Option<&str>>,
     ) -> Result<(), NodeError> {
         let to_map = |m: &BTreeMap<&str, Option<&str>>| -> Value {
-            Value::Object(m.iter().map(|(k, v)| ((*k).to_owned(), v.map_or(Value::Null, |v| json!(v)))).collect())
+            Value::Object(
+                m.iter()
+                    .map(|(k, v)| ((*k).to_owned(), v.map_or(Value::Null, |v| json!(v))))
+                    .collect(),
+            )
         };
-        let patch = json!({"metadata": {"labels": to_map(labels), "annotations": to_map(annotations)}});
+        let patch =
+            json!({"metadata": {"labels": to_map(labels), "annotations": to_map(annotations)}});
         let request = kube::core::Request::new(self.nodes.resource_url())
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .map_err(|e| self.error("label and annotate the node", kube::Error::BuildRequest(e)))?;
-        let written: Written = self.client.request(request).await.map_err(|e| self.error("label and annotate the node", e))?;
-        *self.unseen_write.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = written.resource_version();
+        let written: Written = self
+            .client
+            .request(request)
+            .await
+            .map_err(|e| self.error("label and annotate the node", e))?;
+        *self
+            .unseen_write
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = written.resource_version();
         Ok(())
     }
 
@@ -127,8 +173,16 @@ impl NodeHandle {
     /// The pods bound to the node.
     pub async fn pods(&self) -> Result<Vec<Pod>, NodeError> {
         let params = ListParams::default().fields(&format!("spec.nodeName={}", self.name));
-        let list = self.pods.list(&params).await.map_err(|e| self.error("list the pods", e))?;
-        Ok(list.items.into_iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&self.name)).collect())
+        let list = self
+            .pods
+            .list(&params)
+            .await
+            .map_err(|e| self.error("list the pods", e))?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(&self.name))
+            .collect())
     }
 
     /// Deletes every pod bound to the node (gracefully; the kubelet, or the heartbeat, confirms).
@@ -139,7 +193,10 @@ impl NodeHandle {
             if pod.metadata.deletion_timestamp.is_some() {
                 continue;
             }
-            let (Some(namespace), Some(name)) = (pod.metadata.namespace.as_deref(), pod.metadata.name.as_deref()) else {
+            let (Some(namespace), Some(name)) = (
+                pod.metadata.namespace.as_deref(),
+                pod.metadata.name.as_deref(),
+            ) else {
                 continue;
             };
             let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);

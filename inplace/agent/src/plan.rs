@@ -41,7 +41,10 @@ pub fn plan(
     target: &OperatingSystemConfig,
     checksum: &str,
 ) -> Result<Plan, PlanError> {
-    let invalid = |problem: String| PlanError { checksum: checksum.to_owned(), problem };
+    let invalid = |problem: String| PlanError {
+        checksum: checksum.to_owned(),
+        problem,
+    };
     let mut plan = Plan {
         checksum: checksum.to_owned(),
         osc: target.clone(),
@@ -65,7 +68,9 @@ pub fn plan(
             plan.changes.push(format!("file {}", file.path));
         }
     }
-    let Some(new) = &target.spec.in_place_updates else { return Ok(plan) };
+    let Some(new) = &target.spec.in_place_updates else {
+        return Ok(plan);
+    };
     let new_inputs = UpdateInputs::from_osc(new).map_err(|e| invalid(e.to_string()))?;
     let old = match applied.and_then(|a| a.spec.in_place_updates.clone()) {
         Some(old) => old,
@@ -88,20 +93,24 @@ pub fn plan(
             InPlaceChange::KubeletMinorVersion { from, to } => {
                 plan.kubelet_version = Some(new.kubelet.version.clone());
                 plan.kubelet_needs_drain = true;
-                plan.changes.push(format!("kubelet minor version {from} → {to}"));
+                plan.changes
+                    .push(format!("kubelet minor version {from} → {to}"));
             }
             InPlaceChange::KubeletPatchVersion { from, to } => {
                 plan.kubelet_version = Some(new.kubelet.version.clone());
-                plan.changes.push(format!("kubelet patch version {from} → {to}"));
+                plan.changes
+                    .push(format!("kubelet patch version {from} → {to}"));
             }
             InPlaceChange::KubeletConfig { parts } => {
                 plan.kubelet_version = Some(new.kubelet.version.clone());
                 plan.kubelet_needs_drain = true;
-                plan.changes.push(format!("kubelet configuration {parts:?}"));
+                plan.changes
+                    .push(format!("kubelet configuration {parts:?}"));
             }
             InPlaceChange::CertificateAuthoritiesRotation => {
                 plan.ca_rotation = true;
-                plan.changes.push("certificate authorities rotation".to_owned());
+                plan.changes
+                    .push("certificate authorities rotation".to_owned());
             }
             InPlaceChange::ServiceAccountKeyRotation => {
                 plan.sa_rotation = true;
@@ -110,7 +119,9 @@ pub fn plan(
         }
     }
     if plan.os_version.is_some() && target.os_update().is_none_or(|u| u.command.is_empty()) {
-        return Err(invalid("the OS version changes but status.inPlaceUpdates.osUpdate names no command".to_owned()));
+        return Err(invalid(
+            "the OS version changes but status.inPlaceUpdates.osUpdate names no command".to_owned(),
+        ));
     }
     Ok(plan)
 }

@@ -87,7 +87,10 @@ pub struct Plan {
 impl Plan {
     /// Whether anything needs the node drained (`ReadyForUpdate`) first.
     pub fn needs_drain(&self) -> bool {
-        self.os_version.is_some() || self.kubelet_needs_drain || self.ca_rotation || self.sa_rotation
+        self.os_version.is_some()
+            || self.kubelet_needs_drain
+            || self.ca_rotation
+            || self.sa_rotation
     }
 }
 
@@ -154,7 +157,10 @@ pub async fn load(store: &dyn StateStore) -> Result<AgentState, StateError> {
 /// Moves a corrupt state document to [`CORRUPT_KEY`], so the next [`load`] starts empty.
 pub async fn set_aside(store: &dyn StateStore) -> Result<(), StateError> {
     if let Some(bytes) = store.get(STATE_KEY).await.map_err(StateError::Store)? {
-        store.put(CORRUPT_KEY, &bytes).await.map_err(StateError::Store)?;
+        store
+            .put(CORRUPT_KEY, &bytes)
+            .await
+            .map_err(StateError::Store)?;
     }
     store.delete(STATE_KEY).await.map_err(StateError::Store)
 }
@@ -162,5 +168,8 @@ pub async fn set_aside(store: &dyn StateStore) -> Result<(), StateError> {
 /// Saves the state atomically.
 pub async fn save(store: &dyn StateStore, state: &AgentState) -> Result<(), StateError> {
     let bytes = serde_json::to_vec_pretty(state).expect("the agent state always serialises");
-    store.put(STATE_KEY, &bytes).await.map_err(StateError::Store)
+    store
+        .put(STATE_KEY, &bytes)
+        .await
+        .map_err(StateError::Store)
 }

@@ -46,10 +46,16 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
 
 fn check_key(key: &str) -> Result<(), StoreError> {
     let ok = !key.is_empty()
-        && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
         && !key.starts_with('.')
         && !key.ends_with(".tmp");
-    if ok { Ok(()) } else { Err(StoreError::InvalidKey(key.to_owned())) }
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidKey(key.to_owned()))
+    }
 }
 
 /// A directory of files written atomically (see the module docs).
@@ -62,7 +68,11 @@ impl DirStore {
     /// Uses `dir`, creating it if needed.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, StoreError> {
         let dir = dir.into();
-        std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io { action: "create", path: dir.clone(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+            action: "create",
+            path: dir.clone(),
+            source,
+        })?;
         Ok(Self { dir })
     }
 
@@ -77,7 +87,11 @@ impl DirStore {
 pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StoreError> {
     fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
         let path = path.to_owned();
-        move |source| StoreError::Io { action, path, source }
+        move |source| StoreError::Io {
+            action,
+            path,
+            source,
+        }
     }
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(".tmp");
@@ -90,10 +104,18 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StoreError> {
     // On FAT (the lab images' state partition) the renamed file's directory entry is written
     // from its inode, not by the directory's flush: without this, a power cut leaves the file
     // empty (found by a real power cut in QEMU).
-    std::fs::File::open(path).and_then(|f| f.sync_all()).map_err(io("fsync after rename", path))?;
+    std::fs::File::open(path)
+        .and_then(|f| f.sync_all())
+        .map_err(io("fsync after rename", path))?;
     if let Some(dir) = path.parent() {
-        let dir = if dir.as_os_str().is_empty() { Path::new(".") } else { dir };
-        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(io("fsync directory of", path))?;
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        std::fs::File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("fsync directory of", path))?;
     }
     Ok(())
 }
@@ -106,7 +128,11 @@ impl StateStore for DirStore {
         match std::fs::read(&path) {
             Ok(data) => Ok(Some(data)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(StoreError::Io { action: "read", path, source }),
+            Err(source) => Err(StoreError::Io {
+                action: "read",
+                path,
+                source,
+            }),
         }
     }
 
@@ -121,7 +147,11 @@ impl StateStore for DirStore {
         match std::fs::remove_file(&path) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(StoreError::Io { action: "remove", path, source }),
+            Err(source) => Err(StoreError::Io {
+                action: "remove",
+                path,
+                source,
+            }),
         }
     }
 }
@@ -148,12 +178,20 @@ impl MemoryStore {
 impl StateStore for MemoryStore {
     async fn get(&self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         check_key(key)?;
-        Ok(self.data.lock().expect("memory store lock").get(key).cloned())
+        Ok(self
+            .data
+            .lock()
+            .expect("memory store lock")
+            .get(key)
+            .cloned())
     }
 
     async fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
         check_key(key)?;
-        self.data.lock().expect("memory store lock").insert(key.to_owned(), value.to_vec());
+        self.data
+            .lock()
+            .expect("memory store lock")
+            .insert(key.to_owned(), value.to_vec());
         Ok(())
     }
 
@@ -172,12 +210,21 @@ mod tests {
         assert_eq!(store.get("state.json").await.unwrap(), None);
         store.put("state.json", b"one").await.unwrap();
         store.put("state.json", b"two").await.unwrap();
-        assert_eq!(store.get("state.json").await.unwrap(), Some(b"two".to_vec()));
+        assert_eq!(
+            store.get("state.json").await.unwrap(),
+            Some(b"two".to_vec())
+        );
         store.delete("state.json").await.unwrap();
         store.delete("state.json").await.unwrap();
         assert_eq!(store.get("state.json").await.unwrap(), None);
-        assert!(matches!(store.put("../escape", b"x").await, Err(StoreError::InvalidKey(_))));
-        assert!(matches!(store.get("a.tmp").await, Err(StoreError::InvalidKey(_))));
+        assert!(matches!(
+            store.put("../escape", b"x").await,
+            Err(StoreError::InvalidKey(_))
+        ));
+        assert!(matches!(
+            store.get("a.tmp").await,
+            Err(StoreError::InvalidKey(_))
+        ));
     }
 
     #[tokio::test]
@@ -186,7 +233,10 @@ mod tests {
         let store = DirStore::open(dir.path().join("state")).unwrap();
         exercise(&store).await;
         store.put("k", b"v").await.unwrap();
-        let names: Vec<_> = std::fs::read_dir(store.dir()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(store.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, vec![std::ffi::OsString::from("k")]);
         let again = DirStore::open(store.dir()).unwrap();
         assert_eq!(again.get("k").await.unwrap(), Some(b"v".to_vec()));

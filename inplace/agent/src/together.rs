@@ -36,7 +36,12 @@ mod tests {
                 finished.lock().unwrap().push(name);
             }) as Loop<'static>
         };
-        run_together(vec![finish("slow", 3), finish("fast", 1), finish("middle", 2)]).await;
+        run_together(vec![
+            finish("slow", 3),
+            finish("fast", 1),
+            finish("middle", 2),
+        ])
+        .await;
         assert_eq!(*finished.lock().unwrap(), ["fast", "middle", "slow"]);
     }
 }

@@ -13,14 +13,29 @@ use inplace_boot::{Esp as _, MemEsp};
 const SERVER: &str = "http://images.lab/slots";
 
 fn args(version: &str, server: &str) -> Vec<String> {
-    ["--version", version, "--image-server", server].iter().map(|s| (*s).to_owned()).collect()
+    ["--version", version, "--image-server", server]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect()
 }
 
 fn publish(source: &MemorySource, key: &SlotKeyPair, version: &str) {
     let kernel = format!("kernel {version}").into_bytes();
     let initrd = format!("initrd {version}").into_bytes();
-    let boot = BootSpec { linux: "vmlinuz".into(), initrd: Some("initrd.img".into()), options: "quiet".into() };
-    let mut manifest = SlotManifest::describe(version, &[("vmlinuz".into(), kernel.clone()), ("initrd.img".into(), initrd.clone())], boot).unwrap();
+    let boot = BootSpec {
+        linux: "vmlinuz".into(),
+        initrd: Some("initrd.img".into()),
+        options: "quiet".into(),
+    };
+    let mut manifest = SlotManifest::describe(
+        version,
+        &[
+            ("vmlinuz".into(), kernel.clone()),
+            ("initrd.img".into(), initrd.clone()),
+        ],
+        boot,
+    )
+    .unwrap();
     manifest.sign(key.signing());
     source.put(version, "manifest.json", manifest.to_json());
     source.put(version, "vmlinuz", kernel);
@@ -45,7 +60,12 @@ fn fixture() -> Fixture {
         public_key: Some(key.public()),
         booted: Some(Arc::new(FixedBooted::new(LoaderHint::default()))),
     };
-    Fixture { esp, source, key, env }
+    Fixture {
+        esp,
+        source,
+        key,
+        env,
+    }
 }
 
 async fn exit_of(argv: &[String], env: &OsUpdateEnv) -> (OsUpdateExit, String) {
@@ -59,16 +79,28 @@ async fn a_good_slot_is_installed_with_three_tries_and_the_entry_names_itself() 
     let f = fixture();
     let (exit, out) = exit_of(&args("2.0.0", SERVER), &f.env).await;
     assert_eq!(exit, OsUpdateExit::Success, "{out}");
-    let conf = String::from_utf8(f.esp.read("loader/entries/rackproof-2.0.0+3.conf").unwrap()).unwrap();
-    assert!(conf.contains("options quiet rackproof.entry=rackproof-2.0.0"), "{conf}");
+    let conf =
+        String::from_utf8(f.esp.read("loader/entries/rackproof-2.0.0+3.conf").unwrap()).unwrap();
+    assert!(
+        conf.contains("options quiet rackproof.entry=rackproof-2.0.0"),
+        "{conf}"
+    );
     assert!(conf.contains("version 2.0.0"), "{conf}");
-    assert_eq!(f.esp.read("rackproof/rackproof-2.0.0.linux").unwrap(), b"kernel 2.0.0");
+    assert_eq!(
+        f.esp.read("rackproof/rackproof-2.0.0.linux").unwrap(),
+        b"kernel 2.0.0"
+    );
 }
 
 #[tokio::test]
 async fn invalid_arguments_exit_1() {
     let f = fixture();
-    for argv in [vec!["--bogus".to_owned()], args("2 0", SERVER), args("2.0.0", "ftp://x"), vec!["--version".into(), "2.0.0".into()]] {
+    for argv in [
+        vec!["--bogus".to_owned()],
+        args("2 0", SERVER),
+        args("2.0.0", "ftp://x"),
+        vec!["--version".into(), "2.0.0".into()],
+    ] {
         let (exit, out) = exit_of(&argv, &f.env).await;
         assert_eq!(exit, OsUpdateExit::InvalidArguments, "{argv:?}: {out}");
         assert!(out.contains("invalid arguments"), "{out}");
@@ -83,14 +115,18 @@ async fn a_bad_signature_is_refused_with_exit_2_and_the_esp_unchanged() {
     publish(&f.source, &other, "2.0.0");
     let (exit, out) = exit_of(&args("2.0.0", SERVER), &f.env).await;
     assert_eq!(exit, OsUpdateExit::SystemFailure, "{out}");
-    assert!(out.contains("system failure") && out.contains("not signed by the trusted key"), "{out}");
+    assert!(
+        out.contains("system failure") && out.contains("not signed by the trusted key"),
+        "{out}"
+    );
     assert!(f.esp.paths().is_empty());
 }
 
 #[tokio::test]
 async fn a_bad_checksum_is_refused_with_exit_2_and_the_esp_unchanged() {
     let f = fixture();
-    f.source.put("2.0.0", "initrd.img", b"initrd 2.0.X".to_vec());
+    f.source
+        .put("2.0.0", "initrd.img", b"initrd 2.0.X".to_vec());
     let (exit, out) = exit_of(&args("2.0.0", SERVER), &f.env).await;
     assert_eq!(exit, OsUpdateExit::SystemFailure, "{out}");
     assert!(out.contains("sha256"), "{out}");
@@ -139,16 +175,29 @@ async fn truncating_server(manifest: Vec<u8>) -> (String, tokio::task::JoinHandl
     let url = format!("http://{}/slots", listener.local_addr().unwrap());
     let task = tokio::spawn(async move {
         loop {
-            let Ok((mut socket, _)) = listener.accept().await else { return };
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
             let mut request = vec![0u8; 4096];
             let n = socket.read(&mut request).await.unwrap_or(0);
-            let line = String::from_utf8_lossy(&request[..n]).lines().next().unwrap_or_default().to_owned();
+            let line = String::from_utf8_lossy(&request[..n])
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
             if line.contains("manifest.json") {
-                let head = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", manifest.len());
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                    manifest.len()
+                );
                 let _ = socket.write_all(head.as_bytes()).await;
                 let _ = socket.write_all(&manifest).await;
             } else {
-                let _ = socket.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\nconnection: close\r\n\r\nkern").await;
+                let _ = socket
+                    .write_all(
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\nconnection: close\r\n\r\nkern",
+                    )
+                    .await;
             }
             let _ = socket.shutdown().await;
         }
@@ -160,14 +209,28 @@ async fn truncating_server(manifest: Vec<u8>) -> (String, tokio::task::JoinHandl
 async fn a_connection_cut_mid_download_over_http_exits_3_and_leaves_the_esp_unchanged() {
     let f = fixture();
     let key = SlotKeyPair::from_seed([5; 32]);
-    let boot = BootSpec { linux: "vmlinuz".into(), initrd: None, options: String::new() };
-    let mut manifest = SlotManifest::describe("2.0.0", &[("vmlinuz".into(), b"kernel 2.0.0".to_vec())], boot).unwrap();
+    let boot = BootSpec {
+        linux: "vmlinuz".into(),
+        initrd: None,
+        options: String::new(),
+    };
+    let mut manifest = SlotManifest::describe(
+        "2.0.0",
+        &[("vmlinuz".into(), b"kernel 2.0.0".to_vec())],
+        boot,
+    )
+    .unwrap();
     manifest.sign(key.signing());
     let (url, server) = truncating_server(manifest.to_json()).await;
-    let env = OsUpdateEnv { source: None, ..f.env.clone() };
+    let env = OsUpdateEnv {
+        source: None,
+        ..f.env.clone()
+    };
     let mut argv = args("2.0.0", &url);
     argv.extend(["--timeout".to_owned(), "20s".to_owned()]);
-    let (exit, out) = tokio::time::timeout(Duration::from_secs(60), exit_of(&argv, &env)).await.unwrap();
+    let (exit, out) = tokio::time::timeout(Duration::from_secs(60), exit_of(&argv, &env))
+        .await
+        .unwrap();
     server.abort();
     assert_eq!(exit, OsUpdateExit::NetworkProblem, "{out}");
     assert!(f.esp.paths().is_empty());

@@ -22,18 +22,36 @@ async fn happy_path_updates_the_os_reboots_blesses_and_reports_success() {
     assert_eq!(sim.reboots, 0);
     sim.ready_for_update().await;
     let node = sim.wait_result(LIMIT).await;
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL), "{:?}", node.metadata.annotations);
-    assert_eq!(annotation(&node, keys::ANNOTATION_UPDATING_OS_VERSION), None);
-    assert_eq!(annotation(&node, inplace_agent::heartbeat::ANNOTATION_OS_VERSION), Some("2.0.0"));
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_SUCCESSFUL),
+        "{:?}",
+        node.metadata.annotations
+    );
+    assert_eq!(
+        annotation(&node, keys::ANNOTATION_UPDATING_OS_VERSION),
+        None
+    );
+    assert_eq!(
+        annotation(&node, inplace_agent::heartbeat::ANNOTATION_OS_VERSION),
+        Some("2.0.0")
+    );
     assert!(annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).is_some());
     assert_eq!(sim.attempts(), vec![1]);
     assert_eq!(sim.reboots, 1);
-    assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"], "the new entry is blessed");
+    assert_eq!(
+        sim.entries(),
+        vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"],
+        "the new entry is blessed"
+    );
     assert_eq!(sim.files.get("/etc/motd"), Some(b"os 2.0.0\n".to_vec()));
     let info = node.status.unwrap().node_info.unwrap();
     assert_eq!(info.os_image, "Rackproof 2.0.0");
     sim.wait_for(|_| false, Duration::from_secs(60)).await;
-    assert!(sim.pod("daemon").await.is_none(), "pods left on the node are deleted (and their deletion completed)");
+    assert!(
+        sim.pod("daemon").await.is_none(),
+        "pods left on the node are deleted (and their deletion completed)"
+    );
 }
 
 /// Like gardener-node-agent reading its controller-runtime cache, the running agent reads its
@@ -47,18 +65,38 @@ async fn the_running_agent_reads_its_node_and_osc_from_its_watches() {
     sim.wait_for(|_| false, Duration::from_secs(300)).await;
     sim.ready_for_update().await;
     let node = sim.wait_result(LIMIT).await;
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_SUCCESSFUL)
+    );
     sim.wait_for(|_| false, Duration::from_secs(300)).await;
     let requests = sim.requests.lock().unwrap().clone();
-    let watches = |path: &str| requests.iter().filter(|r| r.starts_with(&format!("GET {path}?")) && r.contains("watch=true")).count();
-    assert!(watches("/api/v1/nodes") > 0 && watches("/api/v1/namespaces/kube-system/secrets") > 0, "the agent follows both: {requests:#?}");
+    let watches = |path: &str| {
+        requests
+            .iter()
+            .filter(|r| r.starts_with(&format!("GET {path}?")) && r.contains("watch=true"))
+            .count()
+    };
+    assert!(
+        watches("/api/v1/nodes") > 0 && watches("/api/v1/namespaces/kube-system/secrets") > 0,
+        "the agent follows both: {requests:#?}"
+    );
     let count = |request: &str| requests.iter().filter(|r| *r == request).count();
-    assert_eq!(count(&format!("GET /api/v1/namespaces/kube-system/secrets/{SECRET}")), 0, "{requests:#?}");
+    assert_eq!(
+        count(&format!(
+            "GET /api/v1/namespaces/kube-system/secrets/{SECRET}"
+        )),
+        0,
+        "{requests:#?}"
+    );
     // The heartbeat reads the Node once per boot (to register it if missing), and a pass reads it
     // when the watch may not show the agent's own last write yet; never once per pass.
     let node_reads = count(&format!("GET /api/v1/nodes/{NODE}"));
     let node_patches = count(&format!("PATCH /api/v1/nodes/{NODE}?"));
-    assert!(node_reads <= 2 + node_patches, "{node_reads} reads of the Node, {node_patches} patches: {requests:#?}");
+    assert!(
+        node_reads <= 2 + node_patches,
+        "{node_reads} reads of the Node, {node_patches} patches: {requests:#?}"
+    );
 }
 
 /// The agent starts before its node is registered, when the Node authorizer does not let it
@@ -70,7 +108,10 @@ async fn the_first_osc_is_applied_moments_after_the_node_registers() {
     let started = sim.clock.instant();
     sim.start().await;
     let took = sim.clock.since(started);
-    assert!(took < sim.config.poll_interval / 2, "the initial OSC took {took:?}");
+    assert!(
+        took < sim.config.poll_interval / 2,
+        "the initial OSC took {took:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -81,7 +122,10 @@ async fn a_retriable_failure_is_retried_then_succeeds() {
     sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
     sim.ready_for_update().await;
     let node = sim.wait_result(LIMIT).await;
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_SUCCESSFUL)
+    );
     assert_eq!(sim.attempts(), vec![1, 2, 3]);
 }
 
@@ -94,9 +138,15 @@ async fn retriable_failures_turn_non_retriable_after_the_budget() {
     sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
     sim.ready_for_update().await;
     let node = sim.wait_result(LIMIT).await;
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_FAILED));
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_FAILED)
+    );
     let reason = annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON).unwrap();
-    assert!(reason.contains("after 3 attempts") && reason.contains("network problem"), "{reason}");
+    assert!(
+        reason.contains("after 3 attempts") && reason.contains("network problem"),
+        "{reason}"
+    );
     assert_eq!(sim.attempts(), vec![1, 2, 3]);
     assert_eq!(sim.reboots, 0);
     assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf"]);
@@ -104,18 +154,31 @@ async fn retriable_failures_turn_non_retriable_after_the_budget() {
 
 #[tokio::test(start_paused = true)]
 async fn non_retriable_exit_codes_fail_at_once() {
-    for (code, words) in [(1, "invalid arguments"), (2, "system failure"), (7, "unspecified")] {
+    for (code, words) in [
+        (1, "invalid arguments"),
+        (2, "system failure"),
+        (7, "unspecified"),
+    ] {
         let mut sim = Sim::new().await;
         sim.runner.script.lock().unwrap().push_back(code);
         sim.start().await;
         sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
         sim.ready_for_update().await;
         let node = sim.wait_result(LIMIT).await;
-        assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_FAILED));
+        assert_eq!(
+            label(&node, keys::LABEL_UPDATE_RESULT),
+            Some(keys::UPDATE_RESULT_FAILED)
+        );
         let reason = annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON).unwrap();
-        assert!(reason.contains("non-retriable") && reason.contains(words), "exit {code}: {reason}");
+        assert!(
+            reason.contains("non-retriable") && reason.contains(words),
+            "exit {code}: {reason}"
+        );
         assert_eq!(sim.attempts(), vec![1], "exit {code}");
-        assert_eq!(annotation(&node, keys::ANNOTATION_UPDATING_OS_VERSION), Some("2.0.0"));
+        assert_eq!(
+            annotation(&node, keys::ANNOTATION_UPDATING_OS_VERSION),
+            Some("2.0.0")
+        );
         assert_eq!(sim.reboots, 0);
     }
 }
@@ -128,13 +191,26 @@ async fn a_boot_into_the_old_slot_is_reported_as_a_rollback_naming_both_versions
     sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
     sim.ready_for_update().await;
     let node = sim.wait_result(LIMIT).await;
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_FAILED));
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_FAILED)
+    );
     let reason = annotation(&node, keys::ANNOTATION_UPDATE_FAILED_REASON).unwrap();
-    assert!(reason.contains("rolled back") && reason.contains("2.0.0") && reason.contains("1.0.0"), "{reason}");
+    assert!(
+        reason.contains("rolled back") && reason.contains("2.0.0") && reason.contains("1.0.0"),
+        "{reason}"
+    );
     // systemd-boot tried the new entry three times, then fell back.
     assert_eq!(sim.boots, vec!["1.0.0", "2.0.0", "2.0.0", "2.0.0", "1.0.0"]);
-    assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0+0-3.conf"]);
-    assert_eq!(sim.attempts(), vec![1], "the OS update is not run again after a rollback");
+    assert_eq!(
+        sim.entries(),
+        vec!["rackproof-1.0.0.conf", "rackproof-2.0.0+0-3.conf"]
+    );
+    assert_eq!(
+        sim.attempts(),
+        vec![1],
+        "the OS update is not run again after a rollback"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -143,12 +219,22 @@ async fn a_kubelet_minor_update_needs_no_os_update_and_no_reboot() {
     sim.start().await;
     sim.set_osc(&osc("1.0.0", "1.31.0", None, None)).await;
     sim.wait_for(|_| false, Duration::from_secs(60)).await;
-    assert_eq!(sim.kubelet.state().version.as_deref(), Some("1.30.4"), "a minor version waits for the drain");
+    assert_eq!(
+        sim.kubelet.state().version.as_deref(),
+        Some("1.30.4"),
+        "a minor version waits for the drain"
+    );
     sim.ready_for_update().await;
     let node = sim.wait_result(LIMIT).await;
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_SUCCESSFUL)
+    );
     assert_eq!(sim.kubelet.state().version.as_deref(), Some("1.31.0"));
-    assert_eq!(node.status.unwrap().node_info.unwrap().kubelet_version, "1.31.0");
+    assert_eq!(
+        node.status.unwrap().node_info.unwrap().kubelet_version,
+        "1.31.0"
+    );
     assert!(sim.attempts().is_empty());
     assert_eq!(sim.reboots, 0);
 }
@@ -157,12 +243,24 @@ async fn a_kubelet_minor_update_needs_no_os_update_and_no_reboot() {
 async fn a_credentials_rotation_rebootstraps_and_refreshes_tokens_without_reboot() {
     let mut sim = Sim::new().await;
     sim.start().await;
-    sim.set_osc(&osc("1.0.0", "1.30.4", Some("2025-01-01T00:10:00Z"), Some("2025-01-01T00:10:00Z"))).await;
+    sim.set_osc(&osc(
+        "1.0.0",
+        "1.30.4",
+        Some("2025-01-01T00:10:00Z"),
+        Some("2025-01-01T00:10:00Z"),
+    ))
+    .await;
     sim.ready_for_update().await;
     let node = sim.wait_result(LIMIT).await;
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), Some(keys::UPDATE_RESULT_SUCCESSFUL));
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_SUCCESSFUL)
+    );
     assert_eq!(sim.kubelet.state().rebootstraps, 1);
-    assert_eq!(sim.files.get("/var/lib/rackproof/token"), Some(b"token-1".to_vec()));
+    assert_eq!(
+        sim.files.get("/var/lib/rackproof/token"),
+        Some(b"token-1".to_vec())
+    );
     assert!(sim.attempts().is_empty());
     assert_eq!(sim.reboots, 0);
 }
@@ -172,17 +270,27 @@ async fn a_kubelet_patch_version_is_applied_without_waiting_for_ready_for_update
     let mut sim = Sim::new().await;
     sim.start().await;
     let before = sim.node().await.unwrap();
-    let old_checksum = annotation(&before, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned);
+    let old_checksum =
+        annotation(&before, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned);
     sim.set_osc(&osc("1.0.0", "1.30.5", None, None)).await;
     let node = sim
         .wait_for(
-            |n| n.is_some_and(|n| annotation(n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned) != old_checksum),
+            |n| {
+                n.is_some_and(|n| {
+                    annotation(n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned)
+                        != old_checksum
+                })
+            },
             LIMIT,
         )
         .await
         .unwrap();
     assert_eq!(sim.kubelet.state().version.as_deref(), Some("1.30.5"));
-    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), None, "no in-place update result for a change without drain");
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        None,
+        "no in-place update result for a change without drain"
+    );
     assert!(sim.attempts().is_empty());
     assert_eq!(sim.reboots, 0);
     assert_eq!(node.metadata.name.as_deref(), Some(NODE));
@@ -201,7 +309,10 @@ async fn clean_run_writes() -> u64 {
 
 /// An update whose agent crashes after its `crash_at`-th state write (tearing that write when
 /// `tear`) and restarts; run until the result and the restarted agent settled. The node after.
-async fn update_crashing_after(crash_at: u64, tear: bool) -> (Sim, k8s_openapi::api::core::v1::Node) {
+async fn update_crashing_after(
+    crash_at: u64,
+    tear: bool,
+) -> (Sim, k8s_openapi::api::core::v1::Node) {
     let mut sim = Sim::new().await;
     sim.tear_on_crash = tear;
     sim.start().await;
@@ -211,7 +322,10 @@ async fn update_crashing_after(crash_at: u64, tear: bool) -> (Sim, k8s_openapi::
     sim.ready_for_update().await;
     sim.wait_result(LIMIT).await;
     // Let a crash that comes after the result happen too, and the restarted agent settle.
-    let node = sim.wait_for(|_| false, Duration::from_secs(120)).await.unwrap();
+    let node = sim
+        .wait_for(|_| false, Duration::from_secs(120))
+        .await
+        .unwrap();
     assert_eq!(
         label(&node, keys::LABEL_UPDATE_RESULT),
         Some(keys::UPDATE_RESULT_SUCCESSFUL),
@@ -224,19 +338,36 @@ async fn update_crashing_after(crash_at: u64, tear: bool) -> (Sim, k8s_openapi::
 #[tokio::test(start_paused = true)]
 async fn a_restart_at_every_step_reaches_the_same_result_and_never_reruns_an_attempt() {
     let writes = clean_run_writes().await;
-    assert!(writes >= 6, "a clean update writes its state at every step ({writes})");
+    assert!(
+        writes >= 6,
+        "a clean update writes its state at every step ({writes})"
+    );
     for crash_at in 1..=writes {
         let (sim, _) = update_crashing_after(crash_at, false).await;
         assert_eq!(sim.restarts, 1, "crash after write {crash_at}");
-        let state: serde_json::Value = serde_json::from_slice(&sim.store.snapshot()["agent-state.json"]).unwrap();
-        assert!(state.get("plan").is_none(), "crash after write {crash_at}: the plan is complete: {state}");
+        let state: serde_json::Value =
+            serde_json::from_slice(&sim.store.snapshot()["agent-state.json"]).unwrap();
+        assert!(
+            state.get("plan").is_none(),
+            "crash after write {crash_at}: the plan is complete: {state}"
+        );
         assert_eq!(sim.reboots, 1, "crash after write {crash_at}");
         let attempts = sim.attempts();
         let mut unique = attempts.clone();
         unique.dedup();
-        assert_eq!(attempts, unique, "crash after write {crash_at}: an attempt ran twice");
-        assert!(attempts.len() <= 2, "crash after write {crash_at}: {attempts:?}");
-        assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"], "crash after write {crash_at}");
+        assert_eq!(
+            attempts, unique,
+            "crash after write {crash_at}: an attempt ran twice"
+        );
+        assert!(
+            attempts.len() <= 2,
+            "crash after write {crash_at}: {attempts:?}"
+        );
+        assert_eq!(
+            sim.entries(),
+            vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"],
+            "crash after write {crash_at}"
+        );
     }
 }
 
@@ -246,11 +377,28 @@ async fn a_state_write_torn_at_any_step_is_set_aside_and_the_update_still_succee
     for crash_at in 1..=writes {
         let (sim, _) = update_crashing_after(crash_at, true).await;
         let stored = sim.store.snapshot();
-        let torn = stored.get(inplace_agent::state::CORRUPT_KEY).unwrap_or_else(|| panic!("torn write {crash_at}: the torn document is kept"));
-        assert!(serde_json::from_slice::<serde_json::Value>(torn).is_err(), "torn write {crash_at}: what is kept is the torn document");
-        let state: serde_json::Value = serde_json::from_slice(&stored[inplace_agent::state::STATE_KEY]).unwrap();
-        assert!(state.get("plan").is_none(), "torn write {crash_at}: the plan is complete: {state}");
-        assert!(sim.reboots <= 2, "torn write {crash_at}: {} reboots", sim.reboots);
-        assert_eq!(sim.entries(), vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"], "torn write {crash_at}: the new entry is blessed");
+        let torn = stored
+            .get(inplace_agent::state::CORRUPT_KEY)
+            .unwrap_or_else(|| panic!("torn write {crash_at}: the torn document is kept"));
+        assert!(
+            serde_json::from_slice::<serde_json::Value>(torn).is_err(),
+            "torn write {crash_at}: what is kept is the torn document"
+        );
+        let state: serde_json::Value =
+            serde_json::from_slice(&stored[inplace_agent::state::STATE_KEY]).unwrap();
+        assert!(
+            state.get("plan").is_none(),
+            "torn write {crash_at}: the plan is complete: {state}"
+        );
+        assert!(
+            sim.reboots <= 2,
+            "torn write {crash_at}: {} reboots",
+            sim.reboots
+        );
+        assert_eq!(
+            sim.entries(),
+            vec!["rackproof-1.0.0.conf", "rackproof-2.0.0.conf"],
+            "torn write {crash_at}: the new entry is blessed"
+        );
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! Heavier classes win: one replacement field makes the whole change a replacement.
 
-use crate::pool::{ResolvedPool, ReservedSum, UpdateInputs, field};
+use crate::pool::{ReservedSum, ResolvedPool, UpdateInputs, field};
 use crate::version::KubeVersion;
 
 /// What a change does to the nodes.
@@ -108,7 +108,9 @@ impl InPlaceChange {
     pub fn field(&self) -> &'static str {
         match self {
             Self::OperatingSystemVersion { .. } => field::IMAGE_VERSION,
-            Self::KubeletMinorVersion { .. } | Self::KubeletPatchVersion { .. } => field::KUBERNETES_VERSION,
+            Self::KubeletMinorVersion { .. } | Self::KubeletPatchVersion { .. } => {
+                field::KUBERNETES_VERSION
+            }
             Self::KubeletConfig { parts } => match parts.first() {
                 Some(KubeletConfigPart::EvictionHard) => field::EVICTION_HARD,
                 Some(KubeletConfigPart::CpuManagerPolicy) => field::CPU_MANAGER_POLICY,
@@ -125,7 +127,12 @@ pub fn classify(old: &ResolvedPool, new: &ResolvedPool) -> UpdateClass {
     let mut replace = replacement_fields(old, new);
     let changes = in_place_changes(&old.inputs, &new.inputs);
     if !new.strategy.is_in_place() {
-        replace.extend(changes.iter().filter(|c| c.needs_drain()).map(InPlaceChange::field));
+        replace.extend(
+            changes
+                .iter()
+                .filter(|c| c.needs_drain())
+                .map(InPlaceChange::field),
+        );
     }
     if !replace.is_empty() {
         replace.dedup();
@@ -148,7 +155,10 @@ pub(crate) fn replacement_fields(old: &ResolvedPool, new: &ResolvedPool) -> Vec<
         (old.volume_type != new.volume_type, field::VOLUME_TYPE),
         (old.volume_size != new.volume_size, field::VOLUME_SIZE),
         (old.cri != new.cri, field::CRI_NAME),
-        (old.node_local_dns != new.node_local_dns, field::NODE_LOCAL_DNS),
+        (
+            old.node_local_dns != new.node_local_dns,
+            field::NODE_LOCAL_DNS,
+        ),
     ]
     .into_iter()
     .filter_map(|(changed, path)| changed.then_some(path))
@@ -173,9 +183,18 @@ pub fn in_place_changes(old: &UpdateInputs, new: &UpdateInputs) -> Vec<InPlaceCh
         changes.push(InPlaceChange::KubeletPatchVersion { from, to });
     }
     let parts: Vec<KubeletConfigPart> = [
-        (reservations_differ(old.reserved_sum, new.reserved_sum), KubeletConfigPart::Reservations),
-        (old.eviction_hard != new.eviction_hard, KubeletConfigPart::EvictionHard),
-        (old.cpu_manager_policy != new.cpu_manager_policy, KubeletConfigPart::CpuManagerPolicy),
+        (
+            reservations_differ(old.reserved_sum, new.reserved_sum),
+            KubeletConfigPart::Reservations,
+        ),
+        (
+            old.eviction_hard != new.eviction_hard,
+            KubeletConfigPart::EvictionHard,
+        ),
+        (
+            old.cpu_manager_policy != new.cpu_manager_policy,
+            KubeletConfigPart::CpuManagerPolicy,
+        ),
     ]
     .into_iter()
     .filter_map(|(changed, part)| changed.then_some(part))

@@ -132,7 +132,10 @@ pub fn machine_class_hash(pool: &ResolvedPool) -> PoolHash {
 
 fn rotation_fields(canon: &mut Canon, inputs: &UpdateInputs) {
     if let Some(time) = inputs.ca_rotation {
-        canon.field("credentialsRotation.certificateAuthorities", &time.to_string());
+        canon.field(
+            "credentialsRotation.certificateAuthorities",
+            &time.to_string(),
+        );
     }
     if let Some(time) = inputs.sa_key_rotation {
         canon.field("credentialsRotation.serviceAccountKey", &time.to_string());
@@ -140,11 +143,20 @@ fn rotation_fields(canon: &mut Canon, inputs: &UpdateInputs) {
 }
 
 fn kubelet_fields(canon: &mut Canon, inputs: &UpdateInputs) {
-    if let Some(sum) = inputs.reserved_sum.filter(|sum| *sum != ReservedSum::default()) {
+    if let Some(sum) = inputs
+        .reserved_sum
+        .filter(|sum| *sum != ReservedSum::default())
+    {
         let part = |q: &Option<Quantity>| q.map(|q| q.canonical()).unwrap_or_default();
         canon.field(
             "kubelet.reserved",
-            &format!("{}-{}-{}-{}", part(&sum.cpu), part(&sum.memory), part(&sum.pid), part(&sum.ephemeral_storage)),
+            &format!(
+                "{}-{}-{}-{}",
+                part(&sum.cpu),
+                part(&sum.memory),
+                part(&sum.pid),
+                part(&sum.ephemeral_storage)
+            ),
         );
     }
     if let Some(e) = &inputs.eviction_hard {

@@ -39,9 +39,11 @@ pub mod field {
     /// `spec.kubernetes.kubelet.cpuManagerPolicy`
     pub const CPU_MANAGER_POLICY: &str = "spec.kubernetes.kubelet.cpuManagerPolicy";
     /// `spec.credentialsRotation.certificateAuthorities.lastInitiationTime`
-    pub const CA_ROTATION: &str = "spec.credentialsRotation.certificateAuthorities.lastInitiationTime";
+    pub const CA_ROTATION: &str =
+        "spec.credentialsRotation.certificateAuthorities.lastInitiationTime";
     /// `spec.credentialsRotation.serviceAccountKey.lastInitiationTime`
-    pub const SA_KEY_ROTATION: &str = "spec.credentialsRotation.serviceAccountKey.lastInitiationTime";
+    pub const SA_KEY_ROTATION: &str =
+        "spec.credentialsRotation.serviceAccountKey.lastInitiationTime";
     /// `spec.updateStrategy`
     pub const UPDATE_STRATEGY: &str = "spec.updateStrategy";
     /// `spec.minimum`
@@ -113,35 +115,58 @@ pub struct ReservedSum {
 impl ResolvedPool {
     /// Resolves a pool spec; `control_plane_version` is inherited when the pool names no version.
     /// Every malformed field is reported, with rule [`Rule::Malformed`].
-    pub fn resolve(spec: &WorkerPoolSpec, control_plane_version: &KubeVersion) -> Result<Self, Violations> {
+    pub fn resolve(
+        spec: &WorkerPoolSpec,
+        control_plane_version: &KubeVersion,
+    ) -> Result<Self, Violations> {
         let mut errors = Vec::new();
-        let os_version = parse(&mut errors, field::IMAGE_VERSION, ImageVersion::parse(&spec.machine.image.version));
+        let os_version = parse(
+            &mut errors,
+            field::IMAGE_VERSION,
+            ImageVersion::parse(&spec.machine.image.version),
+        );
         let kubelet_version = match spec.kubernetes_version() {
-            Some(text) => parse(&mut errors, field::KUBERNETES_VERSION, KubeVersion::parse(text)),
+            Some(text) => parse(
+                &mut errors,
+                field::KUBERNETES_VERSION,
+                KubeVersion::parse(text),
+            ),
             None => Some(*control_plane_version),
         };
         let volume_size = match &spec.volume {
-            Some(volume) => parse(&mut errors, field::VOLUME_SIZE, Quantity::parse(&volume.size)).map(Some),
+            Some(volume) => parse(
+                &mut errors,
+                field::VOLUME_SIZE,
+                Quantity::parse(&volume.size),
+            )
+            .map(Some),
             None => Some(None),
         };
         let reserved_sum = reserved_sum(&mut errors, spec.kubelet());
         let rotation = spec.credentials_rotation.clone().unwrap_or_default();
         match (os_version, kubelet_version, volume_size, reserved_sum) {
-            (Some(os_version), Some(kubelet_version), Some(volume_size), Some(reserved_sum)) if errors.is_empty() => {
+            (Some(os_version), Some(kubelet_version), Some(volume_size), Some(reserved_sum))
+                if errors.is_empty() =>
+            {
                 Ok(Self {
                     strategy: spec.strategy(),
                     machine_type: spec.machine.type_.clone(),
                     image_name: spec.machine.image.name.clone(),
                     volume_type: spec.volume.as_ref().and_then(|v| v.type_.clone()),
                     volume_size,
-                    cri: spec.cri.as_ref().map_or_else(|| DEFAULT_CRI.to_owned(), |c| c.name.clone()),
+                    cri: spec
+                        .cri
+                        .as_ref()
+                        .map_or_else(|| DEFAULT_CRI.to_owned(), |c| c.name.clone()),
                     node_local_dns: spec.node_local_dns_enabled(),
                     inputs: UpdateInputs {
                         os_version,
                         kubelet_version,
                         reserved_sum,
                         eviction_hard: spec.kubelet().and_then(|k| k.eviction_hard.clone()),
-                        cpu_manager_policy: spec.kubelet().and_then(|k| k.cpu_manager_policy.clone()),
+                        cpu_manager_policy: spec
+                            .kubelet()
+                            .and_then(|k| k.cpu_manager_policy.clone()),
                         ca_rotation: rotation.ca_initiated(),
                         sa_key_rotation: rotation.service_account_key_initiated(),
                     },
@@ -162,8 +187,11 @@ impl UpdateInputs {
             "spec.inPlaceUpdates.operatingSystemVersion",
             ImageVersion::parse(&in_place.operating_system_version),
         );
-        let kubelet_version =
-            parse(&mut errors, "spec.inPlaceUpdates.kubelet.version", KubeVersion::parse(&in_place.kubelet.version));
+        let kubelet_version = parse(
+            &mut errors,
+            "spec.inPlaceUpdates.kubelet.version",
+            KubeVersion::parse(&in_place.kubelet.version),
+        );
         let kubelet = KubeletConfig {
             kube_reserved: in_place.kubelet.kube_reserved.clone(),
             system_reserved: in_place.kubelet.system_reserved.clone(),
@@ -173,25 +201,36 @@ impl UpdateInputs {
         let reserved_sum = reserved_sum(&mut errors, Some(&kubelet));
         let rotation = in_place.credentials_rotation.clone().unwrap_or_default();
         match (os_version, kubelet_version, reserved_sum) {
-            (Some(os_version), Some(kubelet_version), Some(reserved_sum)) if errors.is_empty() => Ok(Self {
-                os_version,
-                kubelet_version,
-                reserved_sum,
-                eviction_hard: in_place.kubelet.eviction_hard.clone(),
-                cpu_manager_policy: in_place.kubelet.cpu_manager_policy.clone(),
-                ca_rotation: rotation.ca_initiated(),
-                sa_key_rotation: rotation.service_account_key_initiated(),
-            }),
+            (Some(os_version), Some(kubelet_version), Some(reserved_sum)) if errors.is_empty() => {
+                Ok(Self {
+                    os_version,
+                    kubelet_version,
+                    reserved_sum,
+                    eviction_hard: in_place.kubelet.eviction_hard.clone(),
+                    cpu_manager_policy: in_place.kubelet.cpu_manager_policy.clone(),
+                    ca_rotation: rotation.ca_initiated(),
+                    sa_key_rotation: rotation.service_account_key_initiated(),
+                })
+            }
             _ => Err(Violations(errors)),
         }
     }
 }
 
-fn parse<T, E: std::fmt::Display>(errors: &mut Vec<Violation>, field: &str, result: Result<T, E>) -> Option<T> {
+fn parse<T, E: std::fmt::Display>(
+    errors: &mut Vec<Violation>,
+    field: &str,
+    result: Result<T, E>,
+) -> Option<T> {
     match result {
         Ok(value) => Some(value),
         Err(err) => {
-            errors.push(Violation::new(Rule::Malformed, field, err.to_string(), "write a valid value"));
+            errors.push(Violation::new(
+                Rule::Malformed,
+                field,
+                err.to_string(),
+                "write a valid value",
+            ));
             None
         }
     }
@@ -199,21 +238,38 @@ fn parse<T, E: std::fmt::Display>(errors: &mut Vec<Violation>, field: &str, resu
 
 /// Sums kubeReserved and systemReserved per resource, as Gardener does: a resource set in
 /// neither stays unset; `None` overall when neither block is set.
-fn reserved_sum(errors: &mut Vec<Violation>, kubelet: Option<&KubeletConfig>) -> Option<Option<ReservedSum>> {
-    let Some(kubelet) = kubelet else { return Some(None) };
+fn reserved_sum(
+    errors: &mut Vec<Violation>,
+    kubelet: Option<&KubeletConfig>,
+) -> Option<Option<ReservedSum>> {
+    let Some(kubelet) = kubelet else {
+        return Some(None);
+    };
     if kubelet.kube_reserved.is_none() && kubelet.system_reserved.is_none() {
         return Some(None);
     }
     let before = errors.len();
-    let blocks = [(field::KUBE_RESERVED, &kubelet.kube_reserved), (field::SYSTEM_RESERVED, &kubelet.system_reserved)];
+    let blocks = [
+        (field::KUBE_RESERVED, &kubelet.kube_reserved),
+        (field::SYSTEM_RESERVED, &kubelet.system_reserved),
+    ];
     let mut sum = ReservedSum::default();
     for (path, block) in blocks {
         let Some(block) = block else { continue };
-        let Reserved { cpu, memory, ephemeral_storage, pid } = block;
+        let Reserved {
+            cpu,
+            memory,
+            ephemeral_storage,
+            pid,
+        } = block;
         for (name, value, total) in [
             ("cpu", cpu, &mut sum.cpu),
             ("memory", memory, &mut sum.memory),
-            ("ephemeralStorage", ephemeral_storage, &mut sum.ephemeral_storage),
+            (
+                "ephemeralStorage",
+                ephemeral_storage,
+                &mut sum.ephemeral_storage,
+            ),
             ("pid", pid, &mut sum.pid),
         ] {
             let Some(value) = value else { continue };
@@ -227,9 +283,19 @@ fn reserved_sum(errors: &mut Vec<Violation>, kubelet: Option<&KubeletConfig>) ->
                 )),
                 Ok(q) => match total.unwrap_or(Quantity::ZERO).checked_add(q) {
                     Some(added) => *total = Some(added),
-                    None => errors.push(Violation::new(Rule::Malformed, &path, "the reservations overflow", "reserve less")),
+                    None => errors.push(Violation::new(
+                        Rule::Malformed,
+                        &path,
+                        "the reservations overflow",
+                        "reserve less",
+                    )),
                 },
-                Err(err) => errors.push(Violation::new(Rule::Malformed, &path, err.to_string(), "write a quantity like 80m or 1Gi")),
+                Err(err) => errors.push(Violation::new(
+                    Rule::Malformed,
+                    &path,
+                    err.to_string(),
+                    "write a quantity like 80m or 1Gi",
+                )),
             }
         }
     }

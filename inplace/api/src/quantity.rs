@@ -26,13 +26,18 @@ impl Quantity {
     /// Parses Kubernetes quantity syntax: a signed decimal number followed by a binary suffix
     /// (`Ki`…`Ei`), a decimal suffix (`n u m k M G T P E`) or an exponent (`e3`, `E-2`).
     pub fn parse(text: &str) -> Result<Self, QuantityError> {
-        let err = |why| QuantityError { text: text.to_owned(), why };
+        let err = |why| QuantityError {
+            text: text.to_owned(),
+            why,
+        };
         let (negative, body) = match text.as_bytes().first() {
             Some(b'-') => (true, &text[1..]),
             Some(b'+') => (false, &text[1..]),
             _ => (false, text),
         };
-        let number_len = body.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(body.len());
+        let number_len = body
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(body.len());
         let (number, suffix) = body.split_at(number_len);
         let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
         if int_part.is_empty() && frac_part.is_empty() {
@@ -66,26 +71,44 @@ impl Quantity {
             "Pi" => (0, 50),
             "Ei" => (0, 60),
             s if s.starts_with(['e', 'E']) => {
-                let exp: i32 = s[1..].parse().map_err(|_| err("the exponent is malformed"))?;
+                let exp: i32 = s[1..]
+                    .parse()
+                    .map_err(|_| err("the exponent is malformed"))?;
                 (exp, 0)
             }
-            _ => return Err(err("the suffix is unknown; use Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E or an exponent")),
+            _ => {
+                return Err(err(
+                    "the suffix is unknown; use Ki, Mi, Gi, Ti, Pi, Ei, n, u, m, k, M, G, T, P, E or an exponent",
+                ));
+            }
         };
         let scale = exp10 + 9 - frac_part.len() as i32;
         let mut nanos = mantissa
-            .checked_mul(1_i128.checked_shl(exp2).ok_or_else(|| err("it is too large"))?)
+            .checked_mul(
+                1_i128
+                    .checked_shl(exp2)
+                    .ok_or_else(|| err("it is too large"))?,
+            )
             .ok_or_else(|| err("it is too large"))?;
         if scale >= 0 {
-            let factor = 10_i128.checked_pow(scale as u32).ok_or_else(|| err("it is too large"))?;
-            nanos = nanos.checked_mul(factor).ok_or_else(|| err("it is too large"))?;
+            let factor = 10_i128
+                .checked_pow(scale as u32)
+                .ok_or_else(|| err("it is too large"))?;
+            nanos = nanos
+                .checked_mul(factor)
+                .ok_or_else(|| err("it is too large"))?;
         } else {
-            let divisor = 10_i128.checked_pow((-scale) as u32).ok_or_else(|| err("it is finer than 1n"))?;
+            let divisor = 10_i128
+                .checked_pow((-scale) as u32)
+                .ok_or_else(|| err("it is finer than 1n"))?;
             if nanos % divisor != 0 {
                 return Err(err("it is finer than 1n"));
             }
             nanos /= divisor;
         }
-        Ok(Quantity { nanos: if negative { -nanos } else { nanos } })
+        Ok(Quantity {
+            nanos: if negative { -nanos } else { nanos },
+        })
     }
 
     /// Whether the quantity is below zero.
@@ -95,7 +118,9 @@ impl Quantity {
 
     /// Adds two quantities.
     pub fn checked_add(self, other: Quantity) -> Option<Quantity> {
-        self.nanos.checked_add(other.nanos).map(|nanos| Quantity { nanos })
+        self.nanos
+            .checked_add(other.nanos)
+            .map(|nanos| Quantity { nanos })
     }
 
     /// The canonical text: the value in nano-units, e.g. `1073741824000000000n` for `1Gi`.

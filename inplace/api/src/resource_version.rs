@@ -47,16 +47,33 @@ mod tests {
     #[test]
     fn a_copy_includes_a_write_from_its_version_on() {
         assert!(includes("42", "42"));
-        assert!(includes("100", "42"), "numbers compare as numbers, not text");
+        assert!(
+            includes("100", "42"),
+            "numbers compare as numbers, not text"
+        );
         assert!(!includes("41", "42"));
         assert!(includes("v7", "v7"));
-        assert!(!includes("v8", "v7"), "an unknown format counts only when equal");
+        assert!(
+            !includes("v8", "v7"),
+            "an unknown format counts only when equal"
+        );
     }
 
     #[test]
     fn a_reply_gives_its_version_and_nothing_else_is_read() {
         let reply = r#"{"kind": "Lease", "metadata": {"name": "n", "resourceVersion": "12", "managedFields": [{"x": 1}]}, "spec": 5}"#;
-        assert_eq!(serde_json::from_str::<Written>(reply).unwrap().resource_version().as_deref(), Some("12"));
-        assert_eq!(serde_json::from_str::<Written>(r#"{"metadata": {}}"#).unwrap().resource_version(), None);
+        assert_eq!(
+            serde_json::from_str::<Written>(reply)
+                .unwrap()
+                .resource_version()
+                .as_deref(),
+            Some("12")
+        );
+        assert_eq!(
+            serde_json::from_str::<Written>(r#"{"metadata": {}}"#)
+                .unwrap()
+                .resource_version(),
+            None
+        );
     }
 }

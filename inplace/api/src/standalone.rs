@@ -8,10 +8,18 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum KubeconfigError {
     #[error("failed to read kubeconfig {path}")]
-    Read { path: PathBuf, source: kube::config::KubeconfigError },
+    Read {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
     #[error("failed to load kubeconfig {path}")]
-    Load { path: PathBuf, source: kube::config::KubeconfigError },
-    #[error("failed to find a kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster); pass --kubeconfig")]
+    Load {
+        path: PathBuf,
+        source: kube::config::KubeconfigError,
+    },
+    #[error(
+        "failed to find a kubeconfig ($KUBECONFIG, ~/.kube/config or in-cluster); pass --kubeconfig"
+    )]
     Infer(#[source] kube::config::InferConfigError),
     #[error("failed to build a Kubernetes client")]
     Client(#[source] kube::Error),
@@ -21,18 +29,35 @@ pub enum KubeconfigError {
 pub async fn client(path: Option<&Path>) -> Result<kube::Client, KubeconfigError> {
     let config = match path {
         Some(path) => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| KubeconfigError::Read { path: path.to_owned(), source })?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|source| KubeconfigError::Load { path: path.to_owned(), source })?
+            let kubeconfig = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                KubeconfigError::Read {
+                    path: path.to_owned(),
+                    source,
+                }
+            })?;
+            kube::Config::from_custom_kubeconfig(
+                kubeconfig,
+                &kube::config::KubeConfigOptions::default(),
+            )
+            .await
+            .map_err(|source| KubeconfigError::Load {
+                path: path.to_owned(),
+                source,
+            })?
         }
-        None => kube::Config::infer().await.map_err(KubeconfigError::Infer)?,
+        None => kube::Config::infer()
+            .await
+            .map_err(KubeconfigError::Infer)?,
     };
     kube::Client::try_from(config).map_err(KubeconfigError::Client)
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default `info`). A second call changes nothing.
 pub fn init_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

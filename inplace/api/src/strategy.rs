@@ -93,7 +93,11 @@ pub fn scaled_int_or_percent(
         IntOrString::String(text) => {
             let percent: i64 = parse_percent(text)?;
             let scaled = i64::from(total.max(0)) * percent;
-            let result = if round_up { (scaled + 99) / 100 } else { scaled / 100 };
+            let result = if round_up {
+                (scaled + 99) / 100
+            } else {
+                scaled / 100
+            };
             i32::try_from(result).ok()
         }
     }
@@ -118,7 +122,10 @@ mod tests {
         let pct = |s: &str| IntOrString::String(s.to_owned());
         assert_eq!(scaled_int_or_percent(&pct("30%"), 5, false), Some(1));
         assert_eq!(scaled_int_or_percent(&pct("30%"), 5, true), Some(2));
-        assert_eq!(scaled_int_or_percent(&IntOrString::Int(2), 5, false), Some(2));
+        assert_eq!(
+            scaled_int_or_percent(&IntOrString::Int(2), 5, false),
+            Some(2)
+        );
         assert_eq!(scaled_int_or_percent(&pct("100%"), 3, false), Some(3));
         assert_eq!(scaled_int_or_percent(&IntOrString::Int(-1), 5, false), None);
         for bad in ["%", "30", "3.5%", "-1%", "x%"] {
@@ -131,10 +138,16 @@ mod tests {
         for (strategy, wire) in [
             (UpdateStrategy::AutoRollingUpdate, "\"AutoRollingUpdate\""),
             (UpdateStrategy::AutoInPlaceUpdate, "\"AutoInPlaceUpdate\""),
-            (UpdateStrategy::ManualInPlaceUpdate, "\"ManualInPlaceUpdate\""),
+            (
+                UpdateStrategy::ManualInPlaceUpdate,
+                "\"ManualInPlaceUpdate\"",
+            ),
         ] {
             assert_eq!(serde_json::to_string(&strategy).unwrap(), wire);
-            assert_eq!(serde_json::from_str::<UpdateStrategy>(wire).unwrap(), strategy);
+            assert_eq!(
+                serde_json::from_str::<UpdateStrategy>(wire).unwrap(),
+                strategy
+            );
             assert_eq!(format!("\"{strategy}\""), wire);
         }
         assert!(serde_json::from_str::<UpdateStrategy>("\"InPlace\"").is_err());
@@ -151,11 +164,26 @@ mod tests {
     #[test]
     fn orchestration_type_maps_both_ways() {
         assert_eq!(UpdateStrategy::AutoRollingUpdate.orchestration_type(), None);
-        assert_eq!(UpdateStrategy::AutoInPlaceUpdate.orchestration_type(), Some(OrchestrationType::Auto));
-        assert_eq!(UpdateStrategy::ManualInPlaceUpdate.orchestration_type(), Some(OrchestrationType::Manual));
-        assert_eq!(OrchestrationType::Manual.update_strategy(), UpdateStrategy::ManualInPlaceUpdate);
-        assert_eq!(OrchestrationType::Auto.update_strategy(), UpdateStrategy::AutoInPlaceUpdate);
-        assert_eq!(serde_json::to_string(&OrchestrationType::Manual).unwrap(), "\"Manual\"");
+        assert_eq!(
+            UpdateStrategy::AutoInPlaceUpdate.orchestration_type(),
+            Some(OrchestrationType::Auto)
+        );
+        assert_eq!(
+            UpdateStrategy::ManualInPlaceUpdate.orchestration_type(),
+            Some(OrchestrationType::Manual)
+        );
+        assert_eq!(
+            OrchestrationType::Manual.update_strategy(),
+            UpdateStrategy::ManualInPlaceUpdate
+        );
+        assert_eq!(
+            OrchestrationType::Auto.update_strategy(),
+            UpdateStrategy::AutoInPlaceUpdate
+        );
+        assert_eq!(
+            serde_json::to_string(&OrchestrationType::Manual).unwrap(),
+            "\"Manual\""
+        );
     }
 
     #[test]

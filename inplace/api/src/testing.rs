@@ -146,7 +146,11 @@ impl Env {
         crate::validate::validate_pool(spec, &self.ctx())
     }
 
-    pub(crate) fn update(&self, old: &WorkerPoolSpec, new: &WorkerPoolSpec) -> Result<(), crate::validate::Violations> {
+    pub(crate) fn update(
+        &self,
+        old: &WorkerPoolSpec,
+        new: &WorkerPoolSpec,
+    ) -> Result<(), crate::validate::Violations> {
         crate::validate::validate_pool_update(old, new, &self.ctx())
     }
 }

@@ -23,10 +23,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::runtime::watcher::{self as kube_watcher, Event};
 use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
-use serde::de::{self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{
+    self, DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor,
+};
 
 /// kube's [`kube::runtime::watcher()`] over `api`, its objects decoded without managedFields.
-pub fn watcher<K>(api: Api<Unmanaged<K>>, config: kube_watcher::Config) -> impl Stream<Item = Result<Event<K>, kube_watcher::Error>> + Send + 'static
+pub fn watcher<K>(
+    api: Api<Unmanaged<K>>,
+    config: kube_watcher::Config,
+) -> impl Stream<Item = Result<Event<K>, kube_watcher::Error>> + Send + 'static
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
@@ -44,7 +49,10 @@ where
 /// identity and resourceVersion a watch needs and every other member but the one that is most of
 /// the metadata's bytes.
 pub fn metadata<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    <ObjectMeta as de::Deserialize>::deserialize(Skipping { inner: deserializer, level: Level::Metadata })
+    <ObjectMeta as de::Deserialize>::deserialize(Skipping {
+        inner: deserializer,
+        level: Level::Metadata,
+    })
 }
 
 /// A `K` decoded without `metadata.managedFields` (left empty). A [`kube::Resource`] as `K` is,
@@ -54,7 +62,11 @@ pub struct Unmanaged<K>(pub K);
 
 impl<'de, K: de::Deserialize<'de>> de::Deserialize<'de> for Unmanaged<K> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        K::deserialize(Skipping { inner: deserializer, level: Level::Object }).map(Unmanaged)
+        K::deserialize(Skipping {
+            inner: deserializer,
+            level: Level::Object,
+        })
+        .map(Unmanaged)
     }
 }
 
@@ -113,46 +125,105 @@ impl<'de, D: Deserializer<'de>> Deserializer<'de> for Skipping<D> {
     type Error = D::Error;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_any(Maps { inner: visitor, level: self.level })
+        self.inner.deserialize_any(Maps {
+            inner: visitor,
+            level: self.level,
+        })
     }
 
     fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_map(Maps { inner: visitor, level: self.level })
+        self.inner.deserialize_map(Maps {
+            inner: visitor,
+            level: self.level,
+        })
     }
 
-    fn deserialize_struct<V: Visitor<'de>>(self, name: &'static str, fields: &'static [&'static str], visitor: V) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_struct(name, fields, Maps { inner: visitor, level: self.level })
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_struct(
+            name,
+            fields,
+            Maps {
+                inner: visitor,
+                level: self.level,
+            },
+        )
     }
 
     /// k8s-openapi decodes `metadata` as an `Option<ObjectMeta>`.
     fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
-        self.inner.deserialize_option(Maps { inner: visitor, level: self.level })
+        self.inner.deserialize_option(Maps {
+            inner: visitor,
+            level: self.level,
+        })
     }
 
     forward!(
-        deserialize_bool, deserialize_i8, deserialize_i16, deserialize_i32, deserialize_i64, deserialize_u8, deserialize_u16,
-        deserialize_u32, deserialize_u64, deserialize_f32, deserialize_f64, deserialize_char, deserialize_str, deserialize_string,
-        deserialize_bytes, deserialize_byte_buf, deserialize_unit, deserialize_seq, deserialize_identifier,
+        deserialize_bool,
+        deserialize_i8,
+        deserialize_i16,
+        deserialize_i32,
+        deserialize_i64,
+        deserialize_u8,
+        deserialize_u16,
+        deserialize_u32,
+        deserialize_u64,
+        deserialize_f32,
+        deserialize_f64,
+        deserialize_char,
+        deserialize_str,
+        deserialize_string,
+        deserialize_bytes,
+        deserialize_byte_buf,
+        deserialize_unit,
+        deserialize_seq,
+        deserialize_identifier,
         deserialize_ignored_any,
     );
 
-    fn deserialize_unit_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value, D::Error> {
+    fn deserialize_unit_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
         self.inner.deserialize_unit_struct(name, visitor)
     }
 
-    fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value, D::Error> {
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
         self.inner.deserialize_newtype_struct(name, visitor)
     }
 
-    fn deserialize_tuple<V: Visitor<'de>>(self, len: usize, visitor: V) -> Result<V::Value, D::Error> {
+    fn deserialize_tuple<V: Visitor<'de>>(
+        self,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
         self.inner.deserialize_tuple(len, visitor)
     }
 
-    fn deserialize_tuple_struct<V: Visitor<'de>>(self, name: &'static str, len: usize, visitor: V) -> Result<V::Value, D::Error> {
+    fn deserialize_tuple_struct<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        len: usize,
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
         self.inner.deserialize_tuple_struct(name, len, visitor)
     }
 
-    fn deserialize_enum<V: Visitor<'de>>(self, name: &'static str, variants: &'static [&'static str], visitor: V) -> Result<V::Value, D::Error> {
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
         self.inner.deserialize_enum(name, variants, visitor)
     }
 }
@@ -172,11 +243,18 @@ impl<'de, V: Visitor<'de>> Visitor<'de> for Maps<V> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
-        self.inner.visit_map(SkippingMap { inner: map, level: self.level, metadata_next: false })
+        self.inner.visit_map(SkippingMap {
+            inner: map,
+            level: self.level,
+            metadata_next: false,
+        })
     }
 
     fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
-        self.inner.visit_some(Skipping { inner: deserializer, level: self.level })
+        self.inner.visit_some(Skipping {
+            inner: deserializer,
+            level: self.level,
+        })
     }
 
     fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
@@ -199,9 +277,14 @@ struct SkippingMap<A> {
 impl<'de, A: MapAccess<'de>> MapAccess<'de> for SkippingMap<A> {
     type Error = A::Error;
 
-    fn next_key_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<Option<S::Value>, A::Error> {
+    fn next_key_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, A::Error> {
         loop {
-            let Some(Key(key)) = self.inner.next_key::<Key<'de>>()? else { return Ok(None) };
+            let Some(Key(key)) = self.inner.next_key::<Key<'de>>()? else {
+                return Ok(None);
+            };
             if self.level == Level::Metadata && key == "managedFields" {
                 self.inner.next_value::<IgnoredAny>()?;
                 continue;
@@ -264,7 +347,10 @@ impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for MetadataSeed<S> {
     type Value = S::Value;
 
     fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
-        self.0.deserialize(Skipping { inner: deserializer, level: Level::Metadata })
+        self.0.deserialize(Skipping {
+            inner: deserializer,
+            level: Level::Metadata,
+        })
     }
 }
 
@@ -297,7 +383,9 @@ mod tests {
         let mut expected: Node = serde_json::from_value(node_json()).unwrap();
         assert!(expected.metadata.managed_fields.is_some());
         expected.metadata.managed_fields = None;
-        let text = node_json().to_string().replace("\"labels\"", "\"lab\\u0065ls\"");
+        let text = node_json()
+            .to_string()
+            .replace("\"labels\"", "\"lab\\u0065ls\"");
         let from_text: Unmanaged<Node> = serde_json::from_str(&text).unwrap();
         assert_eq!(from_text.0, expected);
         let from_value: Unmanaged<Node> = serde_json::from_value(node_json()).unwrap();
@@ -313,15 +401,31 @@ mod tests {
         assert_eq!(list.items[0].0.metadata.managed_fields, None);
         assert_eq!(list.items[0].0.metadata.name.as_deref(), Some("n1"));
         let event = format!("{{\"object\": {}, \"type\": \"MODIFIED\"}}", node_json());
-        let WatchEvent::Modified(node) = serde_json::from_str::<WatchEvent<Unmanaged<Node>>>(&event).unwrap() else { panic!("a MODIFIED event") };
-        assert_eq!((node.0.metadata.managed_fields, node.0.metadata.labels.map(|l| l.len())), (None, Some(1)));
+        let WatchEvent::Modified(node) =
+            serde_json::from_str::<WatchEvent<Unmanaged<Node>>>(&event).unwrap()
+        else {
+            panic!("a MODIFIED event")
+        };
+        assert_eq!(
+            (
+                node.0.metadata.managed_fields,
+                node.0.metadata.labels.map(|l| l.len())
+            ),
+            (None, Some(1))
+        );
         let machine = json!({
             "apiVersion": "machine.sapcloud.io/v1alpha1", "kind": "Machine",
             "metadata": {"name": "m1", "namespace": "ns", "managedFields": [{"manager": "x", "fieldsV1": {"f:spec": {}}}]},
             "spec": {"providerID": "sim://m1"},
         });
         let Unmanaged(machine) = serde_json::from_value::<Unmanaged<Machine>>(machine).unwrap();
-        assert_eq!((machine.metadata.managed_fields, machine.spec.provider_id.as_deref()), (None, Some("sim://m1")));
+        assert_eq!(
+            (
+                machine.metadata.managed_fields,
+                machine.spec.provider_id.as_deref()
+            ),
+            (None, Some("sim://m1"))
+        );
     }
 
     /// A narrow type's metadata decodes as `ObjectMeta` does, without managedFields.
@@ -342,8 +446,12 @@ mod tests {
     #[test]
     fn errors_are_the_types_own() {
         let bad = json!({"metadata": {"name": 5}});
-        let full = serde_json::from_value::<Node>(bad.clone()).unwrap_err().to_string();
-        let skipping = serde_json::from_value::<Unmanaged<Node>>(bad).unwrap_err().to_string();
+        let full = serde_json::from_value::<Node>(bad.clone())
+            .unwrap_err()
+            .to_string();
+        let skipping = serde_json::from_value::<Unmanaged<Node>>(bad)
+            .unwrap_err()
+            .to_string();
         assert_eq!(skipping, full);
         assert!(serde_json::from_str::<Unmanaged<Node>>("[1]").is_err());
     }

@@ -27,10 +27,18 @@ pub struct KubeVersion {
 impl KubeVersion {
     /// Parses `MAJOR.MINOR.PATCH` (decimal numbers, no prefix, no suffix).
     pub fn parse(text: &str) -> Result<Self, VersionError> {
-        let err = |why| VersionError { kind: "kubernetes", text: text.to_owned(), why };
+        let err = |why| VersionError {
+            kind: "kubernetes",
+            text: text.to_owned(),
+            why,
+        };
         let parts = parse_numbers(text).map_err(err)?;
         match parts[..] {
-            [major, minor, patch] => Ok(Self { major, minor, patch }),
+            [major, minor, patch] => Ok(Self {
+                major,
+                minor,
+                patch,
+            }),
             _ => Err(err("write it as MAJOR.MINOR.PATCH, e.g. 1.27.3")),
         }
     }
@@ -39,7 +47,11 @@ impl KubeVersion {
     /// different majors are treated as far apart.
     pub fn minors_ahead_of(&self, other: &KubeVersion) -> i64 {
         if self.major != other.major {
-            return if self.major > other.major { i64::MAX / 2 } else { i64::MIN / 2 };
+            return if self.major > other.major {
+                i64::MAX / 2
+            } else {
+                i64::MIN / 2
+            };
         }
         self.minor as i64 - other.minor as i64
     }
@@ -72,8 +84,11 @@ pub struct ImageVersion {
 impl ImageVersion {
     /// Parses one to four dot-separated decimal numbers.
     pub fn parse(text: &str) -> Result<Self, VersionError> {
-        let parts = parse_numbers(text)
-            .map_err(|why| VersionError { kind: "machine image", text: text.to_owned(), why })?;
+        let parts = parse_numbers(text).map_err(|why| VersionError {
+            kind: "machine image",
+            text: text.to_owned(),
+            why,
+        })?;
         if parts.len() > 4 {
             return Err(VersionError {
                 kind: "machine image",
@@ -81,7 +96,10 @@ impl ImageVersion {
                 why: "at most four dot-separated numbers are allowed",
             });
         }
-        Ok(Self { text: text.to_owned(), parts })
+        Ok(Self {
+            text: text.to_owned(),
+            parts,
+        })
     }
 
     /// The text it was parsed from.
@@ -95,7 +113,11 @@ impl ImageVersion {
         while parts.len() > 1 && parts.last() == Some(&0) {
             parts.pop();
         }
-        parts.iter().map(u64::to_string).collect::<Vec<_>>().join(".")
+        parts
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(".")
     }
 
     fn part(&self, index: usize) -> u64 {
@@ -155,7 +177,14 @@ mod tests {
     #[test]
     fn kubernetes_versions_parse_and_compare() {
         let v = KubeVersion::parse("1.27.4").unwrap();
-        assert_eq!(v, KubeVersion { major: 1, minor: 27, patch: 4 });
+        assert_eq!(
+            v,
+            KubeVersion {
+                major: 1,
+                minor: 27,
+                patch: 4
+            }
+        );
         assert!(KubeVersion::parse("1.26.8").unwrap() < v);
         assert_eq!(v.minors_ahead_of(&KubeVersion::parse("1.25.0").unwrap()), 2);
         assert_eq!(v.major_minor(), "1.27");
@@ -181,6 +210,9 @@ mod tests {
     #[test]
     fn version_errors_name_the_text() {
         let err = KubeVersion::parse("1.27").unwrap_err().to_string();
-        assert!(err.contains("\"1.27\"") && err.contains("MAJOR.MINOR.PATCH"), "{err}");
+        assert!(
+            err.contains("\"1.27\"") && err.contains("MAJOR.MINOR.PATCH"),
+            "{err}"
+        );
     }
 }

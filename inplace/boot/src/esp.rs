@@ -244,7 +244,9 @@ impl Esp for DirEsp {
         // On FAT the renamed file's directory entry (start cluster, size) is written from its
         // inode, which the directory's flush does not write: until the file itself is flushed,
         // a power cut leaves an entry of size 0 (seen in QEMU with a real cut).
-        std::fs::File::open(&target).and_then(|f| f.sync_all()).map_err(Self::io("flush after rename", &shown))?;
+        std::fs::File::open(&target)
+            .and_then(|f| f.sync_all())
+            .map_err(Self::io("flush after rename", &shown))?;
         if let Some(parent) = target.parent() {
             self.sync_dir("flush directory after rename", &shown, parent)?;
         }

@@ -36,8 +36,8 @@ use futures::StreamExt;
 use inplace_api::resource_version;
 use inplace_api::unmanaged::{self, Unmanaged};
 use kube::api::ListParams;
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
 use rackproof_clock::Clock;
 use serde::de::DeserializeOwned;
@@ -52,12 +52,19 @@ pub(crate) const CATCH_UP: Duration = Duration::from_secs(2);
 type Key = (String, String);
 
 fn key_of<K: Resource>(object: &K) -> Key {
-    (object.meta().namespace.clone().unwrap_or_default(), object.meta().name.clone().unwrap_or_default())
+    (
+        object.meta().namespace.clone().unwrap_or_default(),
+        object.meta().name.clone().unwrap_or_default(),
+    )
 }
 
 /// A resourceVersion as a number, when the server's are numbers.
 fn version_of<K: Resource>(object: &K) -> Option<u64> {
-    object.meta().resource_version.as_deref().and_then(resource_version::as_number)
+    object
+        .meta()
+        .resource_version
+        .as_deref()
+        .and_then(resource_version::as_number)
 }
 
 /// What a cache holds.
@@ -134,7 +141,11 @@ impl<K: Resource> State<K> {
         // A delete the watch will never report (the object was gone before it was deleted, or a
         // relist no longer holds it) is settled by what the cache shows.
         let objects = &self.objects;
-        self.deleting.retain(|key| objects.get(key).is_some_and(|o| o.meta().deletion_timestamp.is_none()));
+        self.deleting.retain(|key| {
+            objects
+                .get(key)
+                .is_some_and(|o| o.meta().deletion_timestamp.is_none())
+        });
         applied
     }
 }
@@ -148,7 +159,10 @@ pub(crate) struct Cache<K> {
 
 impl<K> Clone for Cache<K> {
     fn clone(&self) -> Self {
-        Self { state: self.state.clone(), changed: self.changed.clone() }
+        Self {
+            state: self.state.clone(),
+            changed: self.changed.clone(),
+        }
     }
 }
 
@@ -164,7 +178,10 @@ impl<K> Default for Cache<K> {
             opaque: false,
             failing: false,
         };
-        Self { state: Arc::new(Mutex::new(state)), changed: Arc::new(Notify::new()) }
+        Self {
+            state: Arc::new(Mutex::new(state)),
+            changed: Arc::new(Notify::new()),
+        }
     }
 }
 
@@ -180,17 +197,22 @@ where
     /// or changed, if any (the loop wakes on them). Failed watches are retried with back-off by
     /// the stream; their errors are yielded too.
     /// The objects are kept without their managedFields, which no controller reads.
-    pub(crate) fn follow(&self, api: Api<Unmanaged<K>>) -> impl futures::Stream<Item = Result<Option<Arc<K>>, watcher::Error>> + Send + 'static {
+    pub(crate) fn follow(
+        &self,
+        api: Api<Unmanaged<K>>,
+    ) -> impl futures::Stream<Item = Result<Option<Arc<K>>, watcher::Error>> + Send + 'static {
         let cache = self.clone();
-        unmanaged::watcher(api, watcher::Config::default()).default_backoff().map(move |event| {
-            let applied = {
-                let mut state = cache.lock();
-                state.failing = event.is_err();
-                state.apply(event?)
-            };
-            cache.changed.notify_waiters();
-            Ok(applied)
-        })
+        unmanaged::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .map(move |event| {
+                let applied = {
+                    let mut state = cache.lock();
+                    state.failing = event.is_err();
+                    state.apply(event?)
+                };
+                cache.changed.notify_waiters();
+                Ok(applied)
+            })
     }
 
     /// Records a write the API server acknowledged with resourceVersion `rv`.
@@ -212,7 +234,11 @@ where
     pub(crate) fn deleting(&self, namespace: &str, name: &str) {
         let key = (namespace.to_owned(), name.to_owned());
         let mut state = self.lock();
-        if state.objects.get(&key).is_some_and(|o| o.meta().deletion_timestamp.is_none()) {
+        if state
+            .objects
+            .get(&key)
+            .is_some_and(|o| o.meta().deletion_timestamp.is_none())
+        {
             state.deleting.insert(key);
         }
     }
@@ -220,7 +246,11 @@ where
     /// Every object, in the API server's list order, as of at least the orchestrator's last
     /// write: from the cache once it shows that write (waiting up to [`CATCH_UP`] for it), else
     /// listed from `api`.
-    pub(crate) async fn read(&self, clock: &Clock, api: &Api<K>) -> Result<Vec<Arc<K>>, kube::Error> {
+    pub(crate) async fn read(
+        &self,
+        clock: &Clock,
+        api: &Api<K>,
+    ) -> Result<Vec<Arc<K>>, kube::Error> {
         let usable = {
             let state = self.lock();
             state.synced && !state.opaque && !state.failing
@@ -257,12 +287,21 @@ where
 }
 
 /// Every object `api` lists, read from the API server.
-async fn list_afresh<K: Clone + DeserializeOwned + Debug>(api: &Api<K>) -> Result<Vec<Arc<K>>, kube::Error> {
-    Ok(api.list(&ListParams::default()).await?.items.into_iter().map(Arc::new).collect())
+async fn list_afresh<K: Clone + DeserializeOwned + Debug>(
+    api: &Api<K>,
+) -> Result<Vec<Arc<K>>, kube::Error> {
+    Ok(api
+        .list(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .map(Arc::new)
+        .collect())
 }
 
 /// Nodes by name, as a pass read them.
-pub(crate) type NodesByName = std::collections::HashMap<String, Arc<k8s_openapi::api::core::v1::Node>>;
+pub(crate) type NodesByName =
+    std::collections::HashMap<String, Arc<k8s_openapi::api::core::v1::Node>>;
 
 /// The caches one orchestrator keeps.
 #[derive(Debug, Clone, Default)]
@@ -273,7 +312,9 @@ pub(crate) struct Caches {
 }
 
 /// The kinds the orchestrator caches.
-pub(crate) trait Cached: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static {
+pub(crate) trait Cached:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
     /// This kind's cache.
     fn cache(caches: &Caches) -> &Cache<Self>;
 }
@@ -304,7 +345,15 @@ mod tests {
     use super::*;
 
     fn object(name: &str, rv: &str) -> ConfigMap {
-        ConfigMap { metadata: ObjectMeta { name: Some(name.to_owned()), namespace: Some("ns".to_owned()), resource_version: Some(rv.to_owned()), ..ObjectMeta::default() }, ..ConfigMap::default() }
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some("ns".to_owned()),
+                resource_version: Some(rv.to_owned()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
     }
 
     fn synced(objects: &[ConfigMap]) -> Cache<ConfigMap> {
@@ -320,7 +369,12 @@ mod tests {
     }
 
     fn names(cache: &Cache<ConfigMap>) -> Vec<String> {
-        cache.lock().objects.values().map(|o| o.metadata.name.clone().unwrap_or_default()).collect()
+        cache
+            .lock()
+            .objects
+            .values()
+            .map(|o| o.metadata.name.clone().unwrap_or_default())
+            .collect()
     }
 
     #[test]
@@ -332,7 +386,10 @@ mod tests {
         cache.wrote(Some("9"));
         assert!(!cache.lock().current(), "the write at 9 has not arrived");
         cache.lock().apply(Event::Apply(object("a", "7")));
-        assert!(!cache.lock().current(), "an older event does not cover the write");
+        assert!(
+            !cache.lock().current(),
+            "an older event does not cover the write"
+        );
         cache.lock().apply(Event::Apply(object("b", "9")));
         assert!(cache.lock().current());
         assert_eq!(names(&cache), ["a", "b"]);
@@ -357,7 +414,11 @@ mod tests {
         let mut state = cache.lock();
         state.apply(Event::Init);
         state.apply(Event::InitApply(object("c", "20")));
-        assert_eq!(state.objects.len(), 2, "the old objects serve reads until the relist is complete");
+        assert_eq!(
+            state.objects.len(),
+            2,
+            "the old objects serve reads until the relist is complete"
+        );
         state.apply(Event::InitDone);
         drop(state);
         assert_eq!(names(&cache), ["c"]);

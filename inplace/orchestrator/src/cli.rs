@@ -37,7 +37,11 @@ pub struct Args {
     #[arg(long, default_value_t = 10)]
     pub max_evict_retries: u32,
     /// Image server URL handed to the OS-update command (`--image-server`).
-    #[arg(long, env = "RACKPROOF_IMAGE_SERVER_URL", default_value = "http://127.0.0.1:8080")]
+    #[arg(
+        long,
+        env = "RACKPROOF_IMAGE_SERVER_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
     pub image_server_url: String,
     /// The OS-update command written into each in-place pool's OSC.
     #[arg(long, default_value = "/opt/rackproof/bin/rackproof-agent")]
@@ -76,5 +80,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         osc_namespace: args.osc_namespace,
     };
     tracing::info!(namespace = %config.namespace, control_plane = %config.control_plane_version, image_server = %config.image_server_url, "orchestrator started");
-    crate::run(client, Clock::wall(), config).await.context("orchestrator stopped")
+    crate::run(client, Clock::wall(), config)
+        .await
+        .context("orchestrator stopped")
 }

@@ -32,19 +32,22 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use inplace_api::crd::MachineDeploymentStrategyType;
 use inplace_api::crd::{
-    Machine, MachineDeployment, MachineDeploymentCondition, MachineDeploymentStatus, MachineSet, MachineSetSpec,
-    MachineSummary, MachineTemplateSpec,
+    Machine, MachineDeployment, MachineDeploymentCondition, MachineDeploymentStatus, MachineSet,
+    MachineSetSpec, MachineSummary, MachineTemplateSpec,
 };
 use inplace_api::keys::{
-    ANNOTATION_SCALE_DOWN_DISABLED, ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM, ANNOTATION_UPDATE_FAILED_REASON,
-    LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT, MACHINE_TEMPLATE_HASH_LABEL, MachinePhase,
-    SCALE_DOWN_DISABLED_VALUE, SELECTED_FOR_UPDATE_VALUE, UPDATE_RESULT_FAILED, UPDATE_RESULT_SUCCESSFUL,
+    ANNOTATION_SCALE_DOWN_DISABLED, ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM,
+    ANNOTATION_UPDATE_FAILED_REASON, LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE,
+    LABEL_UPDATE_RESULT, MACHINE_TEMPLATE_HASH_LABEL, MachinePhase, SCALE_DOWN_DISABLED_VALUE,
+    SELECTED_FOR_UPDATE_VALUE, UPDATE_RESULT_FAILED, UPDATE_RESULT_SUCCESSFUL,
 };
-use inplace_api::crd::MachineDeploymentStrategyType;
 use inplace_api::strategy::{OrchestrationType, scaled_int_or_percent};
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector, ObjectMeta, OwnerReference, Time,
+};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Resource, ResourceExt};
@@ -96,14 +99,26 @@ pub(crate) fn resolve(md: &MachineDeployment) -> Option<Resolved> {
         _ => Orchestration::Auto,
     };
     let value = |v: &Option<IntOrString>, up: bool, default: i32| {
-        v.as_ref().and_then(|v| scaled_int_or_percent(v, replicas, up)).unwrap_or(default).max(0) as u32
+        v.as_ref()
+            .and_then(|v| scaled_int_or_percent(v, replicas, up))
+            .unwrap_or(default)
+            .max(0) as u32
     };
-    let max_surge = if orchestration == Orchestration::Manual { 0 } else { value(&in_place.max_surge, true, 0) };
+    let max_surge = if orchestration == Orchestration::Manual {
+        0
+    } else {
+        value(&in_place.max_surge, true, 0)
+    };
     let mut max_unavailable = value(&in_place.max_unavailable, false, 1).min(replicas as u32);
     if max_unavailable == 0 && max_surge == 0 {
         max_unavailable = 1.min(replicas as u32);
     }
-    Some(Resolved { replicas: replicas as u32, max_surge, max_unavailable, orchestration })
+    Some(Resolved {
+        replicas: replicas as u32,
+        max_surge,
+        max_unavailable,
+        orchestration,
+    })
 }
 
 pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<Action, Error> {
@@ -119,16 +134,24 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     let uid = md.uid().unwrap_or_default();
     let client = &ctx.client;
     let sets_api: Api<MachineSet> = Api::namespaced(client.clone(), &namespace);
-    let sets = ctx.read(&sets_api).await.map_err(kube(format!("list machinesets of {namespace}/{name}")))?;
+    let sets = ctx
+        .read(&sets_api)
+        .await
+        .map_err(kube(format!("list machinesets of {namespace}/{name}")))?;
     let sets: Vec<MachineSet> = sets
         .iter()
         .map(|s| MachineSet::clone(s))
         .filter(|s| s.metadata.deletion_timestamp.is_none())
-        .filter(|s| s.owner_references().iter().any(|o| o.controller == Some(true) && o.uid == uid))
+        .filter(|s| {
+            s.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        })
         .collect();
     let hash = template_hash(&md.spec.template);
-    let (new, old): (Vec<MachineSet>, Vec<MachineSet>) =
-        sets.into_iter().partition(|s| s.labels().get(MACHINE_TEMPLATE_HASH_LABEL) == Some(&hash));
+    let (new, old): (Vec<MachineSet>, Vec<MachineSet>) = sets
+        .into_iter()
+        .partition(|s| s.labels().get(MACHINE_TEMPLATE_HASH_LABEL) == Some(&hash));
     let Some(new) = new.into_iter().next() else {
         let old_total: i32 = old.iter().map(|s| s.spec.replicas).sum();
         let replicas = if old_total == 0 {
@@ -155,17 +178,29 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     }
 
     let machines_api: Api<Machine> = Api::namespaced(client.clone(), &namespace);
-    let machines = ctx.read(&machines_api).await.map_err(kube(format!("list machines of {namespace}/{name}")))?;
+    let machines = ctx
+        .read(&machines_api)
+        .await
+        .map_err(kube(format!("list machines of {namespace}/{name}")))?;
     let machines: Vec<&Machine> = machines.iter().map(|m| &**m).collect();
     let nodes_api: Api<Node> = Api::all(client.clone());
-    let nodes: BTreeMap<String, Arc<Node>> =
-        ctx.read(&nodes_api).await.map_err(kube("list nodes"))?.into_iter().map(|n| (n.name_any(), n)).collect();
+    let nodes: BTreeMap<String, Arc<Node>> = ctx
+        .read(&nodes_api)
+        .await
+        .map_err(kube("list nodes"))?
+        .into_iter()
+        .map(|n| (n.name_any(), n))
+        .collect();
     let node_of = |m: &Machine| m.node_name().and_then(|n| nodes.get(n)).map(|n| &**n);
     let new_uid = new.uid().unwrap_or_default();
     let new_machines: Vec<&Machine> = owned(&machines, &new_uid);
     let old_machines: Vec<(&MachineSet, &Machine)> = old
         .iter()
-        .flat_map(|s| owned(&machines, &s.uid().unwrap_or_default()).into_iter().map(move |m| (s, m)))
+        .flat_map(|s| {
+            owned(&machines, &s.uid().unwrap_or_default())
+                .into_iter()
+                .map(move |m| (s, m))
+        })
         .collect();
     let old_total: i32 = old.iter().map(|s| s.spec.replicas).sum();
     let rolling = old_total > 0 || !old_machines.is_empty();
@@ -174,27 +209,53 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     // 2. Protection.
     if rolling {
         for set in &old {
-            if set.labels().get(LABEL_SCALE_UP_DISABLED).map(String::as_str) != Some("true") {
-                let patch = json!({ "metadata": { "labels": { LABEL_SCALE_UP_DISABLED: "true" } } });
+            if set
+                .labels()
+                .get(LABEL_SCALE_UP_DISABLED)
+                .map(String::as_str)
+                != Some("true")
+            {
+                let patch =
+                    json!({ "metadata": { "labels": { LABEL_SCALE_UP_DISABLED: "true" } } });
                 ctx.write(&sets_api, Write::MergePatch(&set.name_any(), patch))
                     .await
-                    .map_err(kube(format!("label machineset {namespace}/{} scale-up-disabled", set.name_any())))?;
+                    .map_err(kube(format!(
+                        "label machineset {namespace}/{} scale-up-disabled",
+                        set.name_any()
+                    )))?;
             }
         }
         // One patch per node: the protection, and on old nodes the candidate label.
-        let all = new_machines.iter().map(|m| (false, *m)).chain(old_machines.iter().map(|(_, m)| (true, *m)));
+        let all = new_machines
+            .iter()
+            .map(|m| (false, *m))
+            .chain(old_machines.iter().map(|(_, m)| (true, *m)));
         for (is_old, machine) in all {
-            let Some(node) = node_of(machine) else { continue };
+            let Some(node) = node_of(machine) else {
+                continue;
+            };
             let mut patch = NodePatch::default()
-                .annotation(ANNOTATION_SCALE_DOWN_DISABLED, Some(SCALE_DOWN_DISABLED_VALUE))
-                .annotation(ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM, Some(SCALE_DOWN_DISABLED_VALUE));
+                .annotation(
+                    ANNOTATION_SCALE_DOWN_DISABLED,
+                    Some(SCALE_DOWN_DISABLED_VALUE),
+                )
+                .annotation(
+                    ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM,
+                    Some(SCALE_DOWN_DISABLED_VALUE),
+                );
             let candidate = is_old && label(node, LABEL_CANDIDATE_FOR_UPDATE).is_none();
             if candidate {
                 patch = patch.label(LABEL_CANDIDATE_FOR_UPDATE, Some("true"));
             }
             changed |= nodeops::patch_node(ctx, node, patch).await?;
             if candidate {
-                ctx.event_deployment(md, Kind::Normal, "CandidateForUpdate", &format!("node {} labelled candidate for update", node.name_any())).await;
+                ctx.event_deployment(
+                    md,
+                    Kind::Normal,
+                    "CandidateForUpdate",
+                    &format!("node {} labelled candidate for update", node.name_any()),
+                )
+                .await;
             }
         }
     }
@@ -203,7 +264,10 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     let arrived: Vec<&Machine> = new_machines
         .iter()
         .copied()
-        .filter(|m| m.labels().get(LABEL_UPDATE_RESULT).map(String::as_str) == Some(UPDATE_RESULT_SUCCESSFUL))
+        .filter(|m| {
+            m.labels().get(LABEL_UPDATE_RESULT).map(String::as_str)
+                == Some(UPDATE_RESULT_SUCCESSFUL)
+        })
         .collect();
     let mut new_replicas = new.spec.replicas;
     if new_machines.len() as i32 > new_replicas && !arrived.is_empty() {
@@ -215,7 +279,10 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         let patch = json!({ "metadata": { "labels": { LABEL_UPDATE_RESULT: null } } });
         ctx.write(&machines_api, Write::MergePatch(&machine.name_any(), patch))
             .await
-            .map_err(kube(format!("remove the update-result label of machine {namespace}/{}", machine.name_any())))?;
+            .map_err(kube(format!(
+                "remove the update-result label of machine {namespace}/{}",
+                machine.name_any()
+            )))?;
     }
     for machine in &new_machines {
         if let Some(node) = node_of(machine)
@@ -228,7 +295,16 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
                 .annotation(ANNOTATION_UPDATE_FAILED_REASON, None)
                 .unschedulable(false);
             nodeops::patch_node(ctx, node, clear).await?;
-            ctx.event_deployment(md, Kind::Normal, "Uncordoned", &format!("node {} updated: labels cleared and uncordoned", node.name_any())).await;
+            ctx.event_deployment(
+                md,
+                Kind::Normal,
+                "Uncordoned",
+                &format!(
+                    "node {} updated: labels cleared and uncordoned",
+                    node.name_any()
+                ),
+            )
+            .await;
             changed = true;
         }
     }
@@ -239,7 +315,11 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
             changed = true;
         }
     }
-    let old_total: i32 = if changed { fresh_total(&sets_api, &old).await? } else { old_total };
+    let old_total: i32 = if changed {
+        fresh_total(&sets_api, &old).await?
+    } else {
+        old_total
+    };
 
     // 4. New-set size.
     let desired = resolved.replicas as i32;
@@ -250,7 +330,8 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         new_replicas = scale_set(&sets_api, &new.name_any(), |_| desired, md, ctx).await?;
         changed = true;
     } else if old_total + new_replicas < desired {
-        new_replicas = scale_set(&sets_api, &new.name_any(), |_| desired - old_total, md, ctx).await?;
+        new_replicas =
+            scale_set(&sets_api, &new.name_any(), |_| desired - old_total, md, ctx).await?;
         changed = true;
     }
 
@@ -258,7 +339,9 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     //    repaired by step 3 of the next pass, as after a single move).
     let mut moved: BTreeMap<String, i32> = BTreeMap::new();
     for (set, machine) in &old_machines {
-        let Some(node) = node_of(machine) else { continue };
+        let Some(node) = node_of(machine) else {
+            continue;
+        };
         if label(node, LABEL_UPDATE_RESULT) != Some(UPDATE_RESULT_SUCCESSFUL)
             || machine.phase() != Some(&MachinePhase::InPlaceUpdateSuccessful)
         {
@@ -266,8 +349,14 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         }
         transfer(machine, &new, &hash, &machines_api, ctx).await?;
         *moved.entry(set.name_any()).or_default() += 1;
-        let message = format!("machine {} (node {}) updated in place and moved to machineset {}", machine.name_any(), node.name_any(), new.name_any());
-        ctx.event_deployment(md, Kind::Normal, "MachineMoved", &message).await;
+        let message = format!(
+            "machine {} (node {}) updated in place and moved to machineset {}",
+            machine.name_any(),
+            node.name_any(),
+            new.name_any()
+        );
+        ctx.event_deployment(md, Kind::Normal, "MachineMoved", &message)
+            .await;
     }
     for (set, count) in &moved {
         scale_set(&sets_api, set, |r| (r - count).max(0), md, ctx).await?;
@@ -280,12 +369,24 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
 
     // 6. Surplus old machines once the new set is full.
     let in_progress = old_machines.iter().any(|(_, m)| {
-        node_of(m).is_some_and(|n| label(n, LABEL_SELECTED_FOR_UPDATE).is_some() && label(n, LABEL_UPDATE_RESULT) != Some(UPDATE_RESULT_FAILED))
+        node_of(m).is_some_and(|n| {
+            label(n, LABEL_SELECTED_FOR_UPDATE).is_some()
+                && label(n, LABEL_UPDATE_RESULT) != Some(UPDATE_RESULT_FAILED)
+        })
     });
     if old_total > 0 && new_replicas >= desired && !in_progress {
         for set in old.iter().filter(|s| s.spec.replicas > 0) {
             scale_set(&sets_api, &set.name_any(), |_| 0, md, ctx).await?;
-            ctx.event_deployment(md, Kind::Normal, "SurplusTerminated", &format!("machineset {} scaled to zero: the new machineset holds all replicas", set.name_any())).await;
+            ctx.event_deployment(
+                md,
+                Kind::Normal,
+                "SurplusTerminated",
+                &format!(
+                    "machineset {} scaled to zero: the new machineset holds all replicas",
+                    set.name_any()
+                ),
+            )
+            .await;
         }
         return Ok(Action::soon());
     }
@@ -307,30 +408,57 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     let plan = plan::plan(&members, limits);
     for node_name in &plan.select {
         if let Some(node) = nodes.get(node_name) {
-            nodeops::patch_node(ctx, node, NodePatch::default().label(LABEL_SELECTED_FOR_UPDATE, Some(SELECTED_FOR_UPDATE_VALUE))).await?;
+            nodeops::patch_node(
+                ctx,
+                node,
+                NodePatch::default()
+                    .label(LABEL_SELECTED_FOR_UPDATE, Some(SELECTED_FOR_UPDATE_VALUE)),
+            )
+            .await?;
             let message = format!(
                 "node {node_name} selected for update ({} in progress, {} failed, {} available of {} replicas, maxUnavailable {})",
-                plan.in_progress, plan.failed, plan.available, resolved.replicas, resolved.max_unavailable
+                plan.in_progress,
+                plan.failed,
+                plan.available,
+                resolved.replicas,
+                resolved.max_unavailable
             );
-            ctx.event_deployment(md, Kind::Normal, "SelectedForUpdate", &message).await;
+            ctx.event_deployment(md, Kind::Normal, "SelectedForUpdate", &message)
+                .await;
         }
     }
 
     // 8. Completion.
     if !rolling {
         for set in &old {
-            match sets_api.delete(&set.name_any(), &DeleteParams::default()).await {
+            match sets_api
+                .delete(&set.name_any(), &DeleteParams::default())
+                .await
+            {
                 Ok(_) => {
                     ctx.deleting::<MachineSet>(&namespace, &set.name_any());
-                    ctx.event_deployment(md, Kind::Normal, "RolloutComplete", &format!("old machineset {} removed", set.name_any())).await;
+                    ctx.event_deployment(
+                        md,
+                        Kind::Normal,
+                        "RolloutComplete",
+                        &format!("old machineset {} removed", set.name_any()),
+                    )
+                    .await;
                 }
                 Err(e) if is_not_found(&e) => {}
-                Err(e) => return Err(kube(format!("delete old machineset {namespace}/{}", set.name_any()))(e)),
+                Err(e) => {
+                    return Err(kube(format!(
+                        "delete old machineset {namespace}/{}",
+                        set.name_any()
+                    ))(e));
+                }
             }
         }
         for machine in &new_machines {
             if let Some(node) = node_of(machine)
-                && node.annotations().contains_key(ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM)
+                && node
+                    .annotations()
+                    .contains_key(ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM)
             {
                 let release = NodePatch::default()
                     .annotation(ANNOTATION_SCALE_DOWN_DISABLED, None)
@@ -342,17 +470,37 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
 
     let failed: Vec<MachineSummary> = old_machines
         .iter()
-        .filter(|(_, m)| node_of(m).is_some_and(|n| label(n, LABEL_UPDATE_RESULT) == Some(UPDATE_RESULT_FAILED)))
+        .filter(|(_, m)| {
+            node_of(m).is_some_and(|n| label(n, LABEL_UPDATE_RESULT) == Some(UPDATE_RESULT_FAILED))
+        })
         .map(|(_, m)| MachineSummary {
             name: m.name_any(),
             last_operation: m.status.clone().unwrap_or_default().last_operation,
-            owner_ref: m.owner_references().first().map(|o| o.name.clone()).unwrap_or_default(),
+            owner_ref: m
+                .owner_references()
+                .first()
+                .map(|o| o.name.clone())
+                .unwrap_or_default(),
             ..MachineSummary::default()
         })
         .collect();
     let ready = members.iter().filter(|m| m.ready).count() as i32;
-    write_status(md, &plan, &members, new_machines.len() as i32, ready, failed, &resolved, ctx).await?;
-    Ok(if plan.select.is_empty() { Action::idle(ctx) } else { Action::soon() })
+    write_status(
+        md,
+        &plan,
+        &members,
+        new_machines.len() as i32,
+        ready,
+        failed,
+        &resolved,
+        ctx,
+    )
+    .await?;
+    Ok(if plan.select.is_empty() {
+        Action::idle(ctx)
+    } else {
+        Action::soon()
+    })
 }
 
 fn member(old: bool, node: Option<&Node>) -> Member {
@@ -368,7 +516,10 @@ fn member(old: bool, node: Option<&Node>) -> Member {
         candidate: node.is_some_and(|n| label(n, LABEL_CANDIDATE_FOR_UPDATE).is_some()),
         // A person's selected-for-update label on a node that is no candidate is ignored: it
         // neither starts an update nor counts the node unavailable.
-        selected: node.is_some_and(|n| label(n, LABEL_SELECTED_FOR_UPDATE).is_some() && label(n, LABEL_CANDIDATE_FOR_UPDATE).is_some()),
+        selected: node.is_some_and(|n| {
+            label(n, LABEL_SELECTED_FOR_UPDATE).is_some()
+                && label(n, LABEL_CANDIDATE_FOR_UPDATE).is_some()
+        }),
         result,
     }
 }
@@ -385,12 +536,25 @@ async fn fresh_total(api: &Api<MachineSet>, old: &[MachineSet]) -> Result<i32, E
     Ok(total)
 }
 
-async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Context) -> Result<(), Error> {
+async fn create_set(
+    md: &MachineDeployment,
+    hash: &str,
+    replicas: i32,
+    ctx: &Context,
+) -> Result<(), Error> {
     let namespace = md.namespace().unwrap_or_default();
     let set_name = format!("{}-{hash}", md.name_any());
     let mut template = md.spec.template.clone();
-    template.metadata.labels.insert(MACHINE_TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned());
-    let mut match_labels = md.spec.selector.as_ref().and_then(|s| s.match_labels.clone()).unwrap_or_default();
+    template
+        .metadata
+        .labels
+        .insert(MACHINE_TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned());
+    let mut match_labels = md
+        .spec
+        .selector
+        .as_ref()
+        .and_then(|s| s.match_labels.clone())
+        .unwrap_or_default();
     match_labels.insert(MACHINE_TEMPLATE_HASH_LABEL.to_owned(), hash.to_owned());
     let owner = OwnerReference {
         api_version: MachineDeployment::api_version(&()).into_owned(),
@@ -402,7 +566,10 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
     };
     let spec = MachineSetSpec {
         replicas,
-        selector: Some(LabelSelector { match_labels: Some(match_labels), ..LabelSelector::default() }),
+        selector: Some(LabelSelector {
+            match_labels: Some(match_labels),
+            ..LabelSelector::default()
+        }),
         machine_class: template.spec.class.clone(),
         template: template.clone(),
         min_ready_seconds: md.spec.min_ready_seconds,
@@ -418,7 +585,15 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
     let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &namespace);
     match ctx.write(&api, Write::Create(&set)).await {
         Ok(_) => {
-            ctx.event_deployment(md, Kind::Normal, "MachineSetCreated", &format!("created machineset {set_name} with {replicas} replicas for the new template")).await;
+            ctx.event_deployment(
+                md,
+                Kind::Normal,
+                "MachineSetCreated",
+                &format!(
+                    "created machineset {set_name} with {replicas} replicas for the new template"
+                ),
+            )
+            .await;
             Ok(())
         }
         Err(e) if is_conflict(&e) => Ok(()),
@@ -427,7 +602,12 @@ async fn create_set(md: &MachineDeployment, hash: &str, replicas: i32, ctx: &Con
 }
 
 /// Copies the deployment's MCM settings into a MachineSet's template, re-reading on conflicts.
-async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment, ctx: &Context) -> Result<(), Error> {
+async fn copy_settings(
+    api: &Api<MachineSet>,
+    name: &str,
+    md: &MachineDeployment,
+    ctx: &Context,
+) -> Result<(), Error> {
     for _ in 0..ATTEMPTS {
         let mut set = match api.get(name).await {
             Ok(s) => s,
@@ -438,10 +618,16 @@ async fn copy_settings(api: &Api<MachineSet>, name: &str, md: &MachineDeployment
         match ctx.write(api, Write::Replace(name, &set)).await {
             Ok(_) => return Ok(()),
             Err(e) if is_conflict(&e) => continue,
-            Err(e) => return Err(kube(format!("copy the machine settings into machineset {name}"))(e)),
+            Err(e) => {
+                return Err(kube(format!(
+                    "copy the machine settings into machineset {name}"
+                ))(e));
+            }
         }
     }
-    Err(Error::Contended { action: format!("copy the machine settings into machineset {name}") })
+    Err(Error::Contended {
+        action: format!("copy the machine settings into machineset {name}"),
+    })
 }
 
 /// Sets a MachineSet's replicas to `f(current)`, re-reading on conflicts; returns the new value.
@@ -466,19 +652,33 @@ async fn scale_set(
         set.spec.replicas = to;
         match ctx.write(api, Write::Replace(name, &set)).await {
             Ok(_) => {
-                ctx.event_deployment(md, Kind::Normal, "ScalingMachineSet", &format!("scaled machineset {name} from {from} to {to}")).await;
+                ctx.event_deployment(
+                    md,
+                    Kind::Normal,
+                    "ScalingMachineSet",
+                    &format!("scaled machineset {name} from {from} to {to}"),
+                )
+                .await;
                 return Ok(to);
             }
             Err(e) if is_conflict(&e) => continue,
             Err(e) => return Err(kube(format!("scale machineset {name} to {to}"))(e)),
         }
     }
-    Err(Error::Contended { action: format!("scale machineset {name}") })
+    Err(Error::Contended {
+        action: format!("scale machineset {name}"),
+    })
 }
 
 /// Moves `machine` to the `new` set: controller owner and template-hash label, plus the Machine
 /// label `update-result=successful` until the new set's replicas count it.
-async fn transfer(machine: &Machine, new: &MachineSet, hash: &str, api: &Api<Machine>, ctx: &Context) -> Result<(), Error> {
+async fn transfer(
+    machine: &Machine,
+    new: &MachineSet,
+    hash: &str,
+    api: &Api<Machine>,
+    ctx: &Context,
+) -> Result<(), Error> {
     let owner = json!([{
         "apiVersion": MachineSet::api_version(&()),
         "kind": MachineSet::kind(&()),
@@ -492,15 +692,25 @@ async fn transfer(machine: &Machine, new: &MachineSet, hash: &str, api: &Api<Mac
         labels.insert(k.clone(), json!(v));
     }
     labels.insert(MACHINE_TEMPLATE_HASH_LABEL.to_owned(), json!(hash));
-    labels.insert(LABEL_UPDATE_RESULT.to_owned(), json!(UPDATE_RESULT_SUCCESSFUL));
+    labels.insert(
+        LABEL_UPDATE_RESULT.to_owned(),
+        json!(UPDATE_RESULT_SUCCESSFUL),
+    );
     let patch = json!({ "metadata": { "ownerReferences": owner, "labels": labels } });
     ctx.write(api, Write::MergePatch(&machine.name_any(), patch))
         .await
-        .map_err(kube(format!("move machine {} to machineset {}", machine.name_any(), new.name_any())))?;
+        .map_err(kube(format!(
+            "move machine {} to machineset {}",
+            machine.name_any(),
+            new.name_any()
+        )))?;
     Ok(())
 }
 
-#[expect(clippy::too_many_arguments, reason = "one status write from one pass's findings")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one status write from one pass's findings"
+)]
 async fn write_status(
     md: &MachineDeployment,
     plan: &plan::Plan,
@@ -513,10 +723,20 @@ async fn write_status(
 ) -> Result<(), Error> {
     let now = ctx.clock.now();
     let previous = md.status.clone().unwrap_or_default();
-    let was_halted = previous.conditions.iter().any(|c| c.type_ == CONDITION_HALTED && c.status == "True");
-    let mut conditions: Vec<MachineDeploymentCondition> =
-        previous.conditions.iter().filter(|c| c.type_ != CONDITION_HALTED).cloned().collect();
-    let old_condition = previous.conditions.iter().find(|c| c.type_ == CONDITION_HALTED);
+    let was_halted = previous
+        .conditions
+        .iter()
+        .any(|c| c.type_ == CONDITION_HALTED && c.status == "True");
+    let mut conditions: Vec<MachineDeploymentCondition> = previous
+        .conditions
+        .iter()
+        .filter(|c| c.type_ != CONDITION_HALTED)
+        .cloned()
+        .collect();
+    let old_condition = previous
+        .conditions
+        .iter()
+        .find(|c| c.type_ == CONDITION_HALTED);
     let (status, reason, message) = if plan.halted {
         (
             "True",
@@ -527,14 +747,28 @@ async fn write_status(
             ),
         )
     } else {
-        ("False", "RolloutProceeding", format!("{} failed node(s), maxUnavailable {}", plan.failed, resolved.max_unavailable))
+        (
+            "False",
+            "RolloutProceeding",
+            format!(
+                "{} failed node(s), maxUnavailable {}",
+                plan.failed, resolved.max_unavailable
+            ),
+        )
     };
     let transition = old_condition.is_none_or(|c| c.status != status);
     conditions.push(MachineDeploymentCondition {
         type_: CONDITION_HALTED.to_owned(),
         status: status.to_owned(),
-        last_update_time: old_condition.filter(|c| c.message == message).and_then(|c| c.last_update_time.clone()).or(Some(Time(now))),
-        last_transition_time: if transition { Some(Time(now)) } else { old_condition.and_then(|c| c.last_transition_time.clone()) },
+        last_update_time: old_condition
+            .filter(|c| c.message == message)
+            .and_then(|c| c.last_update_time.clone())
+            .or(Some(Time(now))),
+        last_transition_time: if transition {
+            Some(Time(now))
+        } else {
+            old_condition.and_then(|c| c.last_transition_time.clone())
+        },
         reason: reason.to_owned(),
         message: message.clone(),
     });
@@ -554,17 +788,32 @@ async fn write_status(
         let api: Api<MachineDeployment> = Api::namespaced(ctx.client.clone(), &namespace);
         let mut updated_md = md.clone();
         updated_md.status = Some(want);
-        match api.replace_status(&md.name_any(), &PostParams::default(), &updated_md).await {
+        match api
+            .replace_status(&md.name_any(), &PostParams::default(), &updated_md)
+            .await
+        {
             Ok(_) => {}
             // Someone changed the deployment meanwhile; the next pass writes status (and Events) anew.
             Err(e) if is_conflict(&e) => return Ok(()),
-            Err(e) => return Err(kube(format!("update the status of machinedeployment {namespace}/{}", md.name_any()))(e)),
+            Err(e) => {
+                return Err(kube(format!(
+                    "update the status of machinedeployment {namespace}/{}",
+                    md.name_any()
+                ))(e));
+            }
         }
     }
     if plan.halted && !was_halted {
-        ctx.event_deployment(md, Kind::Warning, "RolloutHalted", &message).await;
+        ctx.event_deployment(md, Kind::Warning, "RolloutHalted", &message)
+            .await;
     } else if !plan.halted && was_halted {
-        ctx.event_deployment(md, Kind::Normal, "RolloutResumed", &format!("rollout resumed: {message}")).await;
+        ctx.event_deployment(
+            md,
+            Kind::Normal,
+            "RolloutResumed",
+            &format!("rollout resumed: {message}"),
+        )
+        .await;
     }
     Ok(())
 }

@@ -39,10 +39,17 @@ pub(crate) enum PodClass {
 }
 
 pub(crate) fn classify(pod: &Pod) -> PodClass {
-    if pod.annotations().contains_key("kubernetes.io/config.mirror") {
+    if pod
+        .annotations()
+        .contains_key("kubernetes.io/config.mirror")
+    {
         return PodClass::Mirror;
     }
-    if pod.owner_references().iter().any(|o| o.kind == "DaemonSet" && o.controller == Some(true)) {
+    if pod
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == "DaemonSet" && o.controller == Some(true))
+    {
         return PodClass::DaemonSet;
     }
     if pod.metadata.deletion_timestamp.is_some() {
@@ -84,9 +91,16 @@ pub(crate) async fn drain_round(
     let list = pods
         .list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
         .await
-        .map_err(|source| Error::Kube { action: format!("list pods on node {node}"), source })?;
+        .map_err(|source| Error::Kube {
+            action: format!("list pods on node {node}"),
+            source,
+        })?;
     let mut round = Round::default();
-    for pod in list.items.iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)) {
+    for pod in list
+        .items
+        .iter()
+        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+    {
         let class = classify(pod);
         if matches!(class, PodClass::Mirror | PodClass::DaemonSet) {
             continue;
@@ -96,11 +110,19 @@ pub(crate) async fn drain_round(
         let key = format!("{namespace}/{name}");
         let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         if force {
-            let params = DeleteParams { grace_period_seconds: Some(0), ..DeleteParams::default() };
+            let params = DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            };
             match api.delete(&name, &params).await {
                 Ok(_) => round.deleted.push(key.clone()),
                 Err(e) if status_code(&e) == Some(404) => {}
-                Err(source) => return Err(Error::Kube { action: format!("delete pod {key} on node {node}"), source }),
+                Err(source) => {
+                    return Err(Error::Kube {
+                        action: format!("delete pod {key} on node {node}"),
+                        source,
+                    });
+                }
             }
             refusals.remove(&key);
             continue;
@@ -125,7 +147,12 @@ pub(crate) async fn drain_round(
                     round.exhausted.push(key);
                 }
             }
-            Err(source) => return Err(Error::Kube { action: format!("evict pod {key} from node {node}"), source }),
+            Err(source) => {
+                return Err(Error::Kube {
+                    action: format!("evict pod {key} from node {node}"),
+                    source,
+                });
+            }
         }
     }
     Ok(round)
@@ -138,13 +165,20 @@ mod tests {
     use super::*;
 
     fn pod() -> Pod {
-        Pod { metadata: ObjectMeta { name: Some("p".into()), ..Default::default() }, ..Default::default() }
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
     }
 
     #[test]
     fn mirror_and_daemonset_pods_are_left_alone() {
         let mut mirror = pod();
-        mirror.metadata.annotations = Some([("kubernetes.io/config.mirror".to_owned(), "x".to_owned())].into());
+        mirror.metadata.annotations =
+            Some([("kubernetes.io/config.mirror".to_owned(), "x".to_owned())].into());
         assert_eq!(classify(&mirror), PodClass::Mirror);
         let mut ds = pod();
         ds.metadata.owner_references = Some(vec![OwnerReference {
@@ -164,20 +198,38 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_round_touches_only_the_pods_of_its_node() {
-        let server = rackproof_apiserver::ApiServer::new(rackproof_clock::Clock::simulated("2026-01-01T00:00:00Z".parse().expect("a timestamp")));
+        let server = rackproof_apiserver::ApiServer::new(rackproof_clock::Clock::simulated(
+            "2026-01-01T00:00:00Z".parse().expect("a timestamp"),
+        ));
         let client = server.admin_client();
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-        for (name, node) in [("a1", Some("a")), ("b1", Some("b")), ("a2", Some("a")), ("loose", None)] {
+        for (name, node) in [
+            ("a1", Some("a")),
+            ("b1", Some("b")),
+            ("a2", Some("a")),
+            ("loose", None),
+        ] {
             let pod: Pod = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": name},
                 "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
             }))
             .expect("a pod");
-            pods.create(&kube::api::PostParams::default(), &pod).await.expect("created");
+            pods.create(&kube::api::PostParams::default(), &pod)
+                .await
+                .expect("created");
         }
-        let round = drain_round(&client, "a", true, 3, &mut Refusals::new()).await.expect("a round");
+        let round = drain_round(&client, "a", true, 3, &mut Refusals::new())
+            .await
+            .expect("a round");
         assert_eq!(round.deleted, ["default/a1", "default/a2"]);
-        let left: Vec<String> = pods.list(&ListParams::default()).await.expect("listed").items.iter().map(ResourceExt::name_any).collect();
+        let left: Vec<String> = pods
+            .list(&ListParams::default())
+            .await
+            .expect("listed")
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
         assert_eq!(left, ["b1", "loose"]);
     }
 }

@@ -87,8 +87,8 @@ pub mod deployment;
 mod drain;
 mod error;
 mod events;
-pub mod machineset;
 mod machine;
+pub mod machineset;
 mod nodeops;
 mod plan;
 mod runner;
@@ -155,7 +155,11 @@ impl Default for Config {
             image_server_url: "http://127.0.0.1:8080".to_owned(),
             os_update_command: "/opt/rackproof/bin/rackproof-agent".to_owned(),
             catalog_name: "rackproof".to_owned(),
-            control_plane_version: KubeVersion { major: 1, minor: 31, patch: 1 },
+            control_plane_version: KubeVersion {
+                major: 1,
+                minor: 31,
+                patch: 1,
+            },
             osc_namespace: "kube-system".to_owned(),
         }
     }
@@ -164,15 +168,29 @@ impl Default for Config {
 /// Runs every controller until the future is dropped. Returns only for an unusable [`Config`].
 pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Error> {
     if config.sync_period.is_zero() {
-        return Err(Error::Config("the sync period must be longer than zero".to_owned()));
+        return Err(Error::Config(
+            "the sync period must be longer than zero".to_owned(),
+        ));
     }
-    if !(config.image_server_url.starts_with("http://") || config.image_server_url.starts_with("https://")) {
-        return Err(Error::Config(format!("the image server URL {:?} is not an http(s) URL", config.image_server_url)));
+    if !(config.image_server_url.starts_with("http://")
+        || config.image_server_url.starts_with("https://"))
+    {
+        return Err(Error::Config(format!(
+            "the image server URL {:?} is not an http(s) URL",
+            config.image_server_url
+        )));
     }
     if !config.os_update_command.starts_with('/') {
-        return Err(Error::Config(format!("the OS-update command {:?} is not an absolute path", config.os_update_command)));
+        return Err(Error::Config(format!(
+            "the OS-update command {:?} is not an absolute path",
+            config.os_update_command
+        )));
     }
-    for (what, value) in [("image catalog name", &config.catalog_name), ("OSC namespace", &config.osc_namespace), ("namespace", &config.namespace)] {
+    for (what, value) in [
+        ("image catalog name", &config.catalog_name),
+        ("OSC namespace", &config.osc_namespace),
+        ("namespace", &config.namespace),
+    ] {
         if value.is_empty() {
             return Err(Error::Config(format!("the {what} is empty")));
         }
@@ -195,7 +213,14 @@ pub(crate) struct Context {
 impl Context {
     fn new(client: Client, clock: Clock, config: Config) -> Self {
         let recorder = Recorder::new(client.clone(), clock.clone(), "inplace-orchestrator");
-        Self { client, clock, config, recorder, refusals: Arc::new(Mutex::new(Default::default())), caches: Caches::default() }
+        Self {
+            client,
+            clock,
+            config,
+            recorder,
+            refusals: Arc::new(Mutex::new(Default::default())),
+            caches: Caches::default(),
+        }
     }
 
     /// Records that the object `namespace`/`name` of kind `K` was deleted: reads of its kind
@@ -211,7 +236,12 @@ impl Context {
     }
 
     /// A duration from an object field (`90s`, `10m`), or the default when absent.
-    pub(crate) fn duration(&self, text: Option<&str>, default: Duration, machine: &Machine) -> Result<Duration, Error> {
+    pub(crate) fn duration(
+        &self,
+        text: Option<&str>,
+        default: Duration,
+        machine: &Machine,
+    ) -> Result<Duration, Error> {
         match text {
             None => Ok(default),
             Some(text) => rackproof_clock::parse_duration(text).map_err(|e| Error::Invalid {
@@ -221,20 +251,52 @@ impl Context {
         }
     }
 
-    pub(crate) async fn event_machine(&self, machine: &Machine, kind: Kind, reason: &str, message: &str) {
-        self.recorder.publish(&machine.object_ref(&()), kind, reason, message).await;
+    pub(crate) async fn event_machine(
+        &self,
+        machine: &Machine,
+        kind: Kind,
+        reason: &str,
+        message: &str,
+    ) {
+        self.recorder
+            .publish(&machine.object_ref(&()), kind, reason, message)
+            .await;
     }
 
-    pub(crate) async fn event_set(&self, set: &MachineSet, kind: Kind, reason: &str, message: &str) {
-        self.recorder.publish(&set.object_ref(&()), kind, reason, message).await;
+    pub(crate) async fn event_set(
+        &self,
+        set: &MachineSet,
+        kind: Kind,
+        reason: &str,
+        message: &str,
+    ) {
+        self.recorder
+            .publish(&set.object_ref(&()), kind, reason, message)
+            .await;
     }
 
-    pub(crate) async fn event_pool(&self, pool: &WorkerPool, kind: Kind, reason: &str, message: &str) {
-        self.recorder.publish(&pool.object_ref(&()), kind, reason, message).await;
+    pub(crate) async fn event_pool(
+        &self,
+        pool: &WorkerPool,
+        kind: Kind,
+        reason: &str,
+        message: &str,
+    ) {
+        self.recorder
+            .publish(&pool.object_ref(&()), kind, reason, message)
+            .await;
     }
 
-    pub(crate) async fn event_deployment(&self, md: &MachineDeployment, kind: Kind, reason: &str, message: &str) {
-        self.recorder.publish(&md.object_ref(&()), kind, reason, message).await;
+    pub(crate) async fn event_deployment(
+        &self,
+        md: &MachineDeployment,
+        kind: Kind,
+        reason: &str,
+        message: &str,
+    ) {
+        self.recorder
+            .publish(&md.object_ref(&()), kind, reason, message)
+            .await;
     }
 }
 
@@ -246,12 +308,16 @@ pub(crate) struct Action {
 
 impl Action {
     pub(crate) fn idle(ctx: &Context) -> Self {
-        Self { after: ctx.config.sync_period }
+        Self {
+            after: ctx.config.sync_period,
+        }
     }
 
     /// Something changed: look again right away.
     pub(crate) fn soon() -> Self {
-        Self { after: Duration::from_millis(100) }
+        Self {
+            after: Duration::from_millis(100),
+        }
     }
 
     pub(crate) fn after(after: Duration) -> Self {
@@ -259,6 +325,8 @@ impl Action {
     }
 
     pub(crate) fn at(ctx: &Context, deadline: Timestamp) -> Self {
-        Self { after: ctx.clock.until(deadline).max(Duration::from_millis(1)) }
+        Self {
+            after: ctx.clock.until(deadline).max(Duration::from_millis(1)),
+        }
     }
 }

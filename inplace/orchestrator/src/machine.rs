@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use inplace_api::crd::Machine;
 use inplace_api::keys::{
-    ANNOTATION_UPDATE_FAILED_REASON, LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT,
-    MachineOperationType, MachinePhase, MachineState, UPDATE_RESULT_FAILED, UPDATE_RESULT_SUCCESSFUL,
+    ANNOTATION_UPDATE_FAILED_REASON, LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE,
+    LABEL_UPDATE_RESULT, MachineOperationType, MachinePhase, MachineState, UPDATE_RESULT_FAILED,
+    UPDATE_RESULT_SUCCESSFUL,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -27,30 +28,66 @@ use crate::step::{InPlacePhase, NodeFacts, Reason, Step, next_step};
 use crate::{Action, Context};
 
 /// Reconciles `machine` against its Node as read at the start of this pass (`nodes`, by name).
-pub(crate) async fn reconcile(machine: &Machine, nodes: &NodesByName, ctx: &Context) -> Result<Action, Error> {
+pub(crate) async fn reconcile(
+    machine: &Machine,
+    nodes: &NodesByName,
+    ctx: &Context,
+) -> Result<Action, Error> {
     let now = ctx.clock.now();
     if machine.metadata.deletion_timestamp.is_some() {
         return Ok(Action::idle(ctx));
     }
-    let Some(node_name) = machine.node_name().filter(|n| !n.is_empty()).map(str::to_owned) else {
+    let Some(node_name) = machine
+        .node_name()
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+    else {
         if machine.phase().is_none() {
-            let change = phase(MachinePhase::Pending, "waiting for a machine provider to bind a node", MachineState::Processing, MachineOperationType::Create);
+            let change = phase(
+                MachinePhase::Pending,
+                "waiting for a machine provider to bind a node",
+                MachineState::Processing,
+                MachineOperationType::Create,
+            );
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
-            ctx.event_machine(machine, Kind::Normal, "Pending", "machine waits for a machine provider to bind a node").await;
+            ctx.event_machine(
+                machine,
+                Kind::Normal,
+                "Pending",
+                "machine waits for a machine provider to bind a node",
+            )
+            .await;
         }
         return Ok(Action::idle(ctx));
     };
-    let Some(node) = nodes.get(&node_name).map(|n| &**n) else { return Ok(Action::idle(ctx)) };
+    let Some(node) = nodes.get(&node_name).map(|n| &**n) else {
+        return Ok(Action::idle(ctx));
+    };
     let ready = is_ready(node);
     let current = machine.phase().cloned();
     // Health phases outside an update.
     let in_place = current.as_ref().is_some_and(MachinePhase::is_in_place);
     let mut change = None;
     if !in_place {
-        let want = if ready { MachinePhase::Running } else if matches!(current, None | Some(MachinePhase::Pending)) { MachinePhase::Pending } else { MachinePhase::Unknown };
+        let want = if ready {
+            MachinePhase::Running
+        } else if matches!(current, None | Some(MachinePhase::Pending)) {
+            MachinePhase::Pending
+        } else {
+            MachinePhase::Unknown
+        };
         if current.as_ref() != Some(&want) {
-            let description = if ready { format!("node {node_name} is Ready") } else { format!("node {node_name} is not Ready") };
-            change = Some(phase(want, &description, MachineState::Successful, MachineOperationType::HealthCheck));
+            let description = if ready {
+                format!("node {node_name} is Ready")
+            } else {
+                format!("node {node_name} is not Ready")
+            };
+            change = Some(phase(
+                want,
+                &description,
+                MachineState::Successful,
+                MachineOperationType::HealthCheck,
+            ));
         }
     }
     let mirrored = nodeops::mirrored_conditions(node);
@@ -58,19 +95,43 @@ pub(crate) async fn reconcile(machine: &Machine, nodes: &NodesByName, ctx: &Cont
     if change.is_some() || conditions_differ {
         nodeops::update_machine_status(ctx, machine, change.as_ref(), Some(&mirrored), now).await?;
         if let Some(change) = &change {
-            ctx.event_machine(machine, Kind::Normal, change.phase.as_str(), &change.description).await;
+            ctx.event_machine(
+                machine,
+                Kind::Normal,
+                change.phase.as_str(),
+                &change.description,
+            )
+            .await;
         }
     }
 
     let facts = facts(machine, node);
-    let drain_timeout = ctx.duration(machine.spec.drain_timeout.as_deref(), ctx.config.default_drain_timeout, machine)?;
-    let update_timeout = ctx.duration(machine.spec.in_place_update_timeout.as_deref(), ctx.config.default_in_place_update_timeout, machine)?;
+    let drain_timeout = ctx.duration(
+        machine.spec.drain_timeout.as_deref(),
+        ctx.config.default_drain_timeout,
+        machine,
+    )?;
+    let update_timeout = ctx.duration(
+        machine.spec.in_place_update_timeout.as_deref(),
+        ctx.config.default_in_place_update_timeout,
+        machine,
+    )?;
     let step = next_step(&facts, now, drain_timeout, update_timeout);
     run_step(step, machine, node, ctx).await
 }
 
-fn phase(phase: MachinePhase, description: &str, state: MachineState, operation: MachineOperationType) -> PhaseChange {
-    PhaseChange { phase, description: description.to_owned(), state, operation }
+fn phase(
+    phase: MachinePhase,
+    description: &str,
+    state: MachineState,
+    operation: MachineOperationType,
+) -> PhaseChange {
+    PhaseChange {
+        phase,
+        description: description.to_owned(),
+        state,
+        operation,
+    }
 }
 
 fn facts(machine: &Machine, node: &Node) -> NodeFacts {
@@ -81,7 +142,11 @@ fn facts(machine: &Machine, node: &Node) -> NodeFacts {
     };
     let condition = in_place_condition(node).and_then(|c| {
         let reason = Reason::parse(c.reason.as_deref()?)?;
-        let since = c.last_transition_time.as_ref().map(|t| t.0).unwrap_or(jiff::Timestamp::UNIX_EPOCH);
+        let since = c
+            .last_transition_time
+            .as_ref()
+            .map(|t| t.0)
+            .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
         Some((reason, since))
     });
     let phase = match machine.phase() {
@@ -96,11 +161,20 @@ fn facts(machine: &Machine, node: &Node) -> NodeFacts {
         result,
         condition,
         phase,
-        phase_since: machine.status.as_ref().and_then(|s| s.current_status.last_update_time.as_ref()).map(|t| t.0),
+        phase_since: machine
+            .status
+            .as_ref()
+            .and_then(|s| s.current_status.last_update_time.as_ref())
+            .map(|t| t.0),
     }
 }
 
-async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> Result<Action, Error> {
+async fn run_step(
+    step: Step,
+    machine: &Machine,
+    node: &Node,
+    ctx: &Context,
+) -> Result<Action, Error> {
     let name = machine.name_any();
     let node_name = node.name_any();
     let now = ctx.clock.now();
@@ -114,21 +188,43 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 other => other.as_str().to_owned(),
             };
             nodeops::set_condition(ctx, node, Some((reason.as_str(), &message)), now).await?;
-            ctx.event_machine(machine, Kind::Normal, reason.as_str(), &format!("node {node_name}: {message}")).await;
+            ctx.event_machine(
+                machine,
+                Kind::Normal,
+                reason.as_str(),
+                &format!("node {node_name}: {message}"),
+            )
+            .await;
             Ok(Action::soon())
         }
         Step::Drain { force, deadline } => {
             let cordon = NodePatch::default().unschedulable(true);
             if nodeops::patch_node(ctx, node, cordon).await? {
-                ctx.event_machine(machine, Kind::Normal, "Cordoned", &format!("node {node_name} cordoned for its in-place update")).await;
+                ctx.event_machine(
+                    machine,
+                    Kind::Normal,
+                    "Cordoned",
+                    &format!("node {node_name} cordoned for its in-place update"),
+                )
+                .await;
             }
-            let retries = machine.spec.max_evict_retries.map(|r| r.max(1) as u32).unwrap_or(ctx.config.default_max_evict_retries);
+            let retries = machine
+                .spec
+                .max_evict_retries
+                .map(|r| r.max(1) as u32)
+                .unwrap_or(ctx.config.default_max_evict_retries);
             let round = {
                 let mut refusals = ctx.refusals.lock().await;
                 drain_round(client, &node_name, force, retries, &mut refusals).await?
             };
             for pod in &round.evicted {
-                ctx.event_machine(machine, Kind::Normal, "Evicted", &format!("evicted pod {pod} from node {node_name}")).await;
+                ctx.event_machine(
+                    machine,
+                    Kind::Normal,
+                    "Evicted",
+                    &format!("evicted pod {pod} from node {node_name}"),
+                )
+                .await;
             }
             if !round.deleted.is_empty() {
                 let timeout = deadline_text(machine, ctx);
@@ -136,14 +232,16 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                     "drain of node {node_name} timed out after {timeout}: force-deleted pods {}",
                     round.deleted.join(", ")
                 );
-                ctx.event_machine(machine, Kind::Warning, "ForcedDrain", &message).await;
+                ctx.event_machine(machine, Kind::Warning, "ForcedDrain", &message)
+                    .await;
             }
             for pod in &round.exhausted {
                 let message = format!(
                     "eviction of pod {pod} from node {node_name} refused {retries} times (a disruption budget blocks it); \
                      retrying until the drain timeout forces deletion at {deadline}"
                 );
-                ctx.event_machine(machine, Kind::Warning, "EvictionBlocked", &message).await;
+                ctx.event_machine(machine, Kind::Warning, "EvictionBlocked", &message)
+                    .await;
             }
             if round.drained() || force && round.deleted.is_empty() && round.remaining == 0 {
                 return ready_for_update(machine, node, ctx).await;
@@ -152,21 +250,56 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 return Ok(Action::soon());
             }
             let until_deadline = ctx.clock.until(deadline);
-            Ok(Action::after(ctx.config.eviction_retry_interval.min(until_deadline.max(Duration::from_millis(1)))))
+            Ok(Action::after(
+                ctx.config
+                    .eviction_retry_interval
+                    .min(until_deadline.max(Duration::from_millis(1))),
+            ))
         }
         Step::ReadyForUpdate => ready_for_update(machine, node, ctx).await,
         Step::SetUpdating => {
-            let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
+            let change = phase(
+                MachinePhase::InPlaceUpdating,
+                &format!("machine {name} is undergoing an in-place update"),
+                MachineState::Processing,
+                MachineOperationType::InPlaceUpdate,
+            );
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
-            ctx.event_machine(machine, Kind::Normal, "InPlaceUpdating", &change.description).await;
+            ctx.event_machine(
+                machine,
+                Kind::Normal,
+                "InPlaceUpdating",
+                &change.description,
+            )
+            .await;
             Ok(Action::soon())
         }
         Step::WaitForResult { deadline } => Ok(Action::at(ctx, deadline)),
         Step::RecordSuccess => {
-            let change = phase(MachinePhase::InPlaceUpdateSuccessful, &format!("machine {name} updated in place"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
+            let change = phase(
+                MachinePhase::InPlaceUpdateSuccessful,
+                &format!("machine {name} updated in place"),
+                MachineState::Successful,
+                MachineOperationType::InPlaceUpdate,
+            );
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
-            nodeops::set_condition(ctx, node, Some((Reason::UpdateSuccessful.as_str(), "node in-place update successful")), now).await?;
-            ctx.event_machine(machine, Kind::Normal, "UpdateSuccessful", &format!("node {node_name} reported a successful in-place update")).await;
+            nodeops::set_condition(
+                ctx,
+                node,
+                Some((
+                    Reason::UpdateSuccessful.as_str(),
+                    "node in-place update successful",
+                )),
+                now,
+            )
+            .await?;
+            ctx.event_machine(
+                machine,
+                Kind::Normal,
+                "UpdateSuccessful",
+                &format!("node {node_name} reported a successful in-place update"),
+            )
+            .await;
             Ok(Action::soon())
         }
         Step::RecordFailure => record_failure(machine, node, ctx).await,
@@ -179,10 +312,21 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 .label(LABEL_UPDATE_RESULT, Some(UPDATE_RESULT_FAILED))
                 .annotation(ANNOTATION_UPDATE_FAILED_REASON, Some(&reason));
             nodeops::patch_node(ctx, node, mark).await?;
-            ctx.event_machine(machine, Kind::Warning, "InPlaceUpdateTimedOut", &format!("node {node_name}: {reason}")).await;
+            ctx.event_machine(
+                machine,
+                Kind::Warning,
+                "InPlaceUpdateTimedOut",
+                &format!("node {node_name}: {reason}"),
+            )
+            .await;
             let mut marked = node.clone();
-            marked.labels_mut().insert(LABEL_UPDATE_RESULT.to_owned(), UPDATE_RESULT_FAILED.to_owned());
-            marked.annotations_mut().insert(ANNOTATION_UPDATE_FAILED_REASON.to_owned(), reason);
+            marked.labels_mut().insert(
+                LABEL_UPDATE_RESULT.to_owned(),
+                UPDATE_RESULT_FAILED.to_owned(),
+            );
+            marked
+                .annotations_mut()
+                .insert(ANNOTATION_UPDATE_FAILED_REASON.to_owned(), reason);
             record_failure(machine, &marked, ctx).await
         }
         Step::ResetToCandidate => {
@@ -191,8 +335,22 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
                 .annotation(ANNOTATION_UPDATE_FAILED_REASON, None)
                 .unschedulable(false);
             nodeops::patch_node(ctx, node, reset).await?;
-            nodeops::set_condition(ctx, node, Some((Reason::CandidateForUpdate.as_str(), "node is a candidate for in-place update")), now).await?;
-            let change = phase(MachinePhase::Running, &format!("machine {name} is a candidate again"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
+            nodeops::set_condition(
+                ctx,
+                node,
+                Some((
+                    Reason::CandidateForUpdate.as_str(),
+                    "node is a candidate for in-place update",
+                )),
+                now,
+            )
+            .await?;
+            let change = phase(
+                MachinePhase::Running,
+                &format!("machine {name} is a candidate again"),
+                MachineState::Successful,
+                MachineOperationType::InPlaceUpdate,
+            );
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "CandidateAgain", &format!("node {node_name}: failed mark or selection removed, node uncordoned and a candidate again")).await;
             Ok(Action::soon())
@@ -200,10 +358,21 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
         Step::ClearCondition => {
             nodeops::set_condition(ctx, node, None, now).await?;
             if machine.phase().is_some_and(MachinePhase::is_in_place) {
-                let change = phase(MachinePhase::Running, &format!("machine {name} is up to date"), MachineState::Successful, MachineOperationType::InPlaceUpdate);
+                let change = phase(
+                    MachinePhase::Running,
+                    &format!("machine {name} is up to date"),
+                    MachineState::Successful,
+                    MachineOperationType::InPlaceUpdate,
+                );
                 nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             }
-            ctx.event_machine(machine, Kind::Normal, "InPlaceUpdateCleared", &format!("node {node_name}: in-place update condition cleared")).await;
+            ctx.event_machine(
+                machine,
+                Kind::Normal,
+                "InPlaceUpdateCleared",
+                &format!("node {node_name}: in-place update condition cleared"),
+            )
+            .await;
             Ok(Action::soon())
         }
     }
@@ -211,7 +380,11 @@ async fn run_step(step: Step, machine: &Machine, node: &Node, ctx: &Context) -> 
 
 fn deadline_text(machine: &Machine, ctx: &Context) -> String {
     let timeout = ctx
-        .duration(machine.spec.drain_timeout.as_deref(), ctx.config.default_drain_timeout, machine)
+        .duration(
+            machine.spec.drain_timeout.as_deref(),
+            ctx.config.default_drain_timeout,
+            machine,
+        )
         .unwrap_or(ctx.config.default_drain_timeout);
     format_duration(timeout)
 }
@@ -220,12 +393,44 @@ async fn ready_for_update(machine: &Machine, node: &Node, ctx: &Context) -> Resu
     let name = machine.name_any();
     let node_name = node.name_any();
     let now = ctx.clock.now();
-    let change = phase(MachinePhase::InPlaceUpdating, &format!("machine {name} is undergoing an in-place update"), MachineState::Processing, MachineOperationType::InPlaceUpdate);
+    let change = phase(
+        MachinePhase::InPlaceUpdating,
+        &format!("machine {name} is undergoing an in-place update"),
+        MachineState::Processing,
+        MachineOperationType::InPlaceUpdate,
+    );
     nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
-    let drained = nodeops::set_condition(ctx, node, Some((Reason::DrainSuccessful.as_str(), "node drained")), now).await?;
-    ctx.event_machine(machine, Kind::Normal, "DrainSuccessful", &format!("node {node_name} drained")).await;
-    nodeops::set_condition(ctx, &drained, Some((Reason::ReadyForUpdate.as_str(), "node is ready for in-place update")), now).await?;
-    ctx.event_machine(machine, Kind::Normal, "ReadyForUpdate", &format!("node {node_name} is ready for its in-place update")).await;
+    let drained = nodeops::set_condition(
+        ctx,
+        node,
+        Some((Reason::DrainSuccessful.as_str(), "node drained")),
+        now,
+    )
+    .await?;
+    ctx.event_machine(
+        machine,
+        Kind::Normal,
+        "DrainSuccessful",
+        &format!("node {node_name} drained"),
+    )
+    .await;
+    nodeops::set_condition(
+        ctx,
+        &drained,
+        Some((
+            Reason::ReadyForUpdate.as_str(),
+            "node is ready for in-place update",
+        )),
+        now,
+    )
+    .await?;
+    ctx.event_machine(
+        machine,
+        Kind::Normal,
+        "ReadyForUpdate",
+        &format!("node {node_name} is ready for its in-place update"),
+    )
+    .await;
     Ok(Action::soon())
 }
 
@@ -233,14 +438,35 @@ async fn record_failure(machine: &Machine, node: &Node, ctx: &Context) -> Result
     let name = machine.name_any();
     let node_name = node.name_any();
     let now = ctx.clock.now();
-    let reason = node.annotations().get(ANNOTATION_UPDATE_FAILED_REASON).cloned().unwrap_or_else(|| "no reason given".to_owned());
+    let reason = node
+        .annotations()
+        .get(ANNOTATION_UPDATE_FAILED_REASON)
+        .cloned()
+        .unwrap_or_else(|| "no reason given".to_owned());
     // A failed node stays cordoned in the old MachineSet until a person removes the mark.
     nodeops::patch_node(ctx, node, NodePatch::default().unschedulable(true)).await?;
     let description = format!("machine {name} failed its in-place update: {reason}");
-    let change = phase(MachinePhase::InPlaceUpdateFailed, &description, MachineState::Failed, MachineOperationType::InPlaceUpdate);
+    let change = phase(
+        MachinePhase::InPlaceUpdateFailed,
+        &description,
+        MachineState::Failed,
+        MachineOperationType::InPlaceUpdate,
+    );
     nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
     let message = format!("node in-place update failed: {reason}");
-    nodeops::set_condition(ctx, node, Some((Reason::UpdateFailed.as_str(), &message)), now).await?;
-    ctx.event_machine(machine, Kind::Warning, "UpdateFailed", &format!("node {node_name}: {message}")).await;
+    nodeops::set_condition(
+        ctx,
+        node,
+        Some((Reason::UpdateFailed.as_str(), &message)),
+        now,
+    )
+    .await?;
+    ctx.event_machine(
+        machine,
+        Kind::Warning,
+        "UpdateFailed",
+        &format!("node {node_name}: {message}"),
+    )
+    .await;
     Ok(Action::soon())
 }

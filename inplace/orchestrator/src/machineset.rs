@@ -37,7 +37,11 @@ pub(crate) fn owned<'a>(machines: &[&'a Machine], owner_uid: &str) -> Vec<&'a Ma
     machines
         .iter()
         .copied()
-        .filter(|m| m.owner_references().iter().any(|o| o.controller == Some(true) && o.uid == owner_uid))
+        .filter(|m| {
+            m.owner_references()
+                .iter()
+                .any(|o| o.controller == Some(true) && o.uid == owner_uid)
+        })
         .collect()
 }
 
@@ -49,40 +53,74 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
     let name = set.name_any();
     let uid = set.uid().unwrap_or_default();
     let api: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
-    let all = ctx.read(&api).await.map_err(kube(format!("list machines of machineset {namespace}/{name}")))?;
+    let all = ctx.read(&api).await.map_err(kube(format!(
+        "list machines of machineset {namespace}/{name}"
+    )))?;
     let all: Vec<&Machine> = all.iter().map(|m| &**m).collect();
     let machines = owned(&all, &uid);
-    let active: Vec<&Machine> = machines.iter().copied().filter(|m| m.metadata.deletion_timestamp.is_none()).collect();
+    let active: Vec<&Machine> = machines
+        .iter()
+        .copied()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .collect();
     let replicas = set.spec.replicas.max(0) as usize;
-    let scale_up_disabled = set.labels().get(LABEL_SCALE_UP_DISABLED).is_some_and(|v| v == "true");
+    let scale_up_disabled = set
+        .labels()
+        .get(LABEL_SCALE_UP_DISABLED)
+        .is_some_and(|v| v == "true");
     let mut changed = false;
     if active.len() < replicas && !scale_up_disabled {
         let mut taken: BTreeSet<String> = all.iter().map(|m| m.name_any()).collect();
         for _ in active.len()..replicas {
-            let machine_name = (0..).map(|i| format!("{name}-{i}")).find(|n| !taken.contains(n)).unwrap_or_default();
+            let machine_name = (0..)
+                .map(|i| format!("{name}-{i}"))
+                .find(|n| !taken.contains(n))
+                .unwrap_or_default();
             taken.insert(machine_name.clone());
             let machine = new_machine(set, &machine_name);
             match ctx.write(&api, Write::Create(&machine)).await {
                 Ok(_) => {
-                    ctx.event_set(set, Kind::Normal, "MachineCreated", &format!("created machine {machine_name}")).await;
+                    ctx.event_set(
+                        set,
+                        Kind::Normal,
+                        "MachineCreated",
+                        &format!("created machine {machine_name}"),
+                    )
+                    .await;
                     changed = true;
                 }
                 Err(e) if is_conflict(&e) => changed = true,
-                Err(e) => return Err(kube(format!("create machine {namespace}/{machine_name} for machineset {name}"))(e)),
+                Err(e) => {
+                    return Err(kube(format!(
+                        "create machine {namespace}/{machine_name} for machineset {name}"
+                    ))(e));
+                }
             }
         }
     } else {
         let mut deletable: Vec<&Machine> = active
             .iter()
             .copied()
-            .filter(|m| m.labels().get(LABEL_UPDATE_RESULT).map(String::as_str) != Some(UPDATE_RESULT_SUCCESSFUL))
+            .filter(|m| {
+                m.labels().get(LABEL_UPDATE_RESULT).map(String::as_str)
+                    != Some(UPDATE_RESULT_SUCCESSFUL)
+            })
             .collect();
         if deletable.len() > replicas {
             deletable.sort_by_key(|m| (deletion_rank(m), m.name_any()));
             let surplus = deletable.len() - replicas;
             for machine in deletable.into_iter().take(surplus) {
                 delete_machine(machine, ctx).await?;
-                ctx.event_set(set, Kind::Normal, "MachineDeleted", &format!("deleted machine {} (scale down to {replicas})", machine.name_any())).await;
+                ctx.event_set(
+                    set,
+                    Kind::Normal,
+                    "MachineDeleted",
+                    &format!(
+                        "deleted machine {} (scale down to {replicas})",
+                        machine.name_any()
+                    ),
+                )
+                .await;
                 changed = true;
             }
         }
@@ -92,12 +130,19 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
             let patch = settings::merge_patch(&set.spec.template.spec);
             ctx.write(&api, Write::MergePatch(&machine.name_any(), patch))
                 .await
-                .map_err(kube(format!("copy the machine settings of machineset {name} into machine {namespace}/{}", machine.name_any())))?;
+                .map_err(kube(format!(
+                    "copy the machine settings of machineset {name} into machine {namespace}/{}",
+                    machine.name_any()
+                )))?;
             changed = true;
         }
     }
     update_status(set, &active, ctx).await?;
-    Ok(if changed { Action::soon() } else { Action::idle(ctx) })
+    Ok(if changed {
+        Action::soon()
+    } else {
+        Action::idle(ctx)
+    })
 }
 
 fn deletion_rank(machine: &Machine) -> u8 {
@@ -128,7 +173,8 @@ fn new_machine(set: &MachineSet, name: &str) -> Machine {
         name: Some(name.to_owned()),
         namespace: set.namespace(),
         labels: Some(template.metadata.labels.clone()),
-        annotations: (!template.metadata.annotations.is_empty()).then(|| template.metadata.annotations.clone()),
+        annotations: (!template.metadata.annotations.is_empty())
+            .then(|| template.metadata.annotations.clone()),
         owner_references: Some(vec![owner]),
         ..ObjectMeta::default()
     };
@@ -150,14 +196,21 @@ pub(crate) async fn delete_machine(machine: &Machine, ctx: &Context) -> Result<(
         match nodes.delete(node, &DeleteParams::default()).await {
             Ok(_) => ctx.deleting::<Node>("", node),
             Err(e) if is_not_found(&e) => {}
-            Err(e) => return Err(kube(format!("delete node {node} of machine {namespace}/{name}"))(e)),
+            Err(e) => {
+                return Err(kube(format!(
+                    "delete node {node} of machine {namespace}/{name}"
+                ))(e));
+            }
         }
     }
     Ok(())
 }
 
 async fn update_status(set: &MachineSet, active: &[&Machine], ctx: &Context) -> Result<(), Error> {
-    let ready = active.iter().filter(|m| m.phase() == Some(&MachinePhase::Running)).count() as i32;
+    let ready = active
+        .iter()
+        .filter(|m| m.phase() == Some(&MachinePhase::Running))
+        .count() as i32;
     let want = MachineSetStatus {
         replicas: active.len() as i32,
         fully_labeled_replicas: active.len() as i32,
@@ -173,10 +226,16 @@ async fn update_status(set: &MachineSet, active: &[&Machine], ctx: &Context) -> 
     let api: Api<MachineSet> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut updated = set.clone();
     updated.status = Some(want);
-    match ctx.write(&api, Write::ReplaceStatus(&set.name_any(), &updated)).await {
+    match ctx
+        .write(&api, Write::ReplaceStatus(&set.name_any(), &updated))
+        .await
+    {
         Ok(_) => Ok(()),
         // A newer version exists; the next pass writes the status from it.
         Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(()),
-        Err(e) => Err(kube(format!("update the status of machineset {namespace}/{}", set.name_any()))(e)),
+        Err(e) => Err(kube(format!(
+            "update the status of machineset {namespace}/{}",
+            set.name_any()
+        ))(e)),
     }
 }

@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 
 use inplace_api::crd::Machine;
-use inplace_api::keys::{CONDITION_IN_PLACE_UPDATE, MachinePhase, MachineOperationType, MachineState};
+use inplace_api::keys::{
+    CONDITION_IN_PLACE_UPDATE, MachineOperationType, MachinePhase, MachineState,
+};
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -52,17 +54,27 @@ impl NodePatch {
             map.and_then(|m| m.get(key)) != want.as_ref()
         };
         self.labels.iter().any(|(k, v)| differs(labels, k, v))
-            || self.annotations.iter().any(|(k, v)| differs(annotations, k, v))
             || self
-                .unschedulable
-                .is_some_and(|u| node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false) != u)
+                .annotations
+                .iter()
+                .any(|(k, v)| differs(annotations, k, v))
+            || self.unschedulable.is_some_and(|u| {
+                node.spec
+                    .as_ref()
+                    .and_then(|s| s.unschedulable)
+                    .unwrap_or(false)
+                    != u
+            })
     }
 
     fn to_json(&self) -> Value {
         let to_map = |m: &BTreeMap<&'static str, Option<String>>| {
             let mut out = Map::new();
             for (k, v) in m {
-                out.insert((*k).to_owned(), v.clone().map(Value::String).unwrap_or(Value::Null));
+                out.insert(
+                    (*k).to_owned(),
+                    v.clone().map(Value::String).unwrap_or(Value::Null),
+                );
             }
             Value::Object(out)
         };
@@ -75,13 +87,20 @@ impl NodePatch {
 }
 
 /// Applies `patch` to the node unless it is already in that state. A missing node is not an error.
-pub(crate) async fn patch_node(ctx: &Context, node: &Node, patch: NodePatch) -> Result<bool, Error> {
+pub(crate) async fn patch_node(
+    ctx: &Context,
+    node: &Node,
+    patch: NodePatch,
+) -> Result<bool, Error> {
     if !patch.changes(node) {
         return Ok(false);
     }
     let name = node.metadata.name.clone().unwrap_or_default();
     let api: Api<Node> = Api::all(ctx.client.clone());
-    match ctx.write(&api, Write::MergePatch(&name, patch.to_json())).await {
+    match ctx
+        .write(&api, Write::MergePatch(&name, patch.to_json()))
+        .await
+    {
         Ok(_) => Ok(true),
         Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(kube(format!("patch node {name}"))(e)),
@@ -90,7 +109,12 @@ pub(crate) async fn patch_node(ctx: &Context, node: &Node, patch: NodePatch) -> 
 
 /// The node's `InPlaceUpdate` condition, if any.
 pub(crate) fn in_place_condition(node: &Node) -> Option<&NodeCondition> {
-    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == CONDITION_IN_PLACE_UPDATE)
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == CONDITION_IN_PLACE_UPDATE)
 }
 
 /// Sets (`Some(reason, message)`) or removes (`None`) the `InPlaceUpdate` condition of `node`.
@@ -101,7 +125,12 @@ pub(crate) fn in_place_condition(node: &Node) -> Option<&NodeCondition> {
 /// wanted is read again before deciding there is nothing to do. Returns the Node as it now is —
 /// the written copy carrying the resourceVersion the server answered with — so a second condition
 /// in the same pass writes over it without a conflict.
-pub(crate) async fn set_condition(ctx: &Context, node: &Node, value: Option<(&str, &str)>, now: Timestamp) -> Result<Node, Error> {
+pub(crate) async fn set_condition(
+    ctx: &Context,
+    node: &Node,
+    value: Option<(&str, &str)>,
+    now: Timestamp,
+) -> Result<Node, Error> {
     let name = node.name_any();
     let api: Api<Node> = Api::all(ctx.client.clone());
     let mut cached = Some(node.clone());
@@ -128,17 +157,25 @@ pub(crate) async fn set_condition(ctx: &Context, node: &Node, value: Option<(&st
             }
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(current),
-            Err(e) => return Err(kube(format!("update the InPlaceUpdate condition of node {name}"))(e)),
+            Err(e) => {
+                return Err(kube(format!(
+                    "update the InPlaceUpdate condition of node {name}"
+                ))(e));
+            }
         }
     }
-    Err(Error::Contended { action: format!("update the InPlaceUpdate condition of node {name}") })
+    Err(Error::Contended {
+        action: format!("update the InPlaceUpdate condition of node {name}"),
+    })
 }
 
 /// Sets or removes the `InPlaceUpdate` condition of `node`; whether that changed it.
 fn with_condition(node: &mut Node, value: Option<(&str, &str)>, now: Timestamp) -> bool {
     let status = node.status.get_or_insert_with(Default::default);
     let conditions = status.conditions.get_or_insert_with(Vec::new);
-    let existing = conditions.iter().position(|c| c.type_ == CONDITION_IN_PLACE_UPDATE);
+    let existing = conditions
+        .iter()
+        .position(|c| c.type_ == CONDITION_IN_PLACE_UPDATE);
     match (value, existing) {
         (None, None) => false,
         (None, Some(i)) => {
@@ -231,10 +268,16 @@ pub(crate) async fn update_machine_status(
             Ok(_) => return Ok(()),
             Err(e) if is_conflict(&e) => continue,
             Err(e) if is_not_found(&e) => return Ok(()),
-            Err(e) => return Err(kube(format!("update the status of machine {namespace}/{name}"))(e)),
+            Err(e) => {
+                return Err(kube(format!(
+                    "update the status of machine {namespace}/{name}"
+                ))(e));
+            }
         }
     }
-    Err(Error::Contended { action: format!("update the status of machine {namespace}/{name}") })
+    Err(Error::Contended {
+        action: format!("update the status of machine {namespace}/{name}"),
+    })
 }
 
 /// Node conditions as copied onto a Machine: heartbeat times dropped so the copy changes only
@@ -278,8 +321,15 @@ mod tests {
     use crate::Config;
 
     fn reasons(node: &Node) -> Vec<(String, Option<String>)> {
-        let conditions = node.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
-        conditions.into_iter().map(|c| (c.type_, c.reason)).collect()
+        let conditions = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.clone())
+            .unwrap_or_default();
+        conditions
+            .into_iter()
+            .map(|c| (c.type_, c.reason))
+            .collect()
     }
 
     /// A condition written over a stale copy keeps what others wrote since; a copy that already
@@ -295,26 +345,74 @@ mod tests {
 
         // The kubelet reports Ready after the copy was taken.
         let ready = json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}});
-        api.patch_status("n1", &Default::default(), &kube::api::Patch::Merge(ready)).await.unwrap();
-        let written = set_condition(&ctx, &copy, Some(("SelectedForUpdate", "selected")), clock.now()).await.unwrap();
+        api.patch_status("n1", &Default::default(), &kube::api::Patch::Merge(ready))
+            .await
+            .unwrap();
+        let written = set_condition(
+            &ctx,
+            &copy,
+            Some(("SelectedForUpdate", "selected")),
+            clock.now(),
+        )
+        .await
+        .unwrap();
         let stored = api.get("n1").await.unwrap();
         assert_eq!(
             reasons(&stored),
-            vec![("Ready".into(), Some("KubeletReady".into())), (CONDITION_IN_PLACE_UPDATE.into(), Some("SelectedForUpdate".into()))]
+            vec![
+                ("Ready".into(), Some("KubeletReady".into())),
+                (
+                    CONDITION_IN_PLACE_UPDATE.into(),
+                    Some("SelectedForUpdate".into())
+                )
+            ]
         );
-        assert_eq!(written.metadata.resource_version, stored.metadata.resource_version, "the returned Node is the stored one");
+        assert_eq!(
+            written.metadata.resource_version, stored.metadata.resource_version,
+            "the returned Node is the stored one"
+        );
 
         // Someone removes the condition; a copy that still shows it does not end the matter.
         let mut cleared = stored.clone();
-        cleared.status.as_mut().unwrap().conditions.as_mut().unwrap().retain(|c| c.type_ != CONDITION_IN_PLACE_UPDATE);
-        api.replace_status("n1", &Default::default(), &cleared).await.unwrap();
-        let again = set_condition(&ctx, &written, Some(("SelectedForUpdate", "selected")), clock.now()).await.unwrap();
-        assert_eq!(reasons(&api.get("n1").await.unwrap()).len(), 2, "the condition is written again");
+        cleared
+            .status
+            .as_mut()
+            .unwrap()
+            .conditions
+            .as_mut()
+            .unwrap()
+            .retain(|c| c.type_ != CONDITION_IN_PLACE_UPDATE);
+        api.replace_status("n1", &Default::default(), &cleared)
+            .await
+            .unwrap();
+        let again = set_condition(
+            &ctx,
+            &written,
+            Some(("SelectedForUpdate", "selected")),
+            clock.now(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            reasons(&api.get("n1").await.unwrap()).len(),
+            2,
+            "the condition is written again"
+        );
 
         // The returned Node takes the next condition at once.
-        let next = set_condition(&ctx, &again, Some(("DrainSuccessful", "drained")), clock.now()).await.unwrap();
+        let next = set_condition(
+            &ctx,
+            &again,
+            Some(("DrainSuccessful", "drained")),
+            clock.now(),
+        )
+        .await
+        .unwrap();
         let stored = api.get("n1").await.unwrap();
-        assert_eq!(next.metadata.resource_version, stored.metadata.resource_version);
+        assert_eq!(
+            next.metadata.resource_version,
+            stored.metadata.resource_version
+        );
         assert_eq!(reasons(&stored)[1].1.as_deref(), Some("DrainSuccessful"));
     }
 }

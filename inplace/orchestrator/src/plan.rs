@@ -118,7 +118,14 @@ pub(crate) fn plan(members: &[Member], limits: Limits) -> Plan {
         let count = by_availability.min(by_remaining) as usize;
         select = eligible.into_iter().take(count).collect();
     }
-    Plan { available, in_progress, failed, pending, halted, select }
+    Plan {
+        available,
+        in_progress,
+        failed,
+        pending,
+        halted,
+        select,
+    }
 }
 
 #[cfg(test)]
@@ -137,7 +144,12 @@ mod tests {
     }
 
     fn limits(replicas: u32, max_unavailable: u32) -> Limits {
-        Limits { replicas, max_unavailable, new_set_replicas: 0, orchestration: Orchestration::Auto }
+        Limits {
+            replicas,
+            max_unavailable,
+            new_set_replicas: 0,
+            orchestration: Orchestration::Auto,
+        }
     }
 
     #[test]
@@ -186,7 +198,14 @@ mod tests {
     fn surge_machines_count_until_running_and_stop_selection_when_replaced() {
         // 3 replicas, maxUnavailable 1, maxSurge 1: one new machine pending.
         let mut members = vec![node("a"), node("b"), node("c")];
-        let pending_new = Member { node: None, old: false, ready: false, candidate: false, selected: false, result: None };
+        let pending_new = Member {
+            node: None,
+            old: false,
+            ready: false,
+            candidate: false,
+            selected: false,
+            result: None,
+        };
         members.push(pending_new);
         let mut l = limits(3, 1);
         l.new_set_replicas = 1;
@@ -195,7 +214,14 @@ mod tests {
         // Two in progress plus the surge machine cover all replicas: nothing more.
         members[0].selected = true;
         members[1].selected = true;
-        members[3] = Member { node: Some("n".into()), old: false, ready: true, candidate: false, selected: false, result: None };
+        members[3] = Member {
+            node: Some("n".into()),
+            old: false,
+            ready: true,
+            candidate: false,
+            selected: false,
+            result: None,
+        };
         assert!(plan(&members, l).select.is_empty());
     }
 

@@ -22,8 +22,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use tokio::sync::Notify;
 
-use crate::error::{Error, chain};
 use crate::cache::NodesByName;
+use crate::error::{Error, chain};
 use crate::{Action, Context, deployment, machine, machineset, workerpool};
 
 /// What to do after a failed reconcile: conflicts again soon, everything else after a back-off.
@@ -41,7 +41,9 @@ pub(crate) async fn run(ctx: Context) {
     let passes = async {
         loop {
             let next = pass(&ctx).await;
-            let wait = next.unwrap_or(ctx.config.sync_period).min(ctx.config.sync_period);
+            let wait = next
+                .unwrap_or(ctx.config.sync_period)
+                .min(ctx.config.sync_period);
             // Biased selects poll in a fixed order: simulated runs are reproducible.
             tokio::select! {
                 biased;
@@ -68,11 +70,33 @@ async fn watch_all(ctx: &Context, wake: &Notify) {
     // wake a pass (with a thousand nodes, waking on each heartbeat would mean a pass all the time).
     // A Machine's mirrored Node conditions change with every status its kubelet reports, and the
     // orchestrator's own copy of them is all such an event brings. The caches keep every change.
-    let nodes = changes_read(ctx.caches.nodes.follow(Api::all(client.clone())), node_fingerprint);
-    let machines = changes_read(ctx.caches.machines.follow(Api::namespaced(client.clone(), &ns)), machine_fingerprint);
-    let sets = ctx.caches.sets.follow(Api::namespaced(client.clone(), &ns)).map(|_| ()).boxed();
-    let deployments = watcher(Api::<MachineDeployment>::namespaced(client.clone(), &ns), cfg.clone()).default_backoff().map(|_| ()).boxed();
-    let pools = watcher(Api::<WorkerPool>::namespaced(client, &ns), cfg).default_backoff().map(|_| ()).boxed();
+    let nodes = changes_read(
+        ctx.caches.nodes.follow(Api::all(client.clone())),
+        node_fingerprint,
+    );
+    let machines = changes_read(
+        ctx.caches
+            .machines
+            .follow(Api::namespaced(client.clone(), &ns)),
+        machine_fingerprint,
+    );
+    let sets = ctx
+        .caches
+        .sets
+        .follow(Api::namespaced(client.clone(), &ns))
+        .map(|_| ())
+        .boxed();
+    let deployments = watcher(
+        Api::<MachineDeployment>::namespaced(client.clone(), &ns),
+        cfg.clone(),
+    )
+    .default_backoff()
+    .map(|_| ())
+    .boxed();
+    let pools = watcher(Api::<WorkerPool>::namespaced(client, &ns), cfg)
+        .default_backoff()
+        .map(|_| ())
+        .boxed();
     let mut all = futures::stream::select_all([nodes, machines, sets, deployments, pools]);
     while all.next().await.is_some() {
         wake.notify_one();
@@ -107,8 +131,17 @@ fn node_fingerprint(node: &Node) -> u64 {
     node.metadata.labels.hash(&mut hasher);
     node.metadata.annotations.hash(&mut hasher);
     node.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    node.spec.as_ref().and_then(|s| s.unschedulable).hash(&mut hasher);
-    for condition in node.status.as_ref().and_then(|s| s.conditions.as_ref()).into_iter().flatten() {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .hash(&mut hasher);
+    for condition in node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .into_iter()
+        .flatten()
+    {
         (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
     }
     hasher.finish()
@@ -123,7 +156,9 @@ fn machine_fingerprint(machine: &Machine) -> u64 {
         status.conditions.clear();
     }
     let mut hasher = DefaultHasher::new();
-    serde_json::to_vec(&read).unwrap_or_default().hash(&mut hasher);
+    serde_json::to_vec(&read)
+        .unwrap_or_default()
+        .hash(&mut hasher);
     hasher.finish()
 }
 
@@ -178,7 +213,9 @@ async fn pass(ctx: &Context) -> Option<Duration> {
 }
 
 /// Every object of a kind the orchestrator keeps no cache of, listed afresh.
-async fn list_all<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug>(api: &Api<K>) -> Result<Vec<K>, kube::Error> {
+async fn list_all<K: Clone + serde::de::DeserializeOwned + std::fmt::Debug>(
+    api: &Api<K>,
+) -> Result<Vec<K>, kube::Error> {
     Ok(api.list(&ListParams::default()).await?.items)
 }
 
@@ -200,13 +237,25 @@ mod tests {
         .unwrap();
         let before = machine_fingerprint(&machine);
         let status = machine.status.as_mut().unwrap();
-        status.conditions.push(NodeCondition { type_: "Ready".into(), status: "True".into(), ..Default::default() });
+        status.conditions.push(NodeCondition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            ..Default::default()
+        });
         machine.metadata.resource_version = Some("6".into());
-        assert_eq!(machine_fingerprint(&machine), before, "mirrored conditions and bookkeeping");
+        assert_eq!(
+            machine_fingerprint(&machine),
+            before,
+            "mirrored conditions and bookkeeping"
+        );
         machine.status.as_mut().unwrap().current_status.phase = Some(MachinePhase::InPlaceUpdating);
         assert_ne!(machine_fingerprint(&machine), before, "the phase");
         let phase_changed = machine_fingerprint(&machine);
-        machine.metadata.labels.get_or_insert_default().insert("selected".into(), "true".into());
+        machine
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("selected".into(), "true".into());
         assert_ne!(machine_fingerprint(&machine), phase_changed, "a label");
     }
 }

@@ -64,15 +64,32 @@ mod tests {
 
     #[test]
     fn settings_are_compared_copied_and_cleared() {
-        let a = MachineSpec { drain_timeout: Some("2h".into()), max_evict_retries: Some(3), ..MachineSpec::default() };
-        let mut b = MachineSpec { drain_timeout: Some("1h".into()), provider_id: Some("p".into()), ..MachineSpec::default() };
+        let a = MachineSpec {
+            drain_timeout: Some("2h".into()),
+            max_evict_retries: Some(3),
+            ..MachineSpec::default()
+        };
+        let mut b = MachineSpec {
+            drain_timeout: Some("1h".into()),
+            provider_id: Some("p".into()),
+            ..MachineSpec::default()
+        };
         assert!(!same(&a, &b));
         copy(&a, &mut b);
         assert!(same(&a, &b));
         assert_eq!(b.provider_id.as_deref(), Some("p"), "other fields are kept");
-        assert_eq!(without(&b), MachineSpec { provider_id: Some("p".into()), ..MachineSpec::default() });
+        assert_eq!(
+            without(&b),
+            MachineSpec {
+                provider_id: Some("p".into()),
+                ..MachineSpec::default()
+            }
+        );
         let patch = merge_patch(&a);
         assert_eq!(patch["spec"]["drainTimeout"], "2h");
-        assert!(patch["spec"]["healthTimeout"].is_null(), "absent settings are removed");
+        assert!(
+            patch["spec"]["healthTimeout"].is_null(),
+            "absent settings are removed"
+        );
     }
 }

@@ -94,22 +94,34 @@ pub(crate) struct NodeFacts {
 pub(crate) enum Step {
     Nothing,
     SetCondition(Reason),
-    Drain { force: bool, deadline: Timestamp },
+    Drain {
+        force: bool,
+        deadline: Timestamp,
+    },
     /// Set phase `InPlaceUpdating` (if not yet) and walk the condition to `ReadyForUpdate`.
     ReadyForUpdate,
     /// Phase `InPlaceUpdating` is missing although the condition says `ReadyForUpdate`.
     SetUpdating,
-    WaitForResult { deadline: Timestamp },
+    WaitForResult {
+        deadline: Timestamp,
+    },
     RecordSuccess,
     RecordFailure,
-    TimedOut { after: Duration },
+    TimedOut {
+        after: Duration,
+    },
     /// The failed mark (or the selection, before the drain finished) was removed: back to candidate.
     ResetToCandidate,
     /// No candidate label any more: drop a leftover condition.
     ClearCondition,
 }
 
-pub(crate) fn next_step(facts: &NodeFacts, now: Timestamp, drain_timeout: Duration, update_timeout: Duration) -> Step {
+pub(crate) fn next_step(
+    facts: &NodeFacts,
+    now: Timestamp,
+    drain_timeout: Duration,
+    update_timeout: Duration,
+) -> Step {
     let reason = facts.condition.map(|(reason, _)| reason);
     match facts.result {
         Some(UpdateResult::Failed) => {
@@ -127,11 +139,17 @@ pub(crate) fn next_step(facts: &NodeFacts, now: Timestamp, drain_timeout: Durati
         None => {}
     }
     if reason == Some(Reason::UpdateFailed) {
-        return if facts.candidate { Step::ResetToCandidate } else { Step::ClearCondition };
+        return if facts.candidate {
+            Step::ResetToCandidate
+        } else {
+            Step::ClearCondition
+        };
     }
     if !facts.candidate {
         return match reason {
-            Some(Reason::CandidateForUpdate | Reason::SelectedForUpdate | Reason::UpdateSuccessful) => Step::ClearCondition,
+            Some(
+                Reason::CandidateForUpdate | Reason::SelectedForUpdate | Reason::UpdateSuccessful,
+            ) => Step::ClearCondition,
             // The node was cleared after a success whose last writes were cut short (a restart
             // between the Machine phase and the condition, or between removing the condition and
             // resetting the phase): the update is over, finish the clean-up.
@@ -140,25 +158,38 @@ pub(crate) fn next_step(facts: &NodeFacts, now: Timestamp, drain_timeout: Durati
         };
     }
     match facts.condition {
-        None | Some((Reason::UpdateSuccessful, _)) => Step::SetCondition(Reason::CandidateForUpdate),
-        Some((Reason::CandidateForUpdate, _)) if facts.selected => Step::SetCondition(Reason::SelectedForUpdate),
+        None | Some((Reason::UpdateSuccessful, _)) => {
+            Step::SetCondition(Reason::CandidateForUpdate)
+        }
+        Some((Reason::CandidateForUpdate, _)) if facts.selected => {
+            Step::SetCondition(Reason::SelectedForUpdate)
+        }
         // A reset to candidate cut short before the Machine phase was reset.
-        Some((Reason::CandidateForUpdate, _)) if facts.phase != InPlacePhase::Other => Step::ResetToCandidate,
+        Some((Reason::CandidateForUpdate, _)) if facts.phase != InPlacePhase::Other => {
+            Step::ResetToCandidate
+        }
         Some((Reason::CandidateForUpdate, _)) => Step::Nothing,
         Some((Reason::SelectedForUpdate, _)) if !facts.selected => Step::ResetToCandidate,
         Some((Reason::SelectedForUpdate, since)) => {
             let deadline = add(since, drain_timeout);
-            Step::Drain { force: now >= deadline, deadline }
+            Step::Drain {
+                force: now >= deadline,
+                deadline,
+            }
         }
         Some((Reason::DrainSuccessful, _)) => Step::ReadyForUpdate,
         Some((Reason::ReadyForUpdate, _)) => {
             if facts.phase != InPlacePhase::Updating {
                 return Step::SetUpdating;
             }
-            let Some(since) = facts.phase_since else { return Step::SetUpdating };
+            let Some(since) = facts.phase_since else {
+                return Step::SetUpdating;
+            };
             let deadline = add(since, update_timeout);
             if now >= deadline {
-                Step::TimedOut { after: update_timeout }
+                Step::TimedOut {
+                    after: update_timeout,
+                }
             } else {
                 Step::WaitForResult { deadline }
             }
@@ -180,7 +211,14 @@ mod tests {
     }
 
     fn facts() -> NodeFacts {
-        NodeFacts { candidate: true, selected: false, result: None, condition: None, phase: InPlacePhase::Other, phase_since: None }
+        NodeFacts {
+            candidate: true,
+            selected: false,
+            result: None,
+            condition: None,
+            phase: InPlacePhase::Other,
+            phase_since: None,
+        }
     }
 
     const D: Duration = Duration::from_secs(7200);
@@ -189,14 +227,32 @@ mod tests {
     #[test]
     fn walks_candidate_selected_drain_ready() {
         let mut f = facts();
-        assert_eq!(next_step(&f, t(0), D, U), Step::SetCondition(Reason::CandidateForUpdate));
+        assert_eq!(
+            next_step(&f, t(0), D, U),
+            Step::SetCondition(Reason::CandidateForUpdate)
+        );
         f.condition = Some((Reason::CandidateForUpdate, t(0)));
         assert_eq!(next_step(&f, t(1), D, U), Step::Nothing);
         f.selected = true;
-        assert_eq!(next_step(&f, t(1), D, U), Step::SetCondition(Reason::SelectedForUpdate));
+        assert_eq!(
+            next_step(&f, t(1), D, U),
+            Step::SetCondition(Reason::SelectedForUpdate)
+        );
         f.condition = Some((Reason::SelectedForUpdate, t(2)));
-        assert_eq!(next_step(&f, t(3), D, U), Step::Drain { force: false, deadline: t(7202) });
-        assert_eq!(next_step(&f, t(7202), D, U), Step::Drain { force: true, deadline: t(7202) });
+        assert_eq!(
+            next_step(&f, t(3), D, U),
+            Step::Drain {
+                force: false,
+                deadline: t(7202)
+            }
+        );
+        assert_eq!(
+            next_step(&f, t(7202), D, U),
+            Step::Drain {
+                force: true,
+                deadline: t(7202)
+            }
+        );
         f.condition = Some((Reason::DrainSuccessful, t(10)));
         assert_eq!(next_step(&f, t(10), D, U), Step::ReadyForUpdate);
     }
@@ -208,7 +264,10 @@ mod tests {
         f.condition = Some((Reason::ReadyForUpdate, t(0)));
         f.phase = InPlacePhase::Updating;
         f.phase_since = Some(t(0));
-        assert_eq!(next_step(&f, t(599), D, U), Step::WaitForResult { deadline: t(600) });
+        assert_eq!(
+            next_step(&f, t(599), D, U),
+            Step::WaitForResult { deadline: t(600) }
+        );
         assert_eq!(next_step(&f, t(600), D, U), Step::TimedOut { after: U });
     }
 

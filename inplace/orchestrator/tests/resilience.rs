@@ -8,7 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use inplace_api::keys::{LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT};
+use inplace_api::keys::{
+    LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT,
+};
 use inplace_api::strategy::OrchestrationType;
 use kube::ResourceExt;
 use serde_json::json;
@@ -24,7 +26,10 @@ async fn bump(client: &kube::Client, path: &str, n: usize) {
         .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
         .body(serde_json::to_vec(&body).unwrap())
         .unwrap();
-    client.request_text(request).await.expect("the concurrent write lands");
+    client
+        .request_text(request)
+        .await
+        .expect("the concurrent write lands");
 }
 
 #[tokio::test(start_paused = true)]
@@ -47,7 +52,11 @@ async fn writes_that_conflict_with_a_concurrent_writer_are_retried_until_they_la
             // Alternate per object: the first write loses the race, its retry lands.
             let lose = {
                 let mut raced = raced.lock().unwrap();
-                if raced.remove(&seen.path) { false } else { raced.insert(seen.path.clone()) }
+                if raced.remove(&seen.path) {
+                    false
+                } else {
+                    raced.insert(seen.path.clone())
+                }
             };
             if lose {
                 let n = {
@@ -60,33 +69,76 @@ async fn writes_that_conflict_with_a_concurrent_writer_are_retried_until_they_la
             Verdict::Forward
         }
     });
-    let _orchestrator = lab.start_orchestrator_with(faulty_client(lab.client.clone(), race, log.clone()), Lab::config());
-    lab.create_deployment("workers", 3, "v1", 1, 0, OrchestrationType::Auto).await;
+    let _orchestrator = lab.start_orchestrator_with(
+        faulty_client(lab.client.clone(), race, log.clone()),
+        Lab::config(),
+    );
+    lab.create_deployment("workers", 3, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
     lab.wait_running(3).await;
     let failing = lab.nodes().await[2].name_any();
-    lab.outcomes.lock().unwrap().insert(failing.clone(), Outcome::Fail("rolled back".into()));
+    lab.outcomes
+        .lock()
+        .unwrap()
+        .insert(failing.clone(), Outcome::Fail("rolled back".into()));
     lab.change_template("workers", "v2").await;
-    lab.wait_for("two machines moved and one failed", Duration::from_secs(3600), || async {
-        let failed = lab.node(&failing).await;
-        let moved = lab.events_with_reason("MachineMoved").await.len();
-        (moved == 2 && support::condition_reason(&failed).as_deref() == Some("UpdateFailed")).then_some(())
-    })
+    lab.wait_for(
+        "two machines moved and one failed",
+        Duration::from_secs(3600),
+        || async {
+            let failed = lab.node(&failing).await;
+            let moved = lab.events_with_reason("MachineMoved").await.len();
+            (moved == 2 && support::condition_reason(&failed).as_deref() == Some("UpdateFailed"))
+                .then_some(())
+        },
+    )
     .await;
 
     // Every condition of the walk landed despite the races.
-    for reason in ["CandidateForUpdate", "SelectedForUpdate", "DrainSuccessful", "ReadyForUpdate", "UpdateSuccessful", "UpdateFailed"] {
-        assert!(!lab.events_with_reason(reason).await.is_empty(), "no {reason} transition");
+    for reason in [
+        "CandidateForUpdate",
+        "SelectedForUpdate",
+        "DrainSuccessful",
+        "ReadyForUpdate",
+        "UpdateSuccessful",
+        "UpdateFailed",
+    ] {
+        assert!(
+            !lab.events_with_reason(reason).await.is_empty(),
+            "no {reason} transition"
+        );
     }
     let failed = lab.node(&failing).await;
-    assert_eq!(failed.labels().get(LABEL_UPDATE_RESULT).map(String::as_str), Some("failed"));
+    assert_eq!(
+        failed.labels().get(LABEL_UPDATE_RESULT).map(String::as_str),
+        Some("failed")
+    );
     assert!(support::is_cordoned(&failed));
     // The races really happened, on node conditions and Machine status among others.
     let log = log.lock().unwrap();
-    let conflicts = |what: &str| log.iter().filter(|r| r.code == 409 && r.path.contains(what) && r.path.ends_with("/status")).count();
-    assert!(conflicts("/nodes/") >= 6, "node condition writes conflicted {} times", conflicts("/nodes/"));
-    assert!(conflicts("/machines/") >= 3, "machine status writes conflicted {} times", conflicts("/machines/"));
-    let node_status_ok = log.iter().filter(|r| r.code == 200 && r.path.contains("/nodes/") && r.path.ends_with("/status")).count();
-    assert!(node_status_ok >= 6, "and each was retried until it landed ({node_status_ok} successful writes)");
+    let conflicts = |what: &str| {
+        log.iter()
+            .filter(|r| r.code == 409 && r.path.contains(what) && r.path.ends_with("/status"))
+            .count()
+    };
+    assert!(
+        conflicts("/nodes/") >= 6,
+        "node condition writes conflicted {} times",
+        conflicts("/nodes/")
+    );
+    assert!(
+        conflicts("/machines/") >= 3,
+        "machine status writes conflicted {} times",
+        conflicts("/machines/")
+    );
+    let node_status_ok = log
+        .iter()
+        .filter(|r| r.code == 200 && r.path.contains("/nodes/") && r.path.ends_with("/status"))
+        .count();
+    assert!(
+        node_status_ok >= 6,
+        "and each was retried until it landed ({node_status_ok} successful writes)"
+    );
 }
 
 /// The per-node states the orchestrator is killed right after, and how to recognise the write.
@@ -94,7 +146,14 @@ fn kill_point(seen: &Seen) -> Option<&'static str> {
     if !seen.is_write() {
         return None;
     }
-    let conditions = ["CandidateForUpdate", "SelectedForUpdate", "DrainSuccessful", "ReadyForUpdate", "UpdateSuccessful", "UpdateFailed"];
+    let conditions = [
+        "CandidateForUpdate",
+        "SelectedForUpdate",
+        "DrainSuccessful",
+        "ReadyForUpdate",
+        "UpdateSuccessful",
+        "UpdateFailed",
+    ];
     if let Some(reason) = conditions.into_iter().find(|r| seen.writes_condition(r)) {
         return Some(reason);
     }
@@ -108,14 +167,25 @@ fn kill_point(seen: &Seen) -> Option<&'static str> {
         return Some("timeout mark");
     }
     let body = seen.body.as_ref()?;
-    if seen.method == http::Method::PATCH && seen.node().is_some() && body.pointer("/spec/unschedulable") == Some(&json!(true)) {
+    if seen.method == http::Method::PATCH
+        && seen.node().is_some()
+        && body.pointer("/spec/unschedulable") == Some(&json!(true))
+    {
         return Some("cordon");
     }
-    if seen.method == http::Method::PATCH && seen.node().is_some() && body.pointer("/spec/unschedulable") == Some(&json!(false)) {
+    if seen.method == http::Method::PATCH
+        && seen.node().is_some()
+        && body.pointer("/spec/unschedulable") == Some(&json!(false))
+    {
         return Some("uncordon");
     }
-    if seen.method == http::Method::PUT && seen.path.contains("/machines/") && seen.path.ends_with("/status") {
-        let phase = body.pointer("/status/currentStatus/phase").and_then(|p| p.as_str());
+    if seen.method == http::Method::PUT
+        && seen.path.contains("/machines/")
+        && seen.path.ends_with("/status")
+    {
+        let phase = body
+            .pointer("/status/currentStatus/phase")
+            .and_then(|p| p.as_str());
         return match phase {
             Some("InPlaceUpdating") => Some("phase InPlaceUpdating"),
             Some("InPlaceUpdateSuccessful") => Some("phase InPlaceUpdateSuccessful"),
@@ -123,19 +193,31 @@ fn kill_point(seen: &Seen) -> Option<&'static str> {
             _ => None,
         };
     }
-    if seen.method == http::Method::PATCH && seen.path.contains("/machines/") && body.pointer("/metadata/ownerReferences").is_some() {
+    if seen.method == http::Method::PATCH
+        && seen.path.contains("/machines/")
+        && body.pointer("/metadata/ownerReferences").is_some()
+    {
         return Some("machine moved");
     }
     None
 }
 
 #[tokio::test(start_paused = true)]
-async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_loses_a_failed_mark() {
+async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_loses_a_failed_mark()
+ {
     let mut lab = Lab::new().await;
     lab.update_time = Duration::from_secs(20);
     let _doubles = lab.start_doubles();
     let max_unavailable = 3;
-    lab.create_deployment("workers", 6, "v1", max_unavailable, 0, OrchestrationType::Auto).await;
+    lab.create_deployment(
+        "workers",
+        6,
+        "v1",
+        max_unavailable,
+        0,
+        OrchestrationType::Auto,
+    )
+    .await;
     let first = lab.start_orchestrator(Lab::config());
     lab.wait_running(6).await;
     first.abort();
@@ -145,8 +227,14 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
     // One node reports a failed update; one never reports anything (the orchestrator marks it
     // failed when machineInPlaceUpdateTimeout passes).
     let failing = [names[1].clone(), names[2].clone()];
-    lab.outcomes.lock().unwrap().insert(failing[0].clone(), Outcome::Fail("new slot did not boot: rolled back".into()));
-    lab.outcomes.lock().unwrap().insert(failing[1].clone(), Outcome::Silent);
+    lab.outcomes.lock().unwrap().insert(
+        failing[0].clone(),
+        Outcome::Fail("new slot did not boot: rolled back".into()),
+    );
+    lab.outcomes
+        .lock()
+        .unwrap()
+        .insert(failing[1].clone(), Outcome::Silent);
 
     // The hook kills the orchestrator right after the server applied the first write of each kind
     // for each object (the write lands, the answer never comes), and reports which.
@@ -155,11 +243,23 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
     let kill = hook(move |seen: Seen| {
         let (tx, done) = (kills_tx.clone(), done.clone());
         async move {
-            let Some(point) = kill_point(&seen) else { return Verdict::Forward };
-            let object = seen.path.trim_end_matches("/status").rsplit('/').next().unwrap_or_default().to_owned();
+            let Some(point) = kill_point(&seen) else {
+                return Verdict::Forward;
+            };
+            let object = seen
+                .path
+                .trim_end_matches("/status")
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_owned();
             // A kill right after the successful phase lets the MachineDeployment move the machine
             // before the condition is written; do that once, so the others reach UpdateSuccessful.
-            let key = if point == "phase InPlaceUpdateSuccessful" { point.to_owned() } else { format!("{point} {object}") };
+            let key = if point == "phase InPlaceUpdateSuccessful" {
+                point.to_owned()
+            } else {
+                format!("{point} {object}")
+            };
             if !done.lock().unwrap().insert(key) {
                 return Verdict::Forward;
             }
@@ -167,14 +267,23 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
             Verdict::ForwardThenHang
         }
     });
-    let start = |lab: &Lab| lab.start_orchestrator_with(faulty_client(lab.client.clone(), kill.clone(), Arc::default()), Lab::config());
+    let start = |lab: &Lab| {
+        lab.start_orchestrator_with(
+            faulty_client(lab.client.clone(), kill.clone(), Arc::default()),
+            Lab::config(),
+        )
+    };
     let (max_selected, _monitor) = lab.monitor_selected();
     let mut orchestrator = start(&lab);
     lab.change_template("workers", "v2").await;
 
     let mut hits: BTreeMap<String, usize> = BTreeMap::new();
     let mut failed_seen: BTreeSet<String> = BTreeSet::new();
-    let limit = lab.clock.now().checked_add(Duration::from_secs(3600)).unwrap();
+    let limit = lab
+        .clock
+        .now()
+        .checked_add(Duration::from_secs(3600))
+        .unwrap();
     loop {
         tokio::select! {
             Some(point) = kills.recv() => {
@@ -211,23 +320,53 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
     // Settle, then the end state: four nodes updated and clean, the failed one marked and cordoned.
     lab.clock.sleep(Duration::from_secs(120)).await;
     let all = [
-        "candidate label", "CandidateForUpdate", "selected label", "SelectedForUpdate", "cordon", "phase InPlaceUpdating",
-        "DrainSuccessful", "ReadyForUpdate", "phase InPlaceUpdateSuccessful", "UpdateSuccessful", "machine moved", "uncordon",
-        "phase InPlaceUpdateFailed", "UpdateFailed", "timeout mark",
+        "candidate label",
+        "CandidateForUpdate",
+        "selected label",
+        "SelectedForUpdate",
+        "cordon",
+        "phase InPlaceUpdating",
+        "DrainSuccessful",
+        "ReadyForUpdate",
+        "phase InPlaceUpdateSuccessful",
+        "UpdateSuccessful",
+        "machine moved",
+        "uncordon",
+        "phase InPlaceUpdateFailed",
+        "UpdateFailed",
+        "timeout mark",
     ];
     for point in all {
-        assert!(hits.contains_key(point), "never killed after {point}: {hits:?}");
+        assert!(
+            hits.contains_key(point),
+            "never killed after {point}: {hits:?}"
+        );
     }
     let max = *max_selected.lock().unwrap();
-    assert!(max <= max_unavailable as usize, "at most maxUnavailable nodes selected at once across restarts, saw {max}");
+    assert!(
+        max <= max_unavailable as usize,
+        "at most maxUnavailable nodes selected at once across restarts, saw {max}"
+    );
     for node in lab.nodes().await {
         let name = node.name_any();
         if failing.contains(&name) {
-            assert_eq!(node.labels().get(LABEL_UPDATE_RESULT).map(String::as_str), Some("failed"));
+            assert_eq!(
+                node.labels().get(LABEL_UPDATE_RESULT).map(String::as_str),
+                Some("failed")
+            );
             assert!(support::is_cordoned(&node));
-            assert_eq!(support::condition_reason(&node).as_deref(), Some("UpdateFailed"));
+            assert_eq!(
+                support::condition_reason(&node).as_deref(),
+                Some("UpdateFailed")
+            );
         } else {
-            assert!(node.labels().keys().all(|k| !k.starts_with("node.machine.sapcloud.io/")), "node {name}: {:?}", node.labels());
+            assert!(
+                node.labels()
+                    .keys()
+                    .all(|k| !k.starts_with("node.machine.sapcloud.io/")),
+                "node {name}: {:?}",
+                node.labels()
+            );
             assert!(!support::is_cordoned(&node), "node {name} left cordoned");
         }
     }
@@ -238,21 +377,36 @@ async fn killed_after_each_state_and_restarted_never_exceeds_max_unavailable_or_
 /// Whether every machine but those of `failing` is in the new (v2) set with a clean node, and
 /// each of `failing` has its failure recorded.
 async fn rolled_out_but(lab: &Lab, failing: &[String]) -> bool {
-    let Some(new) = lab.sets().await.into_iter().find(|s| s.spec.template.spec.class.as_ref().is_some_and(|c| c.name == "v2")) else {
+    let Some(new) = lab.sets().await.into_iter().find(|s| {
+        s.spec
+            .template
+            .spec
+            .class
+            .as_ref()
+            .is_some_and(|c| c.name == "v2")
+    }) else {
         return false;
     };
     let new_uid = new.uid().unwrap_or_default();
     for machine in lab.machines().await {
-        let Some(node_name) = machine.node_name() else { return false };
+        let Some(node_name) = machine.node_name() else {
+            return false;
+        };
         let node = lab.node(node_name).await;
         if failing.iter().any(|f| f == node_name) {
-            if support::condition_reason(&node).as_deref() != Some("UpdateFailed") || machine.phase().map(|p| p.as_str()) != Some("InPlaceUpdateFailed") {
+            if support::condition_reason(&node).as_deref() != Some("UpdateFailed")
+                || machine.phase().map(|p| p.as_str()) != Some("InPlaceUpdateFailed")
+            {
                 return false;
             }
             continue;
         }
         let in_new = machine.owner_references().iter().any(|o| o.uid == new_uid);
-        let clean = node.labels().keys().all(|k| !k.starts_with("node.machine.sapcloud.io/")) && !support::is_cordoned(&node);
+        let clean = node
+            .labels()
+            .keys()
+            .all(|k| !k.starts_with("node.machine.sapcloud.io/"))
+            && !support::is_cordoned(&node);
         if !in_new || !clean || machine.phase().map(|p| p.as_str()) != Some("Running") {
             return false;
         }
@@ -280,21 +434,44 @@ async fn failing_watches_resume_and_cost_no_correctness() {
             }
         })
     };
-    let _orchestrator = lab.start_orchestrator_with(faulty_client(lab.client.clone(), watches, log.clone()), Lab::config());
-    lab.create_deployment("workers", 3, "v1", 1, 0, OrchestrationType::Auto).await;
+    let _orchestrator = lab.start_orchestrator_with(
+        faulty_client(lab.client.clone(), watches, log.clone()),
+        Lab::config(),
+    );
+    lab.create_deployment("workers", 3, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
     lab.wait_running(3).await;
     lab.change_template("workers", "v2").await;
     // Without watches the periodic passes carry the rollout.
-    lab.wait_for("the first machine to move without watches", Duration::from_secs(550), || async {
-        (!lab.events_with_reason("MachineMoved").await.is_empty()).then_some(())
-    })
+    lab.wait_for(
+        "the first machine to move without watches",
+        Duration::from_secs(550),
+        || async { (!lab.events_with_reason("MachineMoved").await.is_empty()).then_some(()) },
+    )
     .await;
     assert!(*broken.lock().unwrap());
-    let failed_watches = log.lock().unwrap().iter().filter(|r| r.watch && r.code == 500).count();
-    assert!(failed_watches >= 5, "the watches were retried ({failed_watches} failures)");
+    let failed_watches = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.watch && r.code == 500)
+        .count();
+    assert!(
+        failed_watches >= 5,
+        "the watches were retried ({failed_watches} failures)"
+    );
     *broken.lock().unwrap() = false;
-    lab.wait_rolled_out("v2", 3, Duration::from_secs(3600)).await;
-    let resumed = log.lock().unwrap().iter().filter(|r| r.watch && r.code == 200).count();
-    assert!(resumed >= 5, "every watch resumed once the server served them again ({resumed})");
+    lab.wait_rolled_out("v2", 3, Duration::from_secs(3600))
+        .await;
+    let resumed = log
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.watch && r.code == 200)
+        .count();
+    assert!(
+        resumed >= 5,
+        "every watch resumed once the server served them again ({resumed})"
+    );
     assert_eq!(lab.events_with_reason("MachineMoved").await.len(), 3);
 }

@@ -33,7 +33,11 @@ pub struct Args {
     #[arg(long, env = "RACKPROOF_KCM_NODE_MONITOR_GRACE", default_value = "40s", value_parser = parse_duration)]
     pub kcm_node_monitor_grace: Duration,
     /// Expired fraction of candidate leases that triggers the scale-down.
-    #[arg(long, env = "RACKPROOF_NODE_LEASE_FAILURE_FRACTION", default_value_t = 0.6)]
+    #[arg(
+        long,
+        env = "RACKPROOF_NODE_LEASE_FAILURE_FRACTION",
+        default_value_t = 0.6
+    )]
     pub node_lease_failure_fraction: f64,
     /// Node condition types that make a node unhealthy when True.
     #[arg(long, value_delimiter = ',', default_values_t = Config::default().unhealthy_conditions)]
@@ -49,7 +53,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     inplace_api::standalone::init_logs();
     let client = inplace_api::standalone::client(args.kubeconfig.as_deref()).await?;
     let config = Config {
-        machine_namespace: args.machine_namespace.unwrap_or_else(|| args.namespace.clone()),
+        machine_namespace: args
+            .machine_namespace
+            .unwrap_or_else(|| args.namespace.clone()),
         namespace: args.namespace,
         dependents: args.dependent,
         probe_interval: args.probe_interval,
@@ -60,5 +66,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         ..Config::default()
     };
     tracing::info!(namespace = %config.namespace, dependents = %config.dependents.join(","), probe_interval = ?config.probe_interval, "dependency watchdog started");
-    crate::run(client, Clock::wall(), config).await.context("dependency watchdog stopped")
+    crate::run(client, Clock::wall(), config)
+        .await
+        .context("dependency watchdog stopped")
 }

@@ -19,7 +19,11 @@ pub enum Error {
         rackproof_clock::format_duration(*.waited),
         .last_error.as_deref().map(|e| format!(" (last error: {e})")).unwrap_or_default()
     )]
-    MachinesNotListed { namespace: String, waited: std::time::Duration, last_error: Option<String> },
+    MachinesNotListed {
+        namespace: String,
+        waited: std::time::Duration,
+        last_error: Option<String>,
+    },
     /// Reading or updating a dependent Deployment failed.
     #[error("failed to scale dependent deployment {name}")]
     Dependent {
@@ -31,7 +35,9 @@ pub enum Error {
     #[error("failed to scale dependent deployment {name}: it kept changing (409 conflicts)")]
     Contended { name: String },
     /// The remembered replicas are not a number.
-    #[error("failed to restore dependent deployment {name}: replicas annotation {value:?} is not a number")]
+    #[error(
+        "failed to restore dependent deployment {name}: replicas annotation {value:?} is not a number"
+    )]
     BadAnnotation { name: String, value: String },
     /// Writing the status ConfigMap failed.
     #[error("failed to write the watchdog status configmap {name}")]

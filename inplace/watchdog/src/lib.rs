@@ -109,7 +109,11 @@ impl Default for Config {
             probe_interval: Duration::from_secs(10),
             kcm_node_monitor_grace: Duration::from_secs(40),
             node_lease_failure_fraction: 0.6,
-            unhealthy_conditions: vec!["KernelDeadlock".to_owned(), "ReadonlyFilesystem".to_owned(), "DiskPressure".to_owned()],
+            unhealthy_conditions: vec![
+                "KernelDeadlock".to_owned(),
+                "ReadonlyFilesystem".to_owned(),
+                "DiskPressure".to_owned(),
+            ],
             in_place_reasons: vec!["ReadyForUpdate".to_owned(), "UpdateFailed".to_owned()],
             throttle_backoff: Duration::from_secs(10),
             status_config_map: "dependency-watchdog-status".to_owned(),
@@ -126,7 +130,9 @@ impl Config {
             )));
         }
         if self.probe_interval.is_zero() {
-            return Err(Error::Config("the probe interval must be longer than zero".to_owned()));
+            return Err(Error::Config(
+                "the probe interval must be longer than zero".to_owned(),
+            ));
         }
         Ok(())
     }
@@ -167,7 +173,14 @@ struct Watchdog<'a> {
 impl<'a> Watchdog<'a> {
     fn new(client: Client, clock: Clock, config: Config, machines: &'a Machines) -> Self {
         let recorder = Recorder::new(client.clone(), clock.clone(), "dependency-watchdog");
-        Self { client, clock, config, machines, recorder, last: None }
+        Self {
+            client,
+            clock,
+            config,
+            machines,
+            recorder,
+            last: None,
+        }
     }
 
     async fn run(mut self) {
@@ -178,9 +191,11 @@ impl<'a> Watchdog<'a> {
             if let Err(error) = &outcome {
                 let throttled = error.is_throttled();
                 tracing::warn!(error = %error_chain(error), throttled, "probe failed");
-                self.write_status(&Status::failed(error, throttled), None).await;
+                self.write_status(&Status::failed(error, throttled), None)
+                    .await;
                 if self.last != Some(Last::Failed) {
-                    self.event(Kind::Warning, "ProbeFailed", &error_chain(error)).await;
+                    self.event(Kind::Warning, "ProbeFailed", &error_chain(error))
+                        .await;
                     self.last = Some(Last::Failed);
                 }
                 if throttled {
@@ -192,7 +207,10 @@ impl<'a> Watchdog<'a> {
     }
 
     async fn probe_once(&mut self) -> Result<(), Error> {
-        self.client.apiserver_version().await.map_err(Error::ApiServer)?;
+        self.client
+            .apiserver_version()
+            .await
+            .map_err(Error::ApiServer)?;
         let probe = self.probe_leases().await?;
         let decision = probe::decide(&probe, self.config.node_lease_failure_fraction);
         let status = Status::decided(&probe, decision, self.config.node_lease_failure_fraction);
@@ -224,19 +242,46 @@ impl<'a> Watchdog<'a> {
 
     async fn probe_leases(&self) -> Result<LeaseProbe, Error> {
         let nodes: List<NodeFacts> = self.list("nodes", Node::url_path(&(), None)).await?;
-        let machines = self.machines.facts(&self.clock, self.config.probe_interval).await?;
-        let leases: List<LeaseFacts> = self.list("node leases", Lease::url_path(&(), Some(NODE_LEASE_NAMESPACE))).await?;
+        let machines = self
+            .machines
+            .facts(&self.clock, self.config.probe_interval)
+            .await?;
+        let leases: List<LeaseFacts> = self
+            .list(
+                "node leases",
+                Lease::url_path(&(), Some(NODE_LEASE_NAMESPACE)),
+            )
+            .await?;
         let filter = Filter {
             unhealthy_conditions: self.config.unhealthy_conditions.clone(),
             in_place_reasons: self.config.in_place_reasons.clone(),
         };
-        Ok(probe::probe_leases(&nodes.items, &machines, &leases.items, &filter, self.config.kcm_node_monitor_grace, self.clock.now()))
+        Ok(probe::probe_leases(
+            &nodes.items,
+            &machines,
+            &leases.items,
+            &filter,
+            self.config.kcm_node_monitor_grace,
+            self.clock.now(),
+        ))
     }
 
     /// Lists the objects at `path`, decoding only what `T` names (see [`probe`]).
-    async fn list<T: serde::de::DeserializeOwned>(&self, what: &'static str, path: String) -> Result<T, Error> {
-        let request = kube::core::Request::new(path).list(&ListParams::default()).map_err(|e| Error::List { what, source: kube::Error::BuildRequest(e) })?;
-        self.client.request(request).await.map_err(|source| Error::List { what, source })
+    async fn list<T: serde::de::DeserializeOwned>(
+        &self,
+        what: &'static str,
+        path: String,
+    ) -> Result<T, Error> {
+        let request = kube::core::Request::new(path)
+            .list(&ListParams::default())
+            .map_err(|e| Error::List {
+                what,
+                source: kube::Error::BuildRequest(e),
+            })?;
+        self.client
+            .request(request)
+            .await
+            .map_err(|source| Error::List { what, source })
     }
 
     /// Scales every dependent down (or back up, in reverse order), publishing an Event for each
@@ -248,10 +293,15 @@ impl<'a> Watchdog<'a> {
             order.reverse();
         }
         for name in order {
-            let outcome = if down { scale::scale_down(&api, name).await? } else { scale::scale_up(&api, name).await? };
+            let outcome = if down {
+                scale::scale_down(&api, name).await?
+            } else {
+                scale::scale_up(&api, name).await?
+            };
             if let Outcome::Scaled { from, to } = outcome {
                 let reason = if to == 0 { "ScaledDown" } else { "ScaledUp" };
-                let message = format!("scaled deployment {name} from {from} to {to} replicas: {why}");
+                let message =
+                    format!("scaled deployment {name} from {from} to {to} replicas: {why}");
                 self.deployment_event(name, reason, &message).await;
             }
         }
@@ -269,7 +319,9 @@ impl<'a> Watchdog<'a> {
     }
 
     async fn event(&self, kind: Kind, reason: &str, message: &str) {
-        self.recorder.publish(&self.status_reference(), kind, reason, message).await;
+        self.recorder
+            .publish(&self.status_reference(), kind, reason, message)
+            .await;
     }
 
     async fn deployment_event(&self, name: &str, reason: &str, message: &str) {
@@ -280,7 +332,9 @@ impl<'a> Watchdog<'a> {
             namespace: Some(self.config.namespace.clone()),
             ..Default::default()
         };
-        self.recorder.publish(&reference, Kind::Warning, reason, message).await;
+        self.recorder
+            .publish(&reference, Kind::Warning, reason, message)
+            .await;
     }
 
     async fn write_status(&self, status: &Status, probe: Option<&LeaseProbe>) {
@@ -291,7 +345,11 @@ impl<'a> Watchdog<'a> {
         if let Some(probe) = probe {
             data.insert("candidates".to_owned(), probe.candidates.join(","));
             data.insert("expired".to_owned(), probe.expired.join(","));
-            let excluded: Vec<String> = probe.excluded.iter().map(|(n, why)| format!("{n}: {why}")).collect();
+            let excluded: Vec<String> = probe
+                .excluded
+                .iter()
+                .map(|(n, why)| format!("{n}: {why}"))
+                .collect();
             data.insert("excluded".to_owned(), excluded.join("; "));
         }
         if let Err(error) = self.put_status(data).await {
@@ -302,7 +360,10 @@ impl<'a> Watchdog<'a> {
     async fn put_status(&self, data: BTreeMap<String, String>) -> Result<(), Error> {
         let name = self.config.status_config_map.clone();
         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.config.namespace);
-        let wrap = |source| Error::Status { name: name.clone(), source };
+        let wrap = |source| Error::Status {
+            name: name.clone(),
+            source,
+        };
         for _ in 0..5 {
             match api.get(&name).await {
                 Ok(mut existing) => {
@@ -360,7 +421,9 @@ impl Status {
             },
             Decision::Skip => Self {
                 decision: "Skip",
-                message: format!("{candidates} candidate node lease: no scaling decision with a single candidate"),
+                message: format!(
+                    "{candidates} candidate node lease: no scaling decision with a single candidate"
+                ),
             },
         }
     }
@@ -370,7 +433,10 @@ impl Status {
         if throttled {
             message.push_str(" (throttled: backing off)");
         }
-        Self { decision: "ProbeFailed", message }
+        Self {
+            decision: "ProbeFailed",
+            message,
+        }
     }
 }
 

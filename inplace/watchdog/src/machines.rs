@@ -42,20 +42,29 @@ struct State {
 impl Machines {
     /// An empty cache of the Machines in `namespace`; [`Machines::follow`] fills it.
     pub(crate) fn new(namespace: &str) -> Self {
-        Self { namespace: namespace.to_owned(), state: Mutex::default(), synced: watch::Sender::new(false) }
+        Self {
+            namespace: namespace.to_owned(),
+            state: Mutex::default(),
+            synced: watch::Sender::new(false),
+        }
     }
 
     /// Keeps the cache up to date until dropped; a failed watch is retried with back-off.
     pub(crate) async fn follow(&self, client: Client) {
         let api: Api<MachineItem> = Api::namespaced(client, &self.namespace);
-        let mut events = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut events = watcher::watcher(api, watcher::Config::default())
+            .default_backoff()
+            .boxed();
         while let Some(event) = events.next().await {
             self.apply(event);
         }
     }
 
     fn apply(&self, event: Result<Event<MachineItem>, watcher::Error>) {
-        let mut state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         match event {
             Ok(Event::Init) => state.listing = Some(BTreeMap::new()),
             Ok(Event::InitApply(machine)) => {
@@ -72,7 +81,9 @@ impl Machines {
                 self.synced.send_replace(true);
             }
             Ok(Event::Apply(machine)) => {
-                state.current.insert(name(&machine), MachineFacts::of(&machine));
+                state
+                    .current
+                    .insert(name(&machine), MachineFacts::of(&machine));
             }
             Ok(Event::Delete(machine)) => {
                 state.current.remove(&name(&machine));
@@ -86,12 +97,26 @@ impl Machines {
 
     /// The facts of every Machine that backs a node, once the watch has listed them all; waits
     /// at most `wait` for that first list.
-    pub(crate) async fn facts(&self, clock: &Clock, wait: Duration) -> Result<Vec<MachineFacts>, Error> {
+    pub(crate) async fn facts(
+        &self,
+        clock: &Clock,
+        wait: Duration,
+    ) -> Result<Vec<MachineFacts>, Error> {
         let mut synced = self.synced.subscribe();
-        let listed = matches!(clock.timeout(wait, synced.wait_for(|synced| *synced)).await, Ok(Ok(_)));
-        let state = self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let listed = matches!(
+            clock.timeout(wait, synced.wait_for(|synced| *synced)).await,
+            Ok(Ok(_))
+        );
+        let state = self
+            .state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         if !listed {
-            return Err(Error::MachinesNotListed { namespace: self.namespace.clone(), waited: wait, last_error: state.last_error.clone() });
+            return Err(Error::MachinesNotListed {
+                namespace: self.namespace.clone(),
+                waited: wait,
+                last_error: state.last_error.clone(),
+            });
         }
         Ok(state.current.values().flatten().cloned().collect())
     }
@@ -146,7 +171,12 @@ mod tests {
 
     fn shown(machines: &Machines) -> Vec<(String, String)> {
         let state = machines.state.lock().unwrap();
-        state.current.values().flatten().map(|m| (m.node.clone(), m.phase.clone())).collect()
+        state
+            .current
+            .values()
+            .flatten()
+            .map(|m| (m.node.clone(), m.phase.clone()))
+            .collect()
     }
 
     /// A relist replaces what the cache showed only once complete; changes and deletions in
@@ -158,10 +188,19 @@ mod tests {
         machines.apply(Ok(Event::Init));
         machines.apply(Ok(Event::InitApply(machine("m-a", "a", "Running"))));
         machines.apply(Ok(Event::InitApply(machine("m-b", "b", "Running"))));
-        assert!(shown(&machines).is_empty(), "nothing shows before the list completes");
+        assert!(
+            shown(&machines).is_empty(),
+            "nothing shows before the list completes"
+        );
         machines.apply(Ok(Event::InitDone));
         assert!(*machines.synced.borrow());
-        assert_eq!(shown(&machines), [("a".into(), "Running".into()), ("b".into(), "Running".into())]);
+        assert_eq!(
+            shown(&machines),
+            [
+                ("a".into(), "Running".into()),
+                ("b".into(), "Running".into())
+            ]
+        );
 
         machines.apply(Ok(Event::Apply(machine("m-a", "a", "Failed"))));
         machines.apply(Ok(Event::Delete(machine("m-b", "b", "Running"))));
@@ -182,11 +221,21 @@ mod tests {
         machines.apply(Ok(Event::Init));
         machines.apply(Err(watcher::Error::NoResourceVersion));
         let clock = Clock::simulated(jiff::Timestamp::UNIX_EPOCH);
-        let error = machines.facts(&clock, Duration::from_secs(10)).await.unwrap_err().to_string();
-        assert!(error.contains("shoot--x") && error.contains("10s"), "{error}");
+        let error = machines
+            .facts(&clock, Duration::from_secs(10))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("shoot--x") && error.contains("10s"),
+            "{error}"
+        );
         machines.apply(Ok(Event::InitApply(machine("m-a", "a", "Running"))));
         machines.apply(Ok(Event::InitDone));
-        let facts = machines.facts(&clock, Duration::from_secs(10)).await.unwrap();
+        let facts = machines
+            .facts(&clock, Duration::from_secs(10))
+            .await
+            .unwrap();
         assert_eq!(facts.len(), 1);
     }
 }

@@ -166,8 +166,12 @@ pub struct LeaseProbe {
 /// What to do with the dependents.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Decision {
-    ScaleDown { fraction: f64 },
-    ScaleUp { fraction: f64 },
+    ScaleDown {
+        fraction: f64,
+    },
+    ScaleUp {
+        fraction: f64,
+    },
     /// Exactly one candidate: DWD takes no action.
     Skip,
 }
@@ -198,7 +202,10 @@ pub(crate) fn probe_leases(
             None => candidates.push(name),
         }
     }
-    let leases: BTreeMap<&str, &LeaseFacts> = leases.iter().map(|l| (l.metadata.name.as_str(), l)).collect();
+    let leases: BTreeMap<&str, &LeaseFacts> = leases
+        .iter()
+        .map(|l| (l.metadata.name.as_str(), l))
+        .collect();
     let mut with_lease = Vec::new();
     let mut expired = Vec::new();
     for name in candidates {
@@ -211,11 +218,25 @@ pub(crate) fn probe_leases(
         }
         with_lease.push(name);
     }
-    LeaseProbe { candidates: with_lease, expired, excluded }
+    LeaseProbe {
+        candidates: with_lease,
+        expired,
+        excluded,
+    }
 }
 
-fn exclusion(node: &NodeFacts, name: &str, machines: &BTreeSet<&str>, filter: &Filter) -> Option<&'static str> {
-    if node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(ANNOTATION_NOT_MANAGED)) {
+fn exclusion(
+    node: &NodeFacts,
+    name: &str,
+    machines: &BTreeSet<&str>,
+    filter: &Filter,
+) -> Option<&'static str> {
+    if node
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_NOT_MANAGED))
+    {
         return Some("not managed by the orchestrator");
     }
     let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
@@ -224,7 +245,10 @@ fn exclusion(node: &NodeFacts, name: &str, machines: &BTreeSet<&str>, filter: &F
             return Some("unhealthy by a worker node condition");
         }
         if condition.type_ == "InPlaceUpdate"
-            && condition.reason.as_ref().is_some_and(|r| filter.in_place_reasons.iter().any(|x| x == r))
+            && condition
+                .reason
+                .as_ref()
+                .is_some_and(|r| filter.in_place_reasons.iter().any(|x| x == r))
         {
             return Some("under in-place update");
         }
@@ -237,7 +261,9 @@ fn exclusion(node: &NodeFacts, name: &str, machines: &BTreeSet<&str>, filter: &F
 
 /// `renewTime + 0.75 × grace ≤ now`.
 pub fn lease_expired(lease: &LeaseFacts, grace: Duration, now: Timestamp) -> bool {
-    let Some(renew) = lease.spec.as_ref().and_then(|s| s.renew_time) else { return true };
+    let Some(renew) = lease.spec.as_ref().and_then(|s| s.renew_time) else {
+        return true;
+    };
     let buffer = grace.mul_f64(EXPIRY_BUFFER_FRACTION);
     match renew.checked_add(buffer) {
         Ok(expiry) => expiry <= now,
@@ -271,12 +297,19 @@ mod tests {
 
     fn node(name: &str, conditions: &[(&str, &str, &str)]) -> NodeFacts {
         NodeFacts {
-            metadata: Meta { name: name.into(), ..Default::default() },
+            metadata: Meta {
+                name: name.into(),
+                ..Default::default()
+            },
             status: Some(NodeStatusFacts {
                 conditions: Some(
                     conditions
                         .iter()
-                        .map(|(t, s, r)| ConditionFacts { type_: (*t).into(), status: (*s).into(), reason: Some((*r).into()) })
+                        .map(|(t, s, r)| ConditionFacts {
+                            type_: (*t).into(),
+                            status: (*s).into(),
+                            reason: Some((*r).into()),
+                        })
                         .collect(),
                 ),
             }),
@@ -284,18 +317,33 @@ mod tests {
     }
 
     fn lease(name: &str, renewed: i64) -> LeaseFacts {
-        LeaseFacts { metadata: Named { name: name.into() }, spec: Some(LeaseSpecFacts { renew_time: Some(at(renewed)) }) }
+        LeaseFacts {
+            metadata: Named { name: name.into() },
+            spec: Some(LeaseSpecFacts {
+                renew_time: Some(at(renewed)),
+            }),
+        }
     }
 
     fn filter() -> Filter {
         Filter {
-            unhealthy_conditions: vec!["KernelDeadlock".into(), "ReadonlyFilesystem".into(), "DiskPressure".into()],
+            unhealthy_conditions: vec![
+                "KernelDeadlock".into(),
+                "ReadonlyFilesystem".into(),
+                "DiskPressure".into(),
+            ],
             in_place_reasons: vec!["ReadyForUpdate".into(), "UpdateFailed".into()],
         }
     }
 
     fn machines(names: &[&str]) -> Vec<MachineFacts> {
-        names.iter().map(|n| MachineFacts { node: (*n).into(), phase: "Running".into() }).collect()
+        names
+            .iter()
+            .map(|n| MachineFacts {
+                node: (*n).into(),
+                phase: "Running".into(),
+            })
+            .collect()
     }
 
     #[test]
@@ -314,8 +362,21 @@ mod tests {
             node("d", &[("DiskPressure", "True", "x")]),
             node("e", &[("InPlaceUpdate", "True", "SelectedForUpdate")]),
         ];
-        let leases = vec![lease("a", 0), lease("b", 0), lease("c", 0), lease("d", 0), lease("e", 100)];
-        let probe = probe_leases(&nodes, &machines(&["a", "b", "c", "d", "e"]), &leases, &filter(), Duration::from_secs(40), at(100));
+        let leases = vec![
+            lease("a", 0),
+            lease("b", 0),
+            lease("c", 0),
+            lease("d", 0),
+            lease("e", 100),
+        ];
+        let probe = probe_leases(
+            &nodes,
+            &machines(&["a", "b", "c", "d", "e"]),
+            &leases,
+            &filter(),
+            Duration::from_secs(40),
+            at(100),
+        );
         assert_eq!(probe.candidates, vec!["c", "e"]);
         assert_eq!(probe.expired, vec!["c"]);
         assert_eq!(decide(&probe, 0.6), Decision::ScaleUp { fraction: 0.5 });
@@ -324,12 +385,23 @@ mod tests {
     #[test]
     fn failed_or_missing_machines_and_unmanaged_nodes_are_left_out() {
         let mut unmanaged = node("u", &[]);
-        unmanaged.metadata.annotations = Some([(ANNOTATION_NOT_MANAGED.to_owned(), "true".to_owned())].into());
+        unmanaged.metadata.annotations =
+            Some([(ANNOTATION_NOT_MANAGED.to_owned(), "true".to_owned())].into());
         let nodes = vec![node("a", &[]), node("b", &[]), unmanaged, node("m", &[])];
         let mut ms = machines(&["a", "u"]);
-        ms.push(MachineFacts { node: "b".into(), phase: "Failed".into() });
+        ms.push(MachineFacts {
+            node: "b".into(),
+            phase: "Failed".into(),
+        });
         let leases = vec![lease("a", 0), lease("b", 0), lease("u", 0), lease("m", 0)];
-        let probe = probe_leases(&nodes, &ms, &leases, &filter(), Duration::from_secs(40), at(100));
+        let probe = probe_leases(
+            &nodes,
+            &ms,
+            &leases,
+            &filter(),
+            Duration::from_secs(40),
+            at(100),
+        );
         assert_eq!(probe.candidates, vec!["a"]);
         assert_eq!(decide(&probe, 0.6), Decision::Skip);
     }
@@ -346,17 +418,37 @@ mod tests {
         .unwrap();
         let node = &nodes.items[0];
         assert_eq!(node.metadata.name, "a");
-        assert!(node.metadata.annotations.as_ref().unwrap().contains_key(ANNOTATION_NOT_MANAGED));
+        assert!(
+            node.metadata
+                .annotations
+                .as_ref()
+                .unwrap()
+                .contains_key(ANNOTATION_NOT_MANAGED)
+        );
         let condition = &node.status.as_ref().unwrap().conditions.as_ref().unwrap()[0];
-        assert_eq!((condition.type_.as_str(), condition.status.as_str(), condition.reason.as_deref()), ("InPlaceUpdate", "True", Some("ReadyForUpdate")));
+        assert_eq!(
+            (
+                condition.type_.as_str(),
+                condition.status.as_str(),
+                condition.reason.as_deref()
+            ),
+            ("InPlaceUpdate", "True", Some("ReadyForUpdate"))
+        );
 
         let leases: List<LeaseFacts> = serde_json::from_value(serde_json::json!({"items": [
             {"metadata": {"name": "a"}, "spec": {"holderIdentity": "a", "renewTime": "2023-11-14T22:13:20.000000Z"}},
             {"metadata": {"name": "b"}, "spec": {}},
         ]}))
         .unwrap();
-        assert_eq!(leases.items[0].spec.as_ref().unwrap().renew_time, Some(at(0)));
-        assert!(lease_expired(&leases.items[1], Duration::from_secs(40), at(0)));
+        assert_eq!(
+            leases.items[0].spec.as_ref().unwrap().renew_time,
+            Some(at(0))
+        );
+        assert!(lease_expired(
+            &leases.items[1],
+            Duration::from_secs(40),
+            at(0)
+        ));
 
         let machines: List<MachineItem> = serde_json::from_value(serde_json::json!({"items": [
             {"metadata": {"name": "m1", "labels": {"node": "a"}}, "status": {"currentStatus": {"phase": "Running"}}},
@@ -365,14 +457,28 @@ mod tests {
         ]}))
         .unwrap();
         let facts: Vec<MachineFacts> = machines.items.iter().filter_map(MachineFacts::of).collect();
-        assert_eq!(facts.iter().map(|m| (m.node.as_str(), m.phase.as_str())).collect::<Vec<_>>(), vec![("a", "Running"), ("b", "Terminating")]);
+        assert_eq!(
+            facts
+                .iter()
+                .map(|m| (m.node.as_str(), m.phase.as_str()))
+                .collect::<Vec<_>>(),
+            vec![("a", "Running"), ("b", "Terminating")]
+        );
     }
 
     #[test]
     fn decides_on_the_fraction_with_more_than_one_candidate() {
-        let probe = LeaseProbe { candidates: vec!["a".into(), "b".into(), "c".into()], expired: vec!["a".into(), "b".into()], excluded: vec![] };
+        let probe = LeaseProbe {
+            candidates: vec!["a".into(), "b".into(), "c".into()],
+            expired: vec!["a".into(), "b".into()],
+            excluded: vec![],
+        };
         assert!(matches!(decide(&probe, 0.6), Decision::ScaleDown { .. }));
-        let probe = LeaseProbe { candidates: vec![], expired: vec![], excluded: vec![] };
+        let probe = LeaseProbe {
+            candidates: vec![],
+            expired: vec![],
+            excluded: vec![],
+        };
         assert!(matches!(decide(&probe, 0.6), Decision::ScaleUp { .. }));
     }
 }

@@ -20,7 +20,8 @@ use crate::error::{Error, is_conflict, is_not_found};
 /// Deployment annotation holding the replicas before the scale-down.
 pub const ANNOTATION_REPLICAS: &str = "dependency-watchdog.gardener.cloud/replicas";
 /// Deployment annotation present while the watchdog holds it at zero.
-pub const ANNOTATION_MELTDOWN_PROTECTION: &str = "dependency-watchdog.gardener.cloud/meltdown-protection-active";
+pub const ANNOTATION_MELTDOWN_PROTECTION: &str =
+    "dependency-watchdog.gardener.cloud/meltdown-protection-active";
 /// Deployment annotation that exempts it from scaling.
 pub const ANNOTATION_IGNORE_SCALING: &str = "dependency-watchdog.gardener.cloud/ignore-scaling";
 
@@ -28,7 +29,10 @@ pub const ANNOTATION_IGNORE_SCALING: &str = "dependency-watchdog.gardener.cloud/
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Outcome {
     /// Scaled from `from` to `to` replicas.
-    Scaled { from: i32, to: i32 },
+    Scaled {
+        from: i32,
+        to: i32,
+    },
     /// Only the annotations were removed (someone else restored it).
     Released,
     Unchanged,
@@ -43,26 +47,50 @@ pub(crate) async fn scale_down(api: &Api<Deployment>, name: &str) -> Result<Outc
         let mut deployment = match api.get(name).await {
             Ok(d) => d,
             Err(e) if is_not_found(&e) => return Ok(Outcome::Missing),
-            Err(source) => return Err(Error::Dependent { name: name.to_owned(), source }),
+            Err(source) => {
+                return Err(Error::Dependent {
+                    name: name.to_owned(),
+                    source,
+                });
+            }
         };
         if ignored(&deployment) {
             return Ok(Outcome::Ignored);
         }
-        let replicas = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let replicas = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1);
         if replicas == 0 {
             return Ok(Outcome::Unchanged);
         }
         let annotations = deployment.annotations_mut();
         annotations.insert(ANNOTATION_REPLICAS.to_owned(), replicas.to_string());
         annotations.insert(ANNOTATION_MELTDOWN_PROTECTION.to_owned(), String::new());
-        deployment.spec.get_or_insert_with(Default::default).replicas = Some(0);
+        deployment
+            .spec
+            .get_or_insert_with(Default::default)
+            .replicas = Some(0);
         match api.replace(name, &PostParams::default(), &deployment).await {
-            Ok(_) => return Ok(Outcome::Scaled { from: replicas, to: 0 }),
+            Ok(_) => {
+                return Ok(Outcome::Scaled {
+                    from: replicas,
+                    to: 0,
+                });
+            }
             Err(e) if is_conflict(&e) => continue,
-            Err(source) => return Err(Error::Dependent { name: name.to_owned(), source }),
+            Err(source) => {
+                return Err(Error::Dependent {
+                    name: name.to_owned(),
+                    source,
+                });
+            }
         }
     }
-    Err(Error::Contended { name: name.to_owned() })
+    Err(Error::Contended {
+        name: name.to_owned(),
+    })
 }
 
 pub(crate) async fn scale_up(api: &Api<Deployment>, name: &str) -> Result<Outcome, Error> {
@@ -70,7 +98,12 @@ pub(crate) async fn scale_up(api: &Api<Deployment>, name: &str) -> Result<Outcom
         let mut deployment = match api.get(name).await {
             Ok(d) => d,
             Err(e) if is_not_found(&e) => return Ok(Outcome::Missing),
-            Err(source) => return Err(Error::Dependent { name: name.to_owned(), source }),
+            Err(source) => {
+                return Err(Error::Dependent {
+                    name: name.to_owned(),
+                    source,
+                });
+            }
         };
         if ignored(&deployment) {
             return Ok(Outcome::Ignored);
@@ -78,27 +111,47 @@ pub(crate) async fn scale_up(api: &Api<Deployment>, name: &str) -> Result<Outcom
         let Some(remembered) = deployment.annotations().get(ANNOTATION_REPLICAS).cloned() else {
             return Ok(Outcome::Unchanged);
         };
-        let replicas = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let replicas = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.replicas)
+            .unwrap_or(1);
         let annotations = deployment.annotations_mut();
         annotations.remove(ANNOTATION_REPLICAS);
         annotations.remove(ANNOTATION_MELTDOWN_PROTECTION);
         let outcome = if replicas == 0 {
-            let target: i32 = remembered.trim().parse().map_err(|_| Error::BadAnnotation {
-                name: name.to_owned(),
-                value: remembered.clone(),
-            })?;
-            deployment.spec.get_or_insert_with(Default::default).replicas = Some(target);
-            Outcome::Scaled { from: 0, to: target }
+            let target: i32 = remembered
+                .trim()
+                .parse()
+                .map_err(|_| Error::BadAnnotation {
+                    name: name.to_owned(),
+                    value: remembered.clone(),
+                })?;
+            deployment
+                .spec
+                .get_or_insert_with(Default::default)
+                .replicas = Some(target);
+            Outcome::Scaled {
+                from: 0,
+                to: target,
+            }
         } else {
             Outcome::Released
         };
         match api.replace(name, &PostParams::default(), &deployment).await {
             Ok(_) => return Ok(outcome),
             Err(e) if is_conflict(&e) => continue,
-            Err(source) => return Err(Error::Dependent { name: name.to_owned(), source }),
+            Err(source) => {
+                return Err(Error::Dependent {
+                    name: name.to_owned(),
+                    source,
+                });
+            }
         }
     }
-    Err(Error::Contended { name: name.to_owned() })
+    Err(Error::Contended {
+        name: name.to_owned(),
+    })
 }
 
 fn ignored(deployment: &Deployment) -> bool {

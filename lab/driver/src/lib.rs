@@ -142,7 +142,9 @@ impl FromStr for BootTarget {
         Self::ALL
             .into_iter()
             .find(|t| t.as_str() == s)
-            .ok_or_else(|| UnknownValue::new("boot target", s, Self::ALL.iter().map(|t| t.as_str())))
+            .ok_or_else(|| {
+                UnknownValue::new("boot target", s, Self::ALL.iter().map(|t| t.as_str()))
+            })
     }
 }
 
@@ -164,7 +166,11 @@ pub struct UnknownValue {
 
 impl UnknownValue {
     fn new<'a>(what: &'static str, given: &str, allowed: impl Iterator<Item = &'a str>) -> Self {
-        Self { what, given: given.to_owned(), allowed: allowed.map(str::to_owned).collect() }
+        Self {
+            what,
+            given: given.to_owned(),
+            allowed: allowed.map(str::to_owned).collect(),
+        }
     }
 }
 
@@ -176,7 +182,11 @@ pub enum DriverError {
     Unsupported { action: String, target: String },
     /// The action was refused in the current state (e.g. reset while powered off).
     #[error("{target} refused {action}: {reason}")]
-    Refused { action: String, target: String, reason: String },
+    Refused {
+        action: String,
+        target: String,
+        reason: String,
+    },
     /// The BMC or machine could not be reached or answered with an error.
     #[error("{target} failed: {message}")]
     Failed {
@@ -187,7 +197,11 @@ pub enum DriverError {
     },
     /// A deadline passed while waiting for the hardware.
     #[error("{target}: {what} did not happen within {after:?}")]
-    Timeout { target: String, what: String, after: std::time::Duration },
+    Timeout {
+        target: String,
+        what: String,
+        after: std::time::Duration,
+    },
 }
 
 /// Power control, from a BMC client or directly from a machine backend.

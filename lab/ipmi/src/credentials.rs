@@ -26,14 +26,21 @@ pub enum CredentialsError {
 
 impl Credentials {
     /// Credentials for `username` (at most 16 bytes) with `password` (at most 20 bytes).
-    pub fn new(username: impl Into<String>, password: impl Into<String>) -> Result<Self, CredentialsError> {
+    pub fn new(
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Result<Self, CredentialsError> {
         let username = username.into().into_bytes();
         let password = password.into().into_bytes();
         if username.len() > MAX_USERNAME_LEN {
-            return Err(CredentialsError::UsernameTooLong { len: username.len() });
+            return Err(CredentialsError::UsernameTooLong {
+                len: username.len(),
+            });
         }
         if password.len() > MAX_PASSWORD_LEN {
-            return Err(CredentialsError::PasswordTooLong { len: password.len() });
+            return Err(CredentialsError::PasswordTooLong {
+                len: password.len(),
+            });
         }
         Ok(Self { username, password })
     }
@@ -61,10 +68,18 @@ mod tests {
     fn debug_output_and_errors_never_show_the_secret() {
         let credentials = Credentials::new("operator7", "hunter2-secret").unwrap();
         let debug = format!("{credentials:?}");
-        assert!(!debug.contains("operator7") && !debug.contains("hunter2"), "{debug}");
-        let error = Credentials::new("u", "a-very-long-password-over-20").unwrap_err().to_string();
+        assert!(
+            !debug.contains("operator7") && !debug.contains("hunter2"),
+            "{debug}"
+        );
+        let error = Credentials::new("u", "a-very-long-password-over-20")
+            .unwrap_err()
+            .to_string();
         assert!(!error.contains("a-very-long"), "{error}");
         assert!(error.contains("at most 20"), "{error}");
-        assert!(matches!(Credentials::new("x".repeat(17), ""), Err(CredentialsError::UsernameTooLong { len: 17 })));
+        assert!(matches!(
+            Credentials::new("x".repeat(17), ""),
+            Err(CredentialsError::UsernameTooLong { len: 17 })
+        ));
     }
 }

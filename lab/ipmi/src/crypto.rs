@@ -82,7 +82,9 @@ impl CipherSuite {
 
     /// The supported suite made of exactly these algorithms.
     pub fn from_algorithms(algorithms: &Algorithms) -> Option<Self> {
-        SUPPORTED_SUITES.into_iter().find(|s| s.algorithms() == *algorithms)
+        SUPPORTED_SUITES
+            .into_iter()
+            .find(|s| s.algorithms() == *algorithms)
     }
 
     /// The raw algorithm numbers.
@@ -105,7 +107,12 @@ impl CipherSuite {
     /// The record Get Channel Cipher Suites lists for this suite.
     pub fn record(&self) -> CipherSuiteRecord {
         let a = self.algorithms();
-        CipherSuiteRecord { id: self.id, authentication: a.authentication, integrity: a.integrity, confidentiality: a.confidentiality }
+        CipherSuiteRecord {
+            id: self.id,
+            authentication: a.authentication,
+            integrity: a.integrity,
+            confidentiality: a.confidentiality,
+        }
     }
 
     /// The length of RAKP 4's integrity check value and of every packet's auth code.
@@ -128,12 +135,14 @@ impl CipherSuite {
 fn mac(algorithm: AuthAlgorithm, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
     match algorithm {
         AuthAlgorithm::HmacSha1 => {
-            let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
+            let mut mac =
+                <Hmac<Sha1> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
             parts.iter().for_each(|p| mac.update(p));
             mac.finalize().into_bytes().to_vec()
         }
         AuthAlgorithm::HmacSha256 => {
-            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
+            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
+                .expect("HMAC accepts keys of any length");
             parts.iter().for_each(|p| mac.update(p));
             mac.finalize().into_bytes().to_vec()
         }
@@ -145,12 +154,14 @@ fn mac(algorithm: AuthAlgorithm, key: &[u8], parts: &[&[u8]]) -> Vec<u8> {
 fn verify(algorithm: AuthAlgorithm, key: &[u8], parts: &[&[u8]], expected: &[u8]) -> bool {
     match algorithm {
         AuthAlgorithm::HmacSha1 => {
-            let mut mac = <Hmac<Sha1> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
+            let mut mac =
+                <Hmac<Sha1> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
             parts.iter().for_each(|p| mac.update(p));
             mac.verify_truncated_left(expected).is_ok()
         }
         AuthAlgorithm::HmacSha256 => {
-            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC accepts keys of any length");
+            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key)
+                .expect("HMAC accepts keys of any length");
             parts.iter().for_each(|p| mac.update(p));
             mac.verify_truncated_left(expected).is_ok()
         }
@@ -216,29 +227,51 @@ impl Handshake {
     }
 
     fn rakp4_parts(&self) -> [Vec<u8>; 3] {
-        [self.console_random.to_vec(), self.bmc_session_id.to_le_bytes().to_vec(), self.bmc_guid.to_vec()]
+        [
+            self.console_random.to_vec(),
+            self.bmc_session_id.to_le_bytes().to_vec(),
+            self.bmc_guid.to_vec(),
+        ]
     }
 
     /// The BMC's RAKP 2 auth code.
     pub fn rakp2_auth_code(&self, key: &UserKey) -> Vec<u8> {
-        mac(self.suite.authentication, &key.0, &slices(&self.rakp2_parts()))
+        mac(
+            self.suite.authentication,
+            &key.0,
+            &slices(&self.rakp2_parts()),
+        )
     }
 
     /// Whether a RAKP 2 auth code proves knowledge of `key`.
     pub fn verify_rakp2(&self, key: &UserKey, auth_code: &[u8]) -> bool {
         auth_code.len() == self.suite.rakp_auth_code_len()
-            && verify(self.suite.authentication, &key.0, &slices(&self.rakp2_parts()), auth_code)
+            && verify(
+                self.suite.authentication,
+                &key.0,
+                &slices(&self.rakp2_parts()),
+                auth_code,
+            )
     }
 
     /// The console's RAKP 3 auth code.
     pub fn rakp3_auth_code(&self, key: &UserKey) -> Vec<u8> {
-        mac(self.suite.authentication, &key.0, &slices(&self.rakp3_parts()))
+        mac(
+            self.suite.authentication,
+            &key.0,
+            &slices(&self.rakp3_parts()),
+        )
     }
 
     /// Whether a RAKP 3 auth code proves knowledge of `key`.
     pub fn verify_rakp3(&self, key: &UserKey, auth_code: &[u8]) -> bool {
         auth_code.len() == self.suite.rakp_auth_code_len()
-            && verify(self.suite.authentication, &key.0, &slices(&self.rakp3_parts()), auth_code)
+            && verify(
+                self.suite.authentication,
+                &key.0,
+                &slices(&self.rakp3_parts()),
+                auth_code,
+            )
     }
 
     /// The session integrity key (SIK), keyed with `Kuid`.
@@ -255,7 +288,11 @@ impl Handshake {
 
     /// The BMC's RAKP 4 integrity check value.
     pub fn rakp4_icv(&self, sik: &SessionIntegrityKey) -> Vec<u8> {
-        let mut icv = mac(self.suite.authentication, &sik.0, &slices(&self.rakp4_parts()));
+        let mut icv = mac(
+            self.suite.authentication,
+            &sik.0,
+            &slices(&self.rakp4_parts()),
+        );
         icv.truncate(self.suite.truncated_len());
         icv
     }
@@ -263,7 +300,12 @@ impl Handshake {
     /// Whether a RAKP 4 integrity check value matches.
     pub fn verify_rakp4(&self, sik: &SessionIntegrityKey, icv: &[u8]) -> bool {
         icv.len() == self.suite.truncated_len()
-            && verify(self.suite.authentication, &sik.0, &slices(&self.rakp4_parts()), icv)
+            && verify(
+                self.suite.authentication,
+                &sik.0,
+                &slices(&self.rakp4_parts()),
+                icv,
+            )
     }
 }
 
@@ -300,7 +342,9 @@ pub struct SessionKeys {
 
 impl fmt::Debug for SessionKeys {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SessionKeys").field("suite", &self.suite.id).finish_non_exhaustive()
+        f.debug_struct("SessionKeys")
+            .field("suite", &self.suite.id)
+            .finish_non_exhaustive()
     }
 }
 
@@ -332,7 +376,8 @@ impl SessionKeys {
 
     /// Whether `code` is the auth code over `signed`.
     pub fn verify_auth_code(&self, signed: &[u8], code: &[u8]) -> bool {
-        code.len() == self.suite.truncated_len() && verify(self.integrity_hash(), &self.k1, &[signed], code)
+        code.len() == self.suite.truncated_len()
+            && verify(self.integrity_hash(), &self.k1, &[signed], code)
     }
 
     /// Encrypts `plaintext` as IPMI's AES-CBC-128 layout: IV, then the ciphertext of the
@@ -362,15 +407,20 @@ impl SessionKeys {
         iv_block.copy_from_slice(iv);
         let mut buffer = ciphertext.to_vec();
         let decryptor = cbc::Decryptor::<Aes128>::new(&self.k2.into(), &iv_block.into());
-        let plaintext =
-            decryptor.decrypt_padded_mut::<NoPadding>(&mut buffer).map_err(|_| CryptoError::BadLength(data.len()))?;
+        let plaintext = decryptor
+            .decrypt_padded_mut::<NoPadding>(&mut buffer)
+            .map_err(|_| CryptoError::BadLength(data.len()))?;
         let (&pad_len, body) = plaintext.split_last().ok_or(CryptoError::BadPad)?;
         let pad_len = usize::from(pad_len);
         if pad_len >= AES_BLOCK || pad_len > body.len() {
             return Err(CryptoError::BadPad);
         }
         let (payload, pad) = body.split_at(body.len() - pad_len);
-        if pad.iter().enumerate().any(|(i, b)| usize::from(*b) != i + 1) {
+        if pad
+            .iter()
+            .enumerate()
+            .any(|(i, b)| usize::from(*b) != i + 1)
+        {
             return Err(CryptoError::BadPad);
         }
         Ok(payload.to_vec())
@@ -404,7 +454,10 @@ mod tests {
             assert_eq!(code2.len(), suite.rakp_auth_code_len());
             assert!(h.verify_rakp2(&right, &code2));
             assert!(!h.verify_rakp2(&wrong, &code2));
-            assert!(!h.verify_rakp2(&right, &code2[..12]), "a truncated RAKP 2 code is refused");
+            assert!(
+                !h.verify_rakp2(&right, &code2[..12]),
+                "a truncated RAKP 2 code is refused"
+            );
             let code3 = h.rakp3_auth_code(&right);
             assert!(h.verify_rakp3(&right, &code3));
             assert!(!h.verify_rakp3(&wrong, &code3));
@@ -436,14 +489,20 @@ mod tests {
             .chain_update(padded_key.map(|b| b ^ 0x36))
             .chain_update(&message)
             .finalize();
-        let outer = sha1::Sha1::new().chain_update(padded_key.map(|b| b ^ 0x5c)).chain_update(inner).finalize();
+        let outer = sha1::Sha1::new()
+            .chain_update(padded_key.map(|b| b ^ 0x5c))
+            .chain_update(inner)
+            .finalize();
         assert_eq!(h.rakp2_auth_code(&key), outer.to_vec());
     }
 
     #[test]
     fn encryption_round_trips_every_length_with_ipmi_padding() {
         let h = handshake(SUITE_17);
-        let keys = SessionKeys::derive(SUITE_17, &h.session_integrity_key(&UserKey::from_password(b"x")));
+        let keys = SessionKeys::derive(
+            SUITE_17,
+            &h.session_integrity_key(&UserKey::from_password(b"x")),
+        );
         for len in 0..40 {
             let plaintext: Vec<u8> = (0..len as u8).collect();
             let sealed = keys.encrypt([9; 16], &plaintext);
@@ -455,7 +514,10 @@ mod tests {
     #[test]
     fn malformed_ciphertexts_are_errors() {
         let h = handshake(SUITE_3);
-        let keys = SessionKeys::derive(SUITE_3, &h.session_integrity_key(&UserKey::from_password(b"x")));
+        let keys = SessionKeys::derive(
+            SUITE_3,
+            &h.session_integrity_key(&UserKey::from_password(b"x")),
+        );
         assert_eq!(keys.decrypt(&[0; 17]), Err(CryptoError::BadLength(17)));
         assert_eq!(keys.decrypt(&[0; 16]), Err(CryptoError::BadLength(16)));
         let mut sealed = keys.encrypt([1; 16], b"hello");
@@ -468,7 +530,10 @@ mod tests {
     fn auth_codes_are_truncated_and_verified() {
         for suite in SUPPORTED_SUITES {
             let h = handshake(suite);
-            let keys = SessionKeys::derive(suite, &h.session_integrity_key(&UserKey::from_password(b"x")));
+            let keys = SessionKeys::derive(
+                suite,
+                &h.session_integrity_key(&UserKey::from_password(b"x")),
+            );
             let code = keys.auth_code(b"signed bytes");
             assert_eq!(code.len(), suite.truncated_len());
             assert!(keys.verify_auth_code(b"signed bytes", &code));
@@ -482,8 +547,15 @@ mod tests {
         assert_eq!(CipherSuite::by_id(3), Some(SUITE_3));
         assert_eq!(CipherSuite::by_id(17), Some(SUITE_17));
         assert_eq!(CipherSuite::by_id(0), None);
-        assert_eq!(CipherSuite::from_algorithms(&SUITE_17.algorithms()), Some(SUITE_17));
-        let mixed = Algorithms { authentication: 1, integrity: 4, confidentiality: 1 };
+        assert_eq!(
+            CipherSuite::from_algorithms(&SUITE_17.algorithms()),
+            Some(SUITE_17)
+        );
+        let mixed = Algorithms {
+            authentication: 1,
+            integrity: 4,
+            confidentiality: 1,
+        };
         assert_eq!(CipherSuite::from_algorithms(&mixed), None);
     }
 }

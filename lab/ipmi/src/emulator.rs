@@ -19,7 +19,10 @@ use crate::credentials::Credentials;
 #[derive(Debug, thiserror::Error)]
 pub enum EmulatorError {
     #[error("failed to bind the IPMI emulator to {addr}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
 }
 
 /// A running IPMI-over-LAN BMC emulator in front of one machine.
@@ -33,8 +36,18 @@ pub struct IpmiEmulator {
 impl IpmiEmulator {
     /// Starts an emulator on 127.0.0.1 with an ephemeral port for `machine`, letting in the user
     /// of `credentials` (as Administrator).
-    pub async fn start(machine: SharedMachine, credentials: Credentials, clock: Clock) -> Result<Self, EmulatorError> {
-        Self::start_with(machine, BmcConfig::new(credentials), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), clock).await
+    pub async fn start(
+        machine: SharedMachine,
+        credentials: Credentials,
+        clock: Clock,
+    ) -> Result<Self, EmulatorError> {
+        Self::start_with(
+            machine,
+            BmcConfig::new(credentials),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            clock,
+        )
+        .await
     }
 
     /// Starts an emulator with a full configuration on `bind`.
@@ -44,12 +57,20 @@ impl IpmiEmulator {
         bind: SocketAddr,
         clock: Clock,
     ) -> Result<Self, EmulatorError> {
-        let socket = UdpSocket::bind(bind).await.map_err(|source| EmulatorError::Bind { addr: bind, source })?;
-        let local_addr = socket.local_addr().map_err(|source| EmulatorError::Bind { addr: bind, source })?;
+        let socket = UdpSocket::bind(bind)
+            .await
+            .map_err(|source| EmulatorError::Bind { addr: bind, source })?;
+        let local_addr = socket
+            .local_addr()
+            .map_err(|source| EmulatorError::Bind { addr: bind, source })?;
         let bmc = Arc::new(Bmc::new(machine, config, clock));
         let server = tokio::spawn(serve(Arc::new(socket), Arc::clone(&bmc)));
         tracing::info!(%local_addr, "IPMI emulator listening");
-        Ok(Self { local_addr, bmc, server })
+        Ok(Self {
+            local_addr,
+            bmc,
+            server,
+        })
     }
 
     /// The address ipmitool and clients talk to (`-H ip -p port`).

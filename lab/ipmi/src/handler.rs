@@ -16,11 +16,13 @@
 
 use std::sync::Mutex;
 
-use rackproof_driver::{BootOverride, BootOverrideMode, BootTarget, DriverError, PowerState, ResetAction, SharedMachine};
+use rackproof_driver::{
+    BootOverride, BootOverrideMode, BootTarget, DriverError, PowerState, ResetAction, SharedMachine,
+};
 
 use crate::codec::command::{
-    BootDevice, BootFlags, BootOptionResponse, BootParameter, ChassisControl, ChassisStatus, CompletionCode, DeviceId,
-    MachineRequest, MachineResponse,
+    BootDevice, BootFlags, BootOptionResponse, BootParameter, ChassisControl, ChassisStatus,
+    CompletionCode, DeviceId, MachineRequest, MachineResponse,
 };
 
 /// The Device ID this crate's BMC reports unless told otherwise.
@@ -58,19 +60,32 @@ pub struct CommandHandler {
 
 impl CommandHandler {
     pub fn new(machine: SharedMachine, device_id: DeviceId) -> Self {
-        Self { machine, device_id, state: Mutex::new(BmcState::default()) }
+        Self {
+            machine,
+            device_id,
+            state: Mutex::new(BmcState::default()),
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, BmcState> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Executes `request` against the machine.
-    pub async fn handle(&self, request: &MachineRequest) -> Result<MachineResponse, CompletionCode> {
+    pub async fn handle(
+        &self,
+        request: &MachineRequest,
+    ) -> Result<MachineResponse, CompletionCode> {
         match request {
             MachineRequest::GetDeviceId => Ok(MachineResponse::DeviceId(self.device_id)),
             MachineRequest::GetChassisStatus => {
-                let state = self.machine.power_state().await.map_err(|e| completion_code(&e))?;
+                let state = self
+                    .machine
+                    .power_state()
+                    .await
+                    .map_err(|e| completion_code(&e))?;
                 Ok(MachineResponse::ChassisStatus(ChassisStatus {
                     power_on: state != PowerState::Off,
                     // "previous": the emulated machine keeps its state across BMC restarts.
@@ -80,24 +95,40 @@ impl CommandHandler {
                 }))
             }
             MachineRequest::ChassisControl(control) => self.chassis_control(*control).await,
-            MachineRequest::SetSystemBootOptions(parameter) => self.set_boot_option(parameter).await,
-            MachineRequest::GetSystemBootOptions { parameter, .. } => self.get_boot_option(*parameter).await,
+            MachineRequest::SetSystemBootOptions(parameter) => {
+                self.set_boot_option(parameter).await
+            }
+            MachineRequest::GetSystemBootOptions { parameter, .. } => {
+                self.get_boot_option(*parameter).await
+            }
         }
     }
 
-    async fn chassis_control(&self, control: ChassisControl) -> Result<MachineResponse, CompletionCode> {
+    async fn chassis_control(
+        &self,
+        control: ChassisControl,
+    ) -> Result<MachineResponse, CompletionCode> {
         let action = reset_action(control);
         if !self.machine.allowed_resets().contains(&action) {
             return Err(CompletionCode::INVALID_DATA_FIELD);
         }
-        self.machine.reset(action).await.map_err(|e| completion_code(&e))?;
-        if matches!(control, ChassisControl::PowerUp | ChassisControl::PowerCycle) {
+        self.machine
+            .reset(action)
+            .await
+            .map_err(|e| completion_code(&e))?;
+        if matches!(
+            control,
+            ChassisControl::PowerUp | ChassisControl::PowerCycle
+        ) {
             self.state().last_power_event = POWER_EVENT_COMMAND;
         }
         Ok(MachineResponse::Done)
     }
 
-    async fn set_boot_option(&self, parameter: &BootParameter) -> Result<MachineResponse, CompletionCode> {
+    async fn set_boot_option(
+        &self,
+        parameter: &BootParameter,
+    ) -> Result<MachineResponse, CompletionCode> {
         match *parameter {
             BootParameter::SetInProgress(requested) => {
                 let mut state = self.state();
@@ -113,7 +144,10 @@ impl CommandHandler {
             }
             BootParameter::BootFlags(flags) => {
                 let setting = boot_override(&flags)?;
-                self.machine.set_boot_override(setting).await.map_err(|e| completion_code(&e))?;
+                self.machine
+                    .set_boot_override(setting)
+                    .await
+                    .map_err(|e| completion_code(&e))?;
             }
         }
         Ok(MachineResponse::Done)
@@ -124,12 +158,20 @@ impl CommandHandler {
             BootParameter::SET_IN_PROGRESS => vec![self.state().set_in_progress],
             BootParameter::BOOT_INFO_ACKNOWLEDGE => vec![0x00, self.state().boot_info_ack],
             BootParameter::BOOT_FLAGS => {
-                let setting = self.machine.boot_override().await.map_err(|e| completion_code(&e))?;
+                let setting = self
+                    .machine
+                    .boot_override()
+                    .await
+                    .map_err(|e| completion_code(&e))?;
                 boot_flags(setting).encode().to_vec()
             }
             _ => return Err(CompletionCode::PARAMETER_NOT_SUPPORTED),
         };
-        Ok(MachineResponse::BootOption(BootOptionResponse { parameter, invalid: false, data }))
+        Ok(MachineResponse::BootOption(BootOptionResponse {
+            parameter,
+            invalid: false,
+            data,
+        }))
     }
 }
 
@@ -169,7 +211,11 @@ pub fn boot_override(flags: &BootFlags) -> Result<BootOverride, CompletionCode> 
         BootDevice::Cdrom => BootTarget::Cd,
         _ => return Err(CompletionCode::INVALID_DATA_FIELD),
     };
-    let mode = if flags.persistent { BootOverrideMode::Continuous } else { BootOverrideMode::Once };
+    let mode = if flags.persistent {
+        BootOverrideMode::Continuous
+    } else {
+        BootOverrideMode::Once
+    };
     Ok(BootOverride { mode, target })
 }
 
@@ -183,9 +229,24 @@ pub fn boot_flags(setting: BootOverride) -> BootFlags {
         BootTarget::UefiHttp => (BootDevice::Pxe, true),
     };
     match setting.mode {
-        BootOverrideMode::Disabled => BootFlags { valid: false, persistent: false, efi: false, device: BootDevice::NoOverride },
-        BootOverrideMode::Once => BootFlags { valid: true, persistent: false, efi, device },
-        BootOverrideMode::Continuous => BootFlags { valid: true, persistent: true, efi, device },
+        BootOverrideMode::Disabled => BootFlags {
+            valid: false,
+            persistent: false,
+            efi: false,
+            device: BootDevice::NoOverride,
+        },
+        BootOverrideMode::Once => BootFlags {
+            valid: true,
+            persistent: false,
+            efi,
+            device,
+        },
+        BootOverrideMode::Continuous => BootFlags {
+            valid: true,
+            persistent: true,
+            efi,
+            device,
+        },
     }
 }
 
@@ -220,8 +281,19 @@ mod tests {
                 assert_eq!(boot_override(&boot_flags(setting)).unwrap(), setting);
             }
         }
-        assert_eq!(boot_override(&boot_flags(BootOverride::default())).unwrap(), BootOverride::default());
-        let bios = BootFlags { valid: true, persistent: false, efi: false, device: BootDevice::BiosSetup };
-        assert_eq!(boot_override(&bios), Err(CompletionCode::INVALID_DATA_FIELD));
+        assert_eq!(
+            boot_override(&boot_flags(BootOverride::default())).unwrap(),
+            BootOverride::default()
+        );
+        let bios = BootFlags {
+            valid: true,
+            persistent: false,
+            efi: false,
+            device: BootDevice::BiosSetup,
+        };
+        assert_eq!(
+            boot_override(&bios),
+            Err(CompletionCode::INVALID_DATA_FIELD)
+        );
     }
 }

@@ -4,8 +4,8 @@
 //! Sequence-number checking is the receiver's job (see [`SequenceWindow`]): this module only
 //! proves a packet came from the key holder and recovers its payload.
 
-use crate::codec::session::{self, PayloadType, SIGNED_FROM, V20Header, V20Packet};
 use crate::codec::CodecError;
+use crate::codec::session::{self, PayloadType, SIGNED_FROM, V20Header, V20Packet};
 use crate::crypto::{CryptoError, SessionKeys};
 
 /// Why a packet of an active session was not accepted.
@@ -30,7 +30,13 @@ pub fn seal(
     plaintext: &[u8],
     iv: [u8; 16],
 ) -> Result<Vec<u8>, CodecError> {
-    let header = V20Header { payload_type, encrypted: true, authenticated: true, session_id, sequence };
+    let header = V20Header {
+        payload_type,
+        encrypted: true,
+        authenticated: true,
+        session_id,
+        sequence,
+    };
     let ciphertext = keys.encrypt(iv, plaintext);
     let mut datagram = session::encode_v20(&header, &ciphertext)?;
     let code = keys.auth_code(&datagram[SIGNED_FROM..]);
@@ -43,7 +49,9 @@ pub fn open(keys: &SessionKeys, packet: &V20Packet<'_>) -> Result<Vec<u8>, OpenE
     if !(packet.header.authenticated && packet.header.encrypted) {
         return Err(OpenError::NotProtected);
     }
-    let (signed, code) = packet.integrity(keys.suite.truncated_len()).map_err(OpenError::Trailer)?;
+    let (signed, code) = packet
+        .integrity(keys.suite.truncated_len())
+        .map_err(OpenError::Trailer)?;
     if !keys.verify_auth_code(signed, code) {
         return Err(OpenError::Integrity);
     }
@@ -105,12 +113,17 @@ mod tests {
             role: 4,
             username: b"u".to_vec(),
         };
-        SessionKeys::derive(suite, &handshake.session_integrity_key(&UserKey::from_password(b"p")))
+        SessionKeys::derive(
+            suite,
+            &handshake.session_integrity_key(&UserKey::from_password(b"p")),
+        )
     }
 
     fn open_datagram(keys: &SessionKeys, datagram: &[u8]) -> Result<Vec<u8>, OpenError> {
         let (_, body) = rmcp::split(datagram).unwrap();
-        let SessionPacket::V20(packet) = session::decode(body).unwrap() else { panic!("v2.0 expected") };
+        let SessionPacket::V20(packet) = session::decode(body).unwrap() else {
+            panic!("v2.0 expected")
+        };
         open(keys, &packet)
     }
 

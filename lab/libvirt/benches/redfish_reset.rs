@@ -44,8 +44,15 @@ struct Bmc {
 }
 
 impl Bmc {
-    async fn reset(&self, http: &reqwest::Client, clock: &Clock, reset: &str) -> Result<Duration, BoxError> {
-        let mut request = http.post(&self.reset_url).json(&json!({ "ResetType": reset }));
+    async fn reset(
+        &self,
+        http: &reqwest::Client,
+        clock: &Clock,
+        reset: &str,
+    ) -> Result<Duration, BoxError> {
+        let mut request = http
+            .post(&self.reset_url)
+            .json(&json!({ "ResetType": reset }));
         if self.basic_auth {
             request = request.basic_auth(USER, Some(PASSWORD));
         }
@@ -54,7 +61,12 @@ impl Bmc {
         let took = clock.since(start);
         let status = response.status();
         if !status.is_success() {
-            return Err(format!("{} answered Reset {reset} with {status}: {}", self.name, response.text().await.unwrap_or_default()).into());
+            return Err(format!(
+                "{} answered Reset {reset} with {status}: {}",
+                self.name,
+                response.text().await.unwrap_or_default()
+            )
+            .into());
         }
         Ok(took)
     }
@@ -81,37 +93,75 @@ fn range(samples: &[Duration]) -> String {
 }
 
 fn ratio(slow: Duration, fast: Duration) -> String {
-    if fast.is_zero() { "n/a".to_owned() } else { format!("{:.1}×", slow.as_secs_f64() / fast.as_secs_f64()) }
+    if fast.is_zero() {
+        "n/a".to_owned()
+    } else {
+        format!("{:.1}×", slow.as_secs_f64() / fast.as_secs_f64())
+    }
 }
 
 async fn run(rounds: usize) -> Result<(), BoxError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let clock = Clock::wall();
-    let dir = tempfile::Builder::new().prefix("rackproof-bench-redfish-").tempdir()?;
-    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let dir = tempfile::Builder::new()
+        .prefix("rackproof-bench-redfish-")
+        .tempdir()?;
+    std::fs::set_permissions(
+        dir.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )?;
     let node_dir = dir.path().join("n1");
     std::fs::create_dir_all(&node_dir)?;
     let disk = node_dir.join("disk.qcow2");
-    let out = std::process::Command::new("qemu-img").args(["create", "-q", "-f", "qcow2"]).arg(&disk).arg("64M").output()
-        .map_err(|e| format!("qemu-img is missing ({e}); install it with: apt-get install -y qemu-utils"))?;
+    let out = std::process::Command::new("qemu-img")
+        .args(["create", "-q", "-f", "qcow2"])
+        .arg(&disk)
+        .arg("64M")
+        .output()
+        .map_err(|e| {
+            format!("qemu-img is missing ({e}); install it with: apt-get install -y qemu-utils")
+        })?;
     if !out.status.success() {
-        return Err(format!("qemu-img create failed: {}", String::from_utf8_lossy(&out.stderr)).into());
+        return Err(format!(
+            "qemu-img create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
     }
     let mut config = MachineConfig::new("n1", &node_dir, disk);
     config.uri = URI.to_owned();
     config.name_prefix = format!("rackproof-bench{}-", std::process::id());
-    let machine = Arc::new(LibvirtMachine::define(config, clock.clone()).await.map_err(|e| {
-        format!("{e}: start libvirtd with `ci/start-libvirtd`")
-    })?);
+    let machine = Arc::new(
+        LibvirtMachine::define(config, clock.clone())
+            .await
+            .map_err(|e| format!("{e}: start libvirtd with `ci/start-libvirtd`"))?,
+    );
     let tools = BmcTools::find()?;
-    let sushy = SushyEmulator::start(&tools, URI, machine.uuid(), &dir.path().join("sushy"), &clock).await?;
-    let emulator = Emulator::new(EmulatorConfig::single(machine.clone(), USER, PASSWORD, clock.clone()))?;
-    let served = emulator.serve_http(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await?;
+    let sushy = SushyEmulator::start(
+        &tools,
+        URI,
+        machine.uuid(),
+        &dir.path().join("sushy"),
+        &clock,
+    )
+    .await?;
+    let emulator = Emulator::new(EmulatorConfig::single(
+        machine.clone(),
+        USER,
+        PASSWORD,
+        clock.clone(),
+    ))?;
+    let served = emulator
+        .serve_http(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        .await?;
 
     let mut bmcs = [
         Bmc {
             name: "rackproof emulator",
-            reset_url: format!("{}/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", served.url()),
+            reset_url: format!(
+                "{}/redfish/v1/Systems/1/Actions/ComputerSystem.Reset",
+                served.url()
+            ),
             basic_auth: true,
             on: Vec::new(),
             off: Vec::new(),
@@ -125,13 +175,19 @@ async fn run(rounds: usize) -> Result<(), BoxError> {
         },
     ];
     let http = reqwest::Client::builder().timeout(STATE_TIMEOUT).build()?;
-    println!("Redfish ComputerSystem.Reset latency, {rounds} rounds, one libvirt domain (type qemu, TCG) behind both BMCs");
+    println!(
+        "Redfish ComputerSystem.Reset latency, {rounds} rounds, one libvirt domain (type qemu, TCG) behind both BMCs"
+    );
     for round in 0..=rounds {
         for bmc in &mut bmcs {
             let on = bmc.reset(&http, &clock, "On").await?;
-            machine.wait_for_state(PowerState::On, STATE_TIMEOUT).await?;
+            machine
+                .wait_for_state(PowerState::On, STATE_TIMEOUT)
+                .await?;
             let off = bmc.reset(&http, &clock, "ForceOff").await?;
-            machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await?;
+            machine
+                .wait_for_state(PowerState::Off, STATE_TIMEOUT)
+                .await?;
             // Round 0 warms up both (connections, libvirt's caches) and is not counted.
             if round > 0 {
                 bmc.on.push(on);
@@ -140,7 +196,10 @@ async fn run(rounds: usize) -> Result<(), BoxError> {
         }
     }
     println!();
-    println!("{:<20} {:>12} {:>22} {:>14} {:>22}", "BMC", "On median", "On range", "ForceOff med.", "ForceOff range");
+    println!(
+        "{:<20} {:>12} {:>22} {:>14} {:>22}",
+        "BMC", "On median", "On range", "ForceOff med.", "ForceOff range"
+    );
     for bmc in &bmcs {
         println!(
             "{:<20} {:>12} {:>22} {:>14} {:>22}",
@@ -176,7 +235,10 @@ fn main() -> std::process::ExitCode {
         },
         Err(_) => 10,
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(r) => r,
         Err(e) => {
             eprintln!("cannot start the runtime: {e}");

@@ -29,7 +29,9 @@ const VBMC_PASSWORD: &str = "password";
 /// Starting or driving a BMC tool failed.
 #[derive(Debug, thiserror::Error)]
 pub enum BmcError {
-    #[error("find {tool} at {path} (create the venv with `ci/start-libvirtd`, or set RACKPROOF_LIBVIRT_BMC_VENV)")]
+    #[error(
+        "find {tool} at {path} (create the venv with `ci/start-libvirtd`, or set RACKPROOF_LIBVIRT_BMC_VENV)"
+    )]
     Missing { tool: &'static str, path: PathBuf },
     #[error("start {tool}")]
     Spawn {
@@ -38,9 +40,18 @@ pub enum BmcError {
         source: std::io::Error,
     },
     #[error("{tool} did not get ready on 127.0.0.1:{port} within {after:?}; its log ends:\n{log}")]
-    NotReady { tool: &'static str, port: u16, after: Duration, log: String },
+    NotReady {
+        tool: &'static str,
+        port: u16,
+        after: Duration,
+        log: String,
+    },
     #[error("run `{command}`: {status}: {stderr}")]
-    Command { command: String, status: String, stderr: String },
+    Command {
+        command: String,
+        status: String,
+        stderr: String,
+    },
     #[error("prepare {path}")]
     Io {
         path: PathBuf,
@@ -59,22 +70,32 @@ impl BmcTools {
     /// The venv from `RACKPROOF_LIBVIRT_BMC_VENV`, else `$RACKPROOF_CACHE/libvirt-bmc-venv`, else
     /// `~/.cache/rackproof/libvirt-bmc-venv`; fails if a tool is missing there.
     pub fn find() -> Result<Self, BmcError> {
-        let venv = std::env::var_os("RACKPROOF_LIBVIRT_BMC_VENV").map(PathBuf::from).unwrap_or_else(|| {
-            let cache = std::env::var_os("RACKPROOF_CACHE").map(PathBuf::from).unwrap_or_else(|| {
-                PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into())).join(".cache/rackproof")
+        let venv = std::env::var_os("RACKPROOF_LIBVIRT_BMC_VENV")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let cache = std::env::var_os("RACKPROOF_CACHE")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| {
+                        PathBuf::from(std::env::var_os("HOME").unwrap_or_else(|| "/root".into()))
+                            .join(".cache/rackproof")
+                    });
+                cache.join("libvirt-bmc-venv")
             });
-            cache.join("libvirt-bmc-venv")
-        });
         Self::in_venv(&venv)
     }
 
     /// The tools of the venv at `venv`; fails if one is missing.
     pub fn in_venv(venv: &Path) -> Result<Self, BmcError> {
-        let tools = Self { bin: venv.join("bin") };
+        let tools = Self {
+            bin: venv.join("bin"),
+        };
         for tool in ["sushy-emulator", "vbmcd", "vbmc"] {
             let path = tools.bin.join(tool);
             if !path.is_file() {
-                return Err(BmcError::Missing { tool: "sushy-tools/virtualbmc", path });
+                return Err(BmcError::Missing {
+                    tool: "sushy-tools/virtualbmc",
+                    path,
+                });
             }
         }
         Ok(tools)
@@ -91,10 +112,23 @@ struct Daemon {
 
 impl Daemon {
     fn spawn(tool: &'static str, mut command: Command, log: PathBuf) -> Result<Self, BmcError> {
-        let file = std::fs::File::create(&log).map_err(|source| BmcError::Io { path: log.clone(), source })?;
-        let err = file.try_clone().map_err(|source| BmcError::Io { path: log.clone(), source })?;
-        command.stdin(Stdio::null()).stdout(file).stderr(err).process_group(0).kill_on_drop(true);
-        let child = command.spawn().map_err(|source| BmcError::Spawn { tool, source })?;
+        let file = std::fs::File::create(&log).map_err(|source| BmcError::Io {
+            path: log.clone(),
+            source,
+        })?;
+        let err = file.try_clone().map_err(|source| BmcError::Io {
+            path: log.clone(),
+            source,
+        })?;
+        command
+            .stdin(Stdio::null())
+            .stdout(file)
+            .stderr(err)
+            .process_group(0)
+            .kill_on_drop(true);
+        let child = command
+            .spawn()
+            .map_err(|source| BmcError::Spawn { tool, source })?;
         Ok(Self { tool, child, log })
     }
 
@@ -117,7 +151,10 @@ impl Daemon {
     fn kill_group(&mut self) {
         if let Some(pid) = self.child.id() {
             // `kill` from procps: signalling a group needs no unsafe code this way.
-            let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).stderr(Stdio::null()).status();
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{pid}")])
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
@@ -133,18 +170,37 @@ impl Drop for Daemon {
 
 /// A free TCP port on 127.0.0.1 (released at once; see the module's caveat).
 fn free_tcp_port() -> Result<u16, BmcError> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|source| BmcError::Io { path: "127.0.0.1:0".into(), source })?;
-    l.local_addr().map(|a| a.port()).map_err(|source| BmcError::Io { path: "127.0.0.1:0".into(), source })
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|source| BmcError::Io {
+        path: "127.0.0.1:0".into(),
+        source,
+    })?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|source| BmcError::Io {
+            path: "127.0.0.1:0".into(),
+            source,
+        })
 }
 
 /// A free UDP port on 127.0.0.1 (released at once).
 fn free_udp_port() -> Result<u16, BmcError> {
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|source| BmcError::Io { path: "127.0.0.1:0/udp".into(), source })?;
-    s.local_addr().map(|a| a.port()).map_err(|source| BmcError::Io { path: "127.0.0.1:0/udp".into(), source })
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|source| BmcError::Io {
+        path: "127.0.0.1:0/udp".into(),
+        source,
+    })?;
+    s.local_addr()
+        .map(|a| a.port())
+        .map_err(|source| BmcError::Io {
+            path: "127.0.0.1:0/udp".into(),
+            source,
+        })
 }
 
 fn create_dir(dir: &Path) -> Result<(), BmcError> {
-    std::fs::create_dir_all(dir).map_err(|source| BmcError::Io { path: dir.to_owned(), source })
+    std::fs::create_dir_all(dir).map_err(|source| BmcError::Io {
+        path: dir.to_owned(),
+        source,
+    })
 }
 
 fn python_str(text: &str) -> String {
@@ -162,7 +218,13 @@ pub struct SushyEmulator {
 impl SushyEmulator {
     /// Starts sushy-emulator on 127.0.0.1 for the domain with `uuid` at `uri`, keeping its config
     /// and log in `dir`, and waits until it accepts connections.
-    pub async fn start(tools: &BmcTools, uri: &str, uuid: &str, dir: &Path, clock: &Clock) -> Result<Self, BmcError> {
+    pub async fn start(
+        tools: &BmcTools,
+        uri: &str,
+        uuid: &str,
+        dir: &Path,
+        clock: &Clock,
+    ) -> Result<Self, BmcError> {
         create_dir(dir)?;
         let port = free_tcp_port()?;
         let config = dir.join("sushy-emulator.conf");
@@ -171,16 +233,29 @@ impl SushyEmulator {
             python_str(uri),
             python_str(uuid)
         );
-        std::fs::write(&config, text).map_err(|source| BmcError::Io { path: config.clone(), source })?;
+        std::fs::write(&config, text).map_err(|source| BmcError::Io {
+            path: config.clone(),
+            source,
+        })?;
         let mut command = Command::new(tools.bin.join("sushy-emulator"));
-        command.arg("--config").arg(&config).args(["--interface", "127.0.0.1", "--port", &port.to_string(), "--libvirt-uri", uri]);
+        command.arg("--config").arg(&config).args([
+            "--interface",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+            "--libvirt-uri",
+            uri,
+        ]);
         let mut daemon = Daemon::spawn("sushy-emulator", command, dir.join("sushy-emulator.log"))?;
         let ready = async {
             loop {
                 if daemon.exited() {
                     return false;
                 }
-                if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+                {
                     return true;
                 }
                 clock.sleep(READY_POLL).await;
@@ -189,10 +264,19 @@ impl SushyEmulator {
         if !matches!(clock.timeout(READY_TIMEOUT, ready).await, Ok(true)) {
             let log = daemon.log_tail();
             daemon.kill().await;
-            return Err(BmcError::NotReady { tool: "sushy-emulator", port, after: READY_TIMEOUT, log });
+            return Err(BmcError::NotReady {
+                tool: "sushy-emulator",
+                port,
+                after: READY_TIMEOUT,
+                log,
+            });
         }
         tracing::info!(port, %uuid, "sushy-emulator ready");
-        Ok(Self { daemon, port, uuid: uuid.to_owned() })
+        Ok(Self {
+            daemon,
+            port,
+            uuid: uuid.to_owned(),
+        })
     }
 
     /// The TCP port on 127.0.0.1.
@@ -229,14 +313,23 @@ pub struct VirtualBmc {
 
 impl std::fmt::Debug for VirtualBmc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("VirtualBmc").field("port", &self.port).field("daemon", &self.daemon).finish_non_exhaustive()
+        f.debug_struct("VirtualBmc")
+            .field("port", &self.port)
+            .field("daemon", &self.daemon)
+            .finish_non_exhaustive()
     }
 }
 
 impl VirtualBmc {
     /// Starts a private `vbmcd` (its own config, control port and state in `dir`), adds a BMC for
     /// `domain` at `uri` on a free UDP port of 127.0.0.1 and starts it.
-    pub async fn start(tools: &BmcTools, uri: &str, domain: &str, dir: &Path, clock: &Clock) -> Result<Self, BmcError> {
+    pub async fn start(
+        tools: &BmcTools,
+        uri: &str,
+        domain: &str,
+        dir: &Path,
+        clock: &Clock,
+    ) -> Result<Self, BmcError> {
         create_dir(dir)?;
         let state = dir.join("vbmc");
         create_dir(&state)?;
@@ -249,13 +342,20 @@ impl VirtualBmc {
             dir.join("vbmcd.pid").display(),
             dir.join("vbmcd-internal.log").display()
         );
-        std::fs::write(&config, text).map_err(|source| BmcError::Io { path: config.clone(), source })?;
+        std::fs::write(&config, text).map_err(|source| BmcError::Io {
+            path: config.clone(),
+            source,
+        })?;
         let mut command = Command::new(tools.bin.join("vbmcd"));
-        command.arg("--foreground").env("VIRTUALBMC_CONFIG", &config);
+        command
+            .arg("--foreground")
+            .env("VIRTUALBMC_CONFIG", &config);
         let mut daemon = Daemon::spawn("vbmcd", command, dir.join("vbmcd.log"))?;
         let vbmc = |args: Vec<String>| {
             let mut c = Command::new(tools.bin.join("vbmc"));
-            c.args(args).env("VIRTUALBMC_CONFIG", &config).kill_on_drop(true);
+            c.args(args)
+                .env("VIRTUALBMC_CONFIG", &config)
+                .kill_on_drop(true);
             c
         };
         // vbmcd answers once its control socket is up; `vbmc list` fails until then.
@@ -264,7 +364,11 @@ impl VirtualBmc {
                 if daemon.exited() {
                     return false;
                 }
-                if vbmc(vec!["list".into()]).output().await.is_ok_and(|o| o.status.success()) {
+                if vbmc(vec!["list".into()])
+                    .output()
+                    .await
+                    .is_ok_and(|o| o.status.success())
+                {
                     return true;
                 }
                 clock.sleep(READY_POLL).await;
@@ -273,18 +377,45 @@ impl VirtualBmc {
         if !matches!(clock.timeout(READY_TIMEOUT, up).await, Ok(true)) {
             let log = daemon.log_tail();
             daemon.kill().await;
-            return Err(BmcError::NotReady { tool: "vbmcd", port: control, after: READY_TIMEOUT, log });
+            return Err(BmcError::NotReady {
+                tool: "vbmcd",
+                port: control,
+                after: READY_TIMEOUT,
+                log,
+            });
         }
         let add = [
-            "add", domain, "--port", &port.to_string(), "--address", "127.0.0.1", "--username", VBMC_USER, "--password", VBMC_PASSWORD,
-            "--libvirt-uri", uri,
+            "add",
+            domain,
+            "--port",
+            &port.to_string(),
+            "--address",
+            "127.0.0.1",
+            "--username",
+            VBMC_USER,
+            "--password",
+            VBMC_PASSWORD,
+            "--libvirt-uri",
+            uri,
         ];
         let steps: [(Vec<String>, String); 2] = [
-            (add.iter().map(|s| s.to_string()).collect(), format!("vbmc add {domain} --port {port}")),
-            (vec!["start".into(), domain.into()], format!("vbmc start {domain}")),
+            (
+                add.iter().map(|s| s.to_string()).collect(),
+                format!("vbmc add {domain} --port {port}"),
+            ),
+            (
+                vec!["start".into(), domain.into()],
+                format!("vbmc start {domain}"),
+            ),
         ];
         for (args, shown) in steps {
-            let output = vbmc(args).output().await.map_err(|source| BmcError::Spawn { tool: "vbmc", source })?;
+            let output = vbmc(args)
+                .output()
+                .await
+                .map_err(|source| BmcError::Spawn {
+                    tool: "vbmc",
+                    source,
+                })?;
             if !output.status.success() {
                 daemon.kill().await;
                 return Err(BmcError::Command {
@@ -296,8 +427,21 @@ impl VirtualBmc {
         }
         let running = async {
             loop {
-                let shown = vbmc(vec!["show".into(), domain.into(), "-f".into(), "value".into(), "-c".into(), "Value".into()]).output().await;
-                if shown.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == "running")) {
+                let shown = vbmc(vec![
+                    "show".into(),
+                    domain.into(),
+                    "-f".into(),
+                    "value".into(),
+                    "-c".into(),
+                    "Value".into(),
+                ])
+                .output()
+                .await;
+                if shown.is_ok_and(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .any(|l| l.trim() == "running")
+                }) {
                     return;
                 }
                 clock.sleep(READY_POLL).await;
@@ -306,7 +450,12 @@ impl VirtualBmc {
         if clock.timeout(READY_TIMEOUT, running).await.is_err() {
             let log = daemon.log_tail();
             daemon.kill().await;
-            return Err(BmcError::NotReady { tool: "virtualbmc", port, after: READY_TIMEOUT, log });
+            return Err(BmcError::NotReady {
+                tool: "virtualbmc",
+                port,
+                after: READY_TIMEOUT,
+                log,
+            });
         }
         tracing::info!(port, %domain, "VirtualBMC ready");
         Ok(Self { daemon, port })
@@ -325,10 +474,21 @@ impl VirtualBmc {
     /// `ipmitool` arguments addressing this BMC (`-I lanplus -H 127.0.0.1 -p PORT -U … -P …`);
     /// they carry the lab password, so don't log them.
     pub fn ipmitool_args(&self) -> Vec<String> {
-        ["-I", "lanplus", "-H", "127.0.0.1", "-p", &self.port.to_string(), "-U", VBMC_USER, "-P", VBMC_PASSWORD]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        [
+            "-I",
+            "lanplus",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &self.port.to_string(),
+            "-U",
+            VBMC_USER,
+            "-P",
+            VBMC_PASSWORD,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
     }
 
     /// Kills vbmcd and its BMC processes and waits for them.
@@ -369,16 +529,32 @@ mod tests {
         for tool in ["sushy-emulator", "vbmcd", "vbmc"] {
             let path = bin.join(tool);
             std::fs::write(&path, "#!/bin/sh\necho \"$0: cannot start\" >&2\nexit 3\n").unwrap();
-            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+                .unwrap();
         }
         let tools = BmcTools::in_venv(dir.path()).unwrap();
-        let err = SushyEmulator::start(&tools, "qemu:///system", "b6d8b8f6-ed73-4160-b112-1c23e55782ce", &dir.path().join("s"), &Clock::wall())
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = SushyEmulator::start(
+            &tools,
+            "qemu:///system",
+            "b6d8b8f6-ed73-4160-b112-1c23e55782ce",
+            &dir.path().join("s"),
+            &Clock::wall(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("sushy-emulator did not get ready"), "{err}");
         assert!(err.contains("cannot start"), "{err}");
-        let err = VirtualBmc::start(&tools, "qemu:///system", "rackproof-x", &dir.path().join("v"), &Clock::wall()).await.unwrap_err().to_string();
+        let err = VirtualBmc::start(
+            &tools,
+            "qemu:///system",
+            "rackproof-x",
+            &dir.path().join("v"),
+            &Clock::wall(),
+        )
+        .await
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("vbmcd did not get ready"), "{err}");
     }
 }

@@ -46,7 +46,9 @@ struct Shared {
 
 impl Shared {
     fn lines(&self) -> MutexGuard<'_, Lines> {
-        self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.lines
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -54,7 +56,12 @@ impl Shared {
 #[derive(Debug, thiserror::Error)]
 pub enum ConsoleError {
     #[error("console {path}: no line matching /{pattern}/ within {after:?}; last lines:\n{tail}")]
-    Timeout { path: PathBuf, pattern: String, after: Duration, tail: String },
+    Timeout {
+        path: PathBuf,
+        pattern: String,
+        after: Duration,
+        tail: String,
+    },
 }
 
 impl SerialConsole {
@@ -62,10 +69,24 @@ impl SerialConsole {
     pub fn tail(path: impl Into<PathBuf>, clock: Clock) -> Self {
         let path = path.into();
         let (stream, _) = broadcast::channel(1024);
-        let shared = Arc::new(Shared { lines: Mutex::new(Lines::default()), stream });
+        let shared = Arc::new(Shared {
+            lines: Mutex::new(Lines::default()),
+            stream,
+        });
         let (notify, changed) = watch::channel(0);
-        let task = tokio::spawn(follow(path.clone(), clock.clone(), Arc::clone(&shared), notify));
-        Self { path, clock, shared, changed, task }
+        let task = tokio::spawn(follow(
+            path.clone(),
+            clock.clone(),
+            Arc::clone(&shared),
+            notify,
+        ));
+        Self {
+            path,
+            clock,
+            shared,
+            changed,
+            task,
+        }
     }
 
     /// The file being tailed.
@@ -85,12 +106,20 @@ impl SerialConsole {
 
     /// Complete lines after `mark`.
     pub fn lines_since(&self, mark: Mark) -> Vec<String> {
-        self.shared.lines().complete.get(mark.0..).map(<[String]>::to_vec).unwrap_or_default()
+        self.shared
+            .lines()
+            .complete
+            .get(mark.0..)
+            .map(<[String]>::to_vec)
+            .unwrap_or_default()
     }
 
     /// How many complete lines after `mark` match `pattern`.
     pub fn count_since(&self, mark: Mark, pattern: &Regex) -> usize {
-        self.lines_since(mark).iter().filter(|l| pattern.is_match(l)).count()
+        self.lines_since(mark)
+            .iter()
+            .filter(|l| pattern.is_match(l))
+            .count()
     }
 
     /// A stream of complete lines from now on.
@@ -99,12 +128,21 @@ impl SerialConsole {
     }
 
     /// Waits until any line (from the start of the log) matches `pattern`; returns that line.
-    pub async fn wait_for(&self, pattern: &Regex, timeout: Duration) -> Result<String, ConsoleError> {
+    pub async fn wait_for(
+        &self,
+        pattern: &Regex,
+        timeout: Duration,
+    ) -> Result<String, ConsoleError> {
         self.wait_for_since(Mark(0), pattern, timeout).await
     }
 
     /// Waits until a line after `mark` (or the unfinished last line) matches `pattern`.
-    pub async fn wait_for_since(&self, mark: Mark, pattern: &Regex, timeout: Duration) -> Result<String, ConsoleError> {
+    pub async fn wait_for_since(
+        &self,
+        mark: Mark,
+        pattern: &Regex,
+        timeout: Duration,
+    ) -> Result<String, ConsoleError> {
         let mut changed = self.changed.clone();
         let search = async {
             loop {
@@ -125,7 +163,12 @@ impl SerialConsole {
                 tail.push('\n');
                 tail.push_str(&lines.partial);
             }
-            ConsoleError::Timeout { path: self.path.clone(), pattern: pattern.as_str().to_owned(), after: timeout, tail }
+            ConsoleError::Timeout {
+                path: self.path.clone(),
+                pattern: pattern.as_str().to_owned(),
+                after: timeout,
+                tail,
+            }
         })
     }
 
@@ -136,7 +179,11 @@ impl SerialConsole {
             .iter()
             .find(|l| pattern.is_match(l))
             .cloned()
-            .or_else(|| pattern.is_match(&lines.partial).then(|| lines.partial.clone()))
+            .or_else(|| {
+                pattern
+                    .is_match(&lines.partial)
+                    .then(|| lines.partial.clone())
+            })
     }
 }
 
@@ -157,7 +204,10 @@ async fn follow(path: PathBuf, clock: Clock, shared: Arc<Shared>, notify: watch:
                 offset = 0;
             }
             buf.clear();
-            if len > offset && file.seek(SeekFrom::Start(offset)).await.is_ok() && file.read_to_end(&mut buf).await.is_ok() {
+            if len > offset
+                && file.seek(SeekFrom::Start(offset)).await.is_ok()
+                && file.read_to_end(&mut buf).await.is_ok()
+            {
                 offset += buf.len() as u64;
                 append(&shared, &buf);
                 generation += 1;
@@ -191,7 +241,11 @@ mod tests {
     use super::*;
 
     fn append_to(path: &Path, text: &str) {
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .unwrap();
         f.write_all(text.as_bytes()).unwrap();
     }
 
@@ -208,10 +262,16 @@ mod tests {
                 append_to(&path, "BdsDxe: loading\r\nShell> ");
             })
         };
-        let line = console.wait_for(&Regex::new("BdsDxe").unwrap(), Duration::from_secs(10)).await.unwrap();
+        let line = console
+            .wait_for(&Regex::new("BdsDxe").unwrap(), Duration::from_secs(10))
+            .await
+            .unwrap();
         assert_eq!(line, "BdsDxe: loading");
         assert_eq!(stream.recv().await.unwrap(), "BdsDxe: loading");
-        let prompt = console.wait_for(&Regex::new("^Shell> $").unwrap(), Duration::from_secs(10)).await.unwrap();
+        let prompt = console
+            .wait_for(&Regex::new("^Shell> $").unwrap(), Duration::from_secs(10))
+            .await
+            .unwrap();
         assert_eq!(prompt, "Shell> ");
         writer.await.unwrap();
     }
@@ -223,10 +283,16 @@ mod tests {
         append_to(&path, "boot 1\n");
         let console = SerialConsole::tail(&path, Clock::wall());
         let boot = Regex::new("^boot ").unwrap();
-        console.wait_for(&boot, Duration::from_secs(10)).await.unwrap();
+        console
+            .wait_for(&boot, Duration::from_secs(10))
+            .await
+            .unwrap();
         let mark = console.mark();
         append_to(&path, "noise\nboot 2\n");
-        let line = console.wait_for_since(mark, &boot, Duration::from_secs(10)).await.unwrap();
+        let line = console
+            .wait_for_since(mark, &boot, Duration::from_secs(10))
+            .await
+            .unwrap();
         assert_eq!(line, "boot 2");
         assert_eq!(console.count_since(mark, &boot), 1);
         assert_eq!(console.lines(), ["boot 1", "noise", "boot 2"]);
@@ -238,9 +304,19 @@ mod tests {
         let path = dir.path().join("serial.log");
         append_to(&path, "only this\n");
         let console = SerialConsole::tail(&path, Clock::wall());
-        console.wait_for(&Regex::new("only").unwrap(), Duration::from_secs(10)).await.unwrap();
-        let err = console.wait_for(&Regex::new("never").unwrap(), Duration::from_millis(200)).await.unwrap_err().to_string();
-        assert!(err.contains("no line matching /never/ within 200ms"), "{err}");
+        console
+            .wait_for(&Regex::new("only").unwrap(), Duration::from_secs(10))
+            .await
+            .unwrap();
+        let err = console
+            .wait_for(&Regex::new("never").unwrap(), Duration::from_millis(200))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("no line matching /never/ within 200ms"),
+            "{err}"
+        );
         assert!(err.contains("only this"), "{err}");
     }
 
@@ -250,8 +326,14 @@ mod tests {
         let path = dir.path().join("serial.log");
         append_to(&path, "first run with a long line\n");
         let console = SerialConsole::tail(&path, Clock::wall());
-        console.wait_for(&Regex::new("first").unwrap(), Duration::from_secs(10)).await.unwrap();
+        console
+            .wait_for(&Regex::new("first").unwrap(), Duration::from_secs(10))
+            .await
+            .unwrap();
         std::fs::write(&path, "second\n").unwrap();
-        console.wait_for(&Regex::new("^second$").unwrap(), Duration::from_secs(10)).await.unwrap();
+        console
+            .wait_for(&Regex::new("^second$").unwrap(), Duration::from_secs(10))
+            .await
+            .unwrap();
     }
 }

@@ -20,13 +20,16 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use rackproof_clock::Clock;
-use rackproof_driver::{BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState, ResetAction};
+use rackproof_driver::{
+    BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
+    ResetAction,
+};
 use virt::connect::Connect;
 use virt::domain::{Domain, DomainState};
 use virt::sys;
@@ -66,7 +69,10 @@ pub enum MachineError {
     #[error("refuse to tear down by an empty name prefix (it would match every domain)")]
     EmptyPrefix,
     #[error("domain {domain}: libvirt call {action} did not return (blocking task failed)")]
-    Join { domain: String, action: &'static str },
+    Join {
+        domain: String,
+        action: &'static str,
+    },
 }
 
 /// A libvirt domain as a lab machine. Dropping it tears the domain down.
@@ -87,13 +93,18 @@ pub struct LibvirtMachine {
 
 impl std::fmt::Debug for LibvirtMachine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LibvirtMachine").field("domain", &self.name).field("uri", &self.config.uri).field("uuid", &self.uuid).finish_non_exhaustive()
+        f.debug_struct("LibvirtMachine")
+            .field("domain", &self.name)
+            .field("uri", &self.config.uri)
+            .field("uuid", &self.uuid)
+            .finish_non_exhaustive()
     }
 }
 
 /// Whether `uri` names the local host (`qemu:///system`), so the node's files are ours to make.
 pub fn is_local_uri(uri: &str) -> bool {
-    uri.split_once("://").is_some_and(|(scheme, rest)| !scheme.contains('+') && rest.starts_with('/'))
+    uri.split_once("://")
+        .is_some_and(|(scheme, rest)| !scheme.contains('+') && rest.starts_with('/'))
 }
 
 async fn blocking<T: Send + 'static>(
@@ -101,12 +112,21 @@ async fn blocking<T: Send + 'static>(
     action: &'static str,
     f: impl FnOnce() -> Result<T, MachineError> + Send + 'static,
 ) -> Result<T, MachineError> {
-    tokio::task::spawn_blocking(f).await.map_err(|_| MachineError::Join { domain: domain.to_owned(), action })?
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| MachineError::Join {
+            domain: domain.to_owned(),
+            action,
+        })?
 }
 
 fn io_err(domain: &str, path: &Path) -> impl FnOnce(std::io::Error) -> MachineError {
     let (domain, path) = (domain.to_owned(), path.to_owned());
-    move |source| MachineError::Io { domain, path, source }
+    move |source| MachineError::Io {
+        domain,
+        path,
+        source,
+    }
 }
 
 impl LibvirtMachine {
@@ -119,11 +139,17 @@ impl LibvirtMachine {
         virt::error::clear_error_callback();
         let conn = {
             let uri = uri.clone();
-            blocking(&name, "connect", move || Connect::open(Some(&uri)).map_err(|source| MachineError::Connect { uri, source })).await?
+            blocking(&name, "connect", move || {
+                Connect::open(Some(&uri)).map_err(|source| MachineError::Connect { uri, source })
+            })
+            .await?
         };
         {
             let (conn, name) = (conn.clone(), name.clone());
-            blocking(&name.clone(), "remove leftover", move || remove_domain(&conn, &name).map(|_| ())).await?;
+            blocking(&name.clone(), "remove leftover", move || {
+                remove_domain(&conn, &name).map(|_| ())
+            })
+            .await?;
         }
         let local = is_local_uri(&uri);
         if local {
@@ -133,14 +159,25 @@ impl LibvirtMachine {
         let domain = {
             let (conn, name2) = (conn.clone(), name.clone());
             blocking(&name, "define", move || {
-                conn.define_domain_xml(&xml).map_err(|source| MachineError::Libvirt { domain: name2, action: "define", source })
+                conn.define_domain_xml(&xml)
+                    .map_err(|source| MachineError::Libvirt {
+                        domain: name2,
+                        action: "define",
+                        source,
+                    })
             })
             .await?
         };
         let uuid = {
             let (domain, name2) = (domain.clone(), name.clone());
             blocking(&name, "read uuid of", move || {
-                domain.uuid_string().map_err(|source| MachineError::Libvirt { domain: name2, action: "read uuid of", source })
+                domain
+                    .uuid_string()
+                    .map_err(|source| MachineError::Libvirt {
+                        domain: name2,
+                        action: "read uuid of",
+                        source,
+                    })
             })
             .await?
         };
@@ -188,11 +225,18 @@ impl LibvirtMachine {
 
     /// The domain XML libvirt holds for the next start (inactive definition).
     pub async fn defined_xml(&self) -> Result<String, MachineError> {
-        self.call("read definition of", |d| d.xml_desc(sys::VIR_DOMAIN_XML_INACTIVE)).await
+        self.call("read definition of", |d| {
+            d.xml_desc(sys::VIR_DOMAIN_XML_INACTIVE)
+        })
+        .await
     }
 
     /// Waits until the domain reports `state` (polling), or fails after `timeout`.
-    pub async fn wait_for_state(&self, state: PowerState, timeout: Duration) -> Result<(), DriverError> {
+    pub async fn wait_for_state(
+        &self,
+        state: PowerState,
+        timeout: Duration,
+    ) -> Result<(), DriverError> {
         let poll = async {
             loop {
                 match self.state().await {
@@ -204,7 +248,11 @@ impl LibvirtMachine {
         };
         match self.clock.timeout(timeout, poll).await {
             Ok(result) => result.map_err(|e| self.driver_error(e)),
-            Err(_) => Err(DriverError::Timeout { target: self.name.clone(), what: format!("power state {state}"), after: timeout }),
+            Err(_) => Err(DriverError::Timeout {
+                target: self.name.clone(),
+                what: format!("power state {state}"),
+                after: timeout,
+            }),
         }
     }
 
@@ -214,9 +262,14 @@ impl LibvirtMachine {
             return Ok(());
         }
         let (conn, name) = (self.conn.clone(), self.name.clone());
-        blocking(&self.name, "tear down", move || remove_domain(&conn, &name).map(|_| ())).await?;
+        blocking(&self.name, "tear down", move || {
+            remove_domain(&conn, &name).map(|_| ())
+        })
+        .await?;
         if self.local {
-            remove_dir(&self.config.dir).await.map_err(io_err(&self.name, &self.config.dir))?;
+            remove_dir(&self.config.dir)
+                .await
+                .map_err(io_err(&self.name, &self.config.dir))?;
         }
         tracing::info!(domain = %self.name, "tore down libvirt domain");
         Ok(())
@@ -225,7 +278,10 @@ impl LibvirtMachine {
     async fn state(&self) -> Result<PowerState, MachineError> {
         let (state, _) = self.call("read state of", |d| d.state()).await?;
         Ok(match state.unwrap_or(DomainState::NoState) {
-            DomainState::Running | DomainState::Blocked | DomainState::Paused | DomainState::PMSuspended => PowerState::On,
+            DomainState::Running
+            | DomainState::Blocked
+            | DomainState::Paused
+            | DomainState::PMSuspended => PowerState::On,
             DomainState::Shutdown => PowerState::PoweringOff,
             DomainState::Shutoff | DomainState::Crashed | DomainState::NoState => PowerState::Off,
         })
@@ -237,7 +293,14 @@ impl LibvirtMachine {
         f: impl FnOnce(&Domain) -> Result<T, virt::error::Error> + Send + 'static,
     ) -> Result<T, MachineError> {
         let (domain, name) = (self.domain.clone(), self.name.clone());
-        blocking(&self.name, action, move || f(&domain).map_err(|source| MachineError::Libvirt { domain: name, action, source })).await
+        blocking(&self.name, action, move || {
+            f(&domain).map_err(|source| MachineError::Libvirt {
+                domain: name,
+                action,
+                source,
+            })
+        })
+        .await
     }
 
     /// Writes the persistent definition with `order` (applies at the next start).
@@ -245,7 +308,13 @@ impl LibvirtMachine {
         let xml = domain_xml(&self.config.domain_spec(Some(&self.uuid), order)?);
         let (conn, name) = (self.conn.clone(), self.name.clone());
         blocking(&self.name, "redefine", move || {
-            conn.define_domain_xml(&xml).map(|_| ()).map_err(|source| MachineError::Libvirt { domain: name, action: "redefine", source })
+            conn.define_domain_xml(&xml)
+                .map(|_| ())
+                .map_err(|source| MachineError::Libvirt {
+                    domain: name,
+                    action: "redefine",
+                    source,
+                })
         })
         .await
     }
@@ -270,16 +339,35 @@ impl LibvirtMachine {
     async fn act(&self, action: ResetAction) -> Result<(), DriverError> {
         let _serial = self.action.lock().await;
         let active = self.is_active().await.map_err(|e| self.driver_error(e))?;
-        let refused = |reason: &str| DriverError::Refused { action: action.to_string(), target: self.name.clone(), reason: reason.to_owned() };
+        let refused = |reason: &str| DriverError::Refused {
+            action: action.to_string(),
+            target: self.name.clone(),
+            reason: reason.to_owned(),
+        };
         let result = match (action, active) {
-            (ResetAction::On, true) | (ResetAction::ForceOff | ResetAction::GracefulShutdown, false) => Ok(()),
-            (ResetAction::GracefulRestart | ResetAction::ForceRestart | ResetAction::Nmi, false) => return Err(refused("the domain is off")),
+            (ResetAction::On, true)
+            | (ResetAction::ForceOff | ResetAction::GracefulShutdown, false) => Ok(()),
+            (
+                ResetAction::GracefulRestart | ResetAction::ForceRestart | ResetAction::Nmi,
+                false,
+            ) => return Err(refused("the domain is off")),
             (ResetAction::On, false) => self.start().await,
             (ResetAction::ForceOff, true) => self.call("destroy", |d| d.destroy()).await,
             (ResetAction::GracefulShutdown, true) => self.call("shut down", |d| d.shutdown()).await,
-            (ResetAction::GracefulRestart, true) => self.call("reboot", |d| d.reboot(sys::VIR_DOMAIN_REBOOT_ACPI_POWER_BTN)).await,
+            (ResetAction::GracefulRestart, true) => {
+                self.call("reboot", |d| {
+                    d.reboot(sys::VIR_DOMAIN_REBOOT_ACPI_POWER_BTN)
+                })
+                .await
+            }
             (ResetAction::ForceRestart, true) => self.call("reset", |d| d.reset()).await,
-            (ResetAction::Nmi, true) => self.call("inject nmi into", |d| d.qemu_monitor_command(r#"{"execute":"inject-nmi"}"#, 0).map(|_| ())).await,
+            (ResetAction::Nmi, true) => {
+                self.call("inject nmi into", |d| {
+                    d.qemu_monitor_command(r#"{"execute":"inject-nmi"}"#, 0)
+                        .map(|_| ())
+                })
+                .await
+            }
             (ResetAction::PowerCycle, true) => match self.call("destroy", |d| d.destroy()).await {
                 Ok(()) => self.start().await,
                 Err(e) => Err(e),
@@ -288,19 +376,29 @@ impl LibvirtMachine {
         };
         result.map_err(|error| match error {
             // The guest powered itself off between the state check and the action.
-            MachineError::Libvirt { source, .. } if source.code().is(virt::error::ErrorNumber::OperationInvalid) => refused(source.message()),
+            MachineError::Libvirt { source, .. }
+                if source.code().is(virt::error::ErrorNumber::OperationInvalid) =>
+            {
+                refused(source.message())
+            }
             other => self.driver_error(other),
         })
     }
 
     fn driver_error(&self, error: MachineError) -> DriverError {
-        DriverError::Failed { target: self.name.clone(), message: error.to_string(), source: Some(Box::new(error)) }
+        DriverError::Failed {
+            target: self.name.clone(),
+            message: error.to_string(),
+            source: Some(Box::new(error)),
+        }
     }
 }
 
 fn boot_order(setting: BootOverride) -> BootOrder {
     match (setting.mode, setting.target) {
-        (BootOverrideMode::Once | BootOverrideMode::Continuous, BootTarget::Pxe) => BootOrder::NetworkFirst,
+        (BootOverrideMode::Once | BootOverrideMode::Continuous, BootTarget::Pxe) => {
+            BootOrder::NetworkFirst
+        }
         _ => BootOrder::DiskFirst,
     }
 }
@@ -328,11 +426,18 @@ impl BootControl for LibvirtMachine {
     }
 
     async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
-        if setting.mode != BootOverrideMode::Disabled && matches!(setting.target, BootTarget::Cd | BootTarget::UefiHttp) {
-            return Err(DriverError::Unsupported { action: format!("boot override to {}", setting.target.as_str()), target: self.name.clone() });
+        if setting.mode != BootOverrideMode::Disabled
+            && matches!(setting.target, BootTarget::Cd | BootTarget::UefiHttp)
+        {
+            return Err(DriverError::Unsupported {
+                action: format!("boot override to {}", setting.target.as_str()),
+                target: self.name.clone(),
+            });
         }
         let _serial = self.action.lock().await;
-        self.redefine(boot_order(setting)).await.map_err(|e| self.driver_error(e))?;
+        self.redefine(boot_order(setting))
+            .await
+            .map_err(|e| self.driver_error(e))?;
         *self.boot.lock().unwrap_or_else(|p| p.into_inner()) = setting;
         Ok(())
     }
@@ -351,7 +456,9 @@ impl Drop for LibvirtMachine {
             match std::fs::remove_dir_all(&self.config.dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => tracing::warn!(path = %self.config.dir.display(), error = %e, "failed to remove node directory"),
+                Err(e) => {
+                    tracing::warn!(path = %self.config.dir.display(), error = %e, "failed to remove node directory")
+                }
             }
         }
     }
@@ -362,7 +469,11 @@ impl Drop for LibvirtMachine {
 fn remove_domain(conn: &Connect, name: &str) -> Result<bool, MachineError> {
     let lib_err = |action: &'static str| {
         let domain = name.to_owned();
-        move |source| MachineError::Libvirt { domain, action, source }
+        move |source| MachineError::Libvirt {
+            domain,
+            action,
+            source,
+        }
     };
     let domain = match conn.lookup_domain_by_name(name) {
         Ok(d) => d,
@@ -391,10 +502,17 @@ pub async fn teardown_prefix(uri: &str, prefix: &str) -> Result<Vec<String>, Mac
     }
     let (uri, prefix) = (uri.to_owned(), prefix.to_owned());
     blocking(&prefix.clone(), "tear down by prefix", move || {
-        let conn = Connect::open(Some(&uri)).map_err(|source| MachineError::Connect { uri: uri.clone(), source })?;
+        let conn = Connect::open(Some(&uri)).map_err(|source| MachineError::Connect {
+            uri: uri.clone(),
+            source,
+        })?;
         let domains = conn
             .list_all_domains(0)
-            .map_err(|source| MachineError::Libvirt { domain: format!("{prefix}*"), action: "list", source })?;
+            .map_err(|source| MachineError::Libvirt {
+                domain: format!("{prefix}*"),
+                action: "list",
+                source,
+            })?;
         let mut removed = Vec::new();
         for domain in domains {
             let Ok(name) = domain.name() else { continue };
@@ -410,10 +528,16 @@ pub async fn teardown_prefix(uri: &str, prefix: &str) -> Result<Vec<String>, Mac
 /// Gives the node a fresh directory (traversable by libvirt's QEMU user), NVRAM copy and log.
 async fn prepare_dir(config: &MachineConfig, name: &str) -> Result<(), MachineError> {
     let dir = &config.dir;
-    tokio::fs::create_dir_all(dir).await.map_err(io_err(name, dir))?;
-    tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).await.map_err(io_err(name, dir))?;
+    tokio::fs::create_dir_all(dir)
+        .await
+        .map_err(io_err(name, dir))?;
+    tokio::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755))
+        .await
+        .map_err(io_err(name, dir))?;
     let nvram = config.nvram_path();
-    tokio::fs::copy(&config.firmware.vars_template, &nvram).await.map_err(io_err(name, &config.firmware.vars_template))?;
+    tokio::fs::copy(&config.firmware.vars_template, &nvram)
+        .await
+        .map_err(io_err(name, &config.firmware.vars_template))?;
     let log = config.serial_log_path();
     match tokio::fs::remove_file(&log).await {
         Ok(()) => Ok(()),
@@ -444,10 +568,28 @@ mod tests {
 
     #[test]
     fn only_a_pxe_override_changes_the_boot_order() {
-        let pxe = |mode| BootOverride { mode, target: BootTarget::Pxe };
-        assert_eq!(boot_order(pxe(BootOverrideMode::Once)), BootOrder::NetworkFirst);
-        assert_eq!(boot_order(pxe(BootOverrideMode::Continuous)), BootOrder::NetworkFirst);
-        assert_eq!(boot_order(pxe(BootOverrideMode::Disabled)), BootOrder::DiskFirst);
-        assert_eq!(boot_order(BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Hdd }), BootOrder::DiskFirst);
+        let pxe = |mode| BootOverride {
+            mode,
+            target: BootTarget::Pxe,
+        };
+        assert_eq!(
+            boot_order(pxe(BootOverrideMode::Once)),
+            BootOrder::NetworkFirst
+        );
+        assert_eq!(
+            boot_order(pxe(BootOverrideMode::Continuous)),
+            BootOrder::NetworkFirst
+        );
+        assert_eq!(
+            boot_order(pxe(BootOverrideMode::Disabled)),
+            BootOrder::DiskFirst
+        );
+        assert_eq!(
+            boot_order(BootOverride {
+                mode: BootOverrideMode::Once,
+                target: BootTarget::Hdd
+            }),
+            BootOrder::DiskFirst
+        );
     }
 }

@@ -27,7 +27,10 @@ pub struct Firmware {
 
 impl Default for Firmware {
     fn default() -> Self {
-        Self { code: PathBuf::from(OVMF_CODE_4M), vars_template: PathBuf::from(OVMF_VARS_4M) }
+        Self {
+            code: PathBuf::from(OVMF_CODE_4M),
+            vars_template: PathBuf::from(OVMF_VARS_4M),
+        }
     }
 }
 
@@ -107,19 +110,32 @@ impl MachineConfig {
     }
 
     /// The domain this configuration describes, with the given boot order and (once known) UUID.
-    pub fn domain_spec(&self, uuid: Option<&str>, boot_order: BootOrder) -> Result<DomainSpec, SpecError> {
+    pub fn domain_spec(
+        &self,
+        uuid: Option<&str>,
+        boot_order: BootOrder,
+    ) -> Result<DomainSpec, SpecError> {
         let name = self.domain_name()?;
         if let Some(uuid) = uuid {
             check_uuid(uuid)?;
         }
         if self.memory_mib < 64 {
-            return Err(SpecError::Invalid { node: self.node.clone(), what: format!("memory {} MiB is below 64 MiB", self.memory_mib) });
+            return Err(SpecError::Invalid {
+                node: self.node.clone(),
+                what: format!("memory {} MiB is below 64 MiB", self.memory_mib),
+            });
         }
         if self.vcpus == 0 || self.tb_size_mib == 0 {
-            return Err(SpecError::Invalid { node: self.node.clone(), what: "vcpus and tb-size must be at least 1".to_owned() });
+            return Err(SpecError::Invalid {
+                node: self.node.clone(),
+                what: "vcpus and tb-size must be at least 1".to_owned(),
+            });
         }
         if self.ssh_port == Some(0) {
-            return Err(SpecError::Invalid { node: self.node.clone(), what: "ssh port 0 cannot be forwarded".to_owned() });
+            return Err(SpecError::Invalid {
+                node: self.node.clone(),
+                what: "ssh port 0 cannot be forwarded".to_owned(),
+            });
         }
         let paths = [
             ("directory", Some(&self.dir)),
@@ -173,11 +189,19 @@ pub struct DomainSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("invalid {what} {value:?}: use 1-64 of a-z, A-Z, 0-9, '-', '_', '.'{extra}")]
-    BadName { what: &'static str, value: String, extra: &'static str },
+    BadName {
+        what: &'static str,
+        value: String,
+        extra: &'static str,
+    },
     #[error("invalid domain uuid {0:?}")]
     BadUuid(String),
     #[error("node {node}: {what} path {path} must be absolute and valid UTF-8 without commas")]
-    BadPath { node: String, what: &'static str, path: PathBuf },
+    BadPath {
+        node: String,
+        what: &'static str,
+        path: PathBuf,
+    },
     #[error("node {node}: {what}")]
     Invalid { node: String, what: String },
 }
@@ -189,14 +213,22 @@ fn check_name_part(what: &'static str, value: &str, may_be_empty: bool) -> Resul
         Ok(())
     } else {
         let extra = if may_be_empty { "" } else { "; not empty" };
-        Err(SpecError::BadName { what, value: value.to_owned(), extra })
+        Err(SpecError::BadName {
+            what,
+            value: value.to_owned(),
+            extra,
+        })
     }
 }
 
 fn check_uuid(uuid: &str) -> Result<(), SpecError> {
     let groups: Vec<&str> = uuid.split('-').collect();
     let lengths_ok = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12]);
-    if lengths_ok && groups.iter().all(|g| g.chars().all(|c| c.is_ascii_hexdigit())) {
+    if lengths_ok
+        && groups
+            .iter()
+            .all(|g| g.chars().all(|c| c.is_ascii_hexdigit()))
+    {
         Ok(())
     } else {
         Err(SpecError::BadUuid(uuid.to_owned()))
@@ -207,7 +239,11 @@ fn check_uuid(uuid: &str) -> Result<(), SpecError> {
 fn check_path(node: &str, what: &'static str, path: &Path) -> Result<(), SpecError> {
     match path.to_str() {
         Some(s) if path.is_absolute() && !s.contains(',') => Ok(()),
-        _ => Err(SpecError::BadPath { node: node.to_owned(), what, path: path.to_owned() }),
+        _ => Err(SpecError::BadPath {
+            node: node.to_owned(),
+            what,
+            path: path.to_owned(),
+        }),
     }
 }
 
@@ -216,7 +252,11 @@ mod tests {
     use super::*;
 
     fn config() -> MachineConfig {
-        MachineConfig::new("node-1", "/var/lib/rp/node-1", "/var/lib/rp/node-1/disk.qcow2")
+        MachineConfig::new(
+            "node-1",
+            "/var/lib/rp/node-1",
+            "/var/lib/rp/node-1/disk.qcow2",
+        )
     }
 
     #[test]
@@ -237,7 +277,12 @@ mod tests {
         assert!(c.domain_name().is_err());
         c.node = "ok".to_owned();
         c.name_prefix = "x y".to_owned();
-        assert!(c.domain_name().unwrap_err().to_string().contains("name prefix"));
+        assert!(
+            c.domain_name()
+                .unwrap_err()
+                .to_string()
+                .contains("name prefix")
+        );
     }
 
     #[test]
@@ -254,20 +299,39 @@ mod tests {
     fn relative_or_comma_paths_and_bad_uuids_are_refused() {
         let mut c = config();
         c.disk = PathBuf::from("disk.qcow2");
-        let err = c.domain_spec(None, BootOrder::DiskFirst).unwrap_err().to_string();
+        let err = c
+            .domain_spec(None, BootOrder::DiskFirst)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("node node-1: disk path disk.qcow2"), "{err}");
         let mut c = config();
         c.identity = Some(PathBuf::from("/tmp/a,b"));
         assert!(c.domain_spec(None, BootOrder::DiskFirst).is_err());
-        assert!(config().domain_spec(Some("not-a-uuid"), BootOrder::DiskFirst).is_err());
-        assert!(config().domain_spec(Some("b6d8b8f6-ed73-4160-b112-1c23e55782ce"), BootOrder::DiskFirst).is_ok());
+        assert!(
+            config()
+                .domain_spec(Some("not-a-uuid"), BootOrder::DiskFirst)
+                .is_err()
+        );
+        assert!(
+            config()
+                .domain_spec(
+                    Some("b6d8b8f6-ed73-4160-b112-1c23e55782ce"),
+                    BootOrder::DiskFirst
+                )
+                .is_ok()
+        );
     }
 
     #[test]
     fn too_little_memory_and_port_zero_are_refused() {
         let mut c = config();
         c.memory_mib = 16;
-        assert!(c.domain_spec(None, BootOrder::DiskFirst).unwrap_err().to_string().contains("below 64 MiB"));
+        assert!(
+            c.domain_spec(None, BootOrder::DiskFirst)
+                .unwrap_err()
+                .to_string()
+                .contains("below 64 MiB")
+        );
         let mut c = config();
         c.ssh_port = Some(0);
         assert!(c.domain_spec(None, BootOrder::DiskFirst).is_err());

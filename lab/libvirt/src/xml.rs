@@ -31,27 +31,69 @@ pub fn domain_xml(spec: &DomainSpec) -> String {
     };
     let mut x = String::new();
     let w = &mut x;
-    line(w, 0, "<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>");
+    line(
+        w,
+        0,
+        "<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>",
+    );
     line(w, 1, &format!("<name>{}</name>", esc(&spec.name)));
     if let Some(uuid) = &spec.uuid {
         line(w, 1, &format!("<uuid>{}</uuid>", esc(uuid)));
     }
-    line(w, 1, "<metadata><rackproof:node xmlns:rackproof='https://rackproof.dev/libvirt/1'/></metadata>");
-    line(w, 1, &format!("<memory unit='MiB'>{}</memory>", spec.memory_mib));
+    line(
+        w,
+        1,
+        "<metadata><rackproof:node xmlns:rackproof='https://rackproof.dev/libvirt/1'/></metadata>",
+    );
+    line(
+        w,
+        1,
+        &format!("<memory unit='MiB'>{}</memory>", spec.memory_mib),
+    );
     line(w, 1, &format!("<vcpu>{}</vcpu>", spec.vcpus));
     if let Some(identity) = &spec.identity {
         line(w, 1, "<sysinfo type='fwcfg'>");
-        line(w, 2, &format!("<entry name='{}' file='{}'/>", IDENTITY_FW_CFG_NAME, path(identity)));
+        line(
+            w,
+            2,
+            &format!(
+                "<entry name='{}' file='{}'/>",
+                IDENTITY_FW_CFG_NAME,
+                path(identity)
+            ),
+        );
         line(w, 1, "</sysinfo>");
     }
     line(w, 1, "<os>");
     line(w, 2, "<type arch='x86_64' machine='q35'>hvm</type>");
-    line(w, 2, &format!("<loader readonly='yes' type='pflash'>{}</loader>", path(&spec.ovmf_code)));
-    line(w, 2, &format!("<nvram template='{}'>{}</nvram>", path(&spec.ovmf_vars_template), path(&spec.nvram)));
+    line(
+        w,
+        2,
+        &format!(
+            "<loader readonly='yes' type='pflash'>{}</loader>",
+            path(&spec.ovmf_code)
+        ),
+    );
+    line(
+        w,
+        2,
+        &format!(
+            "<nvram template='{}'>{}</nvram>",
+            path(&spec.ovmf_vars_template),
+            path(&spec.nvram)
+        ),
+    );
     line(w, 1, "</os>");
     line(w, 1, "<features>");
     line(w, 2, "<acpi/>");
-    line(w, 2, &format!("<tcg><tb-cache unit='MiB'>{}</tb-cache></tcg>", spec.tb_size_mib));
+    line(
+        w,
+        2,
+        &format!(
+            "<tcg><tb-cache unit='MiB'>{}</tb-cache></tcg>",
+            spec.tb_size_mib
+        ),
+    );
     line(w, 1, "</features>");
     line(w, 1, "<on_poweroff>destroy</on_poweroff>");
     line(w, 1, "<on_reboot>restart</on_reboot>");
@@ -64,7 +106,11 @@ pub fn domain_xml(spec: &DomainSpec) -> String {
     line(w, 3, &format!("<boot order='{disk_boot}'/>"));
     line(w, 2, "</disk>");
     line(w, 2, "<serial type='file'>");
-    line(w, 3, &format!("<source path='{}' append='on'/>", path(&spec.serial_log)));
+    line(
+        w,
+        3,
+        &format!("<source path='{}' append='on'/>", path(&spec.serial_log)),
+    );
     line(w, 3, "<target port='0'/>");
     line(w, 2, "</serial>");
     line(w, 2, "<serial type='pty'>");
@@ -135,18 +181,25 @@ mod tests {
         let mut c = MachineConfig::new("n1", "/srv/rp/n1", "/srv/rp/n1/disk.qcow2");
         c.identity = Some(PathBuf::from("/srv/rp/n1/identity"));
         c.ssh_port = Some(2222);
-        c.domain_spec(Some("b6d8b8f6-ed73-4160-b112-1c23e55782ce"), boot).unwrap()
+        c.domain_spec(Some("b6d8b8f6-ed73-4160-b112-1c23e55782ce"), boot)
+            .unwrap()
     }
 
     #[test]
     fn domain_is_tcg_q35_with_ovmf_and_a_per_node_nvram() {
         let xml = domain_xml(&spec(BootOrder::DiskFirst));
-        assert!(xml.starts_with("<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"));
+        assert!(xml.starts_with(
+            "<domain type='qemu' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>"
+        ));
         assert!(xml.contains("<name>rackproof-n1</name>"));
         assert!(xml.contains("<uuid>b6d8b8f6-ed73-4160-b112-1c23e55782ce</uuid>"));
         assert!(xml.contains("<type arch='x86_64' machine='q35'>hvm</type>"));
-        assert!(xml.contains("<loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>"));
-        assert!(xml.contains("<nvram template='/usr/share/OVMF/OVMF_VARS_4M.fd'>/srv/rp/n1/OVMF_VARS_4M.fd</nvram>"));
+        assert!(xml.contains(
+            "<loader readonly='yes' type='pflash'>/usr/share/OVMF/OVMF_CODE_4M.fd</loader>"
+        ));
+        assert!(xml.contains(
+            "<nvram template='/usr/share/OVMF/OVMF_VARS_4M.fd'>/srv/rp/n1/OVMF_VARS_4M.fd</nvram>"
+        ));
         assert!(xml.contains("<memory unit='MiB'>256</memory>"));
         assert!(xml.contains("<tcg><tb-cache unit='MiB'>64</tb-cache></tcg>"));
     }
@@ -165,7 +218,9 @@ mod tests {
     fn user_network_forwards_ssh_on_loopback() {
         let xml = domain_xml(&spec(BootOrder::DiskFirst));
         assert!(xml.contains("<qemu:arg value='user,id=rpnet0,hostfwd=tcp:127.0.0.1:2222-:22'/>"));
-        assert!(xml.contains("<qemu:arg value='virtio-net-pci,netdev=rpnet0,bus=pcie.0,addr=0x10,bootindex=2'/>"));
+        assert!(xml.contains(
+            "<qemu:arg value='virtio-net-pci,netdev=rpnet0,bus=pcie.0,addr=0x10,bootindex=2'/>"
+        ));
         let mut plain = spec(BootOrder::DiskFirst);
         plain.ssh_port = None;
         plain.identity = None;

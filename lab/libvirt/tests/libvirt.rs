@@ -10,7 +10,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use rackproof_clock::Clock;
-use rackproof_driver::{BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState, ResetAction};
+use rackproof_driver::{
+    BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
+    ResetAction,
+};
 use rackproof_libvirt::{LibvirtMachine, MachineConfig, MachineError, teardown_prefix};
 
 const URI: &str = "qemu:///system";
@@ -25,8 +28,15 @@ struct Workspace {
 
 impl Workspace {
     fn new(test: &str) -> Self {
-        let dir = tempfile::Builder::new().prefix("rackproof-libvirt-").tempdir().unwrap();
-        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("rackproof-libvirt-")
+            .tempdir()
+            .unwrap();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let prefix = format!("rackproof-t{}-{test}-", std::process::id());
         Self { dir, prefix }
     }
@@ -41,8 +51,14 @@ impl Workspace {
             .arg(&disk)
             .arg("64M")
             .output()
-            .unwrap_or_else(|e| panic!("qemu-img is missing ({e}); install it with: apt-get install -y qemu-utils"));
-        assert!(out.status.success(), "qemu-img create failed: {}", String::from_utf8_lossy(&out.stderr));
+            .unwrap_or_else(|e| {
+                panic!("qemu-img is missing ({e}); install it with: apt-get install -y qemu-utils")
+            });
+        assert!(
+            out.status.success(),
+            "qemu-img create failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut config = MachineConfig::new(node, &node_dir, disk);
         config.uri = URI.to_owned();
         config.name_prefix = self.prefix.clone();
@@ -78,7 +94,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
         if pid == std::process::id() {
             continue;
         }
@@ -95,10 +117,21 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 fn group_members(pgid: u32) -> Vec<u32> {
     let mut pids = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
         // pid (comm) state ppid pgrp …; comm may hold spaces, so split after its ')'.
-        let fields: Vec<&str> = stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
         // Zombies have exited; only the reaper (PID 1 here, which is slow) still has to collect them.
         let zombie = fields.first() == Some(&"Z");
         if !zombie && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid) {
@@ -111,8 +144,15 @@ fn group_members(pgid: u32) -> Vec<u32> {
 async fn assert_gone(prefix: &str, name: &str, dir: &Path) {
     let leftovers = teardown_prefix(URI, prefix).await.unwrap();
     assert!(leftovers.is_empty(), "domains left behind: {leftovers:?}");
-    assert!(processes_mentioning(&format!("guest={name}")).is_empty(), "a QEMU process of {name} is still running");
-    assert!(!dir.exists(), "node directory {} is still there", dir.display());
+    assert!(
+        processes_mentioning(&format!("guest={name}")).is_empty(),
+        "a QEMU process of {name} is still running"
+    );
+    assert!(
+        !dir.exists(),
+        "node directory {} is still there",
+        dir.display()
+    );
 }
 
 fn bds() -> regex::Regex {
@@ -127,8 +167,14 @@ async fn define_then_teardown_leaves_no_domain_or_file() {
     let machine = define(config).await;
     assert_eq!(machine.power_state().await.unwrap(), PowerState::Off);
     let xml = machine.defined_xml().await.unwrap();
-    assert!(xml.contains(&format!("<name>{}</name>", machine.name())), "{xml}");
-    assert!(xml.contains("<tb-cache unit='KiB'>65536</tb-cache>"), "{xml}");
+    assert!(
+        xml.contains(&format!("<name>{}</name>", machine.name())),
+        "{xml}"
+    );
+    assert!(
+        xml.contains("<tb-cache unit='KiB'>65536</tb-cache>"),
+        "{xml}"
+    );
     assert!(dir.join("OVMF_VARS_4M.fd").is_file());
     let name = machine.name().to_owned();
     machine.teardown().await.unwrap();
@@ -139,15 +185,28 @@ async fn define_then_teardown_leaves_no_domain_or_file() {
 async fn actions_that_need_power_are_refused_while_off_and_off_actions_are_idempotent() {
     let ws = Workspace::new("refuse");
     let machine = define(ws.node("n1")).await;
-    for action in [ResetAction::ForceRestart, ResetAction::GracefulRestart, ResetAction::Nmi] {
+    for action in [
+        ResetAction::ForceRestart,
+        ResetAction::GracefulRestart,
+        ResetAction::Nmi,
+    ] {
         let err = machine.reset(action).await.unwrap_err();
-        assert!(matches!(err, DriverError::Refused { .. }), "{action}: {err}");
+        assert!(
+            matches!(err, DriverError::Refused { .. }),
+            "{action}: {err}"
+        );
         assert!(err.to_string().contains("the domain is off"), "{err}");
     }
     machine.reset(ResetAction::ForceOff).await.unwrap();
     machine.reset(ResetAction::GracefulShutdown).await.unwrap();
     assert_eq!(machine.power_state().await.unwrap(), PowerState::Off);
-    let err = machine.set_boot_override(BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Cd }).await.unwrap_err();
+    let err = machine
+        .set_boot_override(BootOverride {
+            mode: BootOverrideMode::Once,
+            target: BootTarget::Cd,
+        })
+        .await
+        .unwrap_err();
     assert!(matches!(err, DriverError::Unsupported { .. }), "{err}");
     machine.teardown().await.unwrap();
 }
@@ -166,7 +225,10 @@ async fn dropping_a_machine_tears_it_down_and_prefix_teardown_finds_only_its_own
     assert_gone(&ws.prefix, &name, &dir).await;
     // The other prefix's domain was not touched by either teardown.
     assert_eq!(keep.power_state().await.unwrap(), PowerState::Off);
-    assert_eq!(teardown_prefix(URI, &other.prefix).await.unwrap(), vec![keep.name().to_owned()]);
+    assert_eq!(
+        teardown_prefix(URI, &other.prefix).await.unwrap(),
+        vec![keep.name().to_owned()]
+    );
     assert!(teardown_prefix(URI, "").await.is_err());
 }
 
@@ -193,18 +255,27 @@ mod qemu {
 
         let mark = console.mark();
         machine.reset(ResetAction::ForceRestart).await.unwrap();
-        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+        console
+            .wait_for_since(mark, &bds(), BOOT_TIMEOUT)
+            .await
+            .unwrap();
         machine.reset(ResetAction::Nmi).await.unwrap();
 
         let mark = console.mark();
         machine.reset(ResetAction::PowerCycle).await.unwrap();
         assert_eq!(machine.power_state().await.unwrap(), PowerState::On);
-        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+        console
+            .wait_for_since(mark, &bds(), BOOT_TIMEOUT)
+            .await
+            .unwrap();
 
         let stopping = clock.instant();
         machine.reset(ResetAction::ForceOff).await.unwrap();
         eprintln!("destroy took {:?}", clock.since(stopping));
-        machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await.unwrap();
+        machine
+            .wait_for_state(PowerState::Off, STATE_TIMEOUT)
+            .await
+            .unwrap();
         let name = machine.name().to_owned();
         machine.teardown().await.unwrap();
         assert_gone(&ws.prefix, &name, &dir).await;
@@ -216,7 +287,9 @@ mod qemu {
     /// power cycle) and off, and the serial console shows each boot.
     #[tokio::test(flavor = "multi_thread")]
     async fn rackproof_emulators_power_the_domain_on_reset_cycle_and_off_over_ipmi_and_redfish() {
-        use rackproof_redfish::{AuthMode, ClientOptions, Credentials, Emulator, EmulatorConfig, Endpoint, RedfishClient};
+        use rackproof_redfish::{
+            AuthMode, ClientOptions, Credentials, Emulator, EmulatorConfig, Endpoint, RedfishClient,
+        };
         const USER: &str = "lab";
         const PASSWORD: &str = "rackproof-pass"; // IPMI 2.0 passwords are at most 20 bytes
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -226,48 +299,120 @@ mod qemu {
         let clock = Clock::wall();
         let machine = std::sync::Arc::new(define(config).await);
         let ipmi_credentials = rackproof_ipmi::Credentials::new(USER, PASSWORD).unwrap();
-        let ipmi = rackproof_ipmi::IpmiEmulator::start(machine.clone(), ipmi_credentials, clock.clone()).await.unwrap();
-        let redfish = Emulator::new(EmulatorConfig::single(machine.clone(), USER, PASSWORD, clock.clone())).unwrap();
-        let served = redfish.serve_http("127.0.0.1:0".parse().unwrap()).await.unwrap();
-        let options = ClientOptions { auth: AuthMode::Basic, poll_interval: Duration::from_millis(200), power_on_grace: STATE_TIMEOUT, ..ClientOptions::default() };
-        let client = RedfishClient::connect(&Endpoint::new(&served.url()), Credentials::new(USER, PASSWORD), options, clock.clone()).await.unwrap();
+        let ipmi =
+            rackproof_ipmi::IpmiEmulator::start(machine.clone(), ipmi_credentials, clock.clone())
+                .await
+                .unwrap();
+        let redfish = Emulator::new(EmulatorConfig::single(
+            machine.clone(),
+            USER,
+            PASSWORD,
+            clock.clone(),
+        ))
+        .unwrap();
+        let served = redfish
+            .serve_http("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let options = ClientOptions {
+            auth: AuthMode::Basic,
+            poll_interval: Duration::from_millis(200),
+            power_on_grace: STATE_TIMEOUT,
+            ..ClientOptions::default()
+        };
+        let client = RedfishClient::connect(
+            &Endpoint::new(&served.url()),
+            Credentials::new(USER, PASSWORD),
+            options,
+            clock.clone(),
+        )
+        .await
+        .unwrap();
         let port = ipmi.local_addr().port().to_string();
         let ipmitool = async |args: &[&str]| -> String {
             let out = tokio::process::Command::new("ipmitool")
-                .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port, "-U", USER, "-E", "-N", "30", "-R", "1"])
+                .args([
+                    "-I",
+                    "lanplus",
+                    "-H",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    USER,
+                    "-E",
+                    "-N",
+                    "30",
+                    "-R",
+                    "1",
+                ])
                 .args(args)
                 .env("IPMI_PASSWORD", PASSWORD)
                 .stdin(std::process::Stdio::null())
                 .kill_on_drop(true)
                 .output()
                 .await
-                .unwrap_or_else(|e| panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool"));
-            assert!(out.status.success(), "ipmitool {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "ipmitool is missing ({e}); install it with: apt-get install -y ipmitool"
+                    )
+                });
+            assert!(
+                out.status.success(),
+                "ipmitool {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8_lossy(&out.stdout).into_owned()
         };
         let console = machine.console();
 
-        assert_eq!(ipmitool(&["power", "status"]).await.trim(), "Chassis Power is off");
+        assert_eq!(
+            ipmitool(&["power", "status"]).await.trim(),
+            "Chassis Power is off"
+        );
         let mark = console.mark();
         assert!(ipmitool(&["power", "on"]).await.contains("Up/On"));
-        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+        console
+            .wait_for_since(mark, &bds(), BOOT_TIMEOUT)
+            .await
+            .unwrap();
         assert_eq!(client.read_power_state().await.unwrap(), PowerState::On);
 
-        for (how, reset) in [("redfish ForceRestart", None), ("ipmitool power cycle", Some("cycle")), ("redfish PowerCycle", None), ("ipmitool power reset", Some("reset"))] {
+        for (how, reset) in [
+            ("redfish ForceRestart", None),
+            ("ipmitool power cycle", Some("cycle")),
+            ("redfish PowerCycle", None),
+            ("ipmitool power reset", Some("reset")),
+        ] {
             let mark = console.mark();
             match reset {
                 Some(action) => {
                     ipmitool(&["power", action]).await;
                 }
-                None if how.ends_with("ForceRestart") => client.reset_system(ResetAction::ForceRestart).await.unwrap(),
+                None if how.ends_with("ForceRestart") => client
+                    .reset_system(ResetAction::ForceRestart)
+                    .await
+                    .unwrap(),
                 None => client.reset_system(ResetAction::PowerCycle).await.unwrap(),
             }
-            console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap_or_else(|e| panic!("{how}: no boot on the console: {e}"));
+            console
+                .wait_for_since(mark, &bds(), BOOT_TIMEOUT)
+                .await
+                .unwrap_or_else(|e| panic!("{how}: no boot on the console: {e}"));
         }
 
         assert!(ipmitool(&["power", "off"]).await.contains("Down/Off"));
-        machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await.unwrap();
-        assert_eq!(client.wait_for_power_state(&[PowerState::Off], STATE_TIMEOUT).await.unwrap(), PowerState::Off);
+        machine
+            .wait_for_state(PowerState::Off, STATE_TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(
+            client
+                .wait_for_power_state(&[PowerState::Off], STATE_TIMEOUT)
+                .await
+                .unwrap(),
+            PowerState::Off
+        );
 
         drop(ipmi);
         served.shutdown();
@@ -281,17 +426,30 @@ mod qemu {
     async fn a_once_pxe_override_applies_at_the_next_start_and_then_reverts() {
         let ws = Workspace::new("boot");
         let machine = define(ws.node("n1")).await;
-        let pxe_once = BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Pxe };
+        let pxe_once = BootOverride {
+            mode: BootOverrideMode::Once,
+            target: BootTarget::Pxe,
+        };
         machine.set_boot_override(pxe_once).await.unwrap();
         assert_eq!(machine.boot_override().await.unwrap(), pxe_once);
         assert!(machine.defined_xml().await.unwrap().contains("bootindex=1"));
         machine.reset(ResetAction::On).await.unwrap();
         // The network went first: iPXE speaks before the firmware gives up on the devices.
         let pxe = regex::Regex::new("iPXE|PXEv4").unwrap();
-        machine.console().wait_for(&pxe, BOOT_TIMEOUT).await.unwrap();
-        assert_eq!(machine.boot_override().await.unwrap(), BootOverride::default());
+        machine
+            .console()
+            .wait_for(&pxe, BOOT_TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(
+            machine.boot_override().await.unwrap(),
+            BootOverride::default()
+        );
         let xml = machine.defined_xml().await.unwrap();
-        assert!(xml.contains("bootindex=2") && !xml.contains("bootindex=1"), "{xml}");
+        assert!(
+            xml.contains("bootindex=2") && !xml.contains("bootindex=1"),
+            "{xml}"
+        );
         machine.teardown().await.unwrap();
     }
 
@@ -303,28 +461,60 @@ mod qemu {
         let machine = define(ws.node("n1")).await;
         let tools = BmcTools::find().unwrap_or_else(|e| panic!("{e}"));
         let clock = Clock::wall();
-        let sushy = SushyEmulator::start(&tools, URI, machine.uuid(), &ws.dir.path().join("sushy"), &clock).await.unwrap();
+        let sushy = SushyEmulator::start(
+            &tools,
+            URI,
+            machine.uuid(),
+            &ws.dir.path().join("sushy"),
+            &clock,
+        )
+        .await
+        .unwrap();
         let http = reqwest::Client::new();
         let state = async || -> String {
-            let body: serde_json::Value = http.get(sushy.system_url()).send().await.unwrap().json().await.unwrap();
+            let body: serde_json::Value = http
+                .get(sushy.system_url())
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             body["PowerState"].as_str().unwrap_or_default().to_owned()
         };
         assert_eq!(state().await, "Off");
-        for (reset, want, driver_state) in [("On", "On", PowerState::On), ("ForceOff", "Off", PowerState::Off)] {
+        for (reset, want, driver_state) in [
+            ("On", "On", PowerState::On),
+            ("ForceOff", "Off", PowerState::Off),
+        ] {
             let response = http
-                .post(format!("{}/Actions/ComputerSystem.Reset", sushy.system_url()))
+                .post(format!(
+                    "{}/Actions/ComputerSystem.Reset",
+                    sushy.system_url()
+                ))
                 .json(&serde_json::json!({ "ResetType": reset }))
                 .send()
                 .await
                 .unwrap();
-            assert!(response.status().is_success(), "{reset}: {}", response.status());
-            machine.wait_for_state(driver_state, STATE_TIMEOUT).await.unwrap();
+            assert!(
+                response.status().is_success(),
+                "{reset}: {}",
+                response.status()
+            );
+            machine
+                .wait_for_state(driver_state, STATE_TIMEOUT)
+                .await
+                .unwrap();
             assert_eq!(state().await, want);
         }
         let group = sushy.process_group().unwrap();
         sushy.stop().await;
         machine.teardown().await.unwrap();
-        assert!(group_members(group).is_empty(), "sushy-emulator processes left: {:?}", group_members(group));
+        assert!(
+            group_members(group).is_empty(),
+            "sushy-emulator processes left: {:?}",
+            group_members(group)
+        );
     }
 
     /// rackproof-redfish's client (the one that drives rack BMCs) against sushy-tools: discovery,
@@ -338,63 +528,133 @@ mod qemu {
     #[tokio::test(flavor = "multi_thread")]
     async fn the_redfish_client_drives_the_domain_through_sushy_tools() {
         use rackproof_libvirt::bmc::{BmcTools, SushyEmulator};
-        use rackproof_redfish::{AuthMode, ClientOptions, Credentials, Endpoint, RedfishClient, RedfishError, RetryPolicy};
+        use rackproof_redfish::{
+            AuthMode, ClientOptions, Credentials, Endpoint, RedfishClient, RedfishError,
+            RetryPolicy,
+        };
         let _ = rustls::crypto::ring::default_provider().install_default();
         let ws = Workspace::new("sushyclient");
         let machine = define(ws.node("n1")).await;
         let tools = BmcTools::find().unwrap_or_else(|e| panic!("{e}"));
         let clock = Clock::wall();
-        let sushy = SushyEmulator::start(&tools, URI, machine.uuid(), &ws.dir.path().join("sushy"), &clock).await.unwrap();
+        let sushy = SushyEmulator::start(
+            &tools,
+            URI,
+            machine.uuid(),
+            &ws.dir.path().join("sushy"),
+            &clock,
+        )
+        .await
+        .unwrap();
         let options = ClientOptions {
             // sushy-tools runs without authentication here; basic credentials are sent and ignored.
             auth: AuthMode::Basic,
-            retry: RetryPolicy { attempts: 2, initial_backoff: Duration::from_millis(200), max_backoff: Duration::from_secs(1) },
+            retry: RetryPolicy {
+                attempts: 2,
+                initial_backoff: Duration::from_millis(200),
+                max_backoff: Duration::from_secs(1),
+            },
             poll_interval: Duration::from_millis(200),
             power_on_grace: STATE_TIMEOUT,
             ..ClientOptions::default()
         };
         let endpoint = Endpoint::new(&sushy.base_url()).with_system(machine.uuid());
-        let client = RedfishClient::connect(&endpoint, Credentials::new("lab", "unused"), options, clock.clone()).await.unwrap();
+        let client = RedfishClient::connect(
+            &endpoint,
+            Credentials::new("lab", "unused"),
+            options,
+            clock.clone(),
+        )
+        .await
+        .unwrap();
 
-        assert_eq!(client.system_path(), format!("/redfish/v1/Systems/{}", machine.uuid()));
-        assert_eq!(client.allowed_resets(), [ResetAction::On, ResetAction::ForceOff, ResetAction::GracefulShutdown, ResetAction::GracefulRestart, ResetAction::ForceRestart, ResetAction::Nmi]);
-        let err = client.reset_system(ResetAction::PowerCycle).await.unwrap_err();
+        assert_eq!(
+            client.system_path(),
+            format!("/redfish/v1/Systems/{}", machine.uuid())
+        );
+        assert_eq!(
+            client.allowed_resets(),
+            [
+                ResetAction::On,
+                ResetAction::ForceOff,
+                ResetAction::GracefulShutdown,
+                ResetAction::GracefulRestart,
+                ResetAction::ForceRestart,
+                ResetAction::Nmi
+            ]
+        );
+        let err = client
+            .reset_system(ResetAction::PowerCycle)
+            .await
+            .unwrap_err();
         assert!(matches!(err, RedfishError::NotAllowed { .. }), "{err}");
         assert_eq!(client.read_power_state().await.unwrap(), PowerState::Off);
 
-        let hdd = BootOverride { mode: BootOverrideMode::Continuous, target: BootTarget::Hdd };
+        let hdd = BootOverride {
+            mode: BootOverrideMode::Continuous,
+            target: BootTarget::Hdd,
+        };
         client.set_boot(hdd).await.unwrap();
         assert_eq!(client.read_boot_override().await.unwrap(), hdd);
-        let once = BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Hdd };
+        let once = BootOverride {
+            mode: BootOverrideMode::Once,
+            target: BootTarget::Hdd,
+        };
         let err = client.set_boot(once).await.unwrap_err();
         assert!(matches!(err, RedfishError::NotApplied { .. }), "{err}");
-        let pxe = BootOverride { mode: BootOverrideMode::Continuous, target: BootTarget::Pxe };
+        let pxe = BootOverride {
+            mode: BootOverrideMode::Continuous,
+            target: BootTarget::Pxe,
+        };
         let err = client.set_boot(pxe).await.unwrap_err();
         assert_eq!(err.status(), Some(500), "{err}");
-        assert!(err.to_string().contains("Target libvirt device Pxe does not exist"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("Target libvirt device Pxe does not exist"),
+            "{err}"
+        );
 
         let console = machine.console();
         let mark = console.mark();
         client.reset_system(ResetAction::On).await.unwrap();
         assert_eq!(machine.power_state().await.unwrap(), PowerState::On);
         assert_eq!(client.read_power_state().await.unwrap(), PowerState::On);
-        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+        console
+            .wait_for_since(mark, &bds(), BOOT_TIMEOUT)
+            .await
+            .unwrap();
         client.reset_system(ResetAction::On).await.unwrap(); // already on: nothing is sent
 
         let mark = console.mark();
-        client.reset_system(ResetAction::ForceRestart).await.unwrap();
-        console.wait_for_since(mark, &bds(), BOOT_TIMEOUT).await.unwrap();
+        client
+            .reset_system(ResetAction::ForceRestart)
+            .await
+            .unwrap();
+        console
+            .wait_for_since(mark, &bds(), BOOT_TIMEOUT)
+            .await
+            .unwrap();
         client.reset_system(ResetAction::Nmi).await.unwrap();
 
         client.reset_system(ResetAction::ForceOff).await.unwrap();
-        assert_eq!(client.wait_for_power_state(&[PowerState::Off], STATE_TIMEOUT).await.unwrap(), PowerState::Off);
+        assert_eq!(
+            client
+                .wait_for_power_state(&[PowerState::Off], STATE_TIMEOUT)
+                .await
+                .unwrap(),
+            PowerState::Off
+        );
         assert_eq!(machine.power_state().await.unwrap(), PowerState::Off);
         client.reset_system(ResetAction::ForceOff).await.unwrap(); // already off: nothing is sent
 
         let group = sushy.process_group().unwrap();
         sushy.stop().await;
         machine.teardown().await.unwrap();
-        assert!(group_members(group).is_empty(), "sushy-emulator processes left: {:?}", group_members(group));
+        assert!(
+            group_members(group).is_empty(),
+            "sushy-emulator processes left: {:?}",
+            group_members(group)
+        );
     }
 
     #[tokio::test(flavor = "multi_thread")]
@@ -404,27 +664,56 @@ mod qemu {
         let machine = define(ws.node("n1")).await;
         let tools = BmcTools::find().unwrap_or_else(|e| panic!("{e}"));
         let vbmc_dir: PathBuf = ws.dir.path().join("vbmc");
-        let bmc = VirtualBmc::start(&tools, URI, machine.name(), &vbmc_dir, &Clock::wall()).await.unwrap();
+        let bmc = VirtualBmc::start(&tools, URI, machine.name(), &vbmc_dir, &Clock::wall())
+            .await
+            .unwrap();
         let ipmitool = |args: &[&str]| {
             let out = std::process::Command::new("ipmitool")
                 .args(bmc.ipmitool_args())
                 .args(args)
                 .output()
-                .unwrap_or_else(|e| panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool"));
-            (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "ipmitool is missing ({e}); install it with: apt-get install -y ipmitool"
+                    )
+                });
+            (
+                out.status.success(),
+                String::from_utf8_lossy(&out.stdout).into_owned()
+                    + &String::from_utf8_lossy(&out.stderr),
+            )
         };
-        assert_eq!(ipmitool(&["power", "status"]), (true, "Chassis Power is off\n".to_owned()));
+        assert_eq!(
+            ipmitool(&["power", "status"]),
+            (true, "Chassis Power is off\n".to_owned())
+        );
         assert!(ipmitool(&["power", "on"]).0);
-        machine.wait_for_state(PowerState::On, STATE_TIMEOUT).await.unwrap();
-        assert_eq!(ipmitool(&["power", "status"]), (true, "Chassis Power is on\n".to_owned()));
+        machine
+            .wait_for_state(PowerState::On, STATE_TIMEOUT)
+            .await
+            .unwrap();
+        assert_eq!(
+            ipmitool(&["power", "status"]),
+            (true, "Chassis Power is on\n".to_owned())
+        );
         // VirtualBMC has no power cycle.
         assert!(!ipmitool(&["power", "cycle"]).0);
         assert!(ipmitool(&["power", "off"]).0);
-        machine.wait_for_state(PowerState::Off, STATE_TIMEOUT).await.unwrap();
+        machine
+            .wait_for_state(PowerState::Off, STATE_TIMEOUT)
+            .await
+            .unwrap();
         let group = bmc.process_group().unwrap();
-        assert!(group_members(group).len() >= 2, "vbmcd runs each BMC as a child process");
+        assert!(
+            group_members(group).len() >= 2,
+            "vbmcd runs each BMC as a child process"
+        );
         bmc.stop().await;
         machine.teardown().await.unwrap();
-        assert!(group_members(group).is_empty(), "VirtualBMC processes left: {:?}", group_members(group));
+        assert!(
+            group_members(group).is_empty(),
+            "VirtualBMC processes left: {:?}",
+            group_members(group)
+        );
     }
 }

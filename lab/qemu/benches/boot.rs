@@ -42,32 +42,56 @@ async fn boot_once(images: &Images, kind: Kind, run: usize) -> Result<Sample, St
         }
     }
     .map_err(|e| e.to_string())?;
-    let init = Regex::new(&format!("^rackproof-os {}: init started", regex::escape(BASE_VERSION))).expect("valid pattern");
+    let init = Regex::new(&format!(
+        "^rackproof-os {}: init started",
+        regex::escape(BASE_VERSION)
+    ))
+    .expect("valid pattern");
     let agent = Regex::new("^rackproof-agent: started").expect("valid pattern");
     let console = machine.console().clone();
     let mark = console.mark();
     let started = clock.instant();
-    machine.reset(ResetAction::On).await.map_err(|e| e.to_string())?;
-    console.wait_for_since(&clock, mark, &init, LIMIT).await.map_err(|e| e.to_string())?;
+    machine
+        .reset(ResetAction::On)
+        .await
+        .map_err(|e| e.to_string())?;
+    console
+        .wait_for_since(&clock, mark, &init, LIMIT)
+        .await
+        .map_err(|e| e.to_string())?;
     let init_at = clock.since(started).as_secs_f64();
-    console.wait_for_since(&clock, mark, &agent, LIMIT).await.map_err(|e| e.to_string())?;
+    console
+        .wait_for_since(&clock, mark, &agent, LIMIT)
+        .await
+        .map_err(|e| e.to_string())?;
     let agent_at = clock.since(started).as_secs_f64();
     machine.shutdown().await.map_err(|e| e.to_string())?;
-    Ok(Sample { init: init_at, agent: agent_at })
+    Ok(Sample {
+        init: init_at,
+        agent: agent_at,
+    })
 }
 
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     let n = values.len();
-    if n % 2 == 1 { values[n / 2] } else { (values[n / 2 - 1] + values[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
 }
 
 fn summary(name: &str, samples: &[Sample]) -> (f64, f64) {
     let mut init: Vec<f64> = samples.iter().map(|s| s.init).collect();
     let mut agent: Vec<f64> = samples.iter().map(|s| s.agent).collect();
-    let (lo, hi) = agent.iter().fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let (lo, hi) = agent
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(lo, hi), &v| (lo.min(v), hi.max(v)));
     let (init, agent) = (median(&mut init), median(&mut agent));
-    println!("{name}: agent started after {agent:.1}s (median; {lo:.1}..{hi:.1}s), init after {init:.1}s");
+    println!(
+        "{name}: agent started after {agent:.1}s (median; {lo:.1}..{hi:.1}s), init after {init:.1}s"
+    );
     (init, agent)
 }
 
@@ -87,7 +111,9 @@ async fn main() {
         eprintln!("{e}");
         std::process::exit(2);
     }
-    let repo = Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..");
+    let repo =
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../..");
     let images = match Images::build(&repo) {
         Ok(images) => images,
         Err(e) => {
@@ -99,12 +125,25 @@ async fn main() {
     let mut direct = Vec::new();
     for run in 0..runs {
         // Alternate which kind goes first.
-        let order = if run % 2 == 0 { [Kind::Uefi, Kind::Direct] } else { [Kind::Direct, Kind::Uefi] };
+        let order = if run % 2 == 0 {
+            [Kind::Uefi, Kind::Direct]
+        } else {
+            [Kind::Direct, Kind::Uefi]
+        };
         for kind in order {
             match boot_once(&images, kind, run).await {
                 Ok(sample) => {
-                    println!("run {}/{runs} {kind:?}: init {:.1}s, agent {:.1}s", run + 1, sample.init, sample.agent);
-                    if kind == Kind::Uefi { uefi.push(sample) } else { direct.push(sample) }
+                    println!(
+                        "run {}/{runs} {kind:?}: init {:.1}s, agent {:.1}s",
+                        run + 1,
+                        sample.init,
+                        sample.agent
+                    );
+                    if kind == Kind::Uefi {
+                        uefi.push(sample)
+                    } else {
+                        direct.push(sample)
+                    }
                 }
                 Err(e) => {
                     eprintln!("run {} {kind:?}: {e}", run + 1);

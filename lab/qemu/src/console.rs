@@ -28,7 +28,12 @@ pub struct Line {
 #[derive(Debug, thiserror::Error)]
 pub enum ConsoleError {
     #[error("console of {node}: no line matching /{pattern}/ within {after:?} (log: {log})")]
-    Timeout { node: String, pattern: String, after: Duration, log: PathBuf },
+    Timeout {
+        node: String,
+        pattern: String,
+        after: Duration,
+        log: PathBuf,
+    },
 }
 
 #[derive(Debug)]
@@ -78,12 +83,20 @@ impl Console {
 
     /// Lines from `mark` on.
     pub fn lines_since(&self, mark: Mark) -> Vec<String> {
-        self.lock().get(mark.0..).map(<[String]>::to_vec).unwrap_or_default()
+        self.lock()
+            .get(mark.0..)
+            .map(<[String]>::to_vec)
+            .unwrap_or_default()
     }
 
     /// How many lines from `mark` on match `pattern`.
     pub fn count_since(&self, mark: Mark, pattern: &Regex) -> usize {
-        self.lock().get(mark.0..).unwrap_or_default().iter().filter(|l| pattern.is_match(l)).count()
+        self.lock()
+            .get(mark.0..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|l| pattern.is_match(l))
+            .count()
     }
 
     /// A live stream of the lines arriving from now on.
@@ -92,7 +105,13 @@ impl Console {
     }
 
     /// Waits for a line matching `pattern` from `mark` on, for at most `timeout` on `clock`.
-    pub async fn wait_for_since(&self, clock: &Clock, mark: Mark, pattern: &Regex, timeout: Duration) -> Result<Line, ConsoleError> {
+    pub async fn wait_for_since(
+        &self,
+        clock: &Clock,
+        mark: Mark,
+        pattern: &Regex,
+        timeout: Duration,
+    ) -> Result<Line, ConsoleError> {
         let search = async {
             let mut next = mark.0;
             loop {
@@ -103,7 +122,10 @@ impl Console {
                     let lines = self.lock();
                     while next < lines.len() {
                         if pattern.is_match(&lines[next]) {
-                            return Line { index: next, text: lines[next].clone() };
+                            return Line {
+                                index: next,
+                                text: lines[next].clone(),
+                            };
                         }
                         next += 1;
                     }
@@ -111,17 +133,26 @@ impl Console {
                 notified.await;
             }
         };
-        clock.timeout(timeout, search).await.map_err(|_| ConsoleError::Timeout {
-            node: self.shared.node.clone(),
-            pattern: pattern.as_str().to_owned(),
-            after: timeout,
-            log: self.shared.log.clone(),
-        })
+        clock
+            .timeout(timeout, search)
+            .await
+            .map_err(|_| ConsoleError::Timeout {
+                node: self.shared.node.clone(),
+                pattern: pattern.as_str().to_owned(),
+                after: timeout,
+                log: self.shared.log.clone(),
+            })
     }
 
     /// Waits for a line matching `pattern` arriving from now on.
-    pub async fn wait_for(&self, clock: &Clock, pattern: &Regex, timeout: Duration) -> Result<Line, ConsoleError> {
-        self.wait_for_since(clock, self.mark(), pattern, timeout).await
+    pub async fn wait_for(
+        &self,
+        clock: &Clock,
+        pattern: &Regex,
+        timeout: Duration,
+    ) -> Result<Line, ConsoleError> {
+        self.wait_for_since(clock, self.mark(), pattern, timeout)
+            .await
     }
 
     /// Records one line (without its end of line): what [`Console::capture`] does per line, and
@@ -138,7 +169,12 @@ impl Console {
 
     /// Reads `source` to its end, line by line, into the history, the live stream and the log.
     pub(crate) async fn capture(self, source: impl AsyncRead + Unpin) {
-        let mut log = match tokio::fs::OpenOptions::new().create(true).append(true).open(&self.shared.log).await {
+        let mut log = match tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.shared.log)
+            .await
+        {
             Ok(f) => Some(f),
             Err(error) => {
                 tracing::warn!(node = %self.shared.node, log = %self.shared.log.display(), %error, "console log not writable");
@@ -163,7 +199,10 @@ impl Console {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
-        self.shared.lines.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared
+            .lines
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -204,10 +243,20 @@ mod tests {
         let mark = console.mark();
         console.push("rackproof-os 1.0.0: up".into());
         let re = Regex::new(r"rackproof-os (\S+): up").unwrap();
-        let line = console.wait_for_since(&clock, mark, &re, Duration::from_secs(5)).await.unwrap();
+        let line = console
+            .wait_for_since(&clock, mark, &re, Duration::from_secs(5))
+            .await
+            .unwrap();
         assert_eq!(line.index, 0);
-        let err = console.wait_for(&clock, &re, Duration::from_secs(5)).await.unwrap_err().to_string();
-        assert!(err.starts_with("console of n1: no line matching /rackproof-os (\\S+): up/ within 5s"), "{err}");
+        let err = console
+            .wait_for(&clock, &re, Duration::from_secs(5))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("console of n1: no line matching /rackproof-os (\\S+): up/ within 5s"),
+            "{err}"
+        );
         assert_eq!(console.count_since(mark, &re), 1);
     }
 

@@ -65,7 +65,10 @@ impl NodeIdentity {
         let mut out = String::new();
         for (field, value) in fields {
             if value.contains(['\n', '\r', '\0']) {
-                return Err(IdentityError { node: self.node.clone(), field });
+                return Err(IdentityError {
+                    node: self.node.clone(),
+                    field,
+                });
             }
             out.push_str(field);
             out.push('=');
@@ -90,9 +93,23 @@ mod tests {
             ..NodeIdentity::default()
         };
         let text = id.render().unwrap();
-        assert!(text.starts_with("node=worker-1\npool=a\nosc_secret=\napi_server=https://10.0.2.2:6443\ntoken=\n"), "{text}");
-        assert!(text.contains("ca_base64=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCngK\n"), "{text}");
-        let bad = NodeIdentity { token: "a\nnode=evil".into(), ..id };
-        assert_eq!(bad.render().unwrap_err().to_string(), "node identity of \"worker-1\": field token must be a single line");
+        assert!(
+            text.starts_with(
+                "node=worker-1\npool=a\nosc_secret=\napi_server=https://10.0.2.2:6443\ntoken=\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("ca_base64=LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCngK\n"),
+            "{text}"
+        );
+        let bad = NodeIdentity {
+            token: "a\nnode=evil".into(),
+            ..id
+        };
+        assert_eq!(
+            bad.render().unwrap_err().to_string(),
+            "node identity of \"worker-1\": field token must be a single line"
+        );
     }
 }

@@ -32,7 +32,11 @@ pub enum ImagesError {
         source: std::io::Error,
     },
     #[error("{script} failed ({status}); run it by hand to see why: {stderr}")]
-    Failed { script: PathBuf, status: String, stderr: String },
+    Failed {
+        script: PathBuf,
+        status: String,
+        stderr: String,
+    },
     #[error("{script} printed no images= line")]
     NoOutput { script: PathBuf },
     #[error("image {path} is missing; run {script}")]
@@ -63,19 +67,31 @@ impl Images {
             .args([base, new])
             .current_dir(repo)
             .output()
-            .map_err(|source| ImagesError::Spawn { script: script.clone(), source })?;
+            .map_err(|source| ImagesError::Spawn {
+                script: script.clone(),
+                source,
+            })?;
         if !out.status.success() {
             let stderr = String::from_utf8_lossy(&out.stderr);
             let tail: Vec<&str> = stderr.lines().rev().take(15).collect();
             let tail: Vec<&str> = tail.into_iter().rev().collect();
-            return Err(ImagesError::Failed { script, status: out.status.to_string(), stderr: tail.join("\n") });
+            return Err(ImagesError::Failed {
+                script,
+                status: out.status.to_string(),
+                stderr: tail.join("\n"),
+            });
         }
         let stdout = String::from_utf8_lossy(&out.stdout);
         let dir = stdout
             .lines()
             .find_map(|l| l.strip_prefix("images="))
-            .ok_or_else(|| ImagesError::NoOutput { script: script.clone() })?;
-        Ok(Self { dir: PathBuf::from(dir), script })
+            .ok_or_else(|| ImagesError::NoOutput {
+                script: script.clone(),
+            })?;
+        Ok(Self {
+            dir: PathBuf::from(dir),
+            script,
+        })
     }
 
     /// The images directory.
@@ -84,7 +100,14 @@ impl Images {
     }
 
     fn existing(&self, path: PathBuf) -> Result<PathBuf, ImagesError> {
-        if path.exists() { Ok(path) } else { Err(ImagesError::Missing { path, script: self.script.clone() }) }
+        if path.exists() {
+            Ok(path)
+        } else {
+            Err(ImagesError::Missing {
+                path,
+                script: self.script.clone(),
+            })
+        }
     }
 
     /// A slot by directory name (`1.1.0`, `1.1.0-panic`, ...).

@@ -27,7 +27,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use rackproof_clock::Clock;
-use rackproof_driver::{BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState, ResetAction};
+use rackproof_driver::{
+    BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
+    ResetAction,
+};
 use serde_json::json;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
@@ -66,7 +69,10 @@ impl QemuConfig {
             name: name.to_owned(),
             disk: disk.into(),
             memory_mib: 256,
-            identity: NodeIdentity { node: name.to_owned(), ..NodeIdentity::default() },
+            identity: NodeIdentity {
+                node: name.to_owned(),
+                ..NodeIdentity::default()
+            },
             work_dir: None,
         }
     }
@@ -165,17 +171,30 @@ impl QemuMachine {
 
     /// [`QemuMachine::create`] for a node that boots `boot` directly, without firmware and boot
     /// loader (see [`DirectBoot`]).
-    pub fn create_direct(config: QemuConfig, clock: Clock, boot: DirectBoot) -> Result<Self, QemuError> {
+    pub fn create_direct(
+        config: QemuConfig,
+        clock: Clock,
+        boot: DirectBoot,
+    ) -> Result<Self, QemuError> {
         Self::prepare(config, clock, Some(boot))
     }
 
-    fn prepare(config: QemuConfig, clock: Clock, direct: Option<DirectBoot>) -> Result<Self, QemuError> {
+    fn prepare(
+        config: QemuConfig,
+        clock: Clock,
+        direct: Option<DirectBoot>,
+    ) -> Result<Self, QemuError> {
         let prereq = Prerequisites::find()?;
         let node = config.name.clone();
         let io = |what, path: &Path| {
             let node = node.clone();
             let path = path.to_owned();
-            move |source| QemuError::Io { node, what, path, source }
+            move |source| QemuError::Io {
+                node,
+                what,
+                path,
+                source,
+            }
         };
         let dir = match &config.work_dir {
             Some(p) => {
@@ -202,10 +221,13 @@ impl QemuMachine {
             }
         };
         let root = dir.path().to_owned();
-        std::fs::copy(&config.disk, root.join("disk.raw")).map_err(io("copy disk", &config.disk))?;
-        std::fs::copy(&prereq.ovmf_vars, root.join("vars.fd")).map_err(io("copy OVMF vars", &prereq.ovmf_vars))?;
+        std::fs::copy(&config.disk, root.join("disk.raw"))
+            .map_err(io("copy disk", &config.disk))?;
+        std::fs::copy(&prereq.ovmf_vars, root.join("vars.fd"))
+            .map_err(io("copy OVMF vars", &prereq.ovmf_vars))?;
         let identity = config.identity.render()?;
-        std::fs::write(root.join("identity"), identity).map_err(io("write identity", &root.join("identity")))?;
+        std::fs::write(root.join("identity"), identity)
+            .map_err(io("write identity", &root.join("identity")))?;
         let ssh_port = free_port().map_err(io("pick a free port on", Path::new("127.0.0.1")))?;
         let console = Console::new(&node, root.join("serial.log"));
         Ok(Self {
@@ -258,7 +280,11 @@ impl QemuMachine {
     /// Boots so far, counted by reason (see the module docs).
     pub async fn boots(&self) -> u64 {
         let state = self.state.lock().await;
-        let guest_resets = self.all_events(&state).iter().filter(|e| e.event == "RESET" && e.reason() == Some("guest-reset")).count();
+        let guest_resets = self
+            .all_events(&state)
+            .iter()
+            .filter(|e| e.event == "RESET" && e.reason() == Some("guest-reset"))
+            .count();
         let running_resets = state.running.as_ref().map_or(0, |r| r.resets_sent);
         state.starts + state.resets_sent + running_resets + guest_resets as u64
     }
@@ -278,18 +304,28 @@ impl QemuMachine {
     }
 
     /// Runs a QMP command on the running QEMU.
-    pub async fn qmp(&self, command: &str, arguments: Option<serde_json::Value>) -> Result<serde_json::Value, DriverError> {
+    pub async fn qmp(
+        &self,
+        command: &str,
+        arguments: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, DriverError> {
         let mut state = self.state.lock().await;
         self.reap(&mut state);
         let Some(running) = state.running.as_ref() else {
             return Err(self.refused(command, "powered off"));
         };
-        running.qmp.execute(command, arguments).await.map_err(|e| self.failed(e))
+        running
+            .qmp
+            .execute(command, arguments)
+            .await
+            .map_err(|e| self.failed(e))
     }
 
     /// Connects or disconnects the NIC (`set_link`).
     pub async fn set_link(&self, up: bool) -> Result<(), DriverError> {
-        self.qmp("set_link", Some(json!({ "name": "net0", "up": up }))).await.map(|_| ())
+        self.qmp("set_link", Some(json!({ "name": "net0", "up": up })))
+            .await
+            .map(|_| ())
     }
 
     /// Pauses the guest's CPUs (`stop`); `On` resumes them.
@@ -317,7 +353,9 @@ impl QemuMachine {
         if state.running.is_some() {
             return Err(self.refused("reimage", "powered on"));
         }
-        std::fs::copy(disk, self.disk_path()).map(|_| ()).map_err(|e| self.failed(e))
+        std::fs::copy(disk, self.disk_path())
+            .map(|_| ())
+            .map_err(|e| self.failed(e))
     }
 
     /// Waits until the QEMU process has exited by itself (a guest that powered off), for at most
@@ -333,7 +371,11 @@ impl QemuMachine {
                 }
             }
             if self.clock.instant() >= deadline {
-                return Err(DriverError::Timeout { target: self.target(), what: "guest power-off".into(), after: timeout });
+                return Err(DriverError::Timeout {
+                    target: self.target(),
+                    what: "guest power-off".into(),
+                    after: timeout,
+                });
             }
             self.clock.sleep(Duration::from_millis(200)).await;
         }
@@ -367,12 +409,20 @@ impl QemuMachine {
         match &self.direct {
             None => args.extend([
                 "-drive".into(),
-                format!("if=pflash,format=raw,unit=0,readonly=on,file={}", self.prereq.ovmf_code.display()),
+                format!(
+                    "if=pflash,format=raw,unit=0,readonly=on,file={}",
+                    self.prereq.ovmf_code.display()
+                ),
                 "-drive".into(),
                 format!("if=pflash,format=raw,unit=1,file={}", p("vars.fd")),
             ]),
             Some(boot) => {
-                args.extend(["-kernel".into(), boot.kernel.display().to_string(), "-append".into(), boot.append.clone()]);
+                args.extend([
+                    "-kernel".into(),
+                    boot.kernel.display().to_string(),
+                    "-append".into(),
+                    boot.append.clone(),
+                ]);
                 if let Some(initrd) = &boot.initrd {
                     args.extend(["-initrd".into(), initrd.display().to_string()]);
                 }
@@ -383,7 +433,11 @@ impl QemuMachine {
             format!("if=none,id=disk0,format=raw,file={}", p("disk.raw")),
             "-device".into(),
             // With -kernel, QEMU's linuxboot option ROM takes boot index 0.
-            if self.direct.is_some() { "virtio-blk-pci,drive=disk0".into() } else { "virtio-blk-pci,drive=disk0,bootindex=0".into() },
+            if self.direct.is_some() {
+                "virtio-blk-pci,drive=disk0".into()
+            } else {
+                "virtio-blk-pci,drive=disk0,bootindex=0".into()
+            },
             "-netdev".into(),
             format!("user,id=net0,hostfwd=tcp:127.0.0.1:{}-:22", self.ssh_port),
             "-device".into(),
@@ -431,18 +485,33 @@ impl QemuMachine {
             }
             if let Ok(Some(status)) = child.try_wait() {
                 let tail = std::fs::read_to_string(self.qemu_log()).unwrap_or_default();
-                return Err(self.failed_msg(format!("QEMU exited at start ({status}): {}", tail.trim())));
+                return Err(
+                    self.failed_msg(format!("QEMU exited at start ({status}): {}", tail.trim()))
+                );
             }
             if self.clock.instant() >= deadline {
                 let _ = child.start_kill();
-                return Err(DriverError::Timeout { target: self.target(), what: "QMP socket".into(), after: START_TIMEOUT });
+                return Err(DriverError::Timeout {
+                    target: self.target(),
+                    what: "QMP socket".into(),
+                    after: START_TIMEOUT,
+                });
             }
             self.clock.sleep(Duration::from_millis(50)).await;
         };
-        qmp.execute("cont", None).await.map_err(|e| self.failed(e))?;
+        qmp.execute("cont", None)
+            .await
+            .map_err(|e| self.failed(e))?;
         state.starts += 1;
-        state.running = Some(Running { child, qmp, resets_sent: 0 });
-        let mut o = self.boot_override.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.running = Some(Running {
+            child,
+            qmp,
+            resets_sent: 0,
+        });
+        let mut o = self
+            .boot_override
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if o.mode == BootOverrideMode::Once {
             *o = BootOverride::default();
         }
@@ -452,9 +521,16 @@ impl QemuMachine {
 
     async fn stop(&self, state: &mut State) -> Result<(), DriverError> {
         self.reap(state);
-        let Some(mut running) = state.running.take() else { return Ok(()) };
+        let Some(mut running) = state.running.take() else {
+            return Ok(());
+        };
         let _ = running.qmp.execute("quit", None).await;
-        if self.clock.timeout(QUIT_TIMEOUT, running.child.wait()).await.is_err() {
+        if self
+            .clock
+            .timeout(QUIT_TIMEOUT, running.child.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!(node = %self.config.name, "QEMU ignored quit; killing it");
             let _ = running.child.kill().await;
         }
@@ -465,7 +541,10 @@ impl QemuMachine {
 
     /// Forgets a QEMU process that has exited by itself (guest power-off).
     fn reap(&self, state: &mut State) {
-        let exited = state.running.as_mut().is_some_and(|r| !matches!(r.child.try_wait(), Ok(None)));
+        let exited = state
+            .running
+            .as_mut()
+            .is_some_and(|r| !matches!(r.child.try_wait(), Ok(None)));
         if exited && let Some(r) = state.running.take() {
             state.resets_sent += r.resets_sent;
             state.past_events.extend(r.qmp.events());
@@ -480,7 +559,12 @@ impl QemuMachine {
         arguments: Option<serde_json::Value>,
     ) -> Result<(), DriverError> {
         match state.running.as_ref() {
-            Some(r) => r.qmp.execute(command, arguments).await.map(|_| ()).map_err(|e| self.failed(e)),
+            Some(r) => r
+                .qmp
+                .execute(command, arguments)
+                .await
+                .map(|_| ())
+                .map_err(|e| self.failed(e)),
             None => Err(self.refused(action.as_str(), "powered off")),
         }
     }
@@ -490,15 +574,27 @@ impl QemuMachine {
     }
 
     fn failed(&self, e: impl std::error::Error + Send + Sync + 'static) -> DriverError {
-        DriverError::Failed { target: self.target(), message: e.to_string(), source: Some(Box::new(e)) }
+        DriverError::Failed {
+            target: self.target(),
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        }
     }
 
     fn failed_msg(&self, message: String) -> DriverError {
-        DriverError::Failed { target: self.target(), message, source: None }
+        DriverError::Failed {
+            target: self.target(),
+            message,
+            source: None,
+        }
     }
 
     fn refused(&self, action: &str, reason: &str) -> DriverError {
-        DriverError::Refused { action: action.to_owned(), target: self.target(), reason: reason.to_owned() }
+        DriverError::Refused {
+            action: action.to_owned(),
+            target: self.target(),
+            reason: reason.to_owned(),
+        }
     }
 }
 
@@ -507,7 +603,9 @@ impl Power for QemuMachine {
     async fn power_state(&self) -> Result<PowerState, DriverError> {
         let mut state = self.state.lock().await;
         self.reap(&mut state);
-        let Some(running) = state.running.as_ref() else { return Ok(PowerState::Off) };
+        let Some(running) = state.running.as_ref() else {
+            return Ok(PowerState::Off);
+        };
         match running.qmp.status().await {
             Ok(s) if s == "running" => Ok(PowerState::On),
             Ok(s) if s == "shutdown" => Ok(PowerState::PoweringOff),
@@ -536,17 +634,22 @@ impl Power for QemuMachine {
             ResetAction::On => self.start(&mut state).await,
             ResetAction::ForceOff => self.stop(&mut state).await,
             ResetAction::GracefulShutdown if !on => Ok(()),
-            ResetAction::GracefulShutdown => self.on_running(&state, action, "system_powerdown", None).await,
+            ResetAction::GracefulShutdown => {
+                self.on_running(&state, action, "system_powerdown", None)
+                    .await
+            }
             ResetAction::GracefulRestart => {
                 let keys = json!({ "keys": [
                     { "type": "qcode", "data": "ctrl" },
                     { "type": "qcode", "data": "alt" },
                     { "type": "qcode", "data": "delete" }
                 ]});
-                self.on_running(&state, action, "send-key", Some(keys)).await
+                self.on_running(&state, action, "send-key", Some(keys))
+                    .await
             }
             ResetAction::ForceRestart => {
-                self.on_running(&state, action, "system_reset", None).await?;
+                self.on_running(&state, action, "system_reset", None)
+                    .await?;
                 if let Some(r) = state.running.as_mut() {
                     r.resets_sent += 1;
                 }
@@ -568,7 +671,10 @@ impl Power for QemuMachine {
 #[async_trait]
 impl BootControl for QemuMachine {
     async fn boot_override(&self) -> Result<BootOverride, DriverError> {
-        Ok(*self.boot_override.lock().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Ok(*self
+            .boot_override
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
     /// `None` and `Hdd` (the disk's ESP, which is what the node boots anyway) are accepted and
@@ -576,7 +682,10 @@ impl BootControl for QemuMachine {
     async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
         match setting.target {
             BootTarget::None | BootTarget::Hdd => {
-                *self.boot_override.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = setting;
+                *self
+                    .boot_override
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner) = setting;
                 Ok(())
             }
             other => Err(DriverError::Unsupported {
@@ -617,7 +726,10 @@ fn owner_line() -> Option<String> {
 /// Whether the owner an [`OWNER_FILE`] names is gone; `false` when the text is not an owner line.
 fn owner_gone(text: &str) -> bool {
     let mut parts = text.split_whitespace();
-    match (parts.next().and_then(|p| p.parse::<u32>().ok()), parts.next().and_then(|s| s.parse::<u64>().ok())) {
+    match (
+        parts.next().and_then(|p| p.parse::<u32>().ok()),
+        parts.next().and_then(|s| s.parse::<u64>().ok()),
+    ) {
         (Some(pid), Some(start)) => process_start_time(pid) != Some(start),
         _ => false,
     }
@@ -627,11 +739,17 @@ fn owner_gone(text: &str) -> bool {
 /// killed outright (a test's timeout, SIGKILL) cannot remove its own. Directories without an
 /// owner file are left alone. Returns how many were removed.
 fn sweep_orphans(temp: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(temp) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return 0;
+    };
     let mut removed = 0;
     for entry in entries.flatten() {
         let path = entry.path();
-        let ours = entry.file_name().to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX)) && entry.file_type().is_ok_and(|t| t.is_dir());
+        let ours = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(TEMP_PREFIX))
+            && entry.file_type().is_ok_and(|t| t.is_dir());
         if ours
             && std::fs::read_to_string(path.join(OWNER_FILE)).is_ok_and(|text| owner_gone(&text))
             && std::fs::remove_dir_all(&path).is_ok()
@@ -643,7 +761,15 @@ fn sweep_orphans(temp: &Path) -> usize {
 }
 
 fn sanitize(name: &str) -> String {
-    name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -661,16 +787,30 @@ mod tests {
             }
         };
         let me = std::process::id();
-        dir("rackproof-qemu-live-1", Some(&owner_line().expect("this process's start time")));
+        dir(
+            "rackproof-qemu-live-1",
+            Some(&owner_line().expect("this process's start time")),
+        );
         dir("rackproof-qemu-reused-pid-1", Some(&format!("{me} 1\n")));
         dir("rackproof-qemu-no-such-pid-1", Some("4294967295 5\n"));
         dir("rackproof-qemu-unowned-1", None);
         dir("rackproof-qemu-garbled-1", Some("not an owner"));
         dir("someone-else-1", Some("4294967295 5\n"));
         assert_eq!(sweep_orphans(temp.path()), 2);
-        let mut left: Vec<String> = std::fs::read_dir(temp.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut left: Vec<String> = std::fs::read_dir(temp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
         left.sort();
-        assert_eq!(left, ["rackproof-qemu-garbled-1", "rackproof-qemu-live-1", "rackproof-qemu-unowned-1", "someone-else-1"]);
+        assert_eq!(
+            left,
+            [
+                "rackproof-qemu-garbled-1",
+                "rackproof-qemu-live-1",
+                "rackproof-qemu-unowned-1",
+                "someone-else-1"
+            ]
+        );
     }
 
     #[test]
@@ -678,16 +818,35 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let disk = tmp.path().join("disk.raw");
         std::fs::write(&disk, b"disk").unwrap();
-        let boot = DirectBoot { kernel: "/k/vmlinuz".into(), initrd: Some("/k/initrd.img".into()), append: "console=ttyS0 panic=5".into() };
-        let direct = QemuMachine::create_direct(QemuConfig::new("n1", &disk), Clock::wall(), boot).unwrap();
+        let boot = DirectBoot {
+            kernel: "/k/vmlinuz".into(),
+            initrd: Some("/k/initrd.img".into()),
+            append: "console=ttyS0 panic=5".into(),
+        };
+        let direct =
+            QemuMachine::create_direct(QemuConfig::new("n1", &disk), Clock::wall(), boot).unwrap();
         let args = direct.args();
-        let after = |flag: &str| args.iter().position(|a| a == flag).map(|i| args[i + 1].as_str());
+        let after = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .map(|i| args[i + 1].as_str())
+        };
         assert_eq!(after("-kernel"), Some("/k/vmlinuz"));
         assert_eq!(after("-initrd"), Some("/k/initrd.img"));
         assert_eq!(after("-append"), Some("console=ttyS0 panic=5"));
-        assert!(!args.iter().any(|a| a.contains("pflash") || a.contains("bootindex")), "{args:?}");
-        let uefi = QemuMachine::create(QemuConfig::new("n2", &disk), Clock::wall()).unwrap().args();
-        assert!(uefi.iter().any(|a| a.contains("pflash")) && !uefi.iter().any(|a| a == "-kernel"), "{uefi:?}");
+        assert!(
+            !args
+                .iter()
+                .any(|a| a.contains("pflash") || a.contains("bootindex")),
+            "{args:?}"
+        );
+        let uefi = QemuMachine::create(QemuConfig::new("n2", &disk), Clock::wall())
+            .unwrap()
+            .args();
+        assert!(
+            uefi.iter().any(|a| a.contains("pflash")) && !uefi.iter().any(|a| a == "-kernel"),
+            "{uefi:?}"
+        );
     }
 
     #[test]

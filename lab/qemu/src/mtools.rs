@@ -30,7 +30,10 @@ impl MtoolsEsp {
 
     /// A FAT file system at `offset` bytes into `image`.
     pub fn at_offset(image: impl Into<PathBuf>, offset: u64) -> Self {
-        Self { image: image.into(), offset }
+        Self {
+            image: image.into(),
+            offset,
+        }
     }
 
     /// The disk image.
@@ -44,21 +47,29 @@ impl MtoolsEsp {
     pub fn dirty(&self) -> Result<bool, EspError> {
         use std::io::{Read as _, Seek as _, SeekFrom};
         let path = format!("{}@@{}", self.image.display(), self.offset);
-        let io = |source| EspError::Io { op: "read boot sector", path: path.clone(), source };
+        let io = |source| EspError::Io {
+            op: "read boot sector",
+            path: path.clone(),
+            source,
+        };
         let mut file = std::fs::File::open(&self.image).map_err(io)?;
         file.seek(SeekFrom::Start(self.offset)).map_err(io)?;
         let mut sector = [0u8; 512];
         file.read_exact(&mut sector).map_err(io)?;
-        fat_dirty(&sector).ok_or_else(|| {
-            io(std::io::Error::other("no FAT boot signature"))
-        })
+        fat_dirty(&sector).ok_or_else(|| io(std::io::Error::other("no FAT boot signature")))
     }
 
     fn drive(&self) -> String {
         format!("{}@@{}", self.image.display(), self.offset)
     }
 
-    fn run(&self, op: &'static str, path: &str, tool: &str, args: &[&str]) -> Result<Output, EspError> {
+    fn run(
+        &self,
+        op: &'static str,
+        path: &str,
+        tool: &str,
+        args: &[&str],
+    ) -> Result<Output, EspError> {
         Command::new(tool)
             .env("MTOOLS_SKIP_CHECK", "1")
             .arg("-i")
@@ -67,11 +78,18 @@ impl MtoolsEsp {
             .output()
             .map_err(|source| {
                 let source = if source.kind() == std::io::ErrorKind::NotFound {
-                    std::io::Error::new(source.kind(), format!("{tool} is not installed: {MTOOLS_INSTALL}"))
+                    std::io::Error::new(
+                        source.kind(),
+                        format!("{tool} is not installed: {MTOOLS_INSTALL}"),
+                    )
                 } else {
                     source
                 };
-                EspError::Io { op, path: path.to_owned(), source }
+                EspError::Io {
+                    op,
+                    path: path.to_owned(),
+                    source,
+                }
             })
     }
 
@@ -81,10 +99,18 @@ impl MtoolsEsp {
         }
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
         if stderr.contains("not found") {
-            return Err(EspError::NotFound { op, path: path.to_owned() });
+            return Err(EspError::NotFound {
+                op,
+                path: path.to_owned(),
+            });
         }
         if stderr.contains("Disk full") || stderr.contains("No free") {
-            return Err(EspError::NoSpace { op, path: path.to_owned(), needed: 0, free: self.free_space().unwrap_or(0) });
+            return Err(EspError::NoSpace {
+                op,
+                path: path.to_owned(),
+                needed: 0,
+                free: self.free_space().unwrap_or(0),
+            });
         }
         Err(EspError::Io {
             op,
@@ -101,9 +127,19 @@ impl MtoolsEsp {
                 prefix.push('/');
             }
             prefix.push_str(part);
-            let listing = self.run("create directory", &prefix, "mdir", &["-b", &format!("::/{prefix}")])?;
+            let listing = self.run(
+                "create directory",
+                &prefix,
+                "mdir",
+                &["-b", &format!("::/{prefix}")],
+            )?;
             if !listing.status.success() {
-                let out = self.run("create directory", &prefix, "mmd", &[&format!("::/{prefix}")])?;
+                let out = self.run(
+                    "create directory",
+                    &prefix,
+                    "mmd",
+                    &[&format!("::/{prefix}")],
+                )?;
                 self.check("create directory", &prefix, out)?;
             }
         }
@@ -112,11 +148,21 @@ impl MtoolsEsp {
 }
 
 fn check_path(op: &'static str, path: &str) -> Result<(), EspError> {
-    let invalid = |reason| Err(EspError::InvalidPath { op, path: path.to_owned(), reason });
+    let invalid = |reason| {
+        Err(EspError::InvalidPath {
+            op,
+            path: path.to_owned(),
+            reason,
+        })
+    };
     if path.starts_with('/') || path.contains('\\') {
         return invalid("must be relative with / separators");
     }
-    if !path.is_empty() && path.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+    if !path.is_empty()
+        && path
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
         return invalid("empty, . or .. component");
     }
     Ok(())
@@ -159,9 +205,18 @@ impl Esp for MtoolsEsp {
                 f.flush()?;
                 Ok(f)
             })
-            .map_err(|source| EspError::Io { op: "write", path: path.to_owned(), source })?;
+            .map_err(|source| EspError::Io {
+                op: "write",
+                path: path.to_owned(),
+                source,
+            })?;
         let source = staged.path().to_string_lossy().into_owned();
-        let out = self.run("write", path, "mcopy", &["-n", "-o", &source, &format!("::/{path}")])?;
+        let out = self.run(
+            "write",
+            path,
+            "mcopy",
+            &["-n", "-o", &source, &format!("::/{path}")],
+        )?;
         self.check("write", path, out)?;
         Ok(())
     }
@@ -170,16 +225,29 @@ impl Esp for MtoolsEsp {
         check_path("rename", from)?;
         check_path("rename", to)?;
         if !self.exists(from)? {
-            return Err(EspError::NotFound { op: "rename", path: from.to_owned() });
+            return Err(EspError::NotFound {
+                op: "rename",
+                path: from.to_owned(),
+            });
         }
         if self.exists(to)? {
             self.remove(to)?;
         }
         let out = if parent(from) == parent(to) {
-            self.run("rename", from, "mren", &[&format!("::/{from}"), &format!("::/{to}")])?
+            self.run(
+                "rename",
+                from,
+                "mren",
+                &[&format!("::/{from}"), &format!("::/{to}")],
+            )?
         } else {
             self.ensure_dirs(to)?;
-            self.run("rename", from, "mmove", &[&format!("::/{from}"), &format!("::/{to}")])?
+            self.run(
+                "rename",
+                from,
+                "mmove",
+                &[&format!("::/{from}"), &format!("::/{to}")],
+            )?
         };
         self.check("rename", from, out)?;
         Ok(())
@@ -200,7 +268,10 @@ impl Esp for MtoolsEsp {
         parse_free(&String::from_utf8_lossy(&out.stdout)).ok_or_else(|| EspError::Io {
             op: "measure free space",
             path: String::new(),
-            source: std::io::Error::other(format!("no 'bytes free' line in mdir output for {}", self.image.display())),
+            source: std::io::Error::other(format!(
+                "no 'bytes free' line in mdir output for {}",
+                self.image.display()
+            )),
         })
     }
 }
@@ -214,13 +285,19 @@ pub(crate) fn parse_mdir(text: &str) -> Vec<DirEntry> {
     let mut out = Vec::new();
     for line in text.lines() {
         let tokens: Vec<&str> = line.split_whitespace().collect();
-        let Some(date_at) = tokens.iter().position(|t| is_date(t)) else { continue };
+        let Some(date_at) = tokens.iter().position(|t| is_date(t)) else {
+            continue;
+        };
         if date_at < 2 || tokens.len() < date_at + 2 {
             continue;
         }
         let size_token = tokens[date_at - 1];
         let is_dir = size_token == "<DIR>";
-        let size = if is_dir { 0 } else { size_token.parse().unwrap_or(0) };
+        let size = if is_dir {
+            0
+        } else {
+            size_token.parse().unwrap_or(0)
+        };
         let long = tokens[date_at + 2..].join(" ");
         let name = if !long.is_empty() {
             long
@@ -239,7 +316,10 @@ pub(crate) fn parse_mdir(text: &str) -> Vec<DirEntry> {
 
 fn is_date(token: &str) -> bool {
     let b = token.as_bytes();
-    b.len() == 10 && b[4] == b'-' && b[7] == b'-' && token.bytes().filter(u8::is_ascii_digit).count() == 8
+    b.len() == 10
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && token.bytes().filter(u8::is_ascii_digit).count() == 8
 }
 
 /// The dirty bit of a FAT boot sector (FAT32: state byte 0x41; FAT12/16: 0x25), or `None`
@@ -248,14 +328,25 @@ pub(crate) fn fat_dirty(sector: &[u8; 512]) -> Option<bool> {
     if sector[510..512] != [0x55, 0xaa] {
         return None;
     }
-    let state = if &sector[0x52..0x5a] == b"FAT32   " { sector[0x41] } else { sector[0x25] };
+    let state = if &sector[0x52..0x5a] == b"FAT32   " {
+        sector[0x41]
+    } else {
+        sector[0x25]
+    };
     Some(state & 0x01 != 0)
 }
 
 /// The `N N N bytes free` line of `mdir` (digits grouped by spaces).
 pub(crate) fn parse_free(text: &str) -> Option<u64> {
-    let line = text.lines().find(|l| l.trim_end().ends_with("bytes free"))?;
-    let digits: String = line.trim_end().trim_end_matches("bytes free").chars().filter(char::is_ascii_digit).collect();
+    let line = text
+        .lines()
+        .find(|l| l.trim_end().ends_with("bytes free"))?;
+    let digits: String = line
+        .trim_end()
+        .trim_end_matches("bytes free")
+        .chars()
+        .filter(char::is_ascii_digit)
+        .collect();
     digits.parse().ok()
 }
 
@@ -276,7 +367,10 @@ entries      <DIR>     2026-11-21  12:52 \n\
     #[test]
     fn mdir_listings_parse_into_names_sizes_and_directories() {
         let entries = parse_mdir(LISTING);
-        let names: Vec<(&str, u64, bool)> = entries.iter().map(|e| (e.name.as_str(), e.size, e.is_dir)).collect();
+        let names: Vec<(&str, u64, bool)> = entries
+            .iter()
+            .map(|e| (e.name.as_str(), e.size, e.is_dir))
+            .collect();
         assert_eq!(
             names,
             [
@@ -304,7 +398,10 @@ entries      <DIR>     2026-11-21  12:52 \n\
         assert_eq!(fat_dirty(&sector), Some(false));
         sector[0x41] = 1;
         assert_eq!(fat_dirty(&sector), Some(true));
-        let err = MtoolsEsp::on_disk("/nonexistent/disk.raw").dirty().unwrap_err().to_string();
+        let err = MtoolsEsp::on_disk("/nonexistent/disk.raw")
+            .dirty()
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "read boot sector /nonexistent/disk.raw@@1048576");
     }
 
@@ -312,7 +409,10 @@ entries      <DIR>     2026-11-21  12:52 \n\
     fn bad_paths_are_refused_before_running_mtools() {
         let esp = MtoolsEsp::on_disk("/nonexistent/disk.raw");
         let err = esp.read("/abs").unwrap_err().to_string();
-        assert_eq!(err, "read /abs: invalid ESP path: must be relative with / separators");
+        assert_eq!(
+            err,
+            "read /abs: invalid ESP path: must be relative with / separators"
+        );
         assert!(esp.read("a/../b").is_err());
     }
 }

@@ -32,22 +32,36 @@ pub struct Prerequisites {
 impl Prerequisites {
     /// Finds `qemu-system-x86_64` on `PATH`, the OVMF files and mtools.
     pub fn find() -> Result<Self, MissingPrerequisite> {
-        let qemu = on_path("qemu-system-x86_64")
-            .ok_or(MissingPrerequisite { what: "qemu-system-x86_64", path: "PATH".into() })?;
-        on_path("mcopy").ok_or(MissingPrerequisite { what: "mtools (mcopy)", path: "PATH".into() })?;
+        let qemu = on_path("qemu-system-x86_64").ok_or(MissingPrerequisite {
+            what: "qemu-system-x86_64",
+            path: "PATH".into(),
+        })?;
+        on_path("mcopy").ok_or(MissingPrerequisite {
+            what: "mtools (mcopy)",
+            path: "PATH".into(),
+        })?;
         for (what, path) in [("OVMF code", OVMF_CODE), ("OVMF vars", OVMF_VARS)] {
             if !Path::new(path).is_file() {
-                return Err(MissingPrerequisite { what, path: path.into() });
+                return Err(MissingPrerequisite {
+                    what,
+                    path: path.into(),
+                });
             }
         }
-        Ok(Self { qemu, ovmf_code: OVMF_CODE.into(), ovmf_vars: OVMF_VARS.into() })
+        Ok(Self {
+            qemu,
+            ovmf_code: OVMF_CODE.into(),
+            ovmf_vars: OVMF_VARS.into(),
+        })
     }
 }
 
 /// The first `name` in `PATH`.
 pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(name)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
 }
 
 #[cfg(test)]
@@ -56,8 +70,15 @@ mod tests {
 
     #[test]
     fn missing_pieces_name_the_install_command() {
-        let err = MissingPrerequisite { what: "OVMF code", path: OVMF_CODE.into() }.to_string();
-        assert!(err.contains("apt-get install -y qemu-system-x86 ovmf"), "{err}");
+        let err = MissingPrerequisite {
+            what: "OVMF code",
+            path: OVMF_CODE.into(),
+        }
+        .to_string();
+        assert!(
+            err.contains("apt-get install -y qemu-system-x86 ovmf"),
+            "{err}"
+        );
         assert!(on_path("definitely-not-a-program-rackproof").is_none());
         assert!(on_path("sh").is_some());
     }

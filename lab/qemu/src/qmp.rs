@@ -57,7 +57,11 @@ pub enum QmpError {
     #[error("QMP {command}: no answer within {after:?}")]
     Timeout { command: String, after: Duration },
     #[error("QMP {command}: {class}: {desc}")]
-    Command { command: String, class: String, desc: String },
+    Command {
+        command: String,
+        class: String,
+        desc: String,
+    },
     #[error("QMP {command}: unexpected message {message}")]
     Protocol { command: String, message: String },
 }
@@ -83,60 +87,120 @@ impl Qmp {
     pub async fn connect(path: &Path, clock: Clock) -> Result<Self, QmpError> {
         let stream = UnixStream::connect(path)
             .await
-            .map_err(|source| QmpError::Connect { path: path.display().to_string(), source })?;
+            .map_err(|source| QmpError::Connect {
+                path: path.display().to_string(),
+                source,
+            })?;
         let (read, write) = stream.into_split();
         let (answers_tx, answers_rx) = mpsc::channel(16);
         let events = Arc::new(Mutex::new(Vec::new()));
         let (live, _) = broadcast::channel(256);
-        let reader = tokio::spawn(read_loop(BufReader::new(read), answers_tx, events.clone(), live.clone()));
-        let qmp = Self { writer: AsyncMutex::new((write, answers_rx)), events, live, clock, reader };
+        let reader = tokio::spawn(read_loop(
+            BufReader::new(read),
+            answers_tx,
+            events.clone(),
+            live.clone(),
+        ));
+        let qmp = Self {
+            writer: AsyncMutex::new((write, answers_rx)),
+            events,
+            live,
+            clock,
+            reader,
+        };
         {
             let mut guard = qmp.writer.lock().await;
             let greeting = qmp.next_answer(&mut guard.1, "greeting").await?;
             if greeting.get("QMP").is_none() {
-                return Err(QmpError::Protocol { command: "greeting".into(), message: greeting.to_string() });
+                return Err(QmpError::Protocol {
+                    command: "greeting".into(),
+                    message: greeting.to_string(),
+                });
             }
         }
         qmp.execute("qmp_capabilities", None).await?;
         Ok(qmp)
     }
 
-    async fn next_answer(&self, answers: &mut mpsc::Receiver<Value>, command: &str) -> Result<Value, QmpError> {
+    async fn next_answer(
+        &self,
+        answers: &mut mpsc::Receiver<Value>,
+        command: &str,
+    ) -> Result<Value, QmpError> {
         match self.clock.timeout(COMMAND_TIMEOUT, answers.recv()).await {
             Ok(Some(v)) => Ok(v),
-            Ok(None) => Err(QmpError::Closed { command: command.to_owned() }),
-            Err(_) => Err(QmpError::Timeout { command: command.to_owned(), after: COMMAND_TIMEOUT }),
+            Ok(None) => Err(QmpError::Closed {
+                command: command.to_owned(),
+            }),
+            Err(_) => Err(QmpError::Timeout {
+                command: command.to_owned(),
+                after: COMMAND_TIMEOUT,
+            }),
         }
     }
 
     /// Runs one command and returns its `return` value.
-    pub async fn execute(&self, command: &str, arguments: Option<Value>) -> Result<Value, QmpError> {
-        let message = Command { execute: command, arguments: arguments.as_ref() };
-        let mut line = serde_json::to_string(&message).map_err(|e| QmpError::Protocol { command: command.to_owned(), message: e.to_string() })?;
+    pub async fn execute(
+        &self,
+        command: &str,
+        arguments: Option<Value>,
+    ) -> Result<Value, QmpError> {
+        let message = Command {
+            execute: command,
+            arguments: arguments.as_ref(),
+        };
+        let mut line = serde_json::to_string(&message).map_err(|e| QmpError::Protocol {
+            command: command.to_owned(),
+            message: e.to_string(),
+        })?;
         line.push('\n');
         let mut guard = self.writer.lock().await;
         let (writer, answers) = &mut *guard;
-        writer.write_all(line.as_bytes()).await.map_err(|_| QmpError::Closed { command: command.to_owned() })?;
+        writer
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|_| QmpError::Closed {
+                command: command.to_owned(),
+            })?;
         let answer = self.next_answer(answers, command).await?;
         if let Some(ret) = answer.get("return") {
             return Ok(ret.clone());
         }
         if let Some(err) = answer.get("error") {
-            let text = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-            return Err(QmpError::Command { command: command.to_owned(), class: text("class"), desc: text("desc") });
+            let text = |k: &str| {
+                err.get(k)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            return Err(QmpError::Command {
+                command: command.to_owned(),
+                class: text("class"),
+                desc: text("desc"),
+            });
         }
-        Err(QmpError::Protocol { command: command.to_owned(), message: answer.to_string() })
+        Err(QmpError::Protocol {
+            command: command.to_owned(),
+            message: answer.to_string(),
+        })
     }
 
     /// `query-status`'s `status` (`running`, `paused`, `shutdown`, `prelaunch`, ...).
     pub async fn status(&self) -> Result<String, QmpError> {
         let ret = self.execute("query-status", None).await?;
-        Ok(ret.get("status").and_then(Value::as_str).unwrap_or_default().to_owned())
+        Ok(ret
+            .get("status")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned())
     }
 
     /// Every event received so far, in order.
     pub fn events(&self) -> Vec<QmpEvent> {
-        self.events.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.events
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Events from now on.
@@ -163,9 +227,15 @@ async fn read_loop(
             continue;
         };
         if let Some(name) = value.get("event").and_then(Value::as_str) {
-            let event = QmpEvent { event: name.to_owned(), data: value.get("data").cloned().unwrap_or(Value::Null) };
+            let event = QmpEvent {
+                event: name.to_owned(),
+                data: value.get("data").cloned().unwrap_or(Value::Null),
+            };
             tracing::debug!(event = %event.event, data = %event.data, "QMP event");
-            events.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(event.clone());
+            events
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push(event.clone());
             let _ = live.send(event);
         } else if answers.send(value).await.is_err() {
             return;
@@ -184,7 +254,10 @@ mod tests {
     /// sending an event before every answer.
     async fn serve(listener: UnixListener, replies: Vec<&'static str>) -> Vec<String> {
         let (mut stream, _) = listener.accept().await.unwrap();
-        stream.write_all(b"{\"QMP\": {\"version\": {}, \"capabilities\": []}}\n").await.unwrap();
+        stream
+            .write_all(b"{\"QMP\": {\"version\": {}, \"capabilities\": []}}\n")
+            .await
+            .unwrap();
         let mut received = Vec::new();
         let mut buf = vec![0u8; 4096];
         for reply in replies {
@@ -215,7 +288,11 @@ mod tests {
         ));
         let qmp = Qmp::connect(&path, Clock::wall()).await.unwrap();
         assert_eq!(qmp.status().await.unwrap(), "running");
-        let err = qmp.execute("bogus", Some(json!({"a": 1}))).await.unwrap_err().to_string();
+        let err = qmp
+            .execute("bogus", Some(json!({"a": 1})))
+            .await
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "QMP bogus: GenericError: no such thing");
         let received = server.await.unwrap();
         assert_eq!(received[0], r#"{"execute":"qmp_capabilities"}"#);

@@ -45,15 +45,28 @@ impl Slot {
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, SlotError> {
         let dir = dir.into();
         let path = dir.join("manifest.json");
-        let bytes = std::fs::read(&path).map_err(|source| SlotError::Read { path: path.clone(), source })?;
-        let bad = |problem: &str| SlotError::Manifest { path: path.clone(), problem: problem.to_owned() };
-        let json: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| bad(&e.to_string()))?;
+        let bytes = std::fs::read(&path).map_err(|source| SlotError::Read {
+            path: path.clone(),
+            source,
+        })?;
+        let bad = |problem: &str| SlotError::Manifest {
+            path: path.clone(),
+            problem: problem.to_owned(),
+        };
+        let json: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| bad(&e.to_string()))?;
         let text = |v: &serde_json::Value| v.as_str().map(str::to_owned);
         let version = text(&json["version"]).ok_or_else(|| bad("no version"))?;
         let linux = text(&json["boot"]["linux"]).ok_or_else(|| bad("no boot.linux"))?;
         let initrd = text(&json["boot"]["initrd"]);
         let options = text(&json["boot"]["options"]).unwrap_or_default();
-        Ok(Self { dir, version, linux, initrd, options })
+        Ok(Self {
+            dir,
+            version,
+            linux,
+            initrd,
+            options,
+        })
     }
 
     /// The entry stem the agent would install this slot under.
@@ -86,7 +99,12 @@ impl Slot {
     /// Installs the slot on `esp` as `STEM+TRIES.conf` (or blessed, `STEM.conf`, with
     /// `tries == None`). With `corrupt`, the initrd written is garbage of the same size, so the
     /// entry always fails at boot.
-    pub fn install(&self, esp: &dyn Esp, tries: Option<u32>, corrupt: bool) -> Result<EntryName, SlotError> {
+    pub fn install(
+        &self,
+        esp: &dyn Esp,
+        tries: Option<u32>,
+        corrupt: bool,
+    ) -> Result<EntryName, SlotError> {
         let kernel = self.read(&self.linux)?;
         let mut initrd = match &self.initrd {
             Some(name) => Some(self.read(name)?),
@@ -98,7 +116,10 @@ impl Slot {
             }
         }
         let stem = self.stem();
-        let install = |e| SlotError::Install { version: self.version.clone(), source: e };
+        let install = |e| SlotError::Install {
+            version: self.version.clone(),
+            source: e,
+        };
         let new = NewEntry {
             stem: &stem,
             conf: self.entry_conf(),
@@ -141,7 +162,8 @@ mod tests {
         let esp = inplace_boot::MemEsp::new(1 << 20);
         let name = slot.install(&esp, Some(3), false).unwrap();
         assert_eq!(name.file_name(), "rackproof-1.2.0+3.conf");
-        let conf = String::from_utf8(esp.read("loader/entries/rackproof-1.2.0+3.conf").unwrap()).unwrap();
+        let conf =
+            String::from_utf8(esp.read("loader/entries/rackproof-1.2.0+3.conf").unwrap()).unwrap();
         assert_eq!(
             conf,
             "title Rackproof 1.2.0\nversion 1.2.0\nsort-key rackproof\nlinux /rackproof/rackproof-1.2.0.linux\n\
@@ -149,13 +171,19 @@ mod tests {
         );
         let blessed = slot.install(&esp, None, true).unwrap();
         assert_eq!(blessed.file_name(), "rackproof-1.2.0.conf");
-        assert_ne!(esp.read("rackproof/rackproof-1.2.0.initrd").unwrap(), b"initrd");
+        assert_ne!(
+            esp.read("rackproof/rackproof-1.2.0.initrd").unwrap(),
+            b"initrd"
+        );
     }
 
     #[test]
     fn a_missing_manifest_names_the_path() {
         let tmp = tempfile::tempdir().unwrap();
         let err = Slot::open(tmp.path()).unwrap_err().to_string();
-        assert!(err.starts_with("read slot file ") && err.ends_with("manifest.json"), "{err}");
+        assert!(
+            err.starts_with("read slot file ") && err.ends_with("manifest.json"),
+            "{err}"
+        );
     }
 }

@@ -10,5 +10,11 @@
 pub mod client;
 pub mod emulator;
 
-pub use client::{AuthMode, ClientOptions, Credentials, Endpoint, Quirks, RedfishClient, RedfishError, RetryPolicy, TlsPolicy};
-pub use emulator::{ConfigError, Emulator, EmulatorConfig, FaultEffect, FaultId, FaultRule, InvalidFault, RequestRecord, RunningEmulator, ServeError, VendorProfile, app};
+pub use client::{
+    AuthMode, ClientOptions, Credentials, Endpoint, Quirks, RedfishClient, RedfishError,
+    RetryPolicy, TlsPolicy,
+};
+pub use emulator::{
+    ConfigError, Emulator, EmulatorConfig, FaultEffect, FaultId, FaultRule, InvalidFault,
+    RequestRecord, RunningEmulator, ServeError, VendorProfile, app,
+};

@@ -28,8 +28,8 @@ use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use tokio::sync::broadcast;
 
 pub use self::serve::{
-    BmcServer, QemuNodesError, SSH_KEY_FILE, ServeError, ServeKind, ServeMachine, ServeOptions, ServedNode,
-    bmc_serve, images_host_key, qemu_nodes,
+    BmcServer, QemuNodesError, SSH_KEY_FILE, ServeError, ServeKind, ServeMachine, ServeOptions,
+    ServedNode, bmc_serve, images_host_key, qemu_nodes,
 };
 use crate::bmc::{
     BmcAction, BmcError, BmcOptions, DryRunPower, DryRunSink, connect_node, describe,
@@ -190,7 +190,15 @@ impl PowerCommand {
 /// "would: A; B" for a dry run's actions.
 fn dry_run(f: &mut std::fmt::Formatter<'_>, actions: &[BmcAction]) -> std::fmt::Result {
     let actions: Vec<String> = actions.iter().map(ToString::to_string).collect();
-    write!(f, "dry run, would: {}", if actions.is_empty() { "nothing".to_owned() } else { actions.join("; ") })
+    write!(
+        f,
+        "dry run, would: {}",
+        if actions.is_empty() {
+            "nothing".to_owned()
+        } else {
+            actions.join("; ")
+        }
+    )
 }
 
 impl std::fmt::Display for UpReport {
@@ -214,7 +222,10 @@ impl std::fmt::Display for DownReport {
 impl std::fmt::Display for PowerReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Self::Done { command: PowerCommand::Status, state } => write!(f, "power is {state}"),
+            Self::Done {
+                command: PowerCommand::Status,
+                state,
+            } => write!(f, "power is {state}"),
             Self::Done { command, state } => write!(f, "{command} done, power is {state}"),
             Self::DryRun { actions } => dry_run(f, actions),
         }
@@ -536,14 +547,49 @@ mod tests {
 
     #[test]
     fn reports_read_as_sentences() {
-        let status = PowerReport::Done { command: PowerCommand::Status, state: PowerState::On };
+        let status = PowerReport::Done {
+            command: PowerCommand::Status,
+            state: PowerState::On,
+        };
         assert_eq!(status.to_string(), "power is On");
-        let cycle = PowerReport::Done { command: PowerCommand::Cycle, state: PowerState::On };
+        let cycle = PowerReport::Done {
+            command: PowerCommand::Cycle,
+            state: PowerState::On,
+        };
         assert_eq!(cycle.to_string(), "cycle done, power is On");
-        assert_eq!(UpReport::Up { version: "1.1.0".into() }.to_string(), "up, running 1.1.0");
-        assert_eq!(DownReport::Off { was: PowerState::On }.to_string(), "off (was On)");
-        let dry = PowerReport::DryRun { actions: vec![BmcAction::ReadPowerState, BmcAction::Reset(ResetAction::ForceOff)] };
-        assert_eq!(dry.to_string(), format!("dry run, would: read the power state; send reset {}", ResetAction::ForceOff));
-        assert_eq!(DownReport::DryRun { actions: Vec::new() }.to_string(), "dry run, would: nothing");
+        assert_eq!(
+            UpReport::Up {
+                version: "1.1.0".into()
+            }
+            .to_string(),
+            "up, running 1.1.0"
+        );
+        assert_eq!(
+            DownReport::Off {
+                was: PowerState::On
+            }
+            .to_string(),
+            "off (was On)"
+        );
+        let dry = PowerReport::DryRun {
+            actions: vec![
+                BmcAction::ReadPowerState,
+                BmcAction::Reset(ResetAction::ForceOff),
+            ],
+        };
+        assert_eq!(
+            dry.to_string(),
+            format!(
+                "dry run, would: read the power state; send reset {}",
+                ResetAction::ForceOff
+            )
+        );
+        assert_eq!(
+            DownReport::DryRun {
+                actions: Vec::new()
+            }
+            .to_string(),
+            "dry run, would: nothing"
+        );
     }
 }

@@ -139,18 +139,29 @@ pub enum QemuNodesError {
 /// [`ServeOptions::ssh_host_key`].
 pub fn images_host_key(images: &Images) -> Result<String, QemuNodesError> {
     let path = images.ssh_host_key()?;
-    let file = std::fs::read(&path).map_err(|source| QemuNodesError::HostKeyRead { path: path.clone(), source })?;
-    let pin = rackproof_ssh::dropbear_host_key_pin(&file).map_err(|source| QemuNodesError::HostKey { path, source })?;
+    let file = std::fs::read(&path).map_err(|source| QemuNodesError::HostKeyRead {
+        path: path.clone(),
+        source,
+    })?;
+    let pin = rackproof_ssh::dropbear_host_key_pin(&file)
+        .map_err(|source| QemuNodesError::HostKey { path, source })?;
     Ok(pin.to_string())
 }
 
 /// `count` QEMU nodes `node-1` … `node-N`, each with its own copy of the base disk of `images`
 /// (`rackproof_qemu::images::BASE_VERSION`), powered off.
-pub fn qemu_nodes(images: &Images, count: usize, clock: &Clock) -> Result<Vec<QemuMachine>, QemuNodesError> {
+pub fn qemu_nodes(
+    images: &Images,
+    count: usize,
+    clock: &Clock,
+) -> Result<Vec<QemuMachine>, QemuNodesError> {
     let disk = images.disk(rackproof_qemu::images::BASE_VERSION)?;
     let mut nodes = Vec::with_capacity(count);
     for i in 1..=count {
-        nodes.push(QemuMachine::create(QemuConfig::new(&format!("node-{i}"), &disk), clock.clone())?);
+        nodes.push(QemuMachine::create(
+            QemuConfig::new(&format!("node-{i}"), &disk),
+            clock.clone(),
+        )?);
     }
     Ok(nodes)
 }
@@ -315,7 +326,14 @@ impl fmt::Display for BmcServer {
             writeln!(f, "  credentials: {}", node.credentials_file.display())?;
             writeln!(f, "  console:     {}", node.console_file.display())?;
             if let Some(ssh) = &node.ssh {
-                writeln!(f, "  ssh:         ssh -i {} -p {} {}@{}", ssh.key_path.display(), ssh.port, ssh.user, ssh.host)?;
+                writeln!(
+                    f,
+                    "  ssh:         ssh -i {} -p {} {}@{}",
+                    ssh.key_path.display(),
+                    ssh.port,
+                    ssh.user,
+                    ssh.host
+                )?;
             }
         }
         for path in [&self.redfish_inventory, &self.ipmi_inventory]
@@ -389,7 +407,8 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
     let ssh = match (&options.ssh_host_key, server.qemu.is_empty()) {
         (Some(host_key), false) => {
             let key_path = dir.join(SSH_KEY_FILE);
-            let public_line = rackproof_ssh::generate_client_key(&key_path, "rackproof-lab").map_err(ServeError::SshKey)?;
+            let public_line = rackproof_ssh::generate_client_key(&key_path, "rackproof-lab")
+                .map_err(ServeError::SshKey)?;
             Some((key_path, public_line, host_key.clone()))
         }
         _ => None,
@@ -403,8 +422,16 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
         let console_file = dir.join(format!("{name}.console.log"));
         let node_ssh = match (&machine, &ssh) {
             (ServeMachine::Qemu(qemu), Some((key_path, public_line, host_key))) => {
-                let identity = rackproof_qemu::NodeIdentity { ssh_authorized_key: public_line.clone(), ..rackproof_qemu::NodeIdentity::default() };
-                qemu.set_identity(&identity).await.map_err(|source| ServeError::SshIdentity { node: name.clone(), source })?;
+                let identity = rackproof_qemu::NodeIdentity {
+                    ssh_authorized_key: public_line.clone(),
+                    ..rackproof_qemu::NodeIdentity::default()
+                };
+                qemu.set_identity(&identity)
+                    .await
+                    .map_err(|source| ServeError::SshIdentity {
+                        node: name.clone(),
+                        source,
+                    })?;
                 Some(SshDescription {
                     host: std::net::Ipv4Addr::LOCALHOST.to_string(),
                     port: qemu.ssh_port(),
@@ -529,7 +556,8 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
             address: rackproof_qemu::HOST_ALIAS.to_owned(),
             listen: IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         });
-        let text = serde_saphyr::to_string(&Inventory { harness, nodes }).map_err(ServeError::Serialize)?;
+        let text = serde_saphyr::to_string(&Inventory { harness, nodes })
+            .map_err(ServeError::Serialize)?;
         let path = dir.join(file);
         write_file(&path, &text, 0o644)?;
         *slot = Some(path);
@@ -551,17 +579,22 @@ fn spawn_qemu_console_writer(console: &rackproof_qemu::Console, path: PathBuf) -
     let receiver = console.subscribe();
     let backlog = console.lines();
     let next = backlog.len();
-    let lines = broadcast_lines(receiver).filter_map(move |l| std::future::ready((l.index >= next).then_some(l.text)));
+    let lines = broadcast_lines(receiver)
+        .filter_map(move |l| std::future::ready((l.index >= next).then_some(l.text)));
     tokio::spawn(append_console(path, backlog, lines)).abort_handle()
 }
 
 /// A console's live lines; lines lost to a slow reader are logged and skipped.
-fn broadcast_lines<T: Clone + Send + 'static>(receiver: tokio::sync::broadcast::Receiver<T>) -> impl futures::Stream<Item = T> + Send {
+fn broadcast_lines<T: Clone + Send + 'static>(
+    receiver: tokio::sync::broadcast::Receiver<T>,
+) -> impl futures::Stream<Item = T> + Send {
     futures::stream::unfold(receiver, |mut receiver| async move {
         loop {
             match receiver.recv().await {
                 Ok(line) => return Some((line, receiver)),
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => tracing::warn!(missed, "console lines lost"),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "console lines lost")
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }
         }
@@ -570,7 +603,11 @@ fn broadcast_lines<T: Clone + Send + 'static>(receiver: tokio::sync::broadcast::
 
 /// Appends `backlog`, then each of `lines`, to the file at `path` (which exists), flushing each
 /// line so readers following the file see it at once.
-async fn append_console(path: PathBuf, backlog: Vec<String>, lines: impl futures::Stream<Item = String>) {
+async fn append_console(
+    path: PathBuf,
+    backlog: Vec<String>,
+    lines: impl futures::Stream<Item = String>,
+) {
     use tokio::io::AsyncWriteExt as _;
     let mut file = match tokio::fs::OpenOptions::new().append(true).open(&path).await {
         Ok(file) => file,

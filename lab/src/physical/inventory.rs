@@ -93,7 +93,10 @@ impl InventoryFile {
         let inventory: Inventory = serde_saphyr::from_str(text).map_err(syntax)?;
         let positions: Positions = serde_saphyr::from_str(text).map_err(syntax)?;
         if let Some(Err(error)) = inventory.harness.as_ref().map(|h| h.validate()) {
-            return Err(InventoryError::Syntax { location: path.display().to_string(), message: error.to_string() });
+            return Err(InventoryError::Syntax {
+                location: path.display().to_string(),
+                message: error.to_string(),
+            });
         }
         let node_at = |index: usize| match positions.nodes.get(index) {
             Some(s) => at(s.referenced.line(), s.referenced.column()),

@@ -363,7 +363,10 @@ impl SimMachine {
     /// Fault: from now on `version` boots like `behaviour` on this machine only (the catalog
     /// stays as it is for the others).
     pub fn override_behaviour(&self, version: &str, behaviour: Behaviour) {
-        self.inner.lock().overrides.insert(version.to_owned(), behaviour);
+        self.inner
+            .lock()
+            .overrides
+            .insert(version.to_owned(), behaviour);
     }
 
     /// Fault: kills the guest (the agent process) while the OS stays up. Returns whether one ran.
@@ -373,7 +376,11 @@ impl SimMachine {
             Some((task, _)) if !s.guest_killed => {
                 task.abort();
                 s.guest_killed = true;
-                Inner::print(&self.inner, &mut s, "rackproof-os: rackproof-agent.service: killed".to_owned());
+                Inner::print(
+                    &self.inner,
+                    &mut s,
+                    "rackproof-os: rackproof-agent.service: killed".to_owned(),
+                );
                 true
             }
             _ => false,
@@ -387,8 +394,14 @@ impl SimMachine {
         if !s.guest_killed {
             return false;
         }
-        let Some((_, ctx)) = s.guest.take() else { return false };
-        Inner::print(&self.inner, &mut s, "rackproof-os: rackproof-agent.service: started".to_owned());
+        let Some((_, ctx)) = s.guest.take() else {
+            return false;
+        };
+        Inner::print(
+            &self.inner,
+            &mut s,
+            "rackproof-os: rackproof-agent.service: started".to_owned(),
+        );
         Inner::start_guest(&self.inner, &mut s, ctx);
         true
     }
@@ -401,17 +414,28 @@ impl SimMachine {
         if self.inner.lock().power == PowerState::On {
             return Err(SimError::PoweredOn { node });
         }
-        let artifact = self.inner.catalog.artifact(version).ok_or_else(|| SimError::UnknownVersion {
+        let artifact =
+            self.inner
+                .catalog
+                .artifact(version)
+                .ok_or_else(|| SimError::UnknownVersion {
+                    node: node.clone(),
+                    version: version.to_owned(),
+                })?;
+        let esp_err = |source| SimError::Esp {
             node: node.clone(),
-            version: version.to_owned(),
-        })?;
-        let esp_err = |source| SimError::Esp { node: node.clone(), source };
+            source,
+        };
         let esp = &self.inner.esp;
         let mut dirs = vec![String::new()];
         while let Some(dir) = dirs.pop() {
             let entries = esp.list(&dir).map_err(|e| esp_err(e.into()))?;
             for entry in entries {
-                let path = if dir.is_empty() { entry.name.clone() } else { format!("{dir}/{}", entry.name) };
+                let path = if dir.is_empty() {
+                    entry.name.clone()
+                } else {
+                    format!("{dir}/{}", entry.name)
+                };
                 if entry.is_dir {
                     dirs.push(path);
                 } else if path != inplace_boot::LOADER_CONF_PATH {
@@ -888,7 +912,10 @@ impl ConsoleSource for SimMachine {
     fn subscribe(&self) -> (Vec<ConsoleLine>, broadcast::Receiver<ConsoleLine>) {
         let mut s = self.inner.lock();
         // Lines are sent while holding the state lock, so none falls between these two.
-        let live = s.console.get_or_insert_with(|| broadcast::channel(CONSOLE_CAPACITY).0).subscribe();
+        let live = s
+            .console
+            .get_or_insert_with(|| broadcast::channel(CONSOLE_CAPACITY).0)
+            .subscribe();
         (s.history.clone(), live)
     }
 }

@@ -24,7 +24,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::error::Error;
-use crate::session::{collect_output, within, Attempt, Deadline, Output, SshSession, StdoutSink};
+use crate::session::{Attempt, Deadline, Output, SshSession, StdoutSink, collect_output, within};
 use crate::shell::{check_remote_path, download_script, upload_script};
 
 const CHUNK: usize = 32 * 1024;
@@ -34,7 +34,13 @@ impl SshSession {
     /// Copies the local file `local` to `remote` on the node with permission bits `mode`
     /// (e.g. `0o644`), atomically (module docs). Returns the byte count. Retried once on a new
     /// connection if the connection drops (an upload is idempotent).
-    pub async fn upload(&mut self, local: &Path, remote: &str, mode: u32, timeout: Duration) -> Result<u64, Error> {
+    pub async fn upload(
+        &mut self,
+        local: &Path,
+        remote: &str,
+        mode: u32,
+        timeout: Duration,
+    ) -> Result<u64, Error> {
         let operation = format!("upload {} to {remote}", local.display());
         self.check_upload(&operation, remote, mode)?;
         let deadline = Deadline::new(self.clock(), timeout);
@@ -42,12 +48,21 @@ impl SshSession {
         loop {
             let attempt = within(&deadline, self.target(), &operation, async {
                 let local_error = |source| self.local_error(&operation, local, source);
-                let file = tokio::fs::File::open(local).await.map_err(|e| Attempt::fatal(local_error(e)))?;
-                let len = file.metadata().await.map_err(|e| Attempt::fatal(local_error(e)))?.len();
+                let file = tokio::fs::File::open(local)
+                    .await
+                    .map_err(|e| Attempt::fatal(local_error(e)))?;
+                let len = file
+                    .metadata()
+                    .await
+                    .map_err(|e| Attempt::fatal(local_error(e)))?
+                    .len();
                 self.send(file, len, remote, mode, &operation, local).await
             })
             .await;
-            if let Some(len) = self.settle(attempt, &operation, true, &mut retried, &deadline).await? {
+            if let Some(len) = self
+                .settle(attempt, &operation, true, &mut retried, &deadline)
+                .await?
+            {
                 return Ok(len);
             }
         }
@@ -70,10 +85,21 @@ impl SshSession {
         let mut retried = false;
         loop {
             let attempt = within(&deadline, self.target(), &operation, async {
-                self.send(&mut reader, len, remote, mode, &operation, Path::new("<stream>")).await
+                self.send(
+                    &mut reader,
+                    len,
+                    remote,
+                    mode,
+                    &operation,
+                    Path::new("<stream>"),
+                )
+                .await
             })
             .await;
-            if let Some(len) = self.settle(attempt, &operation, false, &mut retried, &deadline).await? {
+            if let Some(len) = self
+                .settle(attempt, &operation, false, &mut retried, &deadline)
+                .await?
+            {
                 return Ok(len);
             }
         }
@@ -81,22 +107,45 @@ impl SshSession {
 
     /// Copies the node's file `remote` to `local`, replacing `local` only once the whole file
     /// arrived. Returns the byte count. Retried once on a new connection if the connection drops.
-    pub async fn download(&mut self, remote: &str, local: &Path, timeout: Duration) -> Result<u64, Error> {
+    pub async fn download(
+        &mut self,
+        remote: &str,
+        local: &Path,
+        timeout: Duration,
+    ) -> Result<u64, Error> {
         let deadline = Deadline::new(self.clock(), timeout);
         self.download_by(remote, local, &deadline).await
     }
 
-    pub(crate) async fn download_by(&mut self, remote: &str, local: &Path, deadline: &Deadline) -> Result<u64, Error> {
+    pub(crate) async fn download_by(
+        &mut self,
+        remote: &str,
+        local: &Path,
+        deadline: &Deadline,
+    ) -> Result<u64, Error> {
         let operation = format!("download {remote} to {}", local.display());
         check_remote_path(remote).map_err(|reason| self.invalid(&operation, reason))?;
         let Some(name) = local.file_name() else {
-            return Err(self.invalid(&operation, format!("local path {} names no file", local.display())));
+            return Err(self.invalid(
+                &operation,
+                format!("local path {} names no file", local.display()),
+            ));
         };
-        let partial = local.with_file_name(format!(".{}.rackproof-download", name.to_string_lossy()));
+        let partial =
+            local.with_file_name(format!(".{}.rackproof-download", name.to_string_lossy()));
         let mut retried = false;
         loop {
-            let attempt = within(deadline, self.target(), &operation, self.receive(remote, &partial, &operation)).await;
-            match self.settle(attempt, &operation, true, &mut retried, deadline).await {
+            let attempt = within(
+                deadline,
+                self.target(),
+                &operation,
+                self.receive(remote, &partial, &operation),
+            )
+            .await;
+            match self
+                .settle(attempt, &operation, true, &mut retried, deadline)
+                .await
+            {
                 Ok(Some(len)) => {
                     return match tokio::fs::rename(&partial, local).await {
                         Ok(()) => Ok(len),
@@ -124,8 +173,15 @@ impl SshSession {
         operation: &str,
         local: &Path,
     ) -> Result<u64, Attempt> {
-        let (mut read, write) = self.open_channel().await.map_err(Attempt::before_exec)?.split();
-        write.exec(true, upload_script(remote, len, mode)).await.map_err(Attempt::before_exec)?;
+        let (mut read, write) = self
+            .open_channel()
+            .await
+            .map_err(Attempt::before_exec)?
+            .split();
+        write
+            .exec(true, upload_script(remote, len, mode))
+            .await
+            .map_err(Attempt::before_exec)?;
         let writing = async {
             let mut buffer = vec![0; CHUNK];
             let mut sent = 0u64;
@@ -142,7 +198,10 @@ impl SshSession {
                 if read == 0 {
                     break;
                 }
-                write.data(&buffer[..read]).await.map_err(Attempt::after_exec)?;
+                write
+                    .data(&buffer[..read])
+                    .await
+                    .map_err(Attempt::after_exec)?;
                 sent += read as u64;
             }
             write.eof().await.map_err(Attempt::after_exec)?;
@@ -175,15 +234,30 @@ impl SshSession {
 
     async fn receive(&self, remote: &str, partial: &Path, operation: &str) -> Result<u64, Attempt> {
         let local_error = |source| self.local_error(operation, partial, source);
-        let mut file = tokio::fs::File::create(partial).await.map_err(|e| Attempt::fatal(local_error(e)))?;
-        let (mut read, write) = self.open_channel().await.map_err(Attempt::before_exec)?.split();
-        write.exec(true, download_script(remote)).await.map_err(Attempt::before_exec)?;
+        let mut file = tokio::fs::File::create(partial)
+            .await
+            .map_err(|e| Attempt::fatal(local_error(e)))?;
+        let (mut read, write) = self
+            .open_channel()
+            .await
+            .map_err(Attempt::before_exec)?
+            .split();
+        write
+            .exec(true, download_script(remote))
+            .await
+            .map_err(Attempt::before_exec)?;
         write.eof().await.map_err(Attempt::after_exec)?;
-        let mut sink = StdoutSink { file: &mut file, written: 0, error: &local_error };
+        let mut sink = StdoutSink {
+            file: &mut file,
+            written: 0,
+            error: &local_error,
+        };
         let output = collect_output(&mut read, Some(&mut sink)).await?;
         let written = sink.written;
         self.require_success(output, operation)?;
-        file.sync_all().await.map_err(|e| Attempt::fatal(local_error(e)))?;
+        file.sync_all()
+            .await
+            .map_err(|e| Attempt::fatal(local_error(e)))?;
         Ok(written)
     }
 
@@ -202,17 +276,34 @@ impl SshSession {
     fn check_upload(&self, operation: &str, remote: &str, mode: u32) -> Result<(), Error> {
         check_remote_path(remote).map_err(|reason| self.invalid(operation, reason))?;
         if mode > 0o7777 {
-            return Err(self.invalid(operation, format!("mode {mode:o} is not a permission mode (at most 7777)")));
+            return Err(self.invalid(
+                operation,
+                format!("mode {mode:o} is not a permission mode (at most 7777)"),
+            ));
         }
         Ok(())
     }
 
     pub(crate) fn invalid(&self, operation: &str, reason: String) -> Error {
-        Error::InvalidArgument { address: self.address(), operation: operation.to_owned(), reason }
+        Error::InvalidArgument {
+            address: self.address(),
+            operation: operation.to_owned(),
+            reason,
+        }
     }
 
-    pub(crate) fn local_error(&self, operation: &str, path: &Path, source: std::io::Error) -> Error {
-        Error::Local { address: self.address(), operation: operation.to_owned(), path: PathBuf::from(path), source }
+    pub(crate) fn local_error(
+        &self,
+        operation: &str,
+        path: &Path,
+        source: std::io::Error,
+    ) -> Error {
+        Error::Local {
+            address: self.address(),
+            operation: operation.to_owned(),
+            path: PathBuf::from(path),
+            source,
+        }
     }
 }
 

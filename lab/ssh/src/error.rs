@@ -27,7 +27,9 @@ pub enum Error {
         source: Box<russh::keys::Error>,
     },
     /// The client's private key is passphrase-protected (not supported).
-    #[error("loading private key {path} for {address}: the key is passphrase-protected; use an unencrypted key")]
+    #[error(
+        "loading private key {path} for {address}: the key is passphrase-protected; use an unencrypted key"
+    )]
     EncryptedClientKey {
         /// `host:port`.
         address: String,
@@ -35,7 +37,9 @@ pub enum Error {
         path: PathBuf,
     },
     /// The server presented a host key other than the pinned one.
-    #[error("host key of {address} does not match the pinned key: expected {expected}, the server presented {presented}")]
+    #[error(
+        "host key of {address} does not match the pinned key: expected {expected}, the server presented {presented}"
+    )]
     HostKeyMismatch {
         /// `host:port`.
         address: String,
@@ -99,7 +103,9 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The connection dropped while a command that must not run twice was running.
-    #[error("{operation} on {address}: the connection was lost; the command may or may not have completed")]
+    #[error(
+        "{operation} on {address}: the connection was lost; the command may or may not have completed"
+    )]
     ConnectionLost {
         /// `host:port`.
         address: String,
@@ -140,7 +146,9 @@ pub enum Error {
         source: std::io::Error,
     },
     /// An upload source gave a different number of bytes than announced.
-    #[error("{operation} on {address}: the source gave {sent} bytes, not the announced {expected}; the remote file was left unchanged")]
+    #[error(
+        "{operation} on {address}: the source gave {sent} bytes, not the announced {expected}; the remote file was left unchanged"
+    )]
     ShortUpload {
         /// `host:port`.
         address: String,

@@ -63,20 +63,36 @@ pub(crate) fn openssh_line(key: &PublicKey) -> String {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
     Trusted(SeenHostKey),
-    Mismatch { expected: String, presented: String },
-    Unknown { presented: String, public_key: String },
+    Mismatch {
+        expected: String,
+        presented: String,
+    },
+    Unknown {
+        presented: String,
+        public_key: String,
+    },
     Certificate,
 }
 
 pub(crate) fn decide(pin: Option<&HostKeyPin>, accept_unknown: bool, key: &PublicKey) -> Verdict {
     let presented = key.fingerprint(HashAlg::Sha256).to_string();
     match pin {
-        Some(pin) if pin.matches(key) => Verdict::Trusted(SeenHostKey { key: key.clone(), trust: HostKeyTrust::Pinned }),
-        Some(pin) => Verdict::Mismatch { expected: pin.fingerprint().to_string(), presented },
-        None if accept_unknown => {
-            Verdict::Trusted(SeenHostKey { key: key.clone(), trust: HostKeyTrust::AcceptedUnknown })
-        }
-        None => Verdict::Unknown { presented, public_key: openssh_line(key) },
+        Some(pin) if pin.matches(key) => Verdict::Trusted(SeenHostKey {
+            key: key.clone(),
+            trust: HostKeyTrust::Pinned,
+        }),
+        Some(pin) => Verdict::Mismatch {
+            expected: pin.fingerprint().to_string(),
+            presented,
+        },
+        None if accept_unknown => Verdict::Trusted(SeenHostKey {
+            key: key.clone(),
+            trust: HostKeyTrust::AcceptedUnknown,
+        }),
+        None => Verdict::Unknown {
+            presented,
+            public_key: openssh_line(key),
+        },
     }
 }
 
@@ -91,9 +107,14 @@ pub(crate) struct PinningHandler {
 impl russh::client::Handler for PinningHandler {
     type Error = russh::Error;
 
-    async fn check_server_key(&mut self, presented: &PublicKeyOrCertificate) -> Result<bool, Self::Error> {
+    async fn check_server_key(
+        &mut self,
+        presented: &PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
         let verdict = match presented {
-            PublicKeyOrCertificate::PublicKey { key, .. } => decide(self.pin.as_ref(), self.accept_unknown, key),
+            PublicKeyOrCertificate::PublicKey { key, .. } => {
+                decide(self.pin.as_ref(), self.accept_unknown, key)
+            }
             PublicKeyOrCertificate::Certificate(_) => Verdict::Certificate,
         };
         let trusted = matches!(verdict, Verdict::Trusted(_));
@@ -108,7 +129,8 @@ impl russh::client::Handler for PinningHandler {
 mod tests {
     use super::*;
 
-    const KEY_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDLA5a0eDV+YGlGUeIMZJNaWNwhX8/qowQ66V9hSLddP a";
+    const KEY_A: &str =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIDLA5a0eDV+YGlGUeIMZJNaWNwhX8/qowQ66V9hSLddP a";
     const FP_A: &str = "SHA256:DOOkYQuL7wzl7gYY70TrsnsZ9nWvuhJsj0x3cJw3OFo";
     const FP_B: &str = "SHA256:ikYvJMV67IAiQWIwYEkR2loQ5HYb1Zv8q0frP+4gSmI";
 
@@ -119,7 +141,9 @@ mod tests {
     #[test]
     fn matching_pin_is_trusted() {
         let pin: HostKeyPin = FP_A.parse().unwrap();
-        let Verdict::Trusted(seen) = decide(Some(&pin), false, &key_a()) else { panic!("not trusted") };
+        let Verdict::Trusted(seen) = decide(Some(&pin), false, &key_a()) else {
+            panic!("not trusted")
+        };
         assert_eq!(seen.trust, HostKeyTrust::Pinned);
         assert_eq!(seen.fingerprint(), FP_A);
     }
@@ -129,16 +153,27 @@ mod tests {
         let pin: HostKeyPin = FP_B.parse().unwrap();
         assert_eq!(
             decide(Some(&pin), true, &key_a()),
-            Verdict::Mismatch { expected: FP_B.to_owned(), presented: FP_A.to_owned() }
+            Verdict::Mismatch {
+                expected: FP_B.to_owned(),
+                presented: FP_A.to_owned()
+            }
         );
     }
 
     #[test]
     fn unknown_key_is_refused_by_default_and_accepted_on_request() {
-        let Verdict::Unknown { presented, public_key } = decide(None, false, &key_a()) else { panic!("accepted") };
+        let Verdict::Unknown {
+            presented,
+            public_key,
+        } = decide(None, false, &key_a())
+        else {
+            panic!("accepted")
+        };
         assert_eq!(presented, FP_A);
         assert_eq!(public_key, KEY_A.trim_end_matches(" a"));
-        let Verdict::Trusted(seen) = decide(None, true, &key_a()) else { panic!("refused") };
+        let Verdict::Trusted(seen) = decide(None, true, &key_a()) else {
+            panic!("refused")
+        };
         assert_eq!(seen.trust, HostKeyTrust::AcceptedUnknown);
         assert!(seen.pin().matches(&key_a()));
     }

@@ -8,9 +8,9 @@ use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use rand::RngCore as _;
+use russh::keys::PrivateKey;
 use russh::keys::ssh_key::LineEnding;
 use russh::keys::ssh_key::private::Ed25519Keypair;
-use russh::keys::PrivateKey;
 
 /// A key pair could not be made or written.
 #[derive(Debug, thiserror::Error)]
@@ -36,11 +36,18 @@ pub fn generate_client_key(private: &Path, comment: &str) -> Result<String, Keyg
     rand::rng().fill_bytes(&mut seed);
     let mut key = PrivateKey::from(Ed25519Keypair::from_seed(&seed));
     key.set_comment(comment);
-    let encode = |source| KeygenError::Encode { path: private.to_owned(), source };
+    let encode = |source| KeygenError::Encode {
+        path: private.to_owned(),
+        source,
+    };
     let private_text = key.to_openssh(LineEnding::LF).map_err(encode)?;
     let public_line = key.public_key().to_openssh().map_err(encode)?;
     write(private, private_text.as_bytes(), 0o600)?;
-    write(&public_path(private), format!("{public_line}\n").as_bytes(), 0o644)?;
+    write(
+        &public_path(private),
+        format!("{public_line}\n").as_bytes(),
+        0o644,
+    )?;
     Ok(public_line)
 }
 
@@ -52,9 +59,17 @@ pub fn public_path(private: &Path) -> PathBuf {
 }
 
 fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<(), KeygenError> {
-    let fail = |source| KeygenError::Write { path: path.to_owned(), source };
+    let fail = |source| KeygenError::Write {
+        path: path.to_owned(),
+        source,
+    };
     let _ = std::fs::remove_file(path);
-    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(path).map_err(fail)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)
+        .map_err(fail)?;
     file.write_all(bytes).map_err(fail)?;
     file.flush().map_err(fail)
 }
@@ -70,11 +85,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lab_ed25519");
         let line = generate_client_key(&path, "rackproof-lab").unwrap();
-        assert!(line.starts_with("ssh-ed25519 ") && line.ends_with(" rackproof-lab"), "{line}");
+        assert!(
+            line.starts_with("ssh-ed25519 ") && line.ends_with(" rackproof-lab"),
+            "{line}"
+        );
         let loaded = russh::keys::load_secret_key(&path, None).unwrap();
         assert_eq!(loaded.public_key().to_openssh().unwrap(), line);
-        assert_eq!(std::fs::read_to_string(public_path(&path)).unwrap().trim(), line);
-        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(
+            std::fs::read_to_string(public_path(&path)).unwrap().trim(),
+            line
+        );
+        assert_eq!(
+            std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
         let again = generate_client_key(&path, "rackproof-lab").unwrap();
         assert_ne!(again, line, "a second key is a new key");
     }

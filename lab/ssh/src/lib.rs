@@ -29,10 +29,10 @@ mod session;
 mod shell;
 mod target;
 
-pub use dropbear::{dropbear_host_key, dropbear_host_key_pin, DropbearKeyError};
+pub use dropbear::{DropbearKeyError, dropbear_host_key, dropbear_host_key_pin};
 pub use error::Error;
 pub use hostkey::{HostKeyTrust, SeenHostKey};
 pub use keygen::{KeygenError, generate_client_key, public_path};
 pub use logs::{CollectedLog, CollectedLogs, MissingLog};
 pub use session::{ExitStatus, Output, SshSession};
-pub use target::{HostKeyPin, SshTarget, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT};
+pub use target::{DEFAULT_CONNECT_TIMEOUT, DEFAULT_PORT, HostKeyPin, SshTarget};

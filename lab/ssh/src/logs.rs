@@ -52,7 +52,8 @@ impl SshSession {
         for remote in paths {
             let remote = remote.as_ref();
             let operation = format!("collect log {remote}");
-            let relative = local_relative(remote).map_err(|reason| self.invalid(&operation, reason))?;
+            let relative =
+                local_relative(remote).map_err(|reason| self.invalid(&operation, reason))?;
             let local = dest_dir.join(relative);
             if let Some(parent) = local.parent() {
                 tokio::fs::create_dir_all(parent)
@@ -60,10 +61,21 @@ impl SshSession {
                     .map_err(|source| self.local_error(&operation, parent, source))?;
             }
             match self.download_by(remote, &local, &deadline).await {
-                Ok(bytes) => outcome.collected.push(CollectedLog { remote: remote.to_owned(), local, bytes }),
+                Ok(bytes) => outcome.collected.push(CollectedLog {
+                    remote: remote.to_owned(),
+                    local,
+                    bytes,
+                }),
                 Err(Error::RemoteFailed { stderr, status, .. }) => {
-                    let reason = if stderr.is_empty() { format!("exited with {status}") } else { stderr };
-                    outcome.missing.push(MissingLog { remote: remote.to_owned(), reason });
+                    let reason = if stderr.is_empty() {
+                        format!("exited with {status}")
+                    } else {
+                        stderr
+                    };
+                    outcome.missing.push(MissingLog {
+                        remote: remote.to_owned(),
+                        reason,
+                    });
                 }
                 Err(other) => return Err(other),
             }
@@ -80,7 +92,9 @@ fn local_relative(remote: &str) -> Result<PathBuf, String> {
             Component::Normal(part) => relative.push(part),
             Component::RootDir | Component::CurDir => {}
             Component::ParentDir | Component::Prefix(_) => {
-                return Err(format!("log path {remote:?} contains `..`; name the file directly"));
+                return Err(format!(
+                    "log path {remote:?} contains `..`; name the file directly"
+                ));
             }
         }
     }
@@ -96,8 +110,14 @@ mod tests {
 
     #[test]
     fn remote_paths_map_under_the_destination() {
-        assert_eq!(local_relative("/var/log/messages").unwrap(), PathBuf::from("var/log/messages"));
-        assert_eq!(local_relative("boot.log").unwrap(), PathBuf::from("boot.log"));
+        assert_eq!(
+            local_relative("/var/log/messages").unwrap(),
+            PathBuf::from("var/log/messages")
+        );
+        assert_eq!(
+            local_relative("boot.log").unwrap(),
+            PathBuf::from("boot.log")
+        );
         assert!(local_relative("/var/log/../../etc/shadow").is_err());
         assert!(local_relative("/").is_err());
     }

@@ -10,7 +10,7 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rackproof_clock::{format_duration, Clock};
+use rackproof_clock::{Clock, format_duration};
 use russh::client::{self, Handle};
 use russh::keys::{PrivateKey, PrivateKeyWithHashAlg};
 use russh::{ChannelMsg, Sig};
@@ -105,15 +105,29 @@ impl SshSession {
     /// all within `target.connect_timeout` on `clock`.
     pub async fn connect(target: &SshTarget, clock: &Clock) -> Result<Self, Error> {
         let address = target.address();
-        target
-            .validate()
-            .map_err(|reason| Error::InvalidTarget { address: address.clone(), reason })?;
+        target.validate().map_err(|reason| Error::InvalidTarget {
+            address: address.clone(),
+            reason,
+        })?;
         let key = Arc::new(load_key(target)?);
         let deadline = Deadline::new(clock, target.connect_timeout);
-        let (handle, host_key) =
-            open(target, &key, target.host_key.clone(), target.accept_unknown_host_key, &deadline).await?;
+        let (handle, host_key) = open(
+            target,
+            &key,
+            target.host_key.clone(),
+            target.accept_unknown_host_key,
+            &deadline,
+        )
+        .await?;
         tracing::debug!(address, fingerprint = %host_key.fingerprint(), "ssh connected");
-        Ok(Self { target: target.clone(), clock: clock.clone(), key, handle, host_key, connections: 1 })
+        Ok(Self {
+            target: target.clone(),
+            clock: clock.clone(),
+            key,
+            handle,
+            host_key,
+            connections: 1,
+        })
     }
 
     /// The target this session talks to.
@@ -146,13 +160,23 @@ impl SshSession {
         let mut retried = false;
         loop {
             let attempt = within(&deadline, &self.target, &operation, async {
-                let (mut read, write) = self.open_channel().await.map_err(Attempt::before_exec)?.split();
-                write.exec(true, command).await.map_err(Attempt::before_exec)?;
+                let (mut read, write) = self
+                    .open_channel()
+                    .await
+                    .map_err(Attempt::before_exec)?
+                    .split();
+                write
+                    .exec(true, command)
+                    .await
+                    .map_err(Attempt::before_exec)?;
                 write.eof().await.map_err(Attempt::after_exec)?;
                 collect_output(&mut read, None).await
             })
             .await;
-            match self.settle(attempt, &operation, false, &mut retried, &deadline).await? {
+            match self
+                .settle(attempt, &operation, false, &mut retried, &deadline)
+                .await?
+            {
                 Some(output) => return Ok(output),
                 None => continue,
             }
@@ -164,7 +188,11 @@ impl SshSession {
         self.handle
             .disconnect(russh::Disconnect::ByApplication, "", "en")
             .await
-            .map_err(|source| Error::Ssh { address: self.target.address(), operation: "disconnect".into(), source: Box::new(source) })
+            .map_err(|source| Error::Ssh {
+                address: self.target.address(),
+                operation: "disconnect".into(),
+                source: Box::new(source),
+            })
     }
 
     /// Opens a session channel on the current connection.
@@ -198,7 +226,8 @@ impl SshSession {
             Err(failure) => failure,
         };
         let address = self.address();
-        let connection_lost = self.handle.is_closed() && !matches!(failure.kind, AttemptKind::Final(_));
+        let connection_lost =
+            self.handle.is_closed() && !matches!(failure.kind, AttemptKind::Final(_));
         if connection_lost && !*retried && (idempotent || !failure.sent) {
             *retried = true;
             tracing::info!(address, operation, "ssh connection lost; reconnecting");
@@ -207,14 +236,27 @@ impl SshSession {
         }
         Err(match failure.kind {
             AttemptKind::Final(error) => error,
-            _ if connection_lost && failure.sent => Error::ConnectionLost { address, operation: operation.to_owned() },
-            AttemptKind::Ssh(source) => Error::Ssh { address, operation: operation.to_owned(), source },
-            AttemptKind::NoExitStatus => Error::NoExitStatus { address, operation: operation.to_owned() },
+            _ if connection_lost && failure.sent => Error::ConnectionLost {
+                address,
+                operation: operation.to_owned(),
+            },
+            AttemptKind::Ssh(source) => Error::Ssh {
+                address,
+                operation: operation.to_owned(),
+                source,
+            },
+            AttemptKind::NoExitStatus => Error::NoExitStatus {
+                address,
+                operation: operation.to_owned(),
+            },
         })
     }
 
     async fn reconnect(&mut self, deadline: &Deadline) -> Result<(), Error> {
-        let limit = Deadline::new(&self.clock, deadline.remaining().min(self.target.connect_timeout));
+        let limit = Deadline::new(
+            &self.clock,
+            deadline.remaining().min(self.target.connect_timeout),
+        );
         let pin = Some(HostKeyPin::Key(self.host_key.key.clone()));
         let (handle, _) = open(&self.target, &self.key, pin, false, &limit).await?;
         self.handle = handle;
@@ -233,7 +275,11 @@ pub(crate) struct Deadline {
 
 impl Deadline {
     pub(crate) fn new(clock: &Clock, limit: Duration) -> Self {
-        Self { clock: clock.clone(), end: clock.instant() + limit, limit }
+        Self {
+            clock: clock.clone(),
+            end: clock.instant() + limit,
+            limit,
+        }
     }
 
     pub(crate) fn remaining(&self) -> Duration {
@@ -276,15 +322,24 @@ pub(crate) enum AttemptKind {
 
 impl Attempt {
     pub(crate) fn before_exec(error: russh::Error) -> Self {
-        Self { kind: AttemptKind::Ssh(Box::new(error)), sent: false }
+        Self {
+            kind: AttemptKind::Ssh(Box::new(error)),
+            sent: false,
+        }
     }
 
     pub(crate) fn after_exec(error: russh::Error) -> Self {
-        Self { kind: AttemptKind::Ssh(Box::new(error)), sent: true }
+        Self {
+            kind: AttemptKind::Ssh(Box::new(error)),
+            sent: true,
+        }
     }
 
     pub(crate) fn fatal(error: Error) -> Self {
-        Self { kind: AttemptKind::Final(error), sent: true }
+        Self {
+            kind: AttemptKind::Final(error),
+            sent: true,
+        }
     }
 }
 
@@ -320,17 +375,29 @@ pub(crate) async fn collect_output(
             },
             ChannelMsg::ExtendedData { data, ext: 1 } => stderr.extend_from_slice(&data),
             ChannelMsg::ExitStatus { exit_status } => status = Some(ExitStatus::Code(exit_status)),
-            ChannelMsg::ExitSignal { signal_name, .. } => status = Some(ExitStatus::Signal(signal_name_text(&signal_name))),
+            ChannelMsg::ExitSignal { signal_name, .. } => {
+                status = Some(ExitStatus::Signal(signal_name_text(&signal_name)))
+            }
             ChannelMsg::Failure => {
-                return Err(Attempt { kind: AttemptKind::Ssh(Box::new(russh::Error::RequestDenied)), sent: false });
+                return Err(Attempt {
+                    kind: AttemptKind::Ssh(Box::new(russh::Error::RequestDenied)),
+                    sent: false,
+                });
             }
             ChannelMsg::Close => break,
             _ => {}
         }
     }
     match status {
-        Some(exit_status) => Ok(Output { exit_status, stdout, stderr }),
-        None => Err(Attempt { kind: AttemptKind::NoExitStatus, sent: true }),
+        Some(exit_status) => Ok(Output {
+            exit_status,
+            stdout,
+            stderr,
+        }),
+        None => Err(Attempt {
+            kind: AttemptKind::NoExitStatus,
+            sent: true,
+        }),
     }
 }
 
@@ -347,7 +414,11 @@ fn load_key(target: &SshTarget) -> Result<PrivateKey, Error> {
     match russh::keys::load_secret_key(&path, None) {
         Ok(key) => Ok(key),
         Err(russh::keys::Error::KeyIsEncrypted) => Err(Error::EncryptedClientKey { address, path }),
-        Err(source) => Err(Error::ClientKey { address, path, source: Box::new(source) }),
+        Err(source) => Err(Error::ClientKey {
+            address,
+            path,
+            source: Box::new(source),
+        }),
     }
 }
 
@@ -373,18 +444,39 @@ async fn open(
     let attempt = within(deadline, target, operation, async {
         let stream = tokio::net::TcpStream::connect((target.host.as_str(), target.port))
             .await
-            .map_err(|source| Attempt::fatal(Error::Connect { address: address.clone(), operation: operation.into(), source }))?;
+            .map_err(|source| {
+                Attempt::fatal(Error::Connect {
+                    address: address.clone(),
+                    operation: operation.into(),
+                    source,
+                })
+            })?;
         let verdict = Arc::new(Mutex::new(None));
-        let handler = PinningHandler { pin, accept_unknown, verdict: verdict.clone() };
+        let handler = PinningHandler {
+            pin,
+            accept_unknown,
+            verdict: verdict.clone(),
+        };
         let connected = client::connect_stream(client_config(), stream, handler).await;
         let recorded = verdict.lock().ok().and_then(|mut slot| slot.take());
         let (mut handle, seen) = match (connected, recorded) {
             (Ok(handle), Some(Verdict::Trusted(seen))) => (handle, seen),
-            (_, Some(refused @ (Verdict::Mismatch { .. } | Verdict::Unknown { .. } | Verdict::Certificate))) => {
+            (
+                _,
+                Some(
+                    refused @ (Verdict::Mismatch { .. }
+                    | Verdict::Unknown { .. }
+                    | Verdict::Certificate),
+                ),
+            ) => {
                 return Err(Attempt::fatal(refusal(&address, refused)));
             }
             (Err(source), _) => {
-                return Err(Attempt::fatal(Error::Ssh { address: address.clone(), operation: operation.into(), source: Box::new(source) }));
+                return Err(Attempt::fatal(Error::Ssh {
+                    address: address.clone(),
+                    operation: operation.into(),
+                    source: Box::new(source),
+                }));
             }
             (Ok(_), None) => {
                 return Err(Attempt::fatal(Error::Ssh {
@@ -395,14 +487,28 @@ async fn open(
             }
         };
         let hash = if key.algorithm().is_rsa() {
-            handle.best_supported_rsa_hash().await.ok().flatten().flatten()
+            handle
+                .best_supported_rsa_hash()
+                .await
+                .ok()
+                .flatten()
+                .flatten()
         } else {
             None
         };
         let auth = handle
-            .authenticate_publickey(target.user.clone(), PrivateKeyWithHashAlg::new(key.clone(), hash))
+            .authenticate_publickey(
+                target.user.clone(),
+                PrivateKeyWithHashAlg::new(key.clone(), hash),
+            )
             .await
-            .map_err(|source| Attempt::fatal(Error::Ssh { address: address.clone(), operation: "authenticate".into(), source: Box::new(source) }))?;
+            .map_err(|source| {
+                Attempt::fatal(Error::Ssh {
+                    address: address.clone(),
+                    operation: "authenticate".into(),
+                    source: Box::new(source),
+                })
+            })?;
         if !auth.success() {
             return Err(Attempt::fatal(Error::AuthRejected {
                 address: address.clone(),
@@ -415,16 +521,37 @@ async fn open(
     .await;
     attempt.map_err(|failure| match failure.kind {
         AttemptKind::Final(error) => error,
-        AttemptKind::Ssh(source) => Error::Ssh { address: address.clone(), operation: operation.into(), source },
-        AttemptKind::NoExitStatus => Error::NoExitStatus { address: address.clone(), operation: operation.into() },
+        AttemptKind::Ssh(source) => Error::Ssh {
+            address: address.clone(),
+            operation: operation.into(),
+            source,
+        },
+        AttemptKind::NoExitStatus => Error::NoExitStatus {
+            address: address.clone(),
+            operation: operation.into(),
+        },
     })
 }
 
 fn refusal(address: &str, verdict: Verdict) -> Error {
     let address = address.to_owned();
     match verdict {
-        Verdict::Mismatch { expected, presented } => Error::HostKeyMismatch { address, expected, presented },
-        Verdict::Unknown { presented, public_key } => Error::UnknownHostKey { address, presented, public_key },
+        Verdict::Mismatch {
+            expected,
+            presented,
+        } => Error::HostKeyMismatch {
+            address,
+            expected,
+            presented,
+        },
+        Verdict::Unknown {
+            presented,
+            public_key,
+        } => Error::UnknownHostKey {
+            address,
+            presented,
+            public_key,
+        },
         Verdict::Certificate | Verdict::Trusted(_) => Error::InvalidTarget {
             address,
             reason: "the server presented a host certificate; pin a plain host key".into(),

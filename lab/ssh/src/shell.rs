@@ -27,7 +27,9 @@ pub(crate) fn check_remote_path(path: &str) -> Result<(), String> {
         return Err(format!("remote path {path:?} contains a NUL or newline"));
     }
     if path.ends_with('/') {
-        return Err(format!("remote path {path:?} names a directory, not a file"));
+        return Err(format!(
+            "remote path {path:?} names a directory, not a file"
+        ));
     }
     Ok(())
 }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::str::FromStr;
 use std::time::Duration;
 
-use russh::keys::ssh_key::{Fingerprint, PublicKey};
 use russh::keys::HashAlg;
+use russh::keys::ssh_key::{Fingerprint, PublicKey};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// The default SSH port.
@@ -55,7 +55,11 @@ pub struct SshTarget {
 
 impl SshTarget {
     /// A target with the defaults: port 22, no pinned key, unknown keys refused, 10 s to connect.
-    pub fn new(host: impl Into<String>, user: impl Into<String>, private_key: impl Into<PathBuf>) -> Self {
+    pub fn new(
+        host: impl Into<String>,
+        user: impl Into<String>,
+        private_key: impl Into<PathBuf>,
+    ) -> Self {
         Self {
             host: host.into(),
             port: DEFAULT_PORT,
@@ -186,11 +190,16 @@ mod duration_text {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        duration: &Duration,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         serializer.collect_str(&rackproof_clock::format_duration(*duration))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Duration, D::Error> {
         let text = String::deserialize(deserializer)?;
         rackproof_clock::parse_duration(&text).map_err(serde::de::Error::custom)
     }
@@ -220,7 +229,8 @@ mod tests {
 
     #[test]
     fn defaults_refuse_unknown_keys() {
-        let target: SshTarget = serde_saphyr::from_str("host: n1\nuser: root\nprivate_key: /k\n").unwrap();
+        let target: SshTarget =
+            serde_saphyr::from_str("host: n1\nuser: root\nprivate_key: /k\n").unwrap();
         assert_eq!(target, SshTarget::new("n1", "root", "/k"));
         assert_eq!(target.port, 22);
         assert!(target.host_key.is_none());
@@ -229,17 +239,27 @@ mod tests {
 
     #[test]
     fn unknown_fields_are_refused() {
-        let error = serde_saphyr::from_str::<SshTarget>("host: n1\nuser: root\nprivate_key: /k\npassword: x\n")
-            .unwrap_err()
-            .to_string();
+        let error = serde_saphyr::from_str::<SshTarget>(
+            "host: n1\nuser: root\nprivate_key: /k\npassword: x\n",
+        )
+        .unwrap_err()
+        .to_string();
         assert!(error.contains("password"), "{error}");
     }
 
     #[test]
     fn bad_host_keys_and_durations_are_refused() {
-        for bad in ["host_key: nonsense", "host_key: \"SHA256:***\"", "host_key: \"ssh-ed25519 AAAA\"", "connect_timeout: 10"] {
+        for bad in [
+            "host_key: nonsense",
+            "host_key: \"SHA256:***\"",
+            "host_key: \"ssh-ed25519 AAAA\"",
+            "connect_timeout: 10",
+        ] {
             let yaml = format!("host: n1\nuser: root\nprivate_key: /k\n{bad}\n");
-            assert!(serde_saphyr::from_str::<SshTarget>(&yaml).is_err(), "{bad} was accepted");
+            assert!(
+                serde_saphyr::from_str::<SshTarget>(&yaml).is_err(),
+                "{bad} was accepted"
+            );
         }
     }
 
@@ -250,7 +270,9 @@ mod tests {
         let by_fp: HostKeyPin = ED25519_FP.parse().unwrap();
         assert!(by_key.matches(&key));
         assert!(by_fp.matches(&key));
-        let other: HostKeyPin = "SHA256:ikYvJMV67IAiQWIwYEkR2loQ5HYb1Zv8q0frP+4gSmI".parse().unwrap();
+        let other: HostKeyPin = "SHA256:ikYvJMV67IAiQWIwYEkR2loQ5HYb1Zv8q0frP+4gSmI"
+            .parse()
+            .unwrap();
         assert!(!other.matches(&key));
     }
 

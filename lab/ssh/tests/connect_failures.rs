@@ -27,11 +27,16 @@ async fn a_server_that_never_speaks_times_out_connecting() {
     });
     let (_dir, mut target) = target_with_key(port);
     target.connect_timeout = Duration::from_secs(1);
-    let error = SshSession::connect(&target, &Clock::wall()).await.unwrap_err();
+    let error = SshSession::connect(&target, &Clock::wall())
+        .await
+        .unwrap_err();
     held.abort();
     assert!(matches!(error, Error::Timeout { .. }), "{error}");
     let message = error.to_string();
-    assert!(message.starts_with(&format!("connect on 127.0.0.1:{port}: timed out after 1s")), "{message}");
+    assert!(
+        message.starts_with(&format!("connect on 127.0.0.1:{port}: timed out after 1s")),
+        "{message}"
+    );
 }
 
 #[tokio::test]
@@ -40,7 +45,9 @@ async fn a_refused_connection_names_host_and_port() {
     let port = listener.local_addr().unwrap().port();
     drop(listener);
     let (_dir, target) = target_with_key(port);
-    let error = SshSession::connect(&target, &Clock::wall()).await.unwrap_err();
+    let error = SshSession::connect(&target, &Clock::wall())
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::Connect { .. }), "{error}");
     assert_eq!(error.address(), format!("127.0.0.1:{port}"));
 }
@@ -50,18 +57,30 @@ async fn passphrase_protected_and_missing_keys_are_refused_before_connecting() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("locked");
     let status = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "secret-passphrase", "-f", path.to_str().unwrap()])
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "secret-passphrase",
+            "-f",
+            path.to_str().unwrap(),
+        ])
         .status()
         .expect("ssh-keygen; install it with: apt-get install -y openssh-client");
     assert!(status.success());
     let mut target = SshTarget::new("127.0.0.1", "root", &path);
     target.port = 9; // never reached
-    let error = SshSession::connect(&target, &Clock::wall()).await.unwrap_err();
+    let error = SshSession::connect(&target, &Clock::wall())
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::EncryptedClientKey { .. }), "{error}");
     assert!(!error.to_string().contains("secret-passphrase"));
 
     target.private_key = dir.path().join("absent");
-    let error = SshSession::connect(&target, &Clock::wall()).await.unwrap_err();
+    let error = SshSession::connect(&target, &Clock::wall())
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::ClientKey { .. }), "{error}");
     assert!(error.to_string().contains("absent"), "{error}");
 }
@@ -70,7 +89,9 @@ async fn passphrase_protected_and_missing_keys_are_refused_before_connecting() {
 async fn an_invalid_target_is_refused() {
     let mut target = SshTarget::new("", "root", "/k");
     target.port = 22;
-    let error = SshSession::connect(&target, &Clock::wall()).await.unwrap_err();
+    let error = SshSession::connect(&target, &Clock::wall())
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::InvalidTarget { .. }), "{error}");
     assert!(error.to_string().contains("host is empty"), "{error}");
 }

@@ -24,7 +24,9 @@ mod qemu {
     use rackproof_driver::{Power, PowerState, ResetAction};
     use rackproof_qemu::images::BASE_VERSION;
     use rackproof_qemu::{Images, QemuConfig, QemuMachine};
-    use rackproof_ssh::{Error, ExitStatus, HostKeyPin, HostKeyTrust, SshSession, SshTarget, dropbear_host_key_pin};
+    use rackproof_ssh::{
+        Error, ExitStatus, HostKeyPin, HostKeyTrust, SshSession, SshTarget, dropbear_host_key_pin,
+    };
     use regex::Regex;
 
     use crate::common::{client_key, public_line};
@@ -36,25 +38,33 @@ mod qemu {
     const HOST_KEY_IN_INITRD: &str = "*etc/dropbear/dropbear_ed25519_host_key";
 
     fn repo() -> PathBuf {
-        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
+        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+            .join("../..")
     }
 
     fn images() -> Images {
         if let Err(e) = rackproof_qemu::Prerequisites::find() {
             panic!("{e}");
         }
-        Images::build(&repo()).unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
+        Images::build(&repo())
+            .unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
     }
 
     /// The dropbear host key file inside a slot's initramfs (gzip'd newc cpio).
     fn slot_host_key(initrd: &Path) -> HostKeyPin {
         let out = Command::new("sh")
-            .args(["-c", "gzip -dc \"$1\" | cpio -i --quiet --to-stdout \"$2\"", "sh"])
+            .args([
+                "-c",
+                "gzip -dc \"$1\" | cpio -i --quiet --to-stdout \"$2\"",
+                "sh",
+            ])
             .arg(initrd)
             .arg(HOST_KEY_IN_INITRD)
             .stderr(Stdio::piped())
             .output()
-            .unwrap_or_else(|e| panic!("running gzip | cpio: {e}; install them with: apt-get install -y gzip cpio"));
+            .unwrap_or_else(|e| {
+                panic!("running gzip | cpio: {e}; install them with: apt-get install -y gzip cpio")
+            });
         assert!(
             out.status.success() && !out.stdout.is_empty(),
             "no {HOST_KEY_IN_INITRD} in {} ({}): {}; install the tools with: apt-get install -y gzip cpio",
@@ -85,11 +95,20 @@ mod qemu {
             config.work_dir = Some(dir.clone());
             let clock = Clock::wall();
             let machine = QemuMachine::create(config, clock.clone()).unwrap();
-            Self { machine, clock, dir }
+            Self {
+                machine,
+                clock,
+                dir,
+            }
         }
 
         async fn wait(&self, mark: rackproof_qemu::Mark, pattern: &Regex) {
-            if let Err(e) = self.machine.console().wait_for_since(&self.clock, mark, pattern, BOOT).await {
+            if let Err(e) = self
+                .machine
+                .console()
+                .wait_for_since(&self.clock, mark, pattern, BOOT)
+                .await
+            {
                 panic!("{e}; artifacts in {}", self.dir.display());
             }
         }
@@ -110,11 +129,19 @@ mod qemu {
         let keys = tempfile::tempdir().unwrap();
         let key = client_key(keys.path(), "node_ed25519", "ed25519");
         let pin = slot_host_key(&images.slot(BASE_VERSION).unwrap().dir.join("initrd.img"));
-        let node = Node::new("ssh_guest", &images.disk(BASE_VERSION).unwrap(), public_line(&key));
+        let node = Node::new(
+            "ssh_guest",
+            &images.disk(BASE_VERSION).unwrap(),
+            public_line(&key),
+        );
         let mark = node.machine.console().mark();
         node.machine.reset(ResetAction::On).await.unwrap();
         let version = regex::escape(BASE_VERSION);
-        node.wait(mark, &Regex::new(&format!("^rackproof-os {version}: ssh up")).unwrap()).await;
+        node.wait(
+            mark,
+            &Regex::new(&format!("^rackproof-os {version}: ssh up")).unwrap(),
+        )
+        .await;
 
         let mut target = SshTarget::new("127.0.0.1", "root", &key);
         target.port = node.machine.ssh_port();
@@ -122,9 +149,16 @@ mod qemu {
 
         // A pin of another key is refused before authentication.
         let mut wrong = target.clone();
-        wrong.host_key = Some("SHA256:DOOkYQuL7wzl7gYY70TrsnsZ9nWvuhJsj0x3cJw3OFo".parse().unwrap());
+        wrong.host_key = Some(
+            "SHA256:DOOkYQuL7wzl7gYY70TrsnsZ9nWvuhJsj0x3cJw3OFo"
+                .parse()
+                .unwrap(),
+        );
         let refused = SshSession::connect(&wrong, &node.clock).await.unwrap_err();
-        assert!(matches!(refused, Error::HostKeyMismatch { .. }), "{refused}");
+        assert!(
+            matches!(refused, Error::HostKeyMismatch { .. }),
+            "{refused}"
+        );
 
         target.host_key = Some(pin.clone());
         let mut session = SshSession::connect(&target, &node.clock).await.unwrap();
@@ -133,7 +167,14 @@ mod qemu {
 
         let release = session.run("cat /etc/os-release", LIMIT).await.unwrap();
         assert_eq!(release.exit_status, ExitStatus::Code(0));
-        assert!(release.stdout_text().lines().any(|l| l == format!("VERSION_ID={BASE_VERSION}")), "{}", release.stdout_text());
+        assert!(
+            release
+                .stdout_text()
+                .lines()
+                .any(|l| l == format!("VERSION_ID={BASE_VERSION}")),
+            "{}",
+            release.stdout_text()
+        );
         let hostname = session.run("hostname; id -un", LIMIT).await.unwrap();
         assert_eq!(hostname.stdout_text(), "ssh_guest\nroot\n");
 
@@ -141,32 +182,71 @@ mod qemu {
         let data = pattern(256 * 1024 + 7);
         let local = keys.path().join("payload.bin");
         std::fs::write(&local, &data).unwrap();
-        assert_eq!(session.upload(&local, "/tmp/payload.bin", 0o640, LIMIT).await.unwrap(), data.len() as u64);
-        let stat = session.run("stat -c '%a %s' /tmp/payload.bin", LIMIT).await.unwrap();
+        assert_eq!(
+            session
+                .upload(&local, "/tmp/payload.bin", 0o640, LIMIT)
+                .await
+                .unwrap(),
+            data.len() as u64
+        );
+        let stat = session
+            .run("stat -c '%a %s' /tmp/payload.bin", LIMIT)
+            .await
+            .unwrap();
         assert_eq!(stat.stdout_text().trim(), format!("640 {}", data.len()));
         let back = keys.path().join("back.bin");
-        assert_eq!(session.download("/tmp/payload.bin", &back, LIMIT).await.unwrap(), data.len() as u64);
+        assert_eq!(
+            session
+                .download("/tmp/payload.bin", &back, LIMIT)
+                .await
+                .unwrap(),
+            data.len() as u64
+        );
         assert_eq!(std::fs::read(&back).unwrap(), data);
         let os_release = keys.path().join("os-release");
-        session.download("/etc/os-release", &os_release, LIMIT).await.unwrap();
-        assert_eq!(std::fs::read_to_string(&os_release).unwrap(), release.stdout_text());
+        session
+            .download("/etc/os-release", &os_release, LIMIT)
+            .await
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&os_release).unwrap(),
+            release.stdout_text()
+        );
 
         // Logs: the node's own, mirrored under the destination; an absent one is reported.
         let logs = keys.path().join("logs");
         let collected = session
-            .collect_logs(&["/tmp/dropbear.log", "/tmp/udhcpc.log", "/var/log/absent.log"], &logs, LIMIT)
+            .collect_logs(
+                &[
+                    "/tmp/dropbear.log",
+                    "/tmp/udhcpc.log",
+                    "/var/log/absent.log",
+                ],
+                &logs,
+                LIMIT,
+            )
             .await
             .unwrap();
-        let copied: Vec<&str> = collected.collected.iter().map(|l| l.remote.as_str()).collect();
+        let copied: Vec<&str> = collected
+            .collected
+            .iter()
+            .map(|l| l.remote.as_str())
+            .collect();
         assert_eq!(copied, ["/tmp/dropbear.log", "/tmp/udhcpc.log"]);
         assert_eq!(collected.missing.len(), 1);
         assert_eq!(collected.missing[0].remote, "/var/log/absent.log");
         let dropbear_log = std::fs::read_to_string(logs.join("tmp/dropbear.log")).unwrap();
-        assert!(dropbear_log.contains("auth succeeded for 'root'"), "{dropbear_log}");
+        assert!(
+            dropbear_log.contains("auth succeeded for 'root'"),
+            "{dropbear_log}"
+        );
 
         // A second connection meets the same pinned key (the node's key is the slot's, not per boot).
         let mut again = SshSession::connect(&target, &node.clock).await.unwrap();
-        assert_eq!(again.run("true", LIMIT).await.unwrap().exit_status, ExitStatus::Code(0));
+        assert_eq!(
+            again.run("true", LIMIT).await.unwrap().exit_status,
+            ExitStatus::Code(0)
+        );
         again.close().await.unwrap();
         session.close().await.unwrap();
         node.finish().await;

@@ -94,7 +94,10 @@ impl Efivars {
 
 impl BootedEntrySource for Efivars {
     fn hint(&self) -> Result<LoaderHint, BootedError> {
-        Ok(LoaderHint { boot_count_path: self.read("LoaderBootCountPath")?, entry_selected: self.read("LoaderEntrySelected")? })
+        Ok(LoaderHint {
+            boot_count_path: self.read("LoaderBootCountPath")?,
+            entry_selected: self.read("LoaderEntrySelected")?,
+        })
     }
 }
 
@@ -118,10 +121,20 @@ impl KernelCmdline {
 
 impl BootedEntrySource for KernelCmdline {
     fn hint(&self) -> Result<LoaderHint, BootedError> {
-        let text = std::fs::read_to_string(&self.path).map_err(|source| BootedError::Read { path: self.path.clone(), source })?;
+        let text = std::fs::read_to_string(&self.path).map_err(|source| BootedError::Read {
+            path: self.path.clone(),
+            source,
+        })?;
         let prefix = format!("{CMDLINE_PARAMETER}=");
-        let stem = text.split_ascii_whitespace().filter_map(|w| w.strip_prefix(&prefix)).next_back().filter(|s| !s.is_empty());
-        Ok(LoaderHint { boot_count_path: None, entry_selected: stem.map(|s| format!("{s}.conf")) })
+        let stem = text
+            .split_ascii_whitespace()
+            .filter_map(|w| w.strip_prefix(&prefix))
+            .next_back()
+            .filter(|s| !s.is_empty());
+        Ok(LoaderHint {
+            boot_count_path: None,
+            entry_selected: stem.map(|s| format!("{s}.conf")),
+        })
     }
 }
 
@@ -162,7 +175,9 @@ pub struct FixedBooted {
 impl FixedBooted {
     /// Starts with `hint`.
     pub fn new(hint: LoaderHint) -> Self {
-        Self { hint: Arc::new(Mutex::new(hint)) }
+        Self {
+            hint: Arc::new(Mutex::new(hint)),
+        }
     }
 
     /// The machine booted with these loader variables.
@@ -187,16 +202,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let vars = Efivars::new(dir.path());
         assert!(vars.hint().unwrap().is_empty());
-        std::fs::write(dir.path().join(format!("LoaderEntrySelected-{LOADER_GUID}")), encode_efivarfs_string("os-2+3.conf")).unwrap();
         std::fs::write(
-            dir.path().join(format!("LoaderBootCountPath-{LOADER_GUID}")),
+            dir.path()
+                .join(format!("LoaderEntrySelected-{LOADER_GUID}")),
+            encode_efivarfs_string("os-2+3.conf"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path()
+                .join(format!("LoaderBootCountPath-{LOADER_GUID}")),
             encode_efivarfs_string("\\loader\\entries\\os-2+2-1.conf"),
         )
         .unwrap();
         let hint = vars.hint().unwrap();
         assert_eq!(hint.entry_selected.as_deref(), Some("os-2+3.conf"));
-        assert_eq!(hint.boot_count_path.as_deref(), Some("\\loader\\entries\\os-2+2-1.conf"));
-        std::fs::write(dir.path().join(format!("LoaderBootCountPath-{LOADER_GUID}")), [7, 0, 0, 0, 0x41]).unwrap();
+        assert_eq!(
+            hint.boot_count_path.as_deref(),
+            Some("\\loader\\entries\\os-2+2-1.conf")
+        );
+        std::fs::write(
+            dir.path()
+                .join(format!("LoaderBootCountPath-{LOADER_GUID}")),
+            [7, 0, 0, 0, 0x41],
+        )
+        .unwrap();
         assert!(matches!(vars.hint(), Err(BootedError::Malformed { .. })));
     }
 
@@ -204,9 +233,19 @@ mod tests {
     fn the_command_line_names_the_stem_and_is_the_fallback() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("cmdline");
-        std::fs::write(&path, "console=ttyS0 rackproof.entry=rackproof-1.2.0 quiet\n").unwrap();
-        let both = FirstOf::new(Efivars::new(dir.path().join("none")), KernelCmdline::new(&path));
-        assert_eq!(both.hint().unwrap().entry_selected.as_deref(), Some("rackproof-1.2.0.conf"));
+        std::fs::write(
+            &path,
+            "console=ttyS0 rackproof.entry=rackproof-1.2.0 quiet\n",
+        )
+        .unwrap();
+        let both = FirstOf::new(
+            Efivars::new(dir.path().join("none")),
+            KernelCmdline::new(&path),
+        );
+        assert_eq!(
+            both.hint().unwrap().entry_selected.as_deref(),
+            Some("rackproof-1.2.0.conf")
+        );
         std::fs::write(&path, "console=ttyS0\n").unwrap();
         assert!(KernelCmdline::new(&path).hint().unwrap().is_empty());
     }

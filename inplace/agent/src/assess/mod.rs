@@ -60,13 +60,21 @@ pub struct EspAssessor {
 impl EspAssessor {
     /// Entries on `esp` named `{entry_prefix}-{version}`; the booted one from `booted`.
     pub fn new(esp: Arc<dyn Esp>, booted: Arc<dyn BootedEntrySource>, entry_prefix: &str) -> Self {
-        Self { esp, booted, entry_prefix: entry_prefix.to_owned() }
+        Self {
+            esp,
+            booted,
+            entry_prefix: entry_prefix.to_owned(),
+        }
     }
 
     fn booted_name(&self) -> Result<Option<EntryName>, AssessError> {
         let hint = self.booted.hint().map_err(AssessError::Booted)?;
-        inplace_boot::booted_entry(self.esp.as_ref(), hint.boot_count_path.as_deref(), hint.entry_selected.as_deref())
-            .map_err(AssessError::Esp)
+        inplace_boot::booted_entry(
+            self.esp.as_ref(),
+            hint.boot_count_path.as_deref(),
+            hint.entry_selected.as_deref(),
+        )
+        .map_err(AssessError::Esp)
     }
 }
 
@@ -86,8 +94,12 @@ impl BootAssessor for EspAssessor {
 
     fn reject_version(&self, version: &str) -> Result<Option<String>, AssessError> {
         let stem = format!("{}-{version}", self.entry_prefix);
-        let entries = inplace_boot::entry_files(self.esp.as_ref()).map_err(|e| AssessError::Esp(e.into()))?;
-        let Some((name, _)) = entries.into_iter().find(|(n, _)| n.stem().eq_ignore_ascii_case(&stem)) else {
+        let entries =
+            inplace_boot::entry_files(self.esp.as_ref()).map_err(|e| AssessError::Esp(e.into()))?;
+        let Some((name, _)) = entries
+            .into_iter()
+            .find(|(n, _)| n.stem().eq_ignore_ascii_case(&stem))
+        else {
             return Ok(None);
         };
         if !name.is_in_trial() {

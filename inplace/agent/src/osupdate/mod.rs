@@ -54,7 +54,10 @@ pub const DEFAULT_PUBLIC_KEY: &str = "/etc/rackproof/slot-signing.pub";
 
 /// The arguments of `os-update`.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "os-update", about = "Install the boot slot for an OS version (exit 0 ok, 1 invalid arguments, 2 system failure, 3 network problem)")]
+#[command(
+    name = "os-update",
+    about = "Install the boot slot for an OS version (exit 0 ok, 1 invalid arguments, 2 system failure, 3 network problem)"
+)]
 pub struct OsUpdateArgs {
     /// The OS version to install.
     #[arg(long)]
@@ -147,7 +150,9 @@ fn chain(error: &dyn std::error::Error) -> String {
 fn fetch_error(error: FetchError) -> OsUpdateError {
     match error {
         FetchError::Network { .. } => OsUpdateError::Network(error.to_string()),
-        FetchError::NotFound { .. } | FetchError::Refused { .. } => OsUpdateError::System(error.to_string()),
+        FetchError::NotFound { .. } | FetchError::Refused { .. } => {
+            OsUpdateError::System(error.to_string())
+        }
     }
 }
 
@@ -164,25 +169,48 @@ pub struct Installed {
 
 /// Runs the command with `argv` (without the program and subcommand names) and returns the exit
 /// code; messages go to `out` (the binary passes stderr).
-pub async fn run(argv: &[String], env: &OsUpdateEnv, out: &mut (dyn std::io::Write + Send)) -> OsUpdateExit {
-    let parsed = OsUpdateArgs::try_parse_from(std::iter::once("os-update".to_owned()).chain(argv.iter().cloned()));
+pub async fn run(
+    argv: &[String],
+    env: &OsUpdateEnv,
+    out: &mut (dyn std::io::Write + Send),
+) -> OsUpdateExit {
+    let parsed = OsUpdateArgs::try_parse_from(
+        std::iter::once("os-update".to_owned()).chain(argv.iter().cloned()),
+    );
     let args = match parsed {
         Ok(args) => args,
-        Err(e) if matches!(e.kind(), clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion) => {
+        Err(e)
+            if matches!(
+                e.kind(),
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion
+            ) =>
+        {
             let _ = write!(out, "{e}");
             return OsUpdateExit::Success;
         }
         Err(e) => {
-            let _ = writeln!(out, "os-update: invalid arguments: {}", e.to_string().trim_end());
+            let _ = writeln!(
+                out,
+                "os-update: invalid arguments: {}",
+                e.to_string().trim_end()
+            );
             return OsUpdateExit::InvalidArguments;
         }
     };
     match install(&args, env).await {
         Ok(installed) => {
             let _ = if installed.already_booted {
-                writeln!(out, "os-update: version {} is the booted entry already; nothing to do", args.version)
+                writeln!(
+                    out,
+                    "os-update: version {} is the booted entry already; nothing to do",
+                    args.version
+                )
             } else {
-                writeln!(out, "os-update: installed {} (removed to make room: {:?})", installed.entry, installed.removed)
+                writeln!(
+                    out,
+                    "os-update: installed {} (removed to make room: {:?})",
+                    installed.entry, installed.removed
+                )
             };
             OsUpdateExit::Success
         }
@@ -195,12 +223,19 @@ pub async fn run(argv: &[String], env: &OsUpdateEnv, out: &mut (dyn std::io::Wri
 
 /// Steps 1–5 of the module docs with parsed arguments.
 pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed, OsUpdateError> {
-    validate_version(&args.version).map_err(|p| OsUpdateError::InvalidArguments(format!("--version {:?}: {p}", args.version)))?;
-    validate_version(&args.entry_prefix)
-        .map_err(|p| OsUpdateError::InvalidArguments(format!("--entry-prefix {:?}: {p}", args.entry_prefix)))?;
+    validate_version(&args.version).map_err(|p| {
+        OsUpdateError::InvalidArguments(format!("--version {:?}: {p}", args.version))
+    })?;
+    validate_version(&args.entry_prefix).map_err(|p| {
+        OsUpdateError::InvalidArguments(format!("--entry-prefix {:?}: {p}", args.entry_prefix))
+    })?;
     let base = args.image_server.trim();
-    if !(base.starts_with("http://") || base.starts_with("https://")) || base.len() <= "https://".len() {
-        return Err(OsUpdateError::InvalidArguments(format!("--image-server {base:?} is not an http(s) URL")));
+    if !(base.starts_with("http://") || base.starts_with("https://"))
+        || base.len() <= "https://".len()
+    {
+        return Err(OsUpdateError::InvalidArguments(format!(
+            "--image-server {base:?} is not an http(s) URL"
+        )));
     }
     let stem = format!("{}-{}", args.entry_prefix, args.version);
 
@@ -208,9 +243,13 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
         Some(key) => key,
         None => {
             let pem = std::fs::read_to_string(&args.public_key).map_err(|e| {
-                OsUpdateError::System(format!("failed to read trusted key {}: {e}", args.public_key.display()))
+                OsUpdateError::System(format!(
+                    "failed to read trusted key {}: {e}",
+                    args.public_key.display()
+                ))
             })?;
-            public_key_from_pem(&pem).map_err(|e| OsUpdateError::System(format!("{}: {e}", args.public_key.display())))?
+            public_key_from_pem(&pem)
+                .map_err(|e| OsUpdateError::System(format!("{}: {e}", args.public_key.display())))?
         }
     };
     let esp: Arc<dyn Esp> = match &env.esp {
@@ -219,25 +258,45 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
     };
     let booted_source: Arc<dyn BootedEntrySource> = match &env.booted {
         Some(b) => b.clone(),
-        None => Arc::new(FirstOf::new(Efivars::new(&args.efivars), KernelCmdline::new(&args.cmdline))),
+        None => Arc::new(FirstOf::new(
+            Efivars::new(&args.efivars),
+            KernelCmdline::new(&args.cmdline),
+        )),
     };
     let hint = booted_source.hint().unwrap_or_else(|e| {
         tracing::warn!(error = %chain(&e), "booted entry unknown; treating no entry as booted");
         LoaderHint::default()
     });
-    let booted = inplace_boot::booted_entry(esp.as_ref(), hint.boot_count_path.as_deref(), hint.entry_selected.as_deref())
-        .map_err(|e| OsUpdateError::System(chain(&e)))?;
-    if booted.as_ref().is_some_and(|b| b.stem().eq_ignore_ascii_case(&stem)) {
-        return Ok(Installed { entry: booted.map(|b| b.file_name().to_owned()).unwrap_or_default(), removed: vec![], already_booted: true });
+    let booted = inplace_boot::booted_entry(
+        esp.as_ref(),
+        hint.boot_count_path.as_deref(),
+        hint.entry_selected.as_deref(),
+    )
+    .map_err(|e| OsUpdateError::System(chain(&e)))?;
+    if booted
+        .as_ref()
+        .is_some_and(|b| b.stem().eq_ignore_ascii_case(&stem))
+    {
+        return Ok(Installed {
+            entry: booted.map(|b| b.file_name().to_owned()).unwrap_or_default(),
+            removed: vec![],
+            already_booted: true,
+        });
     }
 
     let source: Arc<dyn ArtifactSource> = match &env.source {
         Some(source) => source.clone(),
         None => Arc::new(HttpSource::new(args.timeout, args.node.as_deref())),
     };
-    let manifest_bytes = source.fetch(base, &args.version, MANIFEST_NAME).await.map_err(fetch_error)?;
-    let manifest = SlotManifest::parse(&manifest_bytes).map_err(|e| OsUpdateError::System(chain(&e)))?;
-    manifest.verify(&key).map_err(|e| OsUpdateError::System(chain(&e)))?;
+    let manifest_bytes = source
+        .fetch(base, &args.version, MANIFEST_NAME)
+        .await
+        .map_err(fetch_error)?;
+    let manifest =
+        SlotManifest::parse(&manifest_bytes).map_err(|e| OsUpdateError::System(chain(&e)))?;
+    manifest
+        .verify(&key)
+        .map_err(|e| OsUpdateError::System(chain(&e)))?;
     if manifest.version != args.version {
         return Err(OsUpdateError::System(format!(
             "the manifest for {:?} describes version {:?}",
@@ -247,21 +306,29 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
     let mut kernel = None;
     let mut initrd = None;
     for file in &manifest.files {
-        let data = source.fetch(base, &args.version, &file.name).await.map_err(fetch_error)?;
-        file.check(&args.version, &data).map_err(|e| OsUpdateError::System(chain(&e)))?;
+        let data = source
+            .fetch(base, &args.version, &file.name)
+            .await
+            .map_err(fetch_error)?;
+        file.check(&args.version, &data)
+            .map_err(|e| OsUpdateError::System(chain(&e)))?;
         if file.name == manifest.boot.linux {
             kernel = Some(data);
         } else if manifest.boot.initrd.as_deref() == Some(file.name.as_str()) {
             initrd = Some(data);
         }
     }
-    let kernel = kernel.ok_or_else(|| OsUpdateError::System("the manifest's kernel was not downloaded".into()))?;
+    let kernel = kernel
+        .ok_or_else(|| OsUpdateError::System("the manifest's kernel was not downloaded".into()))?;
 
     let mut options = manifest.boot.options.trim().to_owned();
     if !options.is_empty() {
         options.push(' ');
     }
-    options.push_str(&format!("{}={stem}", crate::assess::booted::CMDLINE_PARAMETER));
+    options.push_str(&format!(
+        "{}={stem}",
+        crate::assess::booted::CMDLINE_PARAMETER
+    ));
     let conf = EntryConf {
         title: Some(format!("Rackproof {}", args.version)),
         version: Some(args.version.clone()),
@@ -269,11 +336,19 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
         options: vec![options],
         ..Default::default()
     };
-    let new = NewEntry { stem: &stem, conf, kernel: &kernel, initrd: initrd.as_deref(), tries: args.tries };
+    let new = NewEntry {
+        stem: &stem,
+        conf,
+        kernel: &kernel,
+        initrd: initrd.as_deref(),
+        tries: args.tries,
+    };
     let needed = inplace_boot::update::install_size(&new);
     tracing::info!(entry = %stem, bytes = needed, "installing the slot on the ESP");
-    let removed = inplace_boot::make_room(esp.as_ref(), needed, booted.as_ref()).map_err(|e| OsUpdateError::System(chain(&e)))?;
-    let name = inplace_boot::install_entry(esp.as_ref(), &new, booted.as_ref()).map_err(|e| OsUpdateError::System(chain(&e)))?;
+    let removed = inplace_boot::make_room(esp.as_ref(), needed, booted.as_ref())
+        .map_err(|e| OsUpdateError::System(chain(&e)))?;
+    let name = inplace_boot::install_entry(esp.as_ref(), &new, booted.as_ref())
+        .map_err(|e| OsUpdateError::System(chain(&e)))?;
     Ok(Installed {
         entry: name.file_name().to_owned(),
         removed: removed.iter().map(|n| n.file_name().to_owned()).collect(),

@@ -63,7 +63,9 @@ pub enum RunError {
         command: String,
     },
     /// The in-process runner was asked to run something other than `rackproof-agent os-update`.
-    #[error("the in-process runner only runs `rackproof-agent os-update`, not {command:?} {args:?}")]
+    #[error(
+        "the in-process runner only runs `rackproof-agent os-update`, not {command:?} {args:?}"
+    )]
     Unsupported {
         /// The command.
         command: String,
@@ -113,7 +115,10 @@ impl OsUpdateRunner for SubprocessRunner {
         use std::process::Stdio;
         let mut child = tokio::process::Command::new(&invocation.command)
             .args(&invocation.args)
-            .env("RACKPROOF_OS_UPDATE_ATTEMPT", invocation.attempt.to_string())
+            .env(
+                "RACKPROOF_OS_UPDATE_ATTEMPT",
+                invocation.attempt.to_string(),
+            )
             .env("RACKPROOF_NODE", &invocation.node)
             // Its lines end up inside the agent's log lines: no colour codes in them.
             .env("NO_COLOR", "1")
@@ -122,7 +127,10 @@ impl OsUpdateRunner for SubprocessRunner {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| RunError::Spawn { command: invocation.command.clone(), detail: e.to_string() })?;
+            .map_err(|e| RunError::Spawn {
+                command: invocation.command.clone(),
+                detail: e.to_string(),
+            })?;
         let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
         let run = async {
             let (out, err) = tokio::join!(log_lines(stdout), log_lines(stderr));
@@ -130,21 +138,38 @@ impl OsUpdateRunner for SubprocessRunner {
             (status, out + &err)
         };
         let (status, text) = match self.clock.timeout(invocation.timeout, run).await {
-            Err(_) => return Err(RunError::TimedOut { command: invocation.command.clone(), after: invocation.timeout }),
-            Ok((Err(e), _)) => return Err(RunError::Spawn { command: invocation.command.clone(), detail: e.to_string() }),
+            Err(_) => {
+                return Err(RunError::TimedOut {
+                    command: invocation.command.clone(),
+                    after: invocation.timeout,
+                });
+            }
+            Ok((Err(e), _)) => {
+                return Err(RunError::Spawn {
+                    command: invocation.command.clone(),
+                    detail: e.to_string(),
+                });
+            }
             Ok((Ok(status), text)) => (status, text),
         };
         let Some(code) = status.code() else {
-            return Err(RunError::Killed { command: invocation.command.clone() });
+            return Err(RunError::Killed {
+                command: invocation.command.clone(),
+            });
         };
-        Ok(OsUpdateOutcome { exit: OsUpdateExit::from_code(code), output: tail(&text) })
+        Ok(OsUpdateOutcome {
+            exit: OsUpdateExit::from_code(code),
+            output: tail(&text),
+        })
     }
 }
 
 /// Logs every line of `pipe` as it arrives and returns them all.
 async fn log_lines(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> String {
     use tokio::io::AsyncBufReadExt as _;
-    let Some(pipe) = pipe else { return String::new() };
+    let Some(pipe) = pipe else {
+        return String::new();
+    };
     let mut lines = tokio::io::BufReader::new(pipe).lines();
     let mut text = String::new();
     while let Ok(Some(line)) = lines.next_line().await {
@@ -177,10 +202,19 @@ pub const AGENT_BINARY: &str = "rackproof-agent";
 #[async_trait::async_trait]
 impl OsUpdateRunner for InProcessRunner {
     async fn run(&self, invocation: &OsUpdateInvocation) -> Result<OsUpdateOutcome, RunError> {
-        let is_agent = std::path::Path::new(&invocation.command).file_name().is_some_and(|n| n == AGENT_BINARY);
-        let Some(("os-update", rest)) = invocation.args.split_first().map(|(first, rest)| (first.as_str(), rest)).filter(|_| is_agent)
+        let is_agent = std::path::Path::new(&invocation.command)
+            .file_name()
+            .is_some_and(|n| n == AGENT_BINARY);
+        let Some(("os-update", rest)) = invocation
+            .args
+            .split_first()
+            .map(|(first, rest)| (first.as_str(), rest))
+            .filter(|_| is_agent)
         else {
-            return Err(RunError::Unsupported { command: invocation.command.clone(), args: invocation.args.clone() });
+            return Err(RunError::Unsupported {
+                command: invocation.command.clone(),
+                args: invocation.args.clone(),
+            });
         };
         let mut output = Vec::new();
         let run = super::run(rest, &self.env, &mut output);
@@ -188,8 +222,14 @@ impl OsUpdateRunner for InProcessRunner {
             .clock
             .timeout(invocation.timeout, run)
             .await
-            .map_err(|_| RunError::TimedOut { command: invocation.command.clone(), after: invocation.timeout })?;
-        Ok(OsUpdateOutcome { exit, output: tail(&String::from_utf8_lossy(&output)) })
+            .map_err(|_| RunError::TimedOut {
+                command: invocation.command.clone(),
+                after: invocation.timeout,
+            })?;
+        Ok(OsUpdateOutcome {
+            exit,
+            output: tail(&String::from_utf8_lossy(&output)),
+        })
     }
 }
 
@@ -210,24 +250,62 @@ mod tests {
     #[tokio::test]
     async fn the_subprocess_runner_reports_exit_codes_output_and_spawn_failures() {
         let runner = SubprocessRunner::new(Clock::wall());
-        let outcome = runner.run(&invocation("sh", &["-c", "echo network problems >&2; exit 3"])).await.unwrap();
+        let outcome = runner
+            .run(&invocation(
+                "sh",
+                &["-c", "echo network problems >&2; exit 3"],
+            ))
+            .await
+            .unwrap();
         assert_eq!(outcome.exit, OsUpdateExit::NetworkProblem);
-        assert!(outcome.output.contains("network problems"), "{}", outcome.output);
-        let outcome = runner.run(&invocation("sh", &["-c", "echo $RACKPROOF_OS_UPDATE_ATTEMPT $RACKPROOF_NODE"])).await.unwrap();
-        assert_eq!((outcome.exit, outcome.output.trim()), (OsUpdateExit::Success, "1 node-1"));
-        assert!(matches!(runner.run(&invocation("/nonexistent/update", &[])).await, Err(RunError::Spawn { .. })));
+        assert!(
+            outcome.output.contains("network problems"),
+            "{}",
+            outcome.output
+        );
+        let outcome = runner
+            .run(&invocation(
+                "sh",
+                &["-c", "echo $RACKPROOF_OS_UPDATE_ATTEMPT $RACKPROOF_NODE"],
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            (outcome.exit, outcome.output.trim()),
+            (OsUpdateExit::Success, "1 node-1")
+        );
+        assert!(matches!(
+            runner.run(&invocation("/nonexistent/update", &[])).await,
+            Err(RunError::Spawn { .. })
+        ));
         let mut slow = invocation("sleep", &["5"]);
         slow.timeout = Duration::from_millis(100);
-        assert!(matches!(runner.run(&slow).await, Err(RunError::TimedOut { .. })));
+        assert!(matches!(
+            runner.run(&slow).await,
+            Err(RunError::TimedOut { .. })
+        ));
     }
 
     #[tokio::test]
     async fn the_in_process_runner_runs_only_the_agents_os_update() {
         let runner = InProcessRunner::new(OsUpdateEnv::default(), Clock::wall());
-        let err = runner.run(&invocation("/usr/bin/other", &["os-update"])).await.unwrap_err();
+        let err = runner
+            .run(&invocation("/usr/bin/other", &["os-update"]))
+            .await
+            .unwrap_err();
         assert!(matches!(err, RunError::Unsupported { .. }));
-        let outcome = runner.run(&invocation("/opt/bin/rackproof-agent", &["os-update", "--bogus"])).await.unwrap();
+        let outcome = runner
+            .run(&invocation(
+                "/opt/bin/rackproof-agent",
+                &["os-update", "--bogus"],
+            ))
+            .await
+            .unwrap();
         assert_eq!(outcome.exit, OsUpdateExit::InvalidArguments);
-        assert!(outcome.output.contains("invalid arguments"), "{}", outcome.output);
+        assert!(
+            outcome.output.contains("invalid arguments"),
+            "{}",
+            outcome.output
+        );
     }
 }

@@ -66,7 +66,10 @@ impl HttpSource {
             headers.insert(NODE_HEADER, value);
         }
         let client = crate::http::client(|| {
-            reqwest::Client::builder().default_headers(headers.clone()).timeout(timeout).connect_timeout(timeout.min(Duration::from_secs(30)))
+            reqwest::Client::builder()
+                .default_headers(headers.clone())
+                .timeout(timeout)
+                .connect_timeout(timeout.min(Duration::from_secs(30)))
         });
         Self { client }
     }
@@ -76,14 +79,20 @@ impl HttpSource {
 impl ArtifactSource for HttpSource {
     async fn fetch(&self, base: &str, version: &str, name: &str) -> Result<Vec<u8>, FetchError> {
         let url = artifact_url(base, version, name);
-        let network = |e: reqwest::Error| FetchError::Network { url: url.clone(), detail: error_chain(&e) };
+        let network = |e: reqwest::Error| FetchError::Network {
+            url: url.clone(),
+            detail: error_chain(&e),
+        };
         let response = self.client.get(&url).send().await.map_err(network)?;
         let status = response.status().as_u16();
         match status {
             200..=299 => {}
             404 => return Err(FetchError::NotFound { url }),
             408 | 429 | 500..=599 => {
-                return Err(FetchError::Network { url: url.clone(), detail: format!("HTTP {status}") });
+                return Err(FetchError::Network {
+                    url: url.clone(),
+                    detail: format!("HTTP {status}"),
+                });
             }
             _ => return Err(FetchError::Refused { url, status }),
         }
@@ -124,12 +133,20 @@ impl MemorySource {
 
     /// Publishes `name` of `version`.
     pub fn put(&self, version: &str, name: &str, data: Vec<u8>) {
-        self.inner.lock().expect("source lock").files.insert((version.to_owned(), name.to_owned()), data);
+        self.inner
+            .lock()
+            .expect("source lock")
+            .files
+            .insert((version.to_owned(), name.to_owned()), data);
     }
 
     /// Makes the next `times` fetches of `name` of `version` fail like a dropped connection.
     pub fn fail_network(&self, version: &str, name: &str, times: u32) {
-        self.inner.lock().expect("source lock").failing.insert((version.to_owned(), name.to_owned()), times);
+        self.inner
+            .lock()
+            .expect("source lock")
+            .failing
+            .insert((version.to_owned(), name.to_owned()), times);
     }
 
     /// Every `(version, name)` fetched so far, in order.
@@ -149,8 +166,15 @@ impl ArtifactSource for MemorySource {
             && *left > 0
         {
             *left -= 1;
-            return Err(FetchError::Network { url, detail: "connection reset by peer (simulated)".into() });
+            return Err(FetchError::Network {
+                url,
+                detail: "connection reset by peer (simulated)".into(),
+            });
         }
-        inner.files.get(&key).cloned().ok_or(FetchError::NotFound { url })
+        inner
+            .files
+            .get(&key)
+            .cloned()
+            .ok_or(FetchError::NotFound { url })
     }
 }

@@ -70,14 +70,26 @@ impl FileSink for RootFiles {
         check(path)?;
         let target = self.root.join(path.trim_start_matches('/'));
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| FileError::CreateDir { path: parent.to_owned(), source })?;
+            std::fs::create_dir_all(parent).map_err(|source| FileError::CreateDir {
+                path: parent.to_owned(),
+                source,
+            })?;
         }
-        write_atomic(&target, data).map_err(|source| FileError::Write { path: path.to_owned(), source })?;
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).map_err(|source| FileError::Write {
+        write_atomic(&target, data).map_err(|source| FileError::Write {
             path: path.to_owned(),
-            source: StoreError::Io { action: "chmod", path: target.clone(), source },
+            source,
         })?;
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).map_err(
+            |source| FileError::Write {
+                path: path.to_owned(),
+                source: StoreError::Io {
+                    action: "chmod",
+                    path: target.clone(),
+                    source,
+                },
+            },
+        )?;
         Ok(())
     }
 }
@@ -99,12 +111,21 @@ impl MemoryFiles {
 
     /// The content of `path`, if written.
     pub fn get(&self, path: &str) -> Option<Vec<u8>> {
-        self.files.lock().expect("files lock").get(path).map(|(data, _)| data.clone())
+        self.files
+            .lock()
+            .expect("files lock")
+            .get(path)
+            .map(|(data, _)| data.clone())
     }
 
     /// Every path written.
     pub fn paths(&self) -> Vec<String> {
-        self.files.lock().expect("files lock").keys().cloned().collect()
+        self.files
+            .lock()
+            .expect("files lock")
+            .keys()
+            .cloned()
+            .collect()
     }
 }
 
@@ -112,7 +133,10 @@ impl MemoryFiles {
 impl FileSink for MemoryFiles {
     async fn write(&self, path: &str, data: &[u8], mode: u32) -> Result<(), FileError> {
         check(path)?;
-        self.files.lock().expect("files lock").insert(path.to_owned(), (data.to_vec(), mode));
+        self.files
+            .lock()
+            .expect("files lock")
+            .insert(path.to_owned(), (data.to_vec(), mode));
         Ok(())
     }
 }
@@ -125,13 +149,25 @@ mod tests {
     async fn root_files_write_below_the_root_with_the_mode() {
         let dir = tempfile::tempdir().unwrap();
         let files = RootFiles::new(dir.path());
-        files.write("/etc/kubernetes/kubelet.conf", b"x", 0o600).await.unwrap();
+        files
+            .write("/etc/kubernetes/kubelet.conf", b"x", 0o600)
+            .await
+            .unwrap();
         let target = dir.path().join("etc/kubernetes/kubelet.conf");
         assert_eq!(std::fs::read(&target).unwrap(), b"x");
         use std::os::unix::fs::PermissionsExt as _;
-        assert_eq!(std::fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o600);
-        assert!(matches!(files.write("relative", b"x", 0o644).await, Err(FileError::InvalidPath(_))));
-        assert!(matches!(files.write("/etc/../../x", b"x", 0o644).await, Err(FileError::InvalidPath(_))));
+        assert_eq!(
+            std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert!(matches!(
+            files.write("relative", b"x", 0o644).await,
+            Err(FileError::InvalidPath(_))
+        ));
+        assert!(matches!(
+            files.write("/etc/../../x", b"x", 0o644).await,
+            Err(FileError::InvalidPath(_))
+        ));
     }
 
     #[tokio::test]

@@ -114,18 +114,33 @@ pub struct SystemdKubelet {
 impl SystemdKubelet {
     /// A kubelet managed with `config`, writing files through `files`.
     pub fn new(config: SystemdKubeletConfig, files: Arc<dyn FileSink>) -> Self {
-        let http = crate::http::client(|| reqwest::Client::builder().timeout(Duration::from_secs(10)));
-        Self { config, files, version: Mutex::new(None), http }
+        let http =
+            crate::http::client(|| reqwest::Client::builder().timeout(Duration::from_secs(10)));
+        Self {
+            config,
+            files,
+            version: Mutex::new(None),
+            http,
+        }
     }
 
     async fn systemctl(&self, args: &[&str]) -> Result<(), KubeletError> {
         let mut command = vec![self.config.systemctl.clone()];
         command.extend(args.iter().map(|a| (*a).to_owned()));
-        let status = tokio::process::Command::new(&command[0]).args(&command[1..]).status().await;
+        let status = tokio::process::Command::new(&command[0])
+            .args(&command[1..])
+            .status()
+            .await;
         match status {
             Ok(s) if s.success() => Ok(()),
-            Ok(s) => Err(KubeletError::Command { command, detail: s.to_string() }),
-            Err(e) => Err(KubeletError::Command { command, detail: e.to_string() }),
+            Ok(s) => Err(KubeletError::Command {
+                command,
+                detail: s.to_string(),
+            }),
+            Err(e) => Err(KubeletError::Command {
+                command,
+                detail: e.to_string(),
+            }),
         }
     }
 
@@ -139,9 +154,15 @@ impl SystemdKubelet {
 impl Kubelet for SystemdKubelet {
     async fn apply(&self, version: &str, config: Option<&str>) -> Result<(), KubeletError> {
         let dropin = format!("[Service]\nEnvironment=KUBELET_VERSION={version}\n");
-        self.files.write(&self.config.version_dropin, dropin.as_bytes(), 0o644).await.map_err(KubeletError::File)?;
+        self.files
+            .write(&self.config.version_dropin, dropin.as_bytes(), 0o644)
+            .await
+            .map_err(KubeletError::File)?;
         if let Some(config) = config {
-            self.files.write(&self.config.config_path, config.as_bytes(), 0o600).await.map_err(KubeletError::File)?;
+            self.files
+                .write(&self.config.config_path, config.as_bytes(), 0o600)
+                .await
+                .map_err(KubeletError::File)?;
         }
         self.restart().await?;
         *self.version.lock().expect("kubelet version lock") = Some(version.to_owned());
@@ -152,29 +173,43 @@ impl Kubelet for SystemdKubelet {
         let c = &self.config;
         let io = |action, path: &PathBuf| {
             let path = path.clone();
-            move |source| KubeletError::Io { action, path, source }
+            move |source| KubeletError::Io {
+                action,
+                path,
+                source,
+            }
         };
         match std::fs::read(&c.kubeconfig) {
             Ok(current) => {
-                crate::store::write_atomic(&c.bootstrap_kubeconfig, &current).map_err(|e| KubeletError::Io {
-                    action: "write",
-                    path: c.bootstrap_kubeconfig.clone(),
-                    source: std::io::Error::other(e.to_string()),
+                crate::store::write_atomic(&c.bootstrap_kubeconfig, &current).map_err(|e| {
+                    KubeletError::Io {
+                        action: "write",
+                        path: c.bootstrap_kubeconfig.clone(),
+                        source: std::io::Error::other(e.to_string()),
+                    }
                 })?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !c.bootstrap_kubeconfig.exists() {
-                    return Err(KubeletError::Io { action: "find", path: c.bootstrap_kubeconfig.clone(), source: e });
+                    return Err(KubeletError::Io {
+                        action: "find",
+                        path: c.bootstrap_kubeconfig.clone(),
+                        source: e,
+                    });
                 }
             }
             Err(e) => return Err(io("read", &c.kubeconfig)(e)),
         }
         match std::fs::remove_file(&c.kubeconfig) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io("remove", &c.kubeconfig)(e)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io("remove", &c.kubeconfig)(e));
+            }
             _ => {}
         }
         match std::fs::remove_dir_all(&c.cert_dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io("remove", &c.cert_dir)(e)),
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(io("remove", &c.cert_dir)(e));
+            }
             _ => {}
         }
         self.restart().await
@@ -216,8 +251,15 @@ pub struct HeartbeatKubeletState {
 impl HeartbeatKubelet {
     /// Reports `version` for `node` until told otherwise.
     pub fn new(client: kube::Client, node: &str, version: Option<String>) -> Self {
-        let state = HeartbeatKubeletState { version, ..Default::default() };
-        Self { inner: Arc::new(Mutex::new(state)), nodes: Api::all(client), node: node.to_owned() }
+        let state = HeartbeatKubeletState {
+            version,
+            ..Default::default()
+        };
+        Self {
+            inner: Arc::new(Mutex::new(state)),
+            nodes: Api::all(client),
+            node: node.to_owned(),
+        }
     }
 
     /// A copy of the state.
@@ -239,21 +281,41 @@ impl Kubelet for HeartbeatKubelet {
     }
 
     async fn rebootstrap(&self) -> Result<(), KubeletError> {
-        self.inner.lock().expect("heartbeat kubelet lock").rebootstraps += 1;
+        self.inner
+            .lock()
+            .expect("heartbeat kubelet lock")
+            .rebootstraps += 1;
         Ok(())
     }
 
     async fn healthy(&self) -> bool {
-        let Some(want) = self.version() else { return false };
-        let Ok(node) = self.nodes.get(&self.node).await else { return false };
-        let Some(status) = node.status else { return false };
-        let reported = status.node_info.as_ref().map(|info| info.kubelet_version.as_str());
-        let ready = status.conditions.iter().flatten().any(|c| c.type_ == "Ready" && c.status == "True");
+        let Some(want) = self.version() else {
+            return false;
+        };
+        let Ok(node) = self.nodes.get(&self.node).await else {
+            return false;
+        };
+        let Some(status) = node.status else {
+            return false;
+        };
+        let reported = status
+            .node_info
+            .as_ref()
+            .map(|info| info.kubelet_version.as_str());
+        let ready = status
+            .conditions
+            .iter()
+            .flatten()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         ready && reported == Some(want.as_str())
     }
 
     fn version(&self) -> Option<String> {
-        self.inner.lock().expect("heartbeat kubelet lock").version.clone()
+        self.inner
+            .lock()
+            .expect("heartbeat kubelet lock")
+            .version
+            .clone()
     }
 }
 
@@ -275,20 +337,34 @@ mod tests {
             ..Default::default()
         };
         let kubelet = SystemdKubelet::new(config.clone(), Arc::new(RootFiles::new(root)));
-        kubelet.apply("1.31.2", Some("kind: KubeletConfiguration\n")).await.unwrap();
+        kubelet
+            .apply("1.31.2", Some("kind: KubeletConfiguration\n"))
+            .await
+            .unwrap();
         assert_eq!(kubelet.version().as_deref(), Some("1.31.2"));
-        let dropin = std::fs::read_to_string(root.join(config.version_dropin.trim_start_matches('/'))).unwrap();
+        let dropin =
+            std::fs::read_to_string(root.join(config.version_dropin.trim_start_matches('/')))
+                .unwrap();
         assert!(dropin.contains("KUBELET_VERSION=1.31.2"), "{dropin}");
 
         std::fs::write(&config.kubeconfig, b"current").unwrap();
         std::fs::create_dir_all(config.cert_dir.join("x")).unwrap();
         kubelet.rebootstrap().await.unwrap();
-        assert_eq!(std::fs::read(&config.bootstrap_kubeconfig).unwrap(), b"current");
+        assert_eq!(
+            std::fs::read(&config.bootstrap_kubeconfig).unwrap(),
+            b"current"
+        );
         assert!(!config.kubeconfig.exists());
         assert!(!config.cert_dir.exists());
         assert!(!kubelet.healthy().await, "nothing listens on port 9");
 
-        let failing = SystemdKubelet::new(SystemdKubeletConfig { systemctl: "false".into(), ..config }, Arc::new(RootFiles::new(root)));
+        let failing = SystemdKubelet::new(
+            SystemdKubeletConfig {
+                systemctl: "false".into(),
+                ..config
+            },
+            Arc::new(RootFiles::new(root)),
+        );
         let err = failing.apply("1.31.3", None).await.unwrap_err();
         assert!(err.to_string().contains("daemon-reload"), "{err}");
     }

@@ -53,9 +53,13 @@ impl OsRelease {
 
 impl OsVersionSource for OsRelease {
     fn running_version(&self) -> Result<String, OsVersionError> {
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|source| OsVersionError::Read { path: self.path.clone(), source })?;
-        version_from_os_release(&text).ok_or_else(|| OsVersionError::Missing { path: self.path.clone() })
+        let text = std::fs::read_to_string(&self.path).map_err(|source| OsVersionError::Read {
+            path: self.path.clone(),
+            source,
+        })?;
+        version_from_os_release(&text).ok_or_else(|| OsVersionError::Missing {
+            path: self.path.clone(),
+        })
     }
 }
 
@@ -68,7 +72,9 @@ pub fn version_from_os_release(text: &str) -> Option<String> {
         if line.starts_with('#') {
             continue;
         }
-        let Some((key, value)) = line.split_once('=') else { continue };
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
         let value = unquote(value.trim());
         if value.is_empty() {
             continue;
@@ -118,7 +124,9 @@ pub struct FixedOsVersion {
 impl FixedOsVersion {
     /// Starts at `version`.
     pub fn new(version: impl Into<String>) -> Self {
-        Self { version: Arc::new(Mutex::new(version.into())) }
+        Self {
+            version: Arc::new(Mutex::new(version.into())),
+        }
     }
 
     /// Changes the version (the simulated machine booted another slot).
@@ -141,7 +149,10 @@ mod tests {
     fn image_version_wins_and_quotes_are_removed() {
         let text = "NAME=\"Rackproof\"\nVERSION_ID=12\n# IMAGE_VERSION=commented\nIMAGE_VERSION=\"1.2.\\\"3\"\n";
         assert_eq!(version_from_os_release(text).as_deref(), Some("1.2.\"3"));
-        assert_eq!(version_from_os_release("VERSION_ID='12.4'\n").as_deref(), Some("12.4"));
+        assert_eq!(
+            version_from_os_release("VERSION_ID='12.4'\n").as_deref(),
+            Some("12.4")
+        );
         assert_eq!(version_from_os_release("NAME=x\nIMAGE_VERSION=\n"), None);
     }
 
@@ -149,10 +160,17 @@ mod tests {
     fn the_file_source_reports_missing_files_and_fields() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("os-release");
-        assert!(matches!(OsRelease::new(&path).running_version(), Err(OsVersionError::Read { .. })));
+        assert!(matches!(
+            OsRelease::new(&path).running_version(),
+            Err(OsVersionError::Read { .. })
+        ));
         std::fs::write(&path, "NAME=x\n").unwrap();
         let err = OsRelease::new(&path).running_version().unwrap_err();
-        assert!(err.to_string().contains("neither IMAGE_VERSION nor VERSION_ID"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("neither IMAGE_VERSION nor VERSION_ID"),
+            "{err}"
+        );
         std::fs::write(&path, "IMAGE_VERSION=2.0.0\n").unwrap();
         assert_eq!(OsRelease::new(&path).running_version().unwrap(), "2.0.0");
     }

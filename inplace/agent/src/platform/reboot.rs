@@ -67,7 +67,12 @@ pub struct CommandReboot {
 impl CommandReboot {
     /// Runs `command`, then waits up to `grace` for the machine to go down.
     pub fn new(command: Vec<String>, grace: Duration, clock: Clock) -> Self {
-        Self { command, grace, clock, boot_id_path: "/proc/sys/kernel/random/boot_id".into() }
+        Self {
+            command,
+            grace,
+            clock,
+            boot_id_path: "/proc/sys/kernel/random/boot_id".into(),
+        }
     }
 
     /// Reads the boot id from `path` instead of `/proc/sys/kernel/random/boot_id`.
@@ -80,21 +85,41 @@ impl CommandReboot {
 #[async_trait::async_trait]
 impl Reboot for CommandReboot {
     async fn reboot(&self) -> RebootError {
-        let Some((program, args)) = self.command.split_first() else { return RebootError::Empty };
+        let Some((program, args)) = self.command.split_first() else {
+            return RebootError::Empty;
+        };
         tracing::info!(command = ?self.command, "rebooting");
-        match tokio::process::Command::new(program).args(args).status().await {
-            Err(source) => return RebootError::Spawn { command: self.command.clone(), source },
+        match tokio::process::Command::new(program)
+            .args(args)
+            .status()
+            .await
+        {
+            Err(source) => {
+                return RebootError::Spawn {
+                    command: self.command.clone(),
+                    source,
+                };
+            }
             Ok(status) if !status.success() => {
-                return RebootError::Failed { command: self.command.clone(), status: status.to_string() };
+                return RebootError::Failed {
+                    command: self.command.clone(),
+                    status: status.to_string(),
+                };
             }
             Ok(_) => {}
         }
         self.clock.sleep(self.grace).await;
-        RebootError::StillUp { command: self.command.clone(), after: self.grace }
+        RebootError::StillUp {
+            command: self.command.clone(),
+            after: self.grace,
+        }
     }
 
     fn boot_id(&self) -> Option<String> {
-        std::fs::read_to_string(&self.boot_id_path).ok().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+        std::fs::read_to_string(&self.boot_id_path)
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
     }
 }
 
@@ -115,7 +140,10 @@ impl std::fmt::Debug for CallbackReboot {
 impl CallbackReboot {
     /// Calls `callback` on every reboot.
     pub fn new(callback: impl Fn() + Send + Sync + 'static) -> Self {
-        Self { callback: Arc::new(callback), boot_id: None }
+        Self {
+            callback: Arc::new(callback),
+            boot_id: None,
+        }
     }
 
     /// Reports the simulated machine's boot id through `boot_id`.
@@ -144,13 +172,29 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_command_that_succeeds_but_leaves_the_machine_up_is_reported() {
-        let reboot = CommandReboot::new(vec!["true".into()], Duration::from_secs(60), Clock::simulated(jiff::Timestamp::UNIX_EPOCH));
+        let reboot = CommandReboot::new(
+            vec!["true".into()],
+            Duration::from_secs(60),
+            Clock::simulated(jiff::Timestamp::UNIX_EPOCH),
+        );
         assert!(matches!(reboot.reboot().await, RebootError::StillUp { .. }));
-        let reboot = CommandReboot::new(vec!["false".into()], Duration::from_secs(60), Clock::simulated(jiff::Timestamp::UNIX_EPOCH));
+        let reboot = CommandReboot::new(
+            vec!["false".into()],
+            Duration::from_secs(60),
+            Clock::simulated(jiff::Timestamp::UNIX_EPOCH),
+        );
         assert!(matches!(reboot.reboot().await, RebootError::Failed { .. }));
-        let reboot = CommandReboot::new(vec!["/nonexistent/reboot".into()], Duration::from_secs(1), Clock::simulated(jiff::Timestamp::UNIX_EPOCH));
+        let reboot = CommandReboot::new(
+            vec!["/nonexistent/reboot".into()],
+            Duration::from_secs(1),
+            Clock::simulated(jiff::Timestamp::UNIX_EPOCH),
+        );
         assert!(matches!(reboot.reboot().await, RebootError::Spawn { .. }));
-        let reboot = CommandReboot::new(vec![], Duration::from_secs(1), Clock::simulated(jiff::Timestamp::UNIX_EPOCH));
+        let reboot = CommandReboot::new(
+            vec![],
+            Duration::from_secs(1),
+            Clock::simulated(jiff::Timestamp::UNIX_EPOCH),
+        );
         assert!(matches!(reboot.reboot().await, RebootError::Empty));
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("boot_id"), "abc\n").unwrap();

@@ -6,7 +6,10 @@
 //! in `broken` "panic" at boot: the loader's counter goes down and the machine boots again, until
 //! systemd-boot falls back. The harness plays the orchestrator: it sets `ReadyForUpdate`.
 
-#![expect(unreachable_pub, reason = "test support module: items are public to the test binary")]
+#![expect(
+    unreachable_pub,
+    reason = "test support module: items are public to the test binary"
+)]
 
 mod recording;
 use recording::recording;
@@ -20,7 +23,9 @@ use inplace_agent::assess::EspAssessor;
 use inplace_agent::assess::booted::{FixedBooted, LoaderHint};
 use inplace_agent::manifest::{BootSpec, SlotKeyPair, SlotManifest};
 use inplace_agent::osupdate::OsUpdateEnv;
-use inplace_agent::osupdate::runner::{InProcessRunner, OsUpdateInvocation, OsUpdateOutcome, OsUpdateRunner, RunError};
+use inplace_agent::osupdate::runner::{
+    InProcessRunner, OsUpdateInvocation, OsUpdateOutcome, OsUpdateRunner, RunError,
+};
 use inplace_agent::osupdate::source::MemorySource;
 use inplace_agent::platform::files::MemoryFiles;
 use inplace_agent::platform::kubelet::HeartbeatKubelet;
@@ -31,7 +36,9 @@ use inplace_agent::{Agent, AgentConfig, HeartbeatConfig, Platform, TokenSecret};
 use inplace_api::keys;
 use inplace_api::keys::OsUpdateExit;
 use inplace_api::osc::secret::encode_secret;
-use inplace_api::osc::{InPlaceUpdates, OperatingSystemConfig, OsUpdate, OscKubelet, OscSpec, OscStatus};
+use inplace_api::osc::{
+    InPlaceUpdates, OperatingSystemConfig, OsUpdate, OscKubelet, OscSpec, OscStatus,
+};
 use inplace_boot::{EntryConf, LoaderVars, MemEsp, NewEntry};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, Pod, Secret};
@@ -104,7 +111,10 @@ impl OsUpdateRunner for CountingRunner {
         self.attempts.lock().unwrap().push(invocation.attempt);
         let scripted = self.script.lock().unwrap().pop_front();
         match scripted {
-            Some(code) if code != 0 => Ok(OsUpdateOutcome { exit: OsUpdateExit::from_code(code), output: format!("scripted exit {code}") }),
+            Some(code) if code != 0 => Ok(OsUpdateOutcome {
+                exit: OsUpdateExit::from_code(code),
+                output: format!("scripted exit {code}"),
+            }),
             _ => self.real.run(invocation).await,
         }
     }
@@ -161,9 +171,16 @@ pub fn epoch() -> jiff::Timestamp {
 
 pub fn osc(os: &str, kubelet: &str, ca: Option<&str>, sa: Option<&str>) -> OperatingSystemConfig {
     let time = |t: Option<&str>| {
-        t.map(|t| inplace_api::crd::RotationTimes { last_initiation_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t.parse().unwrap())) })
+        t.map(|t| inplace_api::crd::RotationTimes {
+            last_initiation_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                t.parse().unwrap(),
+            )),
+        })
     };
-    let rotation = inplace_api::crd::CredentialsRotation { certificate_authorities: time(ca), service_account_key: time(sa) };
+    let rotation = inplace_api::crd::CredentialsRotation {
+        certificate_authorities: time(ca),
+        service_account_key: time(sa),
+    };
     OperatingSystemConfig::new(
         OscSpec {
             pool: POOL.into(),
@@ -178,13 +195,23 @@ pub fn osc(os: &str, kubelet: &str, ca: Option<&str>, sa: Option<&str>) -> Opera
                 },
                 credentials_rotation: Some(rotation),
             }),
-            files: vec![inplace_api::osc::File::inline("/etc/motd", Some(0o644), format!("os {os}\n").as_bytes())],
+            files: vec![inplace_api::osc::File::inline(
+                "/etc/motd",
+                Some(0o644),
+                format!("os {os}\n").as_bytes(),
+            )],
         },
         Some(OscStatus {
             in_place_updates: Some(inplace_api::osc::InPlaceUpdatesStatus {
                 os_update: Some(OsUpdate {
                     command: AGENT.into(),
-                    args: vec!["os-update".into(), "--version".into(), os.into(), "--image-server".into(), IMAGE_SERVER.into()],
+                    args: vec![
+                        "os-update".into(),
+                        "--version".into(),
+                        os.into(),
+                        "--image-server".into(),
+                        IMAGE_SERVER.into(),
+                    ],
                 }),
             }),
         }),
@@ -192,7 +219,10 @@ pub fn osc(os: &str, kubelet: &str, ca: Option<&str>, sa: Option<&str>) -> Opera
 }
 
 pub fn slot_files(version: &str) -> (Vec<u8>, Vec<u8>) {
-    (format!("kernel {version}").into_bytes(), format!("initrd {version}").into_bytes())
+    (
+        format!("kernel {version}").into_bytes(),
+        format!("initrd {version}").into_bytes(),
+    )
 }
 
 impl Sim {
@@ -204,10 +234,20 @@ impl Sim {
         let esp = MemEsp::new(64 << 20);
         inplace_boot::write_loader_conf(&esp, &inplace_boot::LoaderConf::default()).unwrap();
         let (kernel, initrd) = slot_files("1.0.0");
-        let conf = EntryConf { title: Some("Rackproof 1.0.0".into()), version: Some("1.0.0".into()), ..Default::default() };
+        let conf = EntryConf {
+            title: Some("Rackproof 1.0.0".into()),
+            version: Some("1.0.0".into()),
+            ..Default::default()
+        };
         let name = inplace_boot::install_entry(
             &esp,
-            &NewEntry { stem: "rackproof-1.0.0", conf, kernel: &kernel, initrd: Some(&initrd), tries: 3 },
+            &NewEntry {
+                stem: "rackproof-1.0.0",
+                conf,
+                kernel: &kernel,
+                initrd: Some(&initrd),
+                tries: 3,
+            },
             None,
         )
         .unwrap();
@@ -230,8 +270,12 @@ impl Sim {
         });
         let mut config = AgentConfig::new(NODE, POOL, "kube-system", SECRET);
         config.heartbeat = Some(HeartbeatConfig::default());
-        config.token_secrets =
-            vec![TokenSecret { namespace: "kube-system".into(), name: "node-token".into(), key: "token".into(), path: "/var/lib/rackproof/token".into() }];
+        config.token_secrets = vec![TokenSecret {
+            namespace: "kube-system".into(),
+            name: "node-token".into(),
+            key: "token".into(),
+            path: "/var/lib/rackproof/token".into(),
+        }];
         let kubelet = HeartbeatKubelet::new(client.clone(), NODE, Some("1.30.4".into()));
         let sim = Self {
             server,
@@ -266,11 +310,20 @@ impl Sim {
         }
         let secrets: Api<Secret> = Api::namespaced(sim.client.clone(), "kube-system");
         let token = Secret {
-            metadata: kube::api::ObjectMeta { name: Some("node-token".into()), ..Default::default() },
-            data: Some(BTreeMap::from([("token".to_owned(), ByteString(b"token-1".to_vec()))])),
+            metadata: kube::api::ObjectMeta {
+                name: Some("node-token".into()),
+                ..Default::default()
+            },
+            data: Some(BTreeMap::from([(
+                "token".to_owned(),
+                ByteString(b"token-1".to_vec()),
+            )])),
             ..Default::default()
         };
-        secrets.create(&PostParams::default(), &token).await.unwrap();
+        secrets
+            .create(&PostParams::default(), &token)
+            .await
+            .unwrap();
         sim.set_osc(&osc("1.0.0", "1.30.4", None, None)).await;
         sim
     }
@@ -278,11 +331,23 @@ impl Sim {
     /// Publishes a signed slot for `version`.
     pub fn publish(&self, version: &str) {
         let (kernel, initrd) = slot_files(version);
-        let boot = BootSpec { linux: "vmlinuz".into(), initrd: Some("initrd.img".into()), options: "console=ttyS0".into() };
-        let mut manifest =
-            SlotManifest::describe(version, &[("vmlinuz".into(), kernel.clone()), ("initrd.img".into(), initrd.clone())], boot).unwrap();
+        let boot = BootSpec {
+            linux: "vmlinuz".into(),
+            initrd: Some("initrd.img".into()),
+            options: "console=ttyS0".into(),
+        };
+        let mut manifest = SlotManifest::describe(
+            version,
+            &[
+                ("vmlinuz".into(), kernel.clone()),
+                ("initrd.img".into(), initrd.clone()),
+            ],
+            boot,
+        )
+        .unwrap();
         manifest.sign(self.key.signing());
-        self.source.put(version, "manifest.json", manifest.to_json());
+        self.source
+            .put(version, "manifest.json", manifest.to_json());
         self.source.put(version, "vmlinuz", kernel);
         self.source.put(version, "initrd.img", initrd);
     }
@@ -292,12 +357,18 @@ impl Sim {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), "kube-system");
         match secrets.get_opt(SECRET).await.unwrap() {
             None => {
-                secrets.create(&PostParams::default(), &secret).await.unwrap();
+                secrets
+                    .create(&PostParams::default(), &secret)
+                    .await
+                    .unwrap();
             }
             Some(existing) => {
                 let mut secret = secret;
                 secret.metadata.resource_version = existing.metadata.resource_version;
-                secrets.replace(SECRET, &PostParams::default(), &secret).await.unwrap();
+                secrets
+                    .replace(SECRET, &PostParams::default(), &secret)
+                    .await
+                    .unwrap();
             }
         }
     }
@@ -305,7 +376,9 @@ impl Sim {
     /// The firmware and systemd-boot: boot until a slot that is not broken comes up.
     pub fn power_on(&mut self) {
         for _ in 0..20 {
-            let record = inplace_boot::boot(&self.esp, &mut self.vars).unwrap().expect("an entry to boot");
+            let record = inplace_boot::boot(&self.esp, &mut self.vars)
+                .unwrap()
+                .expect("an entry to boot");
             let version = record.entry.conf.version.clone().unwrap_or_default();
             self.boots.push(version.clone());
             self.boot_id.fetch_add(1, Ordering::SeqCst);
@@ -342,10 +415,19 @@ impl Sim {
             kubelet: Arc::new(self.kubelet.clone()),
             reboot: Arc::new(reboot),
             os_version: Arc::new(self.os.clone()),
-            boot: Arc::new(EspAssessor::new(Arc::new(self.esp.clone()), Arc::new(self.booted.clone()), "rackproof")),
+            boot: Arc::new(EspAssessor::new(
+                Arc::new(self.esp.clone()),
+                Arc::new(self.booted.clone()),
+                "rackproof",
+            )),
             os_update: self.runner.clone(),
         };
-        let agent = Agent::new(self.config.clone(), platform, recording(self.server.node_client(NODE), self.requests.clone()), self.clock.clone());
+        let agent = Agent::new(
+            self.config.clone(),
+            platform,
+            recording(self.server.node_client(NODE), self.requests.clone()),
+            self.clock.clone(),
+        );
         self.task = Some(tokio::spawn(async move { agent.run().await }));
     }
 
@@ -354,13 +436,24 @@ impl Sim {
     /// initial OSC.
     pub async fn start(&mut self) {
         self.server.allow_node_secret(POOL, "kube-system", SECRET);
-        self.server.allow_node_secret(POOL, "kube-system", "node-token");
+        self.server
+            .allow_node_secret(POOL, "kube-system", "node-token");
         self.power_on();
         self.start_agent();
         let node = self
-            .wait_for(|n| n.is_some_and(|n| annotation(n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).is_some()), Duration::from_secs(120))
+            .wait_for(
+                |n| {
+                    n.is_some_and(|n| {
+                        annotation(n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).is_some()
+                    })
+                },
+                Duration::from_secs(120),
+            )
             .await;
-        assert!(node.is_some_and(|n| annotation(&n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).is_some()), "the agent never applied the initial OSC");
+        assert!(
+            node.is_some_and(|n| annotation(&n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).is_some()),
+            "the agent never applied the initial OSC"
+        );
     }
 
     fn handle(&mut self, event: Event) {
@@ -378,11 +471,18 @@ impl Sim {
     }
 
     pub async fn node(&self) -> Option<Node> {
-        Api::<Node>::all(self.client.clone()).get_opt(NODE).await.unwrap()
+        Api::<Node>::all(self.client.clone())
+            .get_opt(NODE)
+            .await
+            .unwrap()
     }
 
     /// Runs the simulation (handling reboots and crashes) until `done(node)` or `limit` passes.
-    pub async fn wait_for(&mut self, done: impl Fn(Option<&Node>) -> bool, limit: Duration) -> Option<Node> {
+    pub async fn wait_for(
+        &mut self,
+        done: impl Fn(Option<&Node>) -> bool,
+        limit: Duration,
+    ) -> Option<Node> {
         let deadline = self.clock.instant() + limit;
         loop {
             let node = self.node().await;
@@ -405,17 +505,34 @@ impl Sim {
             "type": keys::CONDITION_IN_PLACE_UPDATE, "status": "True", "reason": keys::REASON_READY_FOR_UPDATE,
             "message": "drained", "lastTransitionTime": "2025-01-01T00:00:00Z",
         }]}});
-        Api::<Node>::all(self.client.clone()).patch_status(NODE, &PatchParams::default(), &Patch::Strategic(&patch)).await.unwrap();
+        Api::<Node>::all(self.client.clone())
+            .patch_status(NODE, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+            .unwrap();
     }
 
     pub async fn wait_result(&mut self, limit: Duration) -> Node {
-        let node = self.wait_for(|n| n.is_some_and(|n| label(n, keys::LABEL_UPDATE_RESULT).is_some()), limit).await.unwrap();
-        assert!(label(&node, keys::LABEL_UPDATE_RESULT).is_some(), "no update result within {limit:?}: {:?}", node.metadata);
+        let node = self
+            .wait_for(
+                |n| n.is_some_and(|n| label(n, keys::LABEL_UPDATE_RESULT).is_some()),
+                limit,
+            )
+            .await
+            .unwrap();
+        assert!(
+            label(&node, keys::LABEL_UPDATE_RESULT).is_some(),
+            "no update result within {limit:?}: {:?}",
+            node.metadata
+        );
         node
     }
 
     pub fn entries(&self) -> Vec<String> {
-        inplace_boot::entry_files(&self.esp).unwrap().into_iter().map(|(n, _)| n.file_name().to_owned()).collect()
+        inplace_boot::entry_files(&self.esp)
+            .unwrap()
+            .into_iter()
+            .map(|(n, _)| n.file_name().to_owned())
+            .collect()
     }
 
     pub fn attempts(&self) -> Vec<u32> {
@@ -428,11 +545,17 @@ impl Sim {
             "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "busybox"}]},
         }))
         .unwrap();
-        Api::<Pod>::namespaced(self.client.clone(), "default").create(&PostParams::default(), &pod).await.unwrap();
+        Api::<Pod>::namespaced(self.client.clone(), "default")
+            .create(&PostParams::default(), &pod)
+            .await
+            .unwrap();
     }
 
     pub async fn pod(&self, name: &str) -> Option<Pod> {
-        Api::<Pod>::namespaced(self.client.clone(), "default").get_opt(name).await.unwrap()
+        Api::<Pod>::namespaced(self.client.clone(), "default")
+            .get_opt(name)
+            .await
+            .unwrap()
     }
 }
 
@@ -441,5 +564,9 @@ pub fn label<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
 }
 
 pub fn annotation<'a>(node: &'a Node, key: &str) -> Option<&'a str> {
-    node.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }

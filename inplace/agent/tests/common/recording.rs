@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex};
 pub(crate) fn recording(client: kube::Client, log: Arc<Mutex<Vec<String>>>) -> kube::Client {
     let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
         let client = client.clone();
-        log.lock().unwrap().push(format!("{} {}", request.method(), request.uri()));
+        log.lock()
+            .unwrap()
+            .push(format!("{} {}", request.method(), request.uri()));
         async move { client.send(request).await }
     });
     kube::Client::new(service, "default")

@@ -24,7 +24,13 @@ use serde::{Deserialize, Serialize};
 
 /// The versions offered to worker pools.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(group = "rackproof.dev", version = "v1alpha1", kind = "ImageCatalog", shortname = "ic", derive = "PartialEq")]
+#[kube(
+    group = "rackproof.dev",
+    version = "v1alpha1",
+    kind = "ImageCatalog",
+    shortname = "ic",
+    derive = "PartialEq"
+)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ImageCatalogSpec {
     /// Kubernetes versions.
@@ -37,20 +43,28 @@ pub struct ImageCatalogSpec {
 
 impl ImageCatalogSpec {
     /// The catalog entry of a machine image version (compared numerically, `1631.0` = `1631.0.0`).
-    pub fn image_version(&self, name: &str, version: &crate::version::ImageVersion) -> Option<&ImageVersionEntry> {
+    pub fn image_version(
+        &self,
+        name: &str,
+        version: &crate::version::ImageVersion,
+    ) -> Option<&ImageVersionEntry> {
         self.machine_images
             .iter()
             .filter(|image| image.name == name)
             .flat_map(|image| &image.versions)
-            .find(|entry| crate::version::ImageVersion::parse(&entry.version).is_ok_and(|v| &v == version))
+            .find(|entry| {
+                crate::version::ImageVersion::parse(&entry.version).is_ok_and(|v| &v == version)
+            })
     }
 
     /// The catalog entry of a Kubernetes version.
-    pub fn kubernetes_version(&self, version: &crate::version::KubeVersion) -> Option<&VersionEntry> {
-        self.kubernetes
-            .versions
-            .iter()
-            .find(|entry| crate::version::KubeVersion::parse(&entry.version).is_ok_and(|v| &v == version))
+    pub fn kubernetes_version(
+        &self,
+        version: &crate::version::KubeVersion,
+    ) -> Option<&VersionEntry> {
+        self.kubernetes.versions.iter().find(|entry| {
+            crate::version::KubeVersion::parse(&entry.version).is_ok_and(|v| &v == version)
+        })
     }
 }
 

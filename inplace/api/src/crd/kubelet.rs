@@ -50,15 +50,31 @@ pub struct EvictionHard {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_available: Option<String>,
     /// `imagefs.available`.
-    #[serde(default, rename = "imageFSAvailable", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "imageFSAvailable",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_fs_available: Option<String>,
     /// `imagefs.inodesFree`.
-    #[serde(default, rename = "imageFSInodesFree", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "imageFSInodesFree",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub image_fs_inodes_free: Option<String>,
     /// `nodefs.available`.
-    #[serde(default, rename = "nodeFSAvailable", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "nodeFSAvailable",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_fs_available: Option<String>,
     /// `nodefs.inodesFree`.
-    #[serde(default, rename = "nodeFSInodesFree", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "nodeFSInodesFree",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_fs_inodes_free: Option<String>,
 }

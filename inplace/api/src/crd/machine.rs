@@ -13,7 +13,10 @@ use crate::keys::MachinePhase;
 
 /// Specification of a Machine. MCM inlines its `MachineConfiguration` here, so the timeouts are
 /// top-level fields; durations use Go's format (`2h0m0s`, also readable as `2h`).
-#[expect(clippy::duplicated_attributes, reason = "one printcolumn per column repeats `type_`")]
+#[expect(
+    clippy::duplicated_attributes,
+    reason = "one printcolumn per column repeats `type_`"
+)]
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "machine.sapcloud.io",
@@ -23,7 +26,11 @@ use crate::keys::MachinePhase;
     status = "MachineStatus",
     shortname = "mc",
     derive = "PartialEq",
-    printcolumn(name = "Status", type_ = "string", json_path = ".status.currentStatus.phase")
+    printcolumn(
+        name = "Status",
+        type_ = "string",
+        json_path = ".status.currentStatus.phase"
+    )
 )]
 #[kube(printcolumn(name = "Node", type_ = "string", json_path = ".metadata.labels.node"))]
 #[serde(rename_all = "camelCase")]
@@ -32,7 +39,11 @@ pub struct MachineSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<ClassSpec>,
     /// The provider's ID of the machine.
-    #[serde(default, rename = "providerID", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub provider_id: Option<String>,
     /// What the Node should carry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -99,7 +110,11 @@ pub struct CurrentStatus {
 impl Machine {
     /// The name of the backing Node (the `node` label).
     pub fn node_name(&self) -> Option<&str> {
-        self.metadata.labels.as_ref()?.get(crate::keys::MACHINE_LABEL_NODE).map(String::as_str)
+        self.metadata
+            .labels
+            .as_ref()?
+            .get(crate::keys::MACHINE_LABEL_NODE)
+            .map(String::as_str)
     }
 
     /// The current phase, if reported.

@@ -91,7 +91,11 @@ pub struct MachineSummary {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
     /// Provider ID.
-    #[serde(default, rename = "providerID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "providerID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub provider_id: String,
     /// Its last operation.
     #[serde(default)]

@@ -20,7 +20,10 @@ use crate::strategy::{OrchestrationType, UpdateStrategy};
 use crate::string_enum::string_enum;
 
 /// Specification of a MachineDeployment.
-#[expect(clippy::duplicated_attributes, reason = "one printcolumn per column repeats `type_`")]
+#[expect(
+    clippy::duplicated_attributes,
+    reason = "one printcolumn per column repeats `type_`"
+)]
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "machine.sapcloud.io",
@@ -30,11 +33,18 @@ use crate::string_enum::string_enum;
     status = "MachineDeploymentStatus",
     shortname = "mcd",
     derive = "PartialEq",
-    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas"),
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas"
+    ),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyReplicas")
 )]
 #[kube(printcolumn(name = "Desired", type_ = "integer", json_path = ".spec.replicas"))]
-#[kube(printcolumn(name = "Up-to-date", type_ = "integer", json_path = ".status.updatedReplicas"))]
+#[kube(printcolumn(
+    name = "Up-to-date",
+    type_ = "integer",
+    json_path = ".status.updatedReplicas"
+))]
 #[serde(rename_all = "camelCase")]
 pub struct MachineDeploymentSpec {
     /// Desired number of machines.
@@ -92,11 +102,18 @@ pub struct MachineDeploymentStrategy {
 
 impl MachineDeploymentStrategy {
     /// The strategy the worker pool's `updateStrategy` maps to, with its surge and unavailability.
-    pub fn for_pool(strategy: UpdateStrategy, max_surge: Option<IntOrString>, max_unavailable: Option<IntOrString>) -> Self {
+    pub fn for_pool(
+        strategy: UpdateStrategy,
+        max_surge: Option<IntOrString>,
+        max_unavailable: Option<IntOrString>,
+    ) -> Self {
         match strategy.orchestration_type() {
             None => Self {
                 type_: Some(MachineDeploymentStrategyType::RollingUpdate),
-                rolling_update: Some(RollingUpdateMachineDeployment { max_unavailable, max_surge }),
+                rolling_update: Some(RollingUpdateMachineDeployment {
+                    max_unavailable,
+                    max_surge,
+                }),
                 in_place_update: None,
             },
             Some(orchestration_type) => Self {
@@ -113,7 +130,11 @@ impl MachineDeploymentStrategy {
 
     /// The pool strategy this deployment strategy corresponds to (`Recreate` has none).
     pub fn update_strategy(&self) -> Option<UpdateStrategy> {
-        match self.type_.as_ref().unwrap_or(&MachineDeploymentStrategyType::RollingUpdate) {
+        match self
+            .type_
+            .as_ref()
+            .unwrap_or(&MachineDeploymentStrategyType::RollingUpdate)
+        {
             MachineDeploymentStrategyType::RollingUpdate => Some(UpdateStrategy::AutoRollingUpdate),
             MachineDeploymentStrategyType::InPlaceUpdate => Some(
                 self.in_place_update
@@ -122,7 +143,9 @@ impl MachineDeploymentStrategy {
                     .unwrap_or(OrchestrationType::Auto)
                     .update_strategy(),
             ),
-            MachineDeploymentStrategyType::Recreate | MachineDeploymentStrategyType::Other(_) => None,
+            MachineDeploymentStrategyType::Recreate | MachineDeploymentStrategyType::Other(_) => {
+                None
+            }
         }
     }
 }

@@ -5,7 +5,9 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::machine_shared::{ClassSpec, LastOperation, MachineSummary, MachineTemplateSpec, is_zero};
+use super::machine_shared::{
+    ClassSpec, LastOperation, MachineSummary, MachineTemplateSpec, is_zero,
+};
 
 /// Specification of a MachineSet.
 #[derive(CustomResource, Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -17,7 +19,10 @@ use super::machine_shared::{ClassSpec, LastOperation, MachineSummary, MachineTem
     status = "MachineSetStatus",
     shortname = "mcs",
     derive = "PartialEq",
-    scale(spec_replicas_path = ".spec.replicas", status_replicas_path = ".status.replicas")
+    scale(
+        spec_replicas_path = ".spec.replicas",
+        status_replicas_path = ".status.replicas"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSetSpec {
@@ -58,7 +63,11 @@ pub struct MachineSetStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// Conditions (MCM's JSON name is `machineSetCondition`).
-    #[serde(default, rename = "machineSetCondition", skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        rename = "machineSetCondition",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub conditions: Vec<MachineSetCondition>,
     /// The last operation.
     #[serde(default)]

@@ -16,8 +16,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub use catalog::{
-    CatalogImage, Classification, ImageCatalog, ImageCatalogSpec, ImageVersionEntry, InPlaceUpdateSupport,
-    KubernetesVersions, VersionEntry, is_expired,
+    CatalogImage, Classification, ImageCatalog, ImageCatalogSpec, ImageVersionEntry,
+    InPlaceUpdateSupport, KubernetesVersions, VersionEntry, is_expired,
 };
 pub use kubelet::{EvictionHard, KubeletConfig, Reserved};
 pub use machine::{CurrentStatus, Machine, MachineSpec, MachineStatus};
@@ -26,21 +26,28 @@ pub use machine_shared::{
     MachineTemplateSpec, NodeTemplateSpec, TemplateMetadata,
 };
 pub use machinedeployment::{
-    InPlaceUpdateMachineDeployment, MachineDeployment, MachineDeploymentCondition, MachineDeploymentSpec,
-    MachineDeploymentStatus, MachineDeploymentStrategy, MachineDeploymentStrategyType,
-    RollingUpdateMachineDeployment,
+    InPlaceUpdateMachineDeployment, MachineDeployment, MachineDeploymentCondition,
+    MachineDeploymentSpec, MachineDeploymentStatus, MachineDeploymentStrategy,
+    MachineDeploymentStrategyType, RollingUpdateMachineDeployment,
 };
 pub use machineset::{MachineSet, MachineSetCondition, MachineSetSpec, MachineSetStatus};
 pub use workerpool::{
     Annotations, CredentialsRotation, Cri, DEFAULT_CRI, DEFAULT_MACHINE_DRAIN_TIMEOUT,
-    DEFAULT_MACHINE_HEALTH_TIMEOUT, DEFAULT_MAX_EVICT_RETRIES, InPlaceUpdatesStatus, MachineControllerManagerSettings,
-    MachineImage, NodeLocalDns, PendingWorkerUpdates, PoolKubernetes, PoolMachine, RotationTimes, SystemComponents,
-    Volume, WorkerPool, WorkerPoolSpec, WorkerPoolStatus,
+    DEFAULT_MACHINE_HEALTH_TIMEOUT, DEFAULT_MAX_EVICT_RETRIES, InPlaceUpdatesStatus,
+    MachineControllerManagerSettings, MachineImage, NodeLocalDns, PendingWorkerUpdates,
+    PoolKubernetes, PoolMachine, RotationTimes, SystemComponents, Volume, WorkerPool,
+    WorkerPoolSpec, WorkerPoolStatus,
 };
 
 /// Every CustomResourceDefinition of this crate.
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![WorkerPool::crd(), ImageCatalog::crd(), MachineDeployment::crd(), MachineSet::crd(), Machine::crd()]
+    vec![
+        WorkerPool::crd(),
+        ImageCatalog::crd(),
+        MachineDeployment::crd(),
+        MachineSet::crd(),
+        Machine::crd(),
+    ]
 }
 
 #[cfg(test)]

@@ -2,10 +2,10 @@
 //! the Gardener documentation.
 
 use super::*;
-use kube::CustomResourceExt;
 use crate::keys::MachinePhase;
 use crate::strategy::{OrchestrationType, UpdateStrategy};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::CustomResourceExt;
 
 #[test]
 fn crds_have_the_expected_names_scopes_and_subresources() {
@@ -17,26 +17,49 @@ fn crds_have_the_expected_names_scopes_and_subresources() {
     };
     let pool = find("workerpools.rackproof.dev");
     assert_eq!(pool.spec.scope, "Namespaced");
-    assert!(pool.spec.versions[0].subresources.as_ref().unwrap().status.is_some());
+    assert!(
+        pool.spec.versions[0]
+            .subresources
+            .as_ref()
+            .unwrap()
+            .status
+            .is_some()
+    );
     assert_eq!(find("imagecatalogs.rackproof.dev").spec.scope, "Cluster");
-    for name in ["machinedeployments.machine.sapcloud.io", "machinesets.machine.sapcloud.io"] {
+    for name in [
+        "machinedeployments.machine.sapcloud.io",
+        "machinesets.machine.sapcloud.io",
+    ] {
         let crd = find(name);
         let sub = crd.spec.versions[0].subresources.as_ref().unwrap();
-        let scale = sub.scale.as_ref().unwrap_or_else(|| panic!("{name} needs a scale subresource"));
+        let scale = sub
+            .scale
+            .as_ref()
+            .unwrap_or_else(|| panic!("{name} needs a scale subresource"));
         assert_eq!(scale.spec_replicas_path, ".spec.replicas");
         assert_eq!(scale.status_replicas_path, ".status.replicas");
         assert!(sub.status.is_some());
     }
     let machine = find("machines.machine.sapcloud.io");
     assert_eq!(machine.spec.versions[0].name, "v1alpha1");
-    assert!(machine.spec.versions[0].subresources.as_ref().unwrap().status.is_some());
+    assert!(
+        machine.spec.versions[0]
+            .subresources
+            .as_ref()
+            .unwrap()
+            .status
+            .is_some()
+    );
 }
 
 #[test]
 fn surge_and_unavailability_are_int_or_string_in_the_schema() {
     let json = serde_json::to_value(WorkerPool::crd()).unwrap();
     let props = &json["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
-    assert_eq!(props["maxUnavailable"]["x-kubernetes-int-or-string"], true, "{props}");
+    assert_eq!(
+        props["maxUnavailable"]["x-kubernetes-int-or-string"], true,
+        "{props}"
+    );
     assert_eq!(props["maxSurge"]["x-kubernetes-int-or-string"], true);
 }
 
@@ -86,17 +109,32 @@ status:
 fn mcm_in_place_machine_deployment_reads_and_round_trips() {
     let md: MachineDeployment = serde_saphyr::from_str(MCM_DEPLOYMENT).unwrap();
     let strategy = &md.spec.strategy;
-    assert_eq!(strategy.type_, Some(MachineDeploymentStrategyType::InPlaceUpdate));
+    assert_eq!(
+        strategy.type_,
+        Some(MachineDeploymentStrategyType::InPlaceUpdate)
+    );
     let in_place = strategy.in_place_update.as_ref().unwrap();
     assert_eq!(in_place.max_unavailable, Some(IntOrString::Int(1)));
     assert_eq!(in_place.orchestration_type, Some(OrchestrationType::Auto));
-    assert_eq!(strategy.update_strategy(), Some(UpdateStrategy::AutoInPlaceUpdate));
-    assert_eq!(md.spec.template.spec.in_place_update_timeout.as_deref(), Some("10m0s"));
-    assert_eq!(md.status.as_ref().unwrap().conditions[0].status, CONDITION_TRUE);
+    assert_eq!(
+        strategy.update_strategy(),
+        Some(UpdateStrategy::AutoInPlaceUpdate)
+    );
+    assert_eq!(
+        md.spec.template.spec.in_place_update_timeout.as_deref(),
+        Some("10m0s")
+    );
+    assert_eq!(
+        md.status.as_ref().unwrap().conditions[0].status,
+        CONDITION_TRUE
+    );
 
     let json = serde_json::to_value(&md).unwrap();
     assert_eq!(json["spec"]["strategy"]["type"], "InPlaceUpdate");
-    assert_eq!(json["spec"]["strategy"]["inPlaceUpdate"]["orchestrationType"], "Auto");
+    assert_eq!(
+        json["spec"]["strategy"]["inPlaceUpdate"]["orchestrationType"],
+        "Auto"
+    );
     assert_eq!(json["spec"]["template"]["spec"]["drainTimeout"], "2h0m0s");
     let back: MachineDeployment = serde_json::from_value(json).unwrap();
     assert_eq!(back, md);
@@ -106,17 +144,37 @@ fn mcm_in_place_machine_deployment_reads_and_round_trips() {
 fn pool_strategy_maps_onto_deployment_strategy() {
     let one = Some(IntOrString::Int(1));
     let zero = Some(IntOrString::Int(0));
-    for strategy in [UpdateStrategy::AutoRollingUpdate, UpdateStrategy::AutoInPlaceUpdate, UpdateStrategy::ManualInPlaceUpdate] {
+    for strategy in [
+        UpdateStrategy::AutoRollingUpdate,
+        UpdateStrategy::AutoInPlaceUpdate,
+        UpdateStrategy::ManualInPlaceUpdate,
+    ] {
         let md = MachineDeploymentStrategy::for_pool(strategy, zero.clone(), one.clone());
         assert_eq!(md.update_strategy(), Some(strategy));
     }
-    let manual = MachineDeploymentStrategy::for_pool(UpdateStrategy::ManualInPlaceUpdate, zero.clone(), one.clone());
-    assert_eq!(manual.type_, Some(MachineDeploymentStrategyType::InPlaceUpdate));
-    assert_eq!(manual.in_place_update.unwrap().orchestration_type, Some(OrchestrationType::Manual));
+    let manual = MachineDeploymentStrategy::for_pool(
+        UpdateStrategy::ManualInPlaceUpdate,
+        zero.clone(),
+        one.clone(),
+    );
+    assert_eq!(
+        manual.type_,
+        Some(MachineDeploymentStrategyType::InPlaceUpdate)
+    );
+    assert_eq!(
+        manual.in_place_update.unwrap().orchestration_type,
+        Some(OrchestrationType::Manual)
+    );
     let rolling = MachineDeploymentStrategy::for_pool(UpdateStrategy::AutoRollingUpdate, zero, one);
-    assert_eq!(rolling.type_, Some(MachineDeploymentStrategyType::RollingUpdate));
+    assert_eq!(
+        rolling.type_,
+        Some(MachineDeploymentStrategyType::RollingUpdate)
+    );
     assert!(rolling.in_place_update.is_none());
-    assert_eq!(MachineDeploymentStrategy::default().update_strategy(), Some(UpdateStrategy::AutoRollingUpdate));
+    assert_eq!(
+        MachineDeploymentStrategy::default().update_strategy(),
+        Some(UpdateStrategy::AutoRollingUpdate)
+    );
 }
 
 #[test]
@@ -135,7 +193,10 @@ fn machine_reports_node_and_phase() {
     assert_eq!(machine.node_name(), Some("node-1"));
     assert_eq!(machine.phase(), Some(&MachinePhase::InPlaceUpdating));
     let status = machine.status.as_ref().unwrap();
-    assert_eq!(status.last_operation.type_, Some(crate::keys::MachineOperationType::InPlaceUpdate));
+    assert_eq!(
+        status.last_operation.type_,
+        Some(crate::keys::MachineOperationType::InPlaceUpdate)
+    );
     assert!(status.current_status.timeout_active);
 }
 
@@ -147,7 +208,12 @@ fn machine_set_conditions_use_mcm_json_name() {
     }))
     .unwrap();
     assert_eq!(status.conditions[0].type_, "Frozen");
-    assert!(serde_json::to_value(&status).unwrap().get("machineSetCondition").is_some());
+    assert!(
+        serde_json::to_value(&status)
+            .unwrap()
+            .get("machineSetCondition")
+            .is_some()
+    );
 }
 
 const POOL: &str = r#"
@@ -191,19 +257,27 @@ fn gep_worker_example_reads_as_a_pool_spec() {
     assert_eq!(spec.kubernetes_version(), Some("1.27.3"));
     let eviction = spec.kubelet().unwrap().eviction_hard.as_ref().unwrap();
     assert_eq!(eviction.image_fs_available.as_deref(), Some("5%"));
-    assert!(spec.credentials_rotation.as_ref().unwrap().ca_initiated().is_some());
+    assert!(
+        spec.credentials_rotation
+            .as_ref()
+            .unwrap()
+            .ca_initiated()
+            .is_some()
+    );
     assert!(!spec.node_local_dns_enabled());
 }
 
 #[test]
 fn unknown_pool_fields_are_refused() {
-    let err = serde_saphyr::from_str::<WorkerPoolSpec>(&format!("{POOL}\nmaxSurgee: 1\n")).unwrap_err();
+    let err =
+        serde_saphyr::from_str::<WorkerPoolSpec>(&format!("{POOL}\nmaxSurgee: 1\n")).unwrap_err();
     assert!(err.to_string().contains("maxSurgee"), "{err}");
 }
 
 #[test]
 fn strategy_defaults_to_rolling_update() {
-    let spec: WorkerPoolSpec = serde_saphyr::from_str(&POOL.replace("updateStrategy: AutoInPlaceUpdate\n", "")).unwrap();
+    let spec: WorkerPoolSpec =
+        serde_saphyr::from_str(&POOL.replace("updateStrategy: AutoInPlaceUpdate\n", "")).unwrap();
     assert_eq!(spec.strategy(), UpdateStrategy::AutoRollingUpdate);
 }
 
@@ -249,16 +323,39 @@ fn catalog_lookups_compare_versions_numerically() {
     let v = |s| crate::version::ImageVersion::parse(s).unwrap();
     let entry = catalog.image_version("gardenlinux", &v("1632.0")).unwrap();
     assert_eq!(entry.classification, Some(Classification::Supported));
-    assert_eq!(entry.in_place_updates.as_ref().unwrap().min_version_for_update.as_deref(), Some("1630.0.0"));
-    assert!(catalog.image_version("gardenlinux", &v("1443.7.0")).unwrap().in_place_updates.is_none());
-    assert!(catalog.image_version("suse-chost", &v("1632.0.0")).is_none());
+    assert_eq!(
+        entry
+            .in_place_updates
+            .as_ref()
+            .unwrap()
+            .min_version_for_update
+            .as_deref(),
+        Some("1630.0.0")
+    );
+    assert!(
+        catalog
+            .image_version("gardenlinux", &v("1443.7.0"))
+            .unwrap()
+            .in_place_updates
+            .is_none()
+    );
+    assert!(
+        catalog
+            .image_version("suse-chost", &v("1632.0.0"))
+            .is_none()
+    );
     let k = crate::version::KubeVersion::parse("1.24.5").unwrap();
-    assert_eq!(catalog.kubernetes_version(&k).unwrap().classification, Some(Classification::Deprecated));
+    assert_eq!(
+        catalog.kubernetes_version(&k).unwrap().classification,
+        Some(Classification::Deprecated)
+    );
 }
 
 #[test]
 fn expiration_date_itself_counts_as_expired() {
-    let date = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time("2022-11-30T23:59:59Z".parse().unwrap());
+    let date = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2022-11-30T23:59:59Z".parse().unwrap(),
+    );
     let before: jiff::Timestamp = "2022-11-30T23:59:58Z".parse().unwrap();
     assert!(!is_expired(Some(&date), before));
     assert!(is_expired(Some(&date), date.0));
@@ -268,9 +365,21 @@ fn expiration_date_itself_counts_as_expired() {
 #[test]
 fn print_columns_are_all_declared() {
     let columns = |crd: CustomResourceDefinition| -> Vec<String> {
-        crd.spec.versions[0].additional_printer_columns.clone().unwrap_or_default().into_iter().map(|c| c.name).collect()
+        crd.spec.versions[0]
+            .additional_printer_columns
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.name)
+            .collect()
     };
-    assert_eq!(columns(WorkerPool::crd()), ["Strategy", "Image", "Kubernetes"]);
-    assert_eq!(columns(MachineDeployment::crd()), ["Ready", "Desired", "Up-to-date"]);
+    assert_eq!(
+        columns(WorkerPool::crd()),
+        ["Strategy", "Image", "Kubernetes"]
+    );
+    assert_eq!(
+        columns(MachineDeployment::crd()),
+        ["Ready", "Desired", "Up-to-date"]
+    );
     assert_eq!(columns(Machine::crd()), ["Status", "Node"]);
 }

@@ -17,7 +17,10 @@ use super::kubelet::KubeletConfig;
 use crate::strategy::UpdateStrategy;
 
 /// Desired state of a worker pool.
-#[expect(clippy::duplicated_attributes, reason = "one printcolumn per column repeats `type_`")]
+#[expect(
+    clippy::duplicated_attributes,
+    reason = "one printcolumn per column repeats `type_`"
+)]
 #[derive(CustomResource, Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "rackproof.dev",
@@ -27,10 +30,22 @@ use crate::strategy::UpdateStrategy;
     status = "WorkerPoolStatus",
     shortname = "wp",
     derive = "PartialEq",
-    printcolumn(name = "Strategy", type_ = "string", json_path = ".spec.updateStrategy")
+    printcolumn(
+        name = "Strategy",
+        type_ = "string",
+        json_path = ".spec.updateStrategy"
+    )
 )]
-#[kube(printcolumn(name = "Image", type_ = "string", json_path = ".spec.machine.image.version"))]
-#[kube(printcolumn(name = "Kubernetes", type_ = "string", json_path = ".spec.kubernetes.version"))]
+#[kube(printcolumn(
+    name = "Image",
+    type_ = "string",
+    json_path = ".spec.machine.image.version"
+))]
+#[kube(printcolumn(
+    name = "Kubernetes",
+    type_ = "string",
+    json_path = ".spec.kubernetes.version"
+))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkerPoolSpec {
     /// Minimum number of nodes.
@@ -154,7 +169,11 @@ pub struct PoolKubernetes {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SystemComponents {
     /// Node-local DNS cache.
-    #[serde(default, rename = "nodeLocalDNS", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "nodeLocalDNS",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub node_local_dns: Option<NodeLocalDns>,
 }
 
@@ -221,12 +240,18 @@ pub struct RotationTimes {
 impl CredentialsRotation {
     /// When the CA rotation was last initiated.
     pub fn ca_initiated(&self) -> Option<jiff::Timestamp> {
-        self.certificate_authorities.as_ref().and_then(|r| r.last_initiation_time.as_ref()).map(|t| t.0)
+        self.certificate_authorities
+            .as_ref()
+            .and_then(|r| r.last_initiation_time.as_ref())
+            .map(|t| t.0)
     }
 
     /// When the ServiceAccount key rotation was last initiated.
     pub fn service_account_key_initiated(&self) -> Option<jiff::Timestamp> {
-        self.service_account_key.as_ref().and_then(|r| r.last_initiation_time.as_ref()).map(|t| t.0)
+        self.service_account_key
+            .as_ref()
+            .and_then(|r| r.last_initiation_time.as_ref())
+            .map(|t| t.0)
     }
 }
 
@@ -257,7 +282,9 @@ impl WorkerPoolStatus {
         self.in_place_updates
             .as_ref()
             .and_then(|u| u.pending_worker_updates.as_ref())
-            .is_some_and(|p| !p.auto_in_place_update.is_empty() || !p.manual_in_place_update.is_empty())
+            .is_some_and(|p| {
+                !p.auto_in_place_update.is_empty() || !p.manual_in_place_update.is_empty()
+            })
     }
 }
 

@@ -11,25 +11,49 @@ type Change = (&'static str, fn(&mut WorkerPoolSpec));
 const INCLUDED: &[Change] = &[
     ("machine type", |s| s.machine.type_ = "m5.xlarge".into()),
     ("image name", |s| s.machine.image.name = "suse-chost".into()),
-    ("volume size", |s| s.volume.as_mut().unwrap().size = "60Gi".into()),
-    ("volume type", |s| s.volume.as_mut().unwrap().type_ = Some("hdd".into())),
-    ("cri", |s| s.cri = Some(Cri { name: "cri-o".into() })),
+    ("volume size", |s| {
+        s.volume.as_mut().unwrap().size = "60Gi".into()
+    }),
+    ("volume type", |s| {
+        s.volume.as_mut().unwrap().type_ = Some("hdd".into())
+    }),
+    ("cri", |s| {
+        s.cri = Some(Cri {
+            name: "cri-o".into(),
+        })
+    }),
     ("node-local dns", |s| {
-        s.system_components = Some(SystemComponents { node_local_dns: Some(NodeLocalDns { enabled: true }) })
+        s.system_components = Some(SystemComponents {
+            node_local_dns: Some(NodeLocalDns { enabled: true }),
+        })
     }),
 ];
 
 /// Inputs an in-place update may change: out of the in-place pool hash, in the machine class hash.
 const EXCLUDED_FOR_IN_PLACE: &[Change] = &[
-    ("kubernetes minor", |s| s.kubernetes.as_mut().unwrap().version = Some("1.31.1".into())),
-    ("image version", |s| s.machine.image.version = "1631.0.0".into()),
+    ("kubernetes minor", |s| {
+        s.kubernetes.as_mut().unwrap().version = Some("1.31.1".into())
+    }),
+    ("image version", |s| {
+        s.machine.image.version = "1631.0.0".into()
+    }),
     ("ca rotation", |s| {
-        s.credentials_rotation.as_mut().unwrap().certificate_authorities.as_mut().unwrap().last_initiation_time =
-            Some(time("2025-03-01T00:00:00Z"))
+        s.credentials_rotation
+            .as_mut()
+            .unwrap()
+            .certificate_authorities
+            .as_mut()
+            .unwrap()
+            .last_initiation_time = Some(time("2025-03-01T00:00:00Z"))
     }),
     ("sa key rotation", |s| {
-        s.credentials_rotation.as_mut().unwrap().service_account_key.as_mut().unwrap().last_initiation_time =
-            Some(time("2025-03-01T00:00:00Z"))
+        s.credentials_rotation
+            .as_mut()
+            .unwrap()
+            .service_account_key
+            .as_mut()
+            .unwrap()
+            .last_initiation_time = Some(time("2025-03-01T00:00:00Z"))
     }),
     ("kube reserved", |s| {
         kubelet(s).kube_reserved.as_mut().unwrap().memory = Some(quantity("2Gi"));
@@ -40,7 +64,9 @@ const EXCLUDED_FOR_IN_PLACE: &[Change] = &[
     ("eviction hard", |s| {
         kubelet(s).eviction_hard.as_mut().unwrap().memory_available = Some("200Mi".into());
     }),
-    ("cpu manager policy", |s| kubelet(s).cpu_manager_policy = Some("static".into())),
+    ("cpu manager policy", |s| {
+        kubelet(s).cpu_manager_policy = Some("static".into())
+    }),
 ];
 
 fn kubelet(s: &mut WorkerPoolSpec) -> &mut crate::crd::KubeletConfig {
@@ -64,7 +90,12 @@ fn included_inputs_change_both_hashes_of_in_place_and_rolling_pools() {
             let mut changed = base.clone();
             change(&mut changed);
             let (pool2, class2) = hashes(&changed);
-            assert_ne!(pool, pool2, "{name} must change the pool hash ({:?})", base.strategy());
+            assert_ne!(
+                pool,
+                pool2,
+                "{name} must change the pool hash ({:?})",
+                base.strategy()
+            );
             assert_ne!(class, class2, "{name} must change the machine class hash");
         }
     }
@@ -75,7 +106,10 @@ fn in_place_excluded_inputs_keep_the_pool_hash_but_change_the_machine_class_hash
     let (pool, class) = hashes(&spec());
     for (name, change) in EXCLUDED_FOR_IN_PLACE {
         let (pool2, class2) = hashes(&spec_with(change));
-        assert_eq!(pool, pool2, "{name} must not change an in-place pool's hash");
+        assert_eq!(
+            pool, pool2,
+            "{name} must not change an in-place pool's hash"
+        );
         assert_ne!(class, class2, "{name} must change the machine class hash");
     }
 }
@@ -118,7 +152,10 @@ fn orchestration_settings_are_not_inputs() {
     let manual = spec_with(|s| {
         s.update_strategy = Some(UpdateStrategy::ManualInPlaceUpdate);
         s.max_unavailable = Some(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(3));
-        s.machine_controller_manager.as_mut().unwrap().machine_drain_timeout = Some("1h".into());
+        s.machine_controller_manager
+            .as_mut()
+            .unwrap()
+            .machine_drain_timeout = Some("1h".into());
     });
     assert_eq!(base, hashes(&manual));
 }
@@ -136,11 +173,21 @@ fn equal_values_written_differently_hash_alike() {
 #[test]
 fn encoding_is_pinned() {
     let (pool, class) = hashes(&spec());
-    assert_eq!(pool.as_str(), PINNED_IN_PLACE_POOL_HASH, "the pool hash encoding changed");
-    assert_eq!(class.as_str(), PINNED_IN_PLACE_MACHINE_CLASS_HASH, "the machine class hash encoding changed");
+    assert_eq!(
+        pool.as_str(),
+        PINNED_IN_PLACE_POOL_HASH,
+        "the pool hash encoding changed"
+    );
+    assert_eq!(
+        class.as_str(),
+        PINNED_IN_PLACE_MACHINE_CLASS_HASH,
+        "the machine class hash encoding changed"
+    );
     assert_eq!(pool.short().len(), 16);
 }
 
 // Computed independently from the encoding in the module docs (a few lines of Python's hashlib).
-const PINNED_IN_PLACE_POOL_HASH: &str = "c3b387ef0f5b11dfcdcc98cc68eb6232cc003671d254c17035f937e5f735e0ae";
-const PINNED_IN_PLACE_MACHINE_CLASS_HASH: &str = "d73facb985a0a6c7f0f2a81414a847ac6d1808177f2e46f82da4abff5feea947";
+const PINNED_IN_PLACE_POOL_HASH: &str =
+    "c3b387ef0f5b11dfcdcc98cc68eb6232cc003671d254c17035f937e5f735e0ae";
+const PINNED_IN_PLACE_MACHINE_CLASS_HASH: &str =
+    "d73facb985a0a6c7f0f2a81414a847ac6d1808177f2e46f82da4abff5feea947";

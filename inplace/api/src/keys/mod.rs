@@ -66,7 +66,8 @@ pub const IN_PLACE_UPDATE_REASONS: [&str; 4] = [
 ];
 
 /// Node annotation telling cluster-autoscaler not to scale the node down.
-pub const ANNOTATION_SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
+pub const ANNOTATION_SCALE_DOWN_DISABLED: &str =
+    "cluster-autoscaler.kubernetes.io/scale-down-disabled";
 /// Node annotation MCM sets next to [`ANNOTATION_SCALE_DOWN_DISABLED`] so it only removes what it added.
 pub const ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM: &str =
     "cluster-autoscaler.kubernetes.io/scale-down-disabled-by-mcm";
@@ -108,11 +109,26 @@ mod tests {
 
     #[test]
     fn mcm_label_keys_are_spelled_as_mcm_spells_them() {
-        assert_eq!(LABEL_CANDIDATE_FOR_UPDATE, "node.machine.sapcloud.io/candidate-for-update");
-        assert_eq!(LABEL_SELECTED_FOR_UPDATE, "node.machine.sapcloud.io/selected-for-update");
-        assert_eq!(LABEL_UPDATE_RESULT, "node.machine.sapcloud.io/update-result");
-        assert_eq!((UPDATE_RESULT_SUCCESSFUL, UPDATE_RESULT_FAILED), ("successful", "failed"));
-        assert_eq!(ANNOTATION_UPDATE_FAILED_REASON, "node.machine.sapcloud.io/update-failed-reason");
+        assert_eq!(
+            LABEL_CANDIDATE_FOR_UPDATE,
+            "node.machine.sapcloud.io/candidate-for-update"
+        );
+        assert_eq!(
+            LABEL_SELECTED_FOR_UPDATE,
+            "node.machine.sapcloud.io/selected-for-update"
+        );
+        assert_eq!(
+            LABEL_UPDATE_RESULT,
+            "node.machine.sapcloud.io/update-result"
+        );
+        assert_eq!(
+            (UPDATE_RESULT_SUCCESSFUL, UPDATE_RESULT_FAILED),
+            ("successful", "failed")
+        );
+        assert_eq!(
+            ANNOTATION_UPDATE_FAILED_REASON,
+            "node.machine.sapcloud.io/update-failed-reason"
+        );
     }
 
     #[test]
@@ -120,15 +136,29 @@ mod tests {
         assert_eq!(CONDITION_IN_PLACE_UPDATE, "InPlaceUpdate");
         assert_eq!(
             IN_PLACE_UPDATE_REASONS,
-            ["CandidateForUpdate", "SelectedForUpdate", "DrainSuccessful", "ReadyForUpdate"]
+            [
+                "CandidateForUpdate",
+                "SelectedForUpdate",
+                "DrainSuccessful",
+                "ReadyForUpdate"
+            ]
         );
     }
 
     #[test]
     fn force_operation_is_found_among_several_operations() {
-        assert!(has_operation("force-in-place-update", OPERATION_FORCE_IN_PLACE_UPDATE));
-        assert!(has_operation("reconcile;force-in-place-update", OPERATION_FORCE_IN_PLACE_UPDATE));
+        assert!(has_operation(
+            "force-in-place-update",
+            OPERATION_FORCE_IN_PLACE_UPDATE
+        ));
+        assert!(has_operation(
+            "reconcile;force-in-place-update",
+            OPERATION_FORCE_IN_PLACE_UPDATE
+        ));
         assert!(!has_operation("reconcile", OPERATION_FORCE_IN_PLACE_UPDATE));
-        assert!(!has_operation("force-in-place-update-later", OPERATION_FORCE_IN_PLACE_UPDATE));
+        assert!(!has_operation(
+            "force-in-place-update-later",
+            OPERATION_FORCE_IN_PLACE_UPDATE
+        ));
     }
 }

@@ -32,7 +32,10 @@ string_enum! {
 impl MachinePhase {
     /// Whether the phase belongs to an in-place update (MCM counts these machines unavailable).
     pub fn is_in_place(&self) -> bool {
-        matches!(self, Self::InPlaceUpdating | Self::InPlaceUpdateSuccessful | Self::InPlaceUpdateFailed)
+        matches!(
+            self,
+            Self::InPlaceUpdating | Self::InPlaceUpdateSuccessful | Self::InPlaceUpdateFailed
+        )
     }
 }
 
@@ -74,7 +77,10 @@ mod tests {
     fn in_place_phases_use_mcm_wire_names() {
         for (phase, wire) in [
             (MachinePhase::InPlaceUpdating, "\"InPlaceUpdating\""),
-            (MachinePhase::InPlaceUpdateSuccessful, "\"InPlaceUpdateSuccessful\""),
+            (
+                MachinePhase::InPlaceUpdateSuccessful,
+                "\"InPlaceUpdateSuccessful\"",
+            ),
             (MachinePhase::InPlaceUpdateFailed, "\"InPlaceUpdateFailed\""),
             (MachinePhase::Running, "\"Running\""),
             (MachinePhase::Pending, "\"Pending\""),
@@ -99,7 +105,13 @@ mod tests {
     #[test]
     fn operation_state_and_type_use_mcm_wire_names() {
         assert_eq!(MachineState::from("Processing"), MachineState::Processing);
-        assert_eq!(MachineOperationType::InPlaceUpdate.as_str(), "InPlaceUpdate");
-        assert_eq!(MachineOperationType::from("DrainNode"), MachineOperationType::DrainNode);
+        assert_eq!(
+            MachineOperationType::InPlaceUpdate.as_str(),
+            "InPlaceUpdate"
+        );
+        assert_eq!(
+            MachineOperationType::from("DrainNode"),
+            MachineOperationType::DrainNode
+        );
     }
 }

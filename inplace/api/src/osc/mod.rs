@@ -56,12 +56,22 @@ pub struct OperatingSystemConfig {
 impl OperatingSystemConfig {
     /// A document with the right `apiVersion` and `kind`.
     pub fn new(spec: OscSpec, status: Option<OscStatus>) -> Self {
-        Self { api_version: API_VERSION.to_owned(), kind: KIND.to_owned(), spec, status }
+        Self {
+            api_version: API_VERSION.to_owned(),
+            kind: KIND.to_owned(),
+            spec,
+            status,
+        }
     }
 
     /// The OS-update command, if the OS extension provided one.
     pub fn os_update(&self) -> Option<&OsUpdate> {
-        self.status.as_ref()?.in_place_updates.as_ref()?.os_update.as_ref()
+        self.status
+            .as_ref()?
+            .in_place_updates
+            .as_ref()?
+            .os_update
+            .as_ref()
     }
 }
 
@@ -206,8 +216,14 @@ impl File {
             "" => Ok(inline.data.clone().into_bytes()),
             "b64" => base64::engine::general_purpose::STANDARD
                 .decode(&inline.data)
-                .map_err(|source| FileError::Base64 { path: self.path.clone(), source }),
-            other => Err(FileError::UnknownEncoding { path: self.path.clone(), encoding: other.to_owned() }),
+                .map_err(|source| FileError::Base64 {
+                    path: self.path.clone(),
+                    source,
+                }),
+            other => Err(FileError::UnknownEncoding {
+                path: self.path.clone(),
+                encoding: other.to_owned(),
+            }),
         }
     }
 }

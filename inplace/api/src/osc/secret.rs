@@ -54,7 +54,9 @@ pub enum OscSecretError {
         source: Box<serde_saphyr::Error>,
     },
     /// The annotated checksum disagrees with the data.
-    #[error("secret {secret} is annotated with checksum {annotated} but its data has checksum {computed}")]
+    #[error(
+        "secret {secret} is annotated with checksum {annotated} but its data has checksum {computed}"
+    )]
     ChecksumMismatch {
         /// Secret name.
         secret: String,
@@ -85,16 +87,28 @@ pub fn checksum(data: &[u8]) -> String {
 }
 
 /// Writes the document into a Secret named `name` in `namespace`.
-pub fn encode_secret(osc: &OperatingSystemConfig, name: &str, namespace: &str) -> Result<Secret, OscSecretError> {
-    let yaml = serde_saphyr::to_string(osc)
-        .map_err(|source| OscSecretError::Encode { pool: osc.spec.pool.clone(), source })?;
+pub fn encode_secret(
+    osc: &OperatingSystemConfig,
+    name: &str,
+    namespace: &str,
+) -> Result<Secret, OscSecretError> {
+    let yaml = serde_saphyr::to_string(osc).map_err(|source| OscSecretError::Encode {
+        pool: osc.spec.pool.clone(),
+        source,
+    })?;
     let data = yaml.into_bytes();
     Ok(Secret {
         metadata: ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some(namespace.to_owned()),
-            labels: Some(BTreeMap::from([(LABEL_WORKER_POOL.to_owned(), osc.spec.pool.clone())])),
-            annotations: Some(BTreeMap::from([(ANNOTATION_CHECKSUM_DOWNLOADED_OSC.to_owned(), checksum(&data))])),
+            labels: Some(BTreeMap::from([(
+                LABEL_WORKER_POOL.to_owned(),
+                osc.spec.pool.clone(),
+            )])),
+            annotations: Some(BTreeMap::from([(
+                ANNOTATION_CHECKSUM_DOWNLOADED_OSC.to_owned(),
+                checksum(&data),
+            )])),
             ..ObjectMeta::default()
         },
         data: Some(BTreeMap::from([(DATA_KEY.to_owned(), ByteString(data))])),
@@ -110,13 +124,29 @@ pub fn decode_secret(secret: &Secret) -> Result<DecodedOsc, OscSecretError> {
         .data
         .as_ref()
         .and_then(|d| d.get(DATA_KEY))
-        .ok_or_else(|| OscSecretError::MissingData { secret: name.clone() })?;
+        .ok_or_else(|| OscSecretError::MissingData {
+            secret: name.clone(),
+        })?;
     let computed = checksum(&data.0);
-    if let Some(annotated) = secret.metadata.annotations.as_ref().and_then(|a| a.get(ANNOTATION_CHECKSUM_DOWNLOADED_OSC))
+    if let Some(annotated) = secret
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_CHECKSUM_DOWNLOADED_OSC))
         && *annotated != computed
     {
-        return Err(OscSecretError::ChecksumMismatch { secret: name, annotated: annotated.clone(), computed });
+        return Err(OscSecretError::ChecksumMismatch {
+            secret: name,
+            annotated: annotated.clone(),
+            computed,
+        });
     }
-    let osc = serde_saphyr::from_slice(&data.0).map_err(|source| OscSecretError::Decode { secret: name, source: Box::new(source) })?;
-    Ok(DecodedOsc { osc, checksum: computed })
+    let osc = serde_saphyr::from_slice(&data.0).map_err(|source| OscSecretError::Decode {
+        secret: name,
+        source: Box::new(source),
+    })?;
+    Ok(DecodedOsc {
+        osc,
+        checksum: computed,
+    })
 }

@@ -9,7 +9,12 @@ use crate::strategy::parse_percent;
 
 pub(super) fn check(spec: &WorkerPoolSpec, out: &mut Vec<Violation>) {
     if spec.minimum < 0 {
-        out.push(Violation::new(Rule::PoolSize, field::MINIMUM, format!("minimum {} is negative", spec.minimum), "set minimum to 0 or more"));
+        out.push(Violation::new(
+            Rule::PoolSize,
+            field::MINIMUM,
+            format!("minimum {} is negative", spec.minimum),
+            "set minimum to 0 or more",
+        ));
     }
     if spec.maximum < spec.minimum {
         out.push(Violation::new(
@@ -33,7 +38,11 @@ pub(super) fn check(spec: &WorkerPoolSpec, out: &mut Vec<Violation>) {
 }
 
 /// The value as a number or percentage, `None` when absent or invalid (invalid is reported).
-fn int_or_percent(value: Option<&IntOrString>, path: &str, out: &mut Vec<Violation>) -> Option<i64> {
+fn int_or_percent(
+    value: Option<&IntOrString>,
+    path: &str,
+    out: &mut Vec<Violation>,
+) -> Option<i64> {
     let valid = match value? {
         IntOrString::Int(n) => (*n >= 0).then_some(i64::from(*n)),
         IntOrString::String(text) => parse_percent(text),
@@ -50,21 +59,34 @@ fn int_or_percent(value: Option<&IntOrString>, path: &str, out: &mut Vec<Violati
 }
 
 fn mcm_settings(spec: &WorkerPoolSpec, out: &mut Vec<Violation>) {
-    let Some(mcm) = &spec.machine_controller_manager else { return };
+    let Some(mcm) = &spec.machine_controller_manager else {
+        return;
+    };
     for (name, value) in [
         ("machineDrainTimeout", &mcm.machine_drain_timeout),
         ("machineHealthTimeout", &mcm.machine_health_timeout),
         ("machineCreationTimeout", &mcm.machine_creation_timeout),
-        ("machineInPlaceUpdateTimeout", &mcm.machine_in_place_update_timeout),
+        (
+            "machineInPlaceUpdateTimeout",
+            &mcm.machine_in_place_update_timeout,
+        ),
     ] {
         let Some(text) = value else { continue };
         let path = format!("{}.{name}", field::MCM);
         match rackproof_clock::parse_duration(text) {
-            Ok(duration) if duration.is_zero() => {
-                out.push(Violation::new(Rule::Malformed, &path, "the timeout is zero", "give a positive duration like 10m"))
-            }
+            Ok(duration) if duration.is_zero() => out.push(Violation::new(
+                Rule::Malformed,
+                &path,
+                "the timeout is zero",
+                "give a positive duration like 10m",
+            )),
             Ok(_) => {}
-            Err(err) => out.push(Violation::new(Rule::Malformed, &path, err.to_string(), "give a duration like 2h, 10m or 90s")),
+            Err(err) => out.push(Violation::new(
+                Rule::Malformed,
+                &path,
+                err.to_string(),
+                "give a duration like 2h, 10m or 90s",
+            )),
         }
     }
     if let Some(retries) = mcm.max_evict_retries
@@ -79,14 +101,20 @@ fn mcm_settings(spec: &WorkerPoolSpec, out: &mut Vec<Violation>) {
     }
     if !spec.strategy().is_in_place() {
         for (name, set) in [
-            ("machineInPlaceUpdateTimeout", mcm.machine_in_place_update_timeout.is_some()),
+            (
+                "machineInPlaceUpdateTimeout",
+                mcm.machine_in_place_update_timeout.is_some(),
+            ),
             ("disableHealthTimeout", mcm.disable_health_timeout.is_some()),
         ] {
             if set {
                 out.push(Violation::new(
                     Rule::InPlaceOnlySetting,
                     &format!("{}.{name}", field::MCM),
-                    format!("{name} only applies to in-place update strategies, and this pool uses {}", spec.strategy()),
+                    format!(
+                        "{name} only applies to in-place update strategies, and this pool uses {}",
+                        spec.strategy()
+                    ),
                     format!("remove {name}"),
                 ));
             }

@@ -89,7 +89,12 @@ fn kubernetes_versions(
     }
 }
 
-fn image_versions(old: &ResolvedPool, new: &ResolvedPool, ctx: &ValidationContext<'_>, out: &mut Vec<Violation>) {
+fn image_versions(
+    old: &ResolvedPool,
+    new: &ResolvedPool,
+    ctx: &ValidationContext<'_>,
+    out: &mut Vec<Violation>,
+) {
     let (from, to) = (&old.inputs.os_version, &new.inputs.os_version);
     if old.image_name != new.image_name || from == to {
         return;
@@ -103,8 +108,12 @@ fn image_versions(old: &ResolvedPool, new: &ResolvedPool, ctx: &ValidationContex
         ));
         return;
     }
-    let Some(entry) = ctx.catalog.image_version(&new.image_name, to) else { return };
-    let Some(support) = entry.in_place_updates.as_ref().filter(|s| s.supported) else { return };
+    let Some(entry) = ctx.catalog.image_version(&new.image_name, to) else {
+        return;
+    };
+    let Some(support) = entry.in_place_updates.as_ref().filter(|s| s.supported) else {
+        return;
+    };
     match support.min_version_for_update.as_deref().map(ImageVersion::parse) {
         None => out.push(Violation::new(
             Rule::MinVersionForUpdate,
@@ -128,11 +137,19 @@ fn image_versions(old: &ResolvedPool, new: &ResolvedPool, ctx: &ValidationContex
     }
 }
 
-fn in_progress(old: &ResolvedPool, new: &ResolvedPool, ctx: &ValidationContext<'_>, out: &mut Vec<Violation>) {
+fn in_progress(
+    old: &ResolvedPool,
+    new: &ResolvedPool,
+    ctx: &ValidationContext<'_>,
+    out: &mut Vec<Violation>,
+) {
     if !ctx.update_in_progress {
         return;
     }
-    let forced = ctx.annotations.get(ANNOTATION_OPERATION).is_some_and(|v| has_operation(v, OPERATION_FORCE_IN_PLACE_UPDATE));
+    let forced = ctx
+        .annotations
+        .get(ANNOTATION_OPERATION)
+        .is_some_and(|v| has_operation(v, OPERATION_FORCE_IN_PLACE_UPDATE));
     let class = classify(old, new);
     if forced || !class.is_update() {
         return;

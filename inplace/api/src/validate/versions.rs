@@ -19,22 +19,31 @@ pub(super) fn check(
         kubernetes_version(pool, ctx, out);
     }
     let image = &pool.inputs.os_version;
-    let image_changed = old.is_none_or(|old| old.inputs.os_version != *image || old.image_name != pool.image_name);
+    let image_changed =
+        old.is_none_or(|old| old.inputs.os_version != *image || old.image_name != pool.image_name);
     let entry = ctx.catalog.image_version(&pool.image_name, image);
     if image_changed {
         match entry {
             None => out.push(Violation::new(
                 Rule::UnknownVersion,
                 field::IMAGE_VERSION,
-                format!("machine image {} version {image} is not in the image catalog", pool.image_name),
+                format!(
+                    "machine image {} version {image} is not in the image catalog",
+                    pool.image_name
+                ),
                 "pick a version the catalog lists",
             )),
-            Some(entry) if is_expired(entry.expiration_date.as_ref(), ctx.now) => out.push(Violation::new(
-                Rule::Expired,
-                field::IMAGE_VERSION,
-                format!("machine image {} version {image} is expired", pool.image_name),
-                "pick a version that has not expired",
-            )),
+            Some(entry) if is_expired(entry.expiration_date.as_ref(), ctx.now) => {
+                out.push(Violation::new(
+                    Rule::Expired,
+                    field::IMAGE_VERSION,
+                    format!(
+                        "machine image {} version {image} is expired",
+                        pool.image_name
+                    ),
+                    "pick a version that has not expired",
+                ))
+            }
             Some(_) => {}
         }
     }
@@ -76,12 +85,14 @@ fn kubernetes_version(pool: &ResolvedPool, ctx: &ValidationContext<'_>, out: &mu
             format!("kubernetes version {version} is not in the image catalog"),
             "pick a version the catalog lists",
         )),
-        Some(entry) if is_expired(entry.expiration_date.as_ref(), ctx.now) => out.push(Violation::new(
-            Rule::Expired,
-            field::KUBERNETES_VERSION,
-            format!("kubernetes version {version} is expired"),
-            "pick a version that has not expired",
-        )),
+        Some(entry) if is_expired(entry.expiration_date.as_ref(), ctx.now) => {
+            out.push(Violation::new(
+                Rule::Expired,
+                field::KUBERNETES_VERSION,
+                format!("kubernetes version {version} is expired"),
+                "pick a version that has not expired",
+            ))
+        }
         Some(_) => {}
     }
 }

@@ -59,8 +59,18 @@ pub struct Violation {
 
 impl Violation {
     /// A violation.
-    pub fn new(rule: Rule, field: &str, problem: impl Into<String>, fix: impl Into<String>) -> Self {
-        Self { rule, field: field.to_owned(), problem: problem.into(), fix: fix.into() }
+    pub fn new(
+        rule: Rule,
+        field: &str,
+        problem: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        Self {
+            rule,
+            field: field.to_owned(),
+            problem: problem.into(),
+            fix: fix.into(),
+        }
     }
 }
 

@@ -41,7 +41,10 @@ mod write;
 
 use inplace_api::crd::{ImageCatalog, MachineDeployment, WorkerPool, WorkerPoolSpec};
 use inplace_api::hash::machine_class_hash;
-use inplace_api::keys::{ANNOTATION_OPERATION, CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED, OPERATION_FORCE_IN_PLACE_UPDATE, has_operation};
+use inplace_api::keys::{
+    ANNOTATION_OPERATION, CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED,
+    OPERATION_FORCE_IN_PLACE_UPDATE, has_operation,
+};
 use inplace_api::pool::ResolvedPool;
 use inplace_api::strategy::UpdateStrategy;
 use inplace_api::validate::{ValidationContext, Violations, validate_pool, validate_pool_update};
@@ -50,7 +53,9 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
-pub use render::{ANNOTATION_MACHINE_CLASS_HASH, ANNOTATION_OSC_SECRET, LABEL_INSTANCE_TYPE, osc_secret_name};
+pub use render::{
+    ANNOTATION_MACHINE_CLASS_HASH, ANNOTATION_OSC_SECRET, LABEL_INSTANCE_TYPE, osc_secret_name,
+};
 
 use crate::error::{Error, is_conflict, kube};
 use crate::events::Kind;
@@ -82,20 +87,41 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     let mut status = pool.status.clone().unwrap_or_default();
 
     let catalogs: Api<ImageCatalog> = Api::all(ctx.client.clone());
-    let Some(catalog) = catalogs.get_opt(&config.catalog_name).await.map_err(kube(format!("read imagecatalog {}", config.catalog_name)))? else {
-        let message = format!("image catalog {:?} does not exist; the pool is validated once it does", config.catalog_name);
-        status::set_condition(&mut status.conditions, CONDITION_VALID, "Unknown", "ImageCatalogMissing", &message, generation, now);
+    let Some(catalog) = catalogs
+        .get_opt(&config.catalog_name)
+        .await
+        .map_err(kube(format!("read imagecatalog {}", config.catalog_name)))?
+    else {
+        let message = format!(
+            "image catalog {:?} does not exist; the pool is validated once it does",
+            config.catalog_name
+        );
+        status::set_condition(
+            &mut status.conditions,
+            CONDITION_VALID,
+            "Unknown",
+            "ImageCatalogMissing",
+            &message,
+            generation,
+            now,
+        );
         write_status(pool, status, ctx).await?;
         return Ok(Action::idle(ctx));
     };
 
     let mut accepted = accepted_spec(pool);
     if accepted.is_none() && pool.annotations().contains_key(ANNOTATION_ACCEPTED_SPEC) {
-        let message = format!("annotation {ANNOTATION_ACCEPTED_SPEC} is not a pool spec; the pool is validated as new");
-        ctx.event_pool(pool, Kind::Warning, "AcceptedSpecUnreadable", &message).await;
+        let message = format!(
+            "annotation {ANNOTATION_ACCEPTED_SPEC} is not a pool spec; the pool is validated as new"
+        );
+        ctx.event_pool(pool, Kind::Warning, "AcceptedSpecUnreadable", &message)
+            .await;
     }
     let deployments: Api<MachineDeployment> = Api::namespaced(ctx.client.clone(), &namespace);
-    let md = deployments.get_opt(&name).await.map_err(kube(format!("read machinedeployment {namespace}/{name}")))?;
+    let md = deployments
+        .get_opt(&name)
+        .await
+        .map_err(kube(format!("read machinedeployment {namespace}/{name}")))?;
 
     // Progress of the accepted spec, before judging the new one.
     let mut current_hash = status.current_hash.clone();
@@ -128,15 +154,38 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     let mut pool_now = pool.clone();
     match &decision {
         Decision::Unchanged => {
-            let message = format!("the spec of generation {} is in force", generation.unwrap_or(0));
-            status::set_condition(&mut status.conditions, CONDITION_VALID, "True", "SpecAccepted", &message, generation, now);
+            let message = format!(
+                "the spec of generation {} is in force",
+                generation.unwrap_or(0)
+            );
+            status::set_condition(
+                &mut status.conditions,
+                CONDITION_VALID,
+                "True",
+                "SpecAccepted",
+                &message,
+                generation,
+                now,
+            );
         }
         Decision::Accepted => {
             pool_now = store_accepted(pool, ctx).await?;
             accepted = Some(pool.spec.clone());
-            let message = format!("the spec of generation {} is in force", generation.unwrap_or(0));
-            status::set_condition(&mut status.conditions, CONDITION_VALID, "True", "SpecAccepted", &message, generation, now);
-            ctx.event_pool(pool, Kind::Normal, "SpecAccepted", &message).await;
+            let message = format!(
+                "the spec of generation {} is in force",
+                generation.unwrap_or(0)
+            );
+            status::set_condition(
+                &mut status.conditions,
+                CONDITION_VALID,
+                "True",
+                "SpecAccepted",
+                &message,
+                generation,
+                now,
+            );
+            ctx.event_pool(pool, Kind::Normal, "SpecAccepted", &message)
+                .await;
             if let Some(resolved) = resolve(&pool.spec, config) {
                 (current_hash, _) = progress(&resolved, current_hash, md.as_ref());
             }
@@ -144,11 +193,21 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
         Decision::Refused(violations) => {
             let message = status::refusal_message(generation, violations, accepted.is_some());
             let reason = status::refusal_reason(violations);
-            let already = status::condition(&status, CONDITION_VALID)
-                .is_some_and(|c| c.status == "False" && c.message == message && c.observed_generation == generation);
-            status::set_condition(&mut status.conditions, CONDITION_VALID, "False", &reason, &message, generation, now);
+            let already = status::condition(&status, CONDITION_VALID).is_some_and(|c| {
+                c.status == "False" && c.message == message && c.observed_generation == generation
+            });
+            status::set_condition(
+                &mut status.conditions,
+                CONDITION_VALID,
+                "False",
+                &reason,
+                &message,
+                generation,
+                now,
+            );
             if !already {
-                ctx.event_pool(pool, Kind::Warning, "SpecRefused", &message).await;
+                ctx.event_pool(pool, Kind::Warning, "SpecRefused", &message)
+                    .await;
             }
         }
     }
@@ -158,16 +217,33 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     if let Some(spec) = &accepted
         && let Some(resolved) = resolve(spec, config)
     {
-        let rendered = render::render(&name, spec, &resolved, config)
-            .map_err(|e| Error::Invalid { object: format!("workerpool {namespace}/{name}"), why: crate::error::chain(&e) })?;
+        let rendered =
+            render::render(&name, spec, &resolved, config).map_err(|e| Error::Invalid {
+                object: format!("workerpool {namespace}/{name}"),
+                why: crate::error::chain(&e),
+            })?;
         match write::deployment(&deployments, &pool_now, spec, &rendered.deployment).await? {
             Written::Unchanged => {}
             written => {
-                let verb = if written == Written::Created { "created" } else { "updated" };
-                let message = format!("{verb} machinedeployment {namespace}/{name} for machine class hash {}", rendered.class_hash.short());
-                let reason = if written == Written::Created { "MachineDeploymentCreated" } else { "MachineDeploymentUpdated" };
+                let verb = if written == Written::Created {
+                    "created"
+                } else {
+                    "updated"
+                };
+                let message = format!(
+                    "{verb} machinedeployment {namespace}/{name} for machine class hash {}",
+                    rendered.class_hash.short()
+                );
+                let reason = if written == Written::Created {
+                    "MachineDeploymentCreated"
+                } else {
+                    "MachineDeploymentUpdated"
+                };
                 ctx.event_pool(pool, Kind::Normal, reason, &message).await;
-                rendered_md = deployments.get_opt(&name).await.map_err(kube(format!("read machinedeployment {namespace}/{name}")))?;
+                rendered_md = deployments
+                    .get_opt(&name)
+                    .await
+                    .map_err(kube(format!("read machinedeployment {namespace}/{name}")))?;
             }
         }
         let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &config.osc_namespace);
@@ -175,23 +251,59 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
         match write::secret(&secrets, &rendered.secret).await? {
             Written::Unchanged => {}
             written => {
-                let verb = if written == Written::Created { "created" } else { "updated" };
-                let message = format!("{verb} the operating system config in secret {}/{secret_name}", config.osc_namespace);
-                let reason = if written == Written::Created { "OscSecretCreated" } else { "OscSecretUpdated" };
+                let verb = if written == Written::Created {
+                    "created"
+                } else {
+                    "updated"
+                };
+                let message = format!(
+                    "{verb} the operating system config in secret {}/{secret_name}",
+                    config.osc_namespace
+                );
+                let reason = if written == Written::Created {
+                    "OscSecretCreated"
+                } else {
+                    "OscSecretUpdated"
+                };
                 ctx.event_pool(pool, Kind::Normal, reason, &message).await;
             }
         }
         let hash = rendered.class_hash.as_str().to_owned();
-        if status.current_hash.is_some() && status.current_hash != current_hash && current_hash.as_deref() == Some(hash.as_str()) {
-            ctx.event_pool(pool, Kind::Normal, "UpdateCompleted", &format!("every node runs machine class hash {}", rendered.class_hash.short())).await;
+        if status.current_hash.is_some()
+            && status.current_hash != current_hash
+            && current_hash.as_deref() == Some(hash.as_str())
+        {
+            ctx.event_pool(
+                pool,
+                Kind::Normal,
+                "UpdateCompleted",
+                &format!(
+                    "every node runs machine class hash {}",
+                    rendered.class_hash.short()
+                ),
+            )
+            .await;
         }
-        let pending = resolved.strategy.is_in_place() && current_hash.as_deref() != Some(hash.as_str());
+        let pending =
+            resolved.strategy.is_in_place() && current_hash.as_deref() != Some(hash.as_str());
         status.current_hash = current_hash;
         status.node_agent_secret_name = Some(secret_name);
         status.in_place_updates = status::pending_updates(&name, resolved.strategy, pending);
-        manual_condition(&mut status, resolved.strategy, pending, rendered_md.as_ref(), generation, now);
+        manual_condition(
+            &mut status,
+            resolved.strategy,
+            pending,
+            rendered_md.as_ref(),
+            generation,
+            now,
+        );
     }
-    status::mirror_halt(&mut status.conditions, rendered_md.as_ref(), generation, now);
+    status::mirror_halt(
+        &mut status.conditions,
+        rendered_md.as_ref(),
+        generation,
+        now,
+    );
     status.observed_generation = generation;
     write_status(&pool_now, status, ctx).await?;
     Ok(Action::idle(ctx))
@@ -199,7 +311,9 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
 
 /// The accepted spec from the annotation, if present and readable.
 fn accepted_spec(pool: &WorkerPool) -> Option<WorkerPoolSpec> {
-    pool.annotations().get(ANNOTATION_ACCEPTED_SPEC).and_then(|json| serde_json::from_str(json).ok())
+    pool.annotations()
+        .get(ANNOTATION_ACCEPTED_SPEC)
+        .and_then(|json| serde_json::from_str(json).ok())
 }
 
 fn resolve(spec: &WorkerPoolSpec, config: &Config) -> Option<ResolvedPool> {
@@ -208,11 +322,17 @@ fn resolve(spec: &WorkerPoolSpec, config: &Config) -> Option<ResolvedPool> {
 
 /// The current hash after looking at the MachineDeployment, and whether an in-place update of
 /// `accepted` is in progress.
-fn progress(accepted: &ResolvedPool, current: Option<String>, md: Option<&MachineDeployment>) -> (Option<String>, bool) {
+fn progress(
+    accepted: &ResolvedPool,
+    current: Option<String>,
+    md: Option<&MachineDeployment>,
+) -> (Option<String>, bool) {
     let hash = machine_class_hash(accepted).as_str().to_owned();
     let done = !accepted.strategy.is_in_place()
         || current.is_none()
-        || md.is_some_and(|md| status::rendered_hash(md) == Some(hash.as_str()) && status::rolled_out(md));
+        || md.is_some_and(|md| {
+            status::rendered_hash(md) == Some(hash.as_str()) && status::rolled_out(md)
+        });
     let current = if done { Some(hash.clone()) } else { current };
     let in_progress = accepted.strategy.is_in_place() && current.as_deref() != Some(hash.as_str());
     (current, in_progress)
@@ -223,22 +343,36 @@ fn progress(accepted: &ResolvedPool, current: Option<String>, md: Option<&Machin
 async fn store_accepted(pool: &WorkerPool, ctx: &Context) -> Result<WorkerPool, Error> {
     let namespace = pool.namespace().unwrap_or_default();
     let name = pool.name_any();
-    let spec = serde_json::to_string(&pool.spec)
-        .map_err(|e| Error::Invalid { object: format!("workerpool {namespace}/{name}"), why: format!("the spec can't be written as JSON: {e}") })?;
+    let spec = serde_json::to_string(&pool.spec).map_err(|e| Error::Invalid {
+        object: format!("workerpool {namespace}/{name}"),
+        why: format!("the spec can't be written as JSON: {e}"),
+    })?;
     let mut annotations = serde_json::Map::new();
     annotations.insert(ANNOTATION_ACCEPTED_SPEC.to_owned(), json!(spec));
     if let Some(operations) = pool.annotations().get(ANNOTATION_OPERATION)
         && has_operation(operations, OPERATION_FORCE_IN_PLACE_UPDATE)
     {
-        let rest: Vec<&str> =
-            operations.split(';').map(str::trim).filter(|op| *op != OPERATION_FORCE_IN_PLACE_UPDATE && !op.is_empty()).collect();
-        annotations.insert(ANNOTATION_OPERATION.to_owned(), if rest.is_empty() { json!(null) } else { json!(rest.join(";")) });
+        let rest: Vec<&str> = operations
+            .split(';')
+            .map(str::trim)
+            .filter(|op| *op != OPERATION_FORCE_IN_PLACE_UPDATE && !op.is_empty())
+            .collect();
+        annotations.insert(
+            ANNOTATION_OPERATION.to_owned(),
+            if rest.is_empty() {
+                json!(null)
+            } else {
+                json!(rest.join(";"))
+            },
+        );
     }
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), &namespace);
     let patch = json!({ "metadata": { "annotations": annotations } });
     api.patch(&name, &PatchParams::default(), &Patch::Merge(patch))
         .await
-        .map_err(kube(format!("store the accepted spec of workerpool {namespace}/{name}")))
+        .map_err(kube(format!(
+            "store the accepted spec of workerpool {namespace}/{name}"
+        )))
 }
 
 /// `ManualInPlaceWorkersUpdated` for Manual pools: `False` while machines wait for a person.
@@ -256,20 +390,42 @@ fn manual_condition(
         return;
     }
     if pending {
-        let (replicas, updated) = md.and_then(|m| m.status.as_ref()).map_or((0, 0), |s| (s.replicas, s.updated_replicas));
+        let (replicas, updated) = md
+            .and_then(|m| m.status.as_ref())
+            .map_or((0, 0), |s| (s.replicas, s.updated_replicas));
         let waiting = (replicas - updated).max(0);
         let message = format!(
             "{waiting} of {replicas} machine(s) not updated yet: label their nodes node.machine.sapcloud.io/selected-for-update=true"
         );
-        status::set_condition(conditions, CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED, "False", "WorkersPendingUpdate", &message, generation, now);
+        status::set_condition(
+            conditions,
+            CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED,
+            "False",
+            "WorkersPendingUpdate",
+            &message,
+            generation,
+            now,
+        );
     } else {
         let message = "every machine runs the accepted spec";
-        status::set_condition(conditions, CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED, "True", "WorkersUpdated", message, generation, now);
+        status::set_condition(
+            conditions,
+            CONDITION_MANUAL_IN_PLACE_WORKERS_UPDATED,
+            "True",
+            "WorkersUpdated",
+            message,
+            generation,
+            now,
+        );
     }
 }
 
 /// Replaces the status when it changed; a conflict leaves it to the next pass.
-async fn write_status(pool: &WorkerPool, want: inplace_api::crd::WorkerPoolStatus, ctx: &Context) -> Result<(), Error> {
+async fn write_status(
+    pool: &WorkerPool,
+    want: inplace_api::crd::WorkerPoolStatus,
+    ctx: &Context,
+) -> Result<(), Error> {
     if pool.status.as_ref() == Some(&want) {
         return Ok(());
     }
@@ -277,9 +433,15 @@ async fn write_status(pool: &WorkerPool, want: inplace_api::crd::WorkerPoolStatu
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut updated = pool.clone();
     updated.status = Some(want);
-    match api.replace_status(&pool.name_any(), &PostParams::default(), &updated).await {
+    match api
+        .replace_status(&pool.name_any(), &PostParams::default(), &updated)
+        .await
+    {
         Ok(_) => Ok(()),
         Err(e) if is_conflict(&e) => Ok(()),
-        Err(e) => Err(kube(format!("update the status of workerpool {namespace}/{}", pool.name_any()))(e)),
+        Err(e) => Err(kube(format!(
+            "update the status of workerpool {namespace}/{}",
+            pool.name_any()
+        ))(e)),
     }
 }

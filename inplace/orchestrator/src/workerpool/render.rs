@@ -4,13 +4,15 @@
 use std::collections::BTreeMap;
 
 use inplace_api::crd::{
-    ClassSpec, MachineDeploymentSpec, MachineDeploymentStrategy, MachineSpec, MachineTemplateSpec, NodeTemplateSpec,
-    TemplateMetadata, WorkerPoolSpec,
+    ClassSpec, MachineDeploymentSpec, MachineDeploymentStrategy, MachineSpec, MachineTemplateSpec,
+    NodeTemplateSpec, TemplateMetadata, WorkerPoolSpec,
 };
 use inplace_api::hash::{PoolHash, machine_class_hash, pool_hash};
 use inplace_api::keys::LABEL_WORKER_POOL;
 use inplace_api::osc::secret::{OscSecretError, encode_secret, secret_name};
-use inplace_api::osc::{InPlaceUpdates, InPlaceUpdatesStatus, OperatingSystemConfig, OscSpec, OscStatus, OsUpdate};
+use inplace_api::osc::{
+    InPlaceUpdates, InPlaceUpdatesStatus, OperatingSystemConfig, OsUpdate, OscSpec, OscStatus,
+};
 use inplace_api::pool::ResolvedPool;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -46,7 +48,12 @@ pub fn osc_secret_name(pool: &str, resolved: &ResolvedPool) -> String {
 }
 
 /// Renders `spec` (already accepted, `resolved` from it) of the pool `pool`.
-pub(crate) fn render(pool: &str, spec: &WorkerPoolSpec, resolved: &ResolvedPool, config: &Config) -> Result<Rendered, OscSecretError> {
+pub(crate) fn render(
+    pool: &str,
+    spec: &WorkerPoolSpec,
+    resolved: &ResolvedPool,
+    config: &Config,
+) -> Result<Rendered, OscSecretError> {
     let class_hash = machine_class_hash(resolved);
     let secret_name = osc_secret_name(pool, resolved);
     let pool_labels = BTreeMap::from([(LABEL_WORKER_POOL.to_owned(), pool.to_owned())]);
@@ -58,8 +65,14 @@ pub(crate) fn render(pool: &str, spec: &WorkerPoolSpec, resolved: &ResolvedPool,
         metadata: TemplateMetadata {
             labels: pool_labels.clone(),
             annotations: BTreeMap::from([
-                (ANNOTATION_MACHINE_CLASS_HASH.to_owned(), class_hash.as_str().to_owned()),
-                (ANNOTATION_OSC_SECRET.to_owned(), format!("{}/{secret_name}", config.osc_namespace)),
+                (
+                    ANNOTATION_MACHINE_CLASS_HASH.to_owned(),
+                    class_hash.as_str().to_owned(),
+                ),
+                (
+                    ANNOTATION_OSC_SECRET.to_owned(),
+                    format!("{}/{secret_name}", config.osc_namespace),
+                ),
             ]),
         },
         spec: MachineSpec {
@@ -69,7 +82,10 @@ pub(crate) fn render(pool: &str, spec: &WorkerPoolSpec, resolved: &ResolvedPool,
                 name: format!("{pool}-{}", class_hash.short()),
             }),
             node_template: Some(NodeTemplateSpec {
-                metadata: TemplateMetadata { labels: node_labels, annotations: BTreeMap::new() },
+                metadata: TemplateMetadata {
+                    labels: node_labels,
+                    annotations: BTreeMap::new(),
+                },
                 spec: None,
             }),
             drain_timeout: mcm.machine_drain_timeout,
@@ -84,9 +100,16 @@ pub(crate) fn render(pool: &str, spec: &WorkerPoolSpec, resolved: &ResolvedPool,
     };
     let deployment = MachineDeploymentSpec {
         replicas: spec.minimum.max(0),
-        selector: Some(LabelSelector { match_labels: Some(pool_labels), ..LabelSelector::default() }),
+        selector: Some(LabelSelector {
+            match_labels: Some(pool_labels),
+            ..LabelSelector::default()
+        }),
         template,
-        strategy: MachineDeploymentStrategy::for_pool(resolved.strategy, spec.max_surge.clone(), spec.max_unavailable.clone()),
+        strategy: MachineDeploymentStrategy::for_pool(
+            resolved.strategy,
+            spec.max_surge.clone(),
+            spec.max_unavailable.clone(),
+        ),
         ..MachineDeploymentSpec::default()
     };
     let (in_place_updates, status) = if in_place {
@@ -101,13 +124,31 @@ pub(crate) fn render(pool: &str, spec: &WorkerPoolSpec, resolved: &ResolvedPool,
             ],
         };
         (
-            Some(InPlaceUpdates::for_pool(spec, &resolved.inputs.kubelet_version)),
-            Some(OscStatus { in_place_updates: Some(InPlaceUpdatesStatus { os_update: Some(os_update) }) }),
+            Some(InPlaceUpdates::for_pool(
+                spec,
+                &resolved.inputs.kubelet_version,
+            )),
+            Some(OscStatus {
+                in_place_updates: Some(InPlaceUpdatesStatus {
+                    os_update: Some(os_update),
+                }),
+            }),
         )
     } else {
         (None, None)
     };
-    let osc = OperatingSystemConfig::new(OscSpec { pool: pool.to_owned(), in_place_updates, files: Vec::new() }, status);
+    let osc = OperatingSystemConfig::new(
+        OscSpec {
+            pool: pool.to_owned(),
+            in_place_updates,
+            files: Vec::new(),
+        },
+        status,
+    );
     let secret = encode_secret(&osc, &secret_name, &config.osc_namespace)?;
-    Ok(Rendered { class_hash, deployment, secret })
+    Ok(Rendered {
+        class_hash,
+        deployment,
+        secret,
+    })
 }

@@ -1,7 +1,9 @@
 //! The pool status: conditions (with transition times kept while the status stays), pending
 //! in-place updates, and the MachineDeployment facts they are derived from.
 
-use inplace_api::crd::{InPlaceUpdatesStatus, MachineDeployment, PendingWorkerUpdates, WorkerPoolStatus};
+use inplace_api::crd::{
+    InPlaceUpdatesStatus, MachineDeployment, PendingWorkerUpdates, WorkerPoolStatus,
+};
 use inplace_api::strategy::UpdateStrategy;
 use inplace_api::validate::Violations;
 use jiff::Timestamp;
@@ -45,19 +47,34 @@ pub(crate) fn condition<'a>(status: &'a WorkerPoolStatus, type_: &str) -> Option
 
 /// The machine class hash the MachineDeployment's template was rendered from.
 pub(crate) fn rendered_hash(md: &MachineDeployment) -> Option<&str> {
-    md.spec.template.metadata.annotations.get(ANNOTATION_MACHINE_CLASS_HASH).map(String::as_str)
+    md.spec
+        .template
+        .metadata
+        .annotations
+        .get(ANNOTATION_MACHINE_CLASS_HASH)
+        .map(String::as_str)
 }
 
 /// Whether the MachineDeployment has brought every machine to its current template: its status
 /// is for the current generation and every machine is in the new MachineSet.
 pub(crate) fn rolled_out(md: &MachineDeployment) -> bool {
-    let Some(status) = md.status.as_ref() else { return false };
-    let current = status.observed_generation.is_some_and(|g| Some(g) >= md.metadata.generation);
-    current && status.updated_replicas >= md.spec.replicas && status.replicas == status.updated_replicas
+    let Some(status) = md.status.as_ref() else {
+        return false;
+    };
+    let current = status
+        .observed_generation
+        .is_some_and(|g| Some(g) >= md.metadata.generation);
+    current
+        && status.updated_replicas >= md.spec.replicas
+        && status.replicas == status.updated_replicas
 }
 
 /// `status.inPlaceUpdates` for a pool that is (or is not) pending under `strategy`.
-pub(crate) fn pending_updates(pool: &str, strategy: UpdateStrategy, pending: bool) -> Option<InPlaceUpdatesStatus> {
+pub(crate) fn pending_updates(
+    pool: &str,
+    strategy: UpdateStrategy,
+    pending: bool,
+) -> Option<InPlaceUpdatesStatus> {
     if !pending {
         return None;
     }
@@ -67,17 +84,26 @@ pub(crate) fn pending_updates(pool: &str, strategy: UpdateStrategy, pending: boo
         UpdateStrategy::AutoInPlaceUpdate => lists.auto_in_place_update.push(pool.to_owned()),
         UpdateStrategy::AutoRollingUpdate => return None,
     }
-    Some(InPlaceUpdatesStatus { pending_worker_updates: Some(lists) })
+    Some(InPlaceUpdatesStatus {
+        pending_worker_updates: Some(lists),
+    })
 }
 
 /// The refusal message: the generation, what stays in force, and every violation.
-pub(crate) fn refusal_message(generation: Option<i64>, violations: &Violations, have_accepted: bool) -> String {
+pub(crate) fn refusal_message(
+    generation: Option<i64>,
+    violations: &Violations,
+    have_accepted: bool,
+) -> String {
     let in_force = if have_accepted {
         "the previously accepted spec stays in force"
     } else {
         "nothing is rendered until the pool is valid"
     };
-    let mut message = format!("the spec of generation {} was refused; {in_force}:", generation.unwrap_or(0));
+    let mut message = format!(
+        "the spec of generation {} was refused; {in_force}:",
+        generation.unwrap_or(0)
+    );
     for violation in &violations.0 {
         message.push_str(&format!("\n- {violation}"));
     }
@@ -86,14 +112,32 @@ pub(crate) fn refusal_message(generation: Option<i64>, violations: &Violations, 
 
 /// Condition reason for a refusal: the first violated rule's name, e.g. `ImmutableForInPlace`.
 pub(crate) fn refusal_reason(violations: &Violations) -> String {
-    violations.0.first().map_or_else(|| "Invalid".to_owned(), |v| format!("{:?}", v.rule))
+    violations
+        .0
+        .first()
+        .map_or_else(|| "Invalid".to_owned(), |v| format!("{:?}", v.rule))
 }
 
 /// Mirrors the MachineDeployment's halt condition into the pool conditions.
-pub(crate) fn mirror_halt(conditions: &mut Vec<Condition>, md: Option<&MachineDeployment>, generation: Option<i64>, now: Timestamp) {
-    let halt = md.and_then(|md| md.status.as_ref()).and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_HALTED));
+pub(crate) fn mirror_halt(
+    conditions: &mut Vec<Condition>,
+    md: Option<&MachineDeployment>,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let halt = md
+        .and_then(|md| md.status.as_ref())
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == CONDITION_HALTED));
     match halt {
-        Some(c) => set_condition(conditions, CONDITION_HALTED, &c.status, &c.reason, &c.message, generation, now),
+        Some(c) => set_condition(
+            conditions,
+            CONDITION_HALTED,
+            &c.status,
+            &c.reason,
+            &c.message,
+            generation,
+            now,
+        ),
         None => remove_condition(conditions, CONDITION_HALTED),
     }
 }

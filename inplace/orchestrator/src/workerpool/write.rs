@@ -34,29 +34,42 @@ pub(crate) async fn deployment(
     let namespace = pool.namespace().unwrap_or_default();
     let owner = owner(pool);
     for _ in 0..ATTEMPTS {
-        let Some(current) = api.get_opt(&name).await.map_err(kube(format!("read machinedeployment {namespace}/{name}")))? else {
+        let Some(current) = api
+            .get_opt(&name)
+            .await
+            .map_err(kube(format!("read machinedeployment {namespace}/{name}")))?
+        else {
             let mut md = MachineDeployment::new(&name, want.clone());
             md.metadata = ObjectMeta {
                 name: Some(name.clone()),
                 namespace: Some(namespace.clone()),
-                labels: Some(BTreeMap::from([(LABEL_WORKER_POOL.to_owned(), name.clone())])),
+                labels: Some(BTreeMap::from([(
+                    LABEL_WORKER_POOL.to_owned(),
+                    name.clone(),
+                )])),
                 owner_references: Some(vec![owner.clone()]),
                 ..ObjectMeta::default()
             };
             match api.create(&PostParams::default(), &md).await {
                 Ok(_) => return Ok(Written::Created),
                 Err(e) if is_conflict(&e) => continue,
-                Err(e) => return Err(kube(format!("create machinedeployment {namespace}/{name}"))(e)),
+                Err(e) => {
+                    return Err(kube(format!("create machinedeployment {namespace}/{name}"))(e));
+                }
             }
         };
         let mut next = current.clone();
         let replicas = clamp_replicas(current.spec.replicas, accepted);
-        next.spec = MachineDeploymentSpec { replicas, ..want.clone() };
+        next.spec = MachineDeploymentSpec {
+            replicas,
+            ..want.clone()
+        };
         // Keep what others own in the spec.
         next.spec.paused = current.spec.paused;
         next.spec.revision_history_limit = current.spec.revision_history_limit;
         next.spec.progress_deadline_seconds = current.spec.progress_deadline_seconds;
-        next.labels_mut().insert(LABEL_WORKER_POOL.to_owned(), name.clone());
+        next.labels_mut()
+            .insert(LABEL_WORKER_POOL.to_owned(), name.clone());
         let owners = next.metadata.owner_references.get_or_insert_with(Vec::new);
         if !owners.iter().any(|o| o.uid == owner.uid) {
             owners.retain(|o| o.controller != Some(true));
@@ -71,7 +84,9 @@ pub(crate) async fn deployment(
             Err(e) => return Err(kube(format!("update machinedeployment {namespace}/{name}"))(e)),
         }
     }
-    Err(Error::Contended { action: format!("write machinedeployment {namespace}/{name}") })
+    Err(Error::Contended {
+        action: format!("write machinedeployment {namespace}/{name}"),
+    })
 }
 
 /// Writes the OSC Secret: data, type, and our labels and annotations (others' are kept).
@@ -79,7 +94,11 @@ pub(crate) async fn secret(api: &Api<Secret>, want: &Secret) -> Result<Written, 
     let name = want.name_any();
     let namespace = want.namespace().unwrap_or_default();
     for _ in 0..ATTEMPTS {
-        let Some(current) = api.get_opt(&name).await.map_err(kube(format!("read secret {namespace}/{name}")))? else {
+        let Some(current) = api
+            .get_opt(&name)
+            .await
+            .map_err(kube(format!("read secret {namespace}/{name}")))?
+        else {
             match api.create(&PostParams::default(), want).await {
                 Ok(_) => return Ok(Written::Created),
                 Err(e) if is_conflict(&e) => continue,
@@ -104,7 +123,9 @@ pub(crate) async fn secret(api: &Api<Secret>, want: &Secret) -> Result<Written, 
             Err(e) => return Err(kube(format!("update secret {namespace}/{name}"))(e)),
         }
     }
-    Err(Error::Contended { action: format!("write secret {namespace}/{name}") })
+    Err(Error::Contended {
+        action: format!("write secret {namespace}/{name}"),
+    })
 }
 
 fn clamp_replicas(current: i32, spec: &WorkerPoolSpec) -> i32 {

@@ -26,11 +26,16 @@ pub(crate) struct Seen {
 impl Seen {
     /// Whether this is a watch request.
     pub(crate) fn is_watch(&self) -> bool {
-        self.query.split('&').any(|p| p == "watch=true" || p == "watch=1")
+        self.query
+            .split('&')
+            .any(|p| p == "watch=true" || p == "watch=1")
     }
 
     pub(crate) fn is_write(&self) -> bool {
-        !matches!(self.method, http::Method::GET | http::Method::HEAD | http::Method::OPTIONS)
+        !matches!(
+            self.method,
+            http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
+        )
     }
 
     /// Whether this is a write of the `InPlaceUpdate` condition with `reason` to a node's status.
@@ -38,21 +43,35 @@ impl Seen {
         self.method == http::Method::PUT
             && self.path.starts_with("/api/v1/nodes/")
             && self.path.ends_with("/status")
-            && self.body.as_ref().and_then(|b| b.pointer("/status/conditions")).and_then(Value::as_array).is_some_and(|conditions| {
-                conditions.iter().any(|c| c["type"] == "InPlaceUpdate" && c["reason"] == reason)
-            })
+            && self
+                .body
+                .as_ref()
+                .and_then(|b| b.pointer("/status/conditions"))
+                .and_then(Value::as_array)
+                .is_some_and(|conditions| {
+                    conditions
+                        .iter()
+                        .any(|c| c["type"] == "InPlaceUpdate" && c["reason"] == reason)
+                })
     }
 
     /// Whether this is a patch of a node that sets `label` to `value`.
     pub(crate) fn sets_node_label(&self, label: &str, value: &str) -> bool {
         self.method == http::Method::PATCH
             && self.path.starts_with("/api/v1/nodes/")
-            && self.body.as_ref().and_then(|b| b.pointer("/metadata/labels")).and_then(|l| l.get(label)) == Some(&json!(value))
+            && self
+                .body
+                .as_ref()
+                .and_then(|b| b.pointer("/metadata/labels"))
+                .and_then(|l| l.get(label))
+                == Some(&json!(value))
     }
 
     /// The node a `/api/v1/nodes/<name>[/...]` request is about.
     pub(crate) fn node(&self) -> Option<&str> {
-        self.path.strip_prefix("/api/v1/nodes/").map(|rest| rest.split('/').next().unwrap_or(rest))
+        self.path
+            .strip_prefix("/api/v1/nodes/")
+            .map(|rest| rest.split('/').next().unwrap_or(rest))
     }
 }
 
@@ -93,9 +112,21 @@ pub(crate) fn faulty_client(inner: Client, hook: Hook, log: Arc<Mutex<Vec<Record
         async move {
             let (parts, body) = request.into_parts();
             let bytes = body.collect().await?.to_bytes();
-            let seen = Seen { method: parts.method.clone(), path: parts.uri.path().to_owned(), query: parts.uri.query().unwrap_or_default().to_owned(), body: serde_json::from_slice(&bytes).ok() };
+            let seen = Seen {
+                method: parts.method.clone(),
+                path: parts.uri.path().to_owned(),
+                query: parts.uri.query().unwrap_or_default().to_owned(),
+                body: serde_json::from_slice(&bytes).ok(),
+            };
             let verdict = hook(seen.clone()).await;
-            let record = |code: u16| log.lock().unwrap().push(Record { method: seen.method.clone(), path: seen.path.clone(), watch: seen.is_watch(), code });
+            let record = |code: u16| {
+                log.lock().unwrap().push(Record {
+                    method: seen.method.clone(),
+                    path: seen.path.clone(),
+                    watch: seen.is_watch(),
+                    code,
+                })
+            };
             match verdict {
                 Verdict::Fail(code, message) => {
                     record(code);

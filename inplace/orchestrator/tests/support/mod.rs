@@ -14,11 +14,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inplace_api::crd::{
-    ClassSpec, InPlaceUpdateMachineDeployment, Machine, MachineDeployment, MachineDeploymentSpec, MachineDeploymentStrategy,
-    MachineDeploymentStrategyType, MachineSet, MachineTemplateSpec, TemplateMetadata,
+    ClassSpec, InPlaceUpdateMachineDeployment, Machine, MachineDeployment, MachineDeploymentSpec,
+    MachineDeploymentStrategy, MachineDeploymentStrategyType, MachineSet, MachineTemplateSpec,
+    TemplateMetadata,
 };
 use inplace_api::keys::{
-    ANNOTATION_UPDATE_FAILED_REASON, CONDITION_IN_PLACE_UPDATE, LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT, REASON_READY_FOR_UPDATE,
+    ANNOTATION_UPDATE_FAILED_REASON, CONDITION_IN_PLACE_UPDATE, LABEL_SELECTED_FOR_UPDATE,
+    LABEL_UPDATE_RESULT, REASON_READY_FOR_UPDATE,
 };
 use inplace_api::strategy::OrchestrationType;
 use inplace_orchestrator::Config;
@@ -68,7 +70,9 @@ impl Lab {
         let client = server.admin_client();
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for crd in inplace_api::crd::crds() {
-            crds.create(&PostParams::default(), &crd).await.expect("install CRD");
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("install CRD");
         }
         Self {
             server,
@@ -81,14 +85,19 @@ impl Lab {
     }
 
     pub(crate) fn config() -> Config {
-        Config { namespace: NS.to_owned(), ..Config::default() }
+        Config {
+            namespace: NS.to_owned(),
+            ..Config::default()
+        }
     }
 
     /// Starts the orchestrator as a task the test can abort.
     pub(crate) fn start_orchestrator(&self, config: Config) -> JoinHandle<()> {
         let (client, clock) = (self.client.clone(), self.clock.clone());
         tokio::spawn(async move {
-            inplace_orchestrator::run(client, clock, config).await.expect("orchestrator config is valid");
+            inplace_orchestrator::run(client, clock, config)
+                .await
+                .expect("orchestrator config is valid");
         })
     }
 
@@ -96,7 +105,9 @@ impl Lab {
     pub(crate) fn start_orchestrator_with(&self, client: Client, config: Config) -> JoinHandle<()> {
         let clock = self.clock.clone();
         tokio::spawn(async move {
-            inplace_orchestrator::run(client, clock, config).await.expect("orchestrator config is valid");
+            inplace_orchestrator::run(client, clock, config)
+                .await
+                .expect("orchestrator config is valid");
         })
     }
 
@@ -124,14 +135,23 @@ impl Lab {
             let node = Node {
                 metadata: ObjectMeta {
                     name: Some(node_name.clone()),
-                    labels: Some([("worker.gardener.cloud/pool".to_owned(), POOL.to_owned())].into()),
+                    labels: Some(
+                        [("worker.gardener.cloud/pool".to_owned(), POOL.to_owned())].into(),
+                    ),
                     ..Default::default()
                 },
                 ..Default::default()
             };
             let _ = nodes.create(&PostParams::default(), &node).await;
             let patch = json!({ "metadata": { "labels": { "node": node_name } } });
-            machines.patch(&machine.name_any(), &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+            machines
+                .patch(
+                    &machine.name_any(),
+                    &PatchParams::default(),
+                    &Patch::Merge(patch),
+                )
+                .await
+                .unwrap();
         }
         let dead = self.dead.lock().unwrap().clone();
         for node in nodes.list(&ListParams::default()).await.unwrap().items {
@@ -153,24 +173,47 @@ impl Lab {
                 && node.labels().get(LABEL_UPDATE_RESULT).is_none()
                 && since.0.checked_add(self.update_time).unwrap() <= now
             {
-                let outcome = self.outcomes.lock().unwrap().get(&name).cloned().unwrap_or(Outcome::Success);
+                let outcome = self
+                    .outcomes
+                    .lock()
+                    .unwrap()
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or(Outcome::Success);
                 let patch = match outcome {
-                    Outcome::Success => json!({ "metadata": { "labels": { LABEL_UPDATE_RESULT: "successful" } } }),
+                    Outcome::Success => {
+                        json!({ "metadata": { "labels": { LABEL_UPDATE_RESULT: "successful" } } })
+                    }
                     Outcome::Fail(reason) => json!({ "metadata": {
                         "labels": { LABEL_UPDATE_RESULT: "failed" },
                         "annotations": { ANNOTATION_UPDATE_FAILED_REASON: reason } } }),
                     Outcome::Silent => continue,
                 };
-                nodes.patch(&name, &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+                nodes
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await
+                    .unwrap();
             }
         }
         // Kubelet: complete graceful deletions of pods on live nodes.
         let pods: Api<Pod> = Api::all(self.client.clone());
         for pod in pods.list(&ListParams::default()).await.unwrap().items {
-            let on_live = pod.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some_and(|n| !dead.contains(n));
+            let on_live = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.node_name.as_ref())
+                .is_some_and(|n| !dead.contains(n));
             if pod.metadata.deletion_timestamp.is_some() && on_live {
                 let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace().unwrap());
-                let _ = api.delete(&pod.name_any(), &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                let _ = api
+                    .delete(
+                        &pod.name_any(),
+                        &DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..Default::default()
+                        },
+                    )
+                    .await;
             }
         }
     }
@@ -179,7 +222,9 @@ impl Lab {
         let name = node.name_any();
         let nodes: Api<Node> = Api::all(self.client.clone());
         for _ in 0..5 {
-            let Ok(mut current) = nodes.get(&name).await else { return };
+            let Ok(mut current) = nodes.get(&name).await else {
+                return;
+            };
             let status = current.status.get_or_insert_with(NodeStatus::default);
             let conditions = status.conditions.get_or_insert_with(Vec::new);
             let ready = NodeCondition {
@@ -196,7 +241,10 @@ impl Lab {
             };
             conditions.retain(|c| c.type_ != "Ready");
             conditions.push(ready);
-            match nodes.replace_status(&name, &PostParams::default(), &current).await {
+            match nodes
+                .replace_status(&name, &PostParams::default(), &current)
+                .await
+            {
                 Ok(_) => break,
                 Err(kube::Error::Api(s)) if s.code == 409 => continue,
                 Err(_) => return,
@@ -204,10 +252,24 @@ impl Lab {
         }
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), "kube-node-lease");
         let lease = Lease {
-            metadata: ObjectMeta { name: Some(name.clone()), ..Default::default() },
-            spec: Some(LeaseSpec { holder_identity: Some(name.clone()), renew_time: Some(MicroTime(now)), lease_duration_seconds: Some(40), ..Default::default() }),
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(name.clone()),
+                renew_time: Some(MicroTime(now)),
+                lease_duration_seconds: Some(40),
+                ..Default::default()
+            }),
         };
-        let _ = leases.patch(&name, &PatchParams::apply("kubelet").force(), &Patch::Apply(&lease)).await;
+        let _ = leases
+            .patch(
+                &name,
+                &PatchParams::apply("kubelet").force(),
+                &Patch::Apply(&lease),
+            )
+            .await;
     }
 
     /// Marks a node's kubelet dead: Ready turns Unknown, heartbeats and lease renewals stop.
@@ -215,23 +277,48 @@ impl Lab {
         self.dead.lock().unwrap().insert(name.to_owned());
         let nodes: Api<Node> = Api::all(self.client.clone());
         let mut node = nodes.get(name).await.unwrap();
-        let conditions = node.status.get_or_insert_with(Default::default).conditions.get_or_insert_with(Vec::new);
+        let conditions = node
+            .status
+            .get_or_insert_with(Default::default)
+            .conditions
+            .get_or_insert_with(Vec::new);
         for c in conditions.iter_mut().filter(|c| c.type_ == "Ready") {
             c.status = "Unknown".into();
             c.reason = Some("NodeStatusUnknown".into());
         }
-        nodes.replace_status(name, &PostParams::default(), &node).await.unwrap();
+        nodes
+            .replace_status(name, &PostParams::default(), &node)
+            .await
+            .unwrap();
     }
 
-    pub(crate) async fn create_deployment(&self, name: &str, replicas: i32, class: &str, max_unavailable: i32, max_surge: i32, orchestration: OrchestrationType) {
+    pub(crate) async fn create_deployment(
+        &self,
+        name: &str,
+        replicas: i32,
+        class: &str,
+        max_unavailable: i32,
+        max_surge: i32,
+        orchestration: OrchestrationType,
+    ) {
         let labels: BTreeMap<String, String> = [("pool".to_owned(), name.to_owned())].into();
         let spec = MachineDeploymentSpec {
             replicas,
-            selector: Some(LabelSelector { match_labels: Some(labels.clone()), ..Default::default() }),
+            selector: Some(LabelSelector {
+                match_labels: Some(labels.clone()),
+                ..Default::default()
+            }),
             template: MachineTemplateSpec {
-                metadata: TemplateMetadata { labels, ..Default::default() },
+                metadata: TemplateMetadata {
+                    labels,
+                    ..Default::default()
+                },
                 spec: inplace_api::crd::MachineSpec {
-                    class: Some(ClassSpec { kind: "MachineClass".into(), name: class.into(), ..Default::default() }),
+                    class: Some(ClassSpec {
+                        kind: "MachineClass".into(),
+                        name: class.into(),
+                        ..Default::default()
+                    }),
                     in_place_update_timeout: Some("10m".into()),
                     drain_timeout: Some("2h".into()),
                     max_evict_retries: Some(3),
@@ -251,47 +338,80 @@ impl Lab {
         };
         let md = MachineDeployment::new(name, spec);
         let api: Api<MachineDeployment> = Api::namespaced(self.client.clone(), NS);
-        api.create(&PostParams::default(), &md).await.expect("create machinedeployment");
+        api.create(&PostParams::default(), &md)
+            .await
+            .expect("create machinedeployment");
     }
 
     /// Changes the deployment's template (a new machine class): the update trigger.
     pub(crate) async fn change_template(&self, name: &str, class: &str) {
         let api: Api<MachineDeployment> = Api::namespaced(self.client.clone(), NS);
         let patch = json!({ "spec": { "template": { "spec": { "class": { "kind": "MachineClass", "name": class } } } } });
-        api.patch(name, &PatchParams::default(), &Patch::Merge(patch)).await.expect("patch machinedeployment");
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch machinedeployment");
     }
 
     pub(crate) async fn machines(&self) -> Vec<Machine> {
-        Api::<Machine>::namespaced(self.client.clone(), NS).list(&ListParams::default()).await.unwrap().items
+        Api::<Machine>::namespaced(self.client.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
     }
 
     pub(crate) async fn sets(&self) -> Vec<MachineSet> {
-        Api::<MachineSet>::namespaced(self.client.clone(), NS).list(&ListParams::default()).await.unwrap().items
+        Api::<MachineSet>::namespaced(self.client.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
     }
 
     pub(crate) async fn nodes(&self) -> Vec<Node> {
-        Api::<Node>::all(self.client.clone()).list(&ListParams::default()).await.unwrap().items
+        Api::<Node>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
     }
 
     pub(crate) async fn node(&self, name: &str) -> Node {
-        Api::<Node>::all(self.client.clone()).get(name).await.unwrap()
+        Api::<Node>::all(self.client.clone())
+            .get(name)
+            .await
+            .unwrap()
     }
 
     pub(crate) async fn deployment(&self, name: &str) -> MachineDeployment {
-        Api::<MachineDeployment>::namespaced(self.client.clone(), NS).get(name).await.unwrap()
+        Api::<MachineDeployment>::namespaced(self.client.clone(), NS)
+            .get(name)
+            .await
+            .unwrap()
     }
 
     pub(crate) async fn events(&self) -> Vec<Event> {
-        Api::<Event>::all(self.client.clone()).list(&ListParams::default()).await.unwrap().items
+        Api::<Event>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
     }
 
     pub(crate) async fn events_with_reason(&self, reason: &str) -> Vec<Event> {
-        self.events().await.into_iter().filter(|e| e.reason.as_deref() == Some(reason)).collect()
+        self.events()
+            .await
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect()
     }
 
     pub(crate) async fn label_node(&self, name: &str, key: &str, value: Option<&str>) {
         let patch = json!({ "metadata": { "labels": { key: value } } });
-        Api::<Node>::all(self.client.clone()).patch(name, &PatchParams::default(), &Patch::Merge(patch)).await.unwrap();
+        Api::<Node>::all(self.client.clone())
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap();
     }
 
     /// Polls `check` every virtual second until it returns `Some`, or panics after `limit`.
@@ -321,7 +441,10 @@ impl Lab {
         let handle = tokio::spawn(async move {
             loop {
                 let nodes = lab.nodes().await;
-                let selected = nodes.iter().filter(|n| n.labels().contains_key(LABEL_SELECTED_FOR_UPDATE)).count();
+                let selected = nodes
+                    .iter()
+                    .filter(|n| n.labels().contains_key(LABEL_SELECTED_FOR_UPDATE))
+                    .count();
                 {
                     let mut max = seen.lock().unwrap();
                     *max = (*max).max(selected);
@@ -336,7 +459,10 @@ impl Lab {
     pub(crate) async fn wait_running(&self, replicas: usize) {
         self.wait_for("machines to run", Duration::from_secs(600), || async {
             let machines = self.machines().await;
-            let running = machines.iter().filter(|m| m.phase().map(|p| p.as_str()) == Some("Running")).count();
+            let running = machines
+                .iter()
+                .filter(|m| m.phase().map(|p| p.as_str()) == Some("Running"))
+                .count();
             (running == replicas && machines.len() == replicas).then_some(())
         })
         .await;
@@ -347,21 +473,43 @@ impl Lab {
     pub(crate) async fn wait_rolled_out(&self, class: &str, replicas: usize, limit: Duration) {
         self.wait_for("the rollout to complete", limit, || async {
             let sets = self.sets().await;
-            if sets.len() != 1 || sets[0].spec.template.spec.class.as_ref().map(|c| c.name.as_str()) != Some(class) {
+            if sets.len() != 1
+                || sets[0]
+                    .spec
+                    .template
+                    .spec
+                    .class
+                    .as_ref()
+                    .map(|c| c.name.as_str())
+                    != Some(class)
+            {
                 return None;
             }
             let machines = self.machines().await;
-            if machines.len() != replicas || machines.iter().any(|m| m.phase().map(|p| p.as_str()) != Some("Running")) {
+            if machines.len() != replicas
+                || machines
+                    .iter()
+                    .any(|m| m.phase().map(|p| p.as_str()) != Some("Running"))
+            {
                 return None;
             }
             let uid = sets[0].uid().unwrap();
-            if machines.iter().any(|m| m.owner_references().iter().all(|o| o.uid != uid)) {
+            if machines
+                .iter()
+                .any(|m| m.owner_references().iter().all(|o| o.uid != uid))
+            {
                 return None;
             }
             let nodes = self.nodes().await;
             let clean = nodes.iter().all(|n| {
-                n.labels().keys().all(|k| !k.starts_with("node.machine.sapcloud.io/"))
-                    && !n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+                n.labels()
+                    .keys()
+                    .all(|k| !k.starts_with("node.machine.sapcloud.io/"))
+                    && !n
+                        .spec
+                        .as_ref()
+                        .and_then(|s| s.unschedulable)
+                        .unwrap_or(false)
             });
             clean.then_some(())
         })
@@ -370,9 +518,19 @@ impl Lab {
 }
 
 pub(crate) fn is_cordoned(node: &Node) -> bool {
-    node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false)
+    node.spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false)
 }
 
 pub(crate) fn condition_reason(node: &Node) -> Option<String> {
-    node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == CONDITION_IN_PLACE_UPDATE)?.reason.clone()
+    node.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == CONDITION_IN_PLACE_UPDATE)?
+        .reason
+        .clone()
 }

@@ -69,12 +69,18 @@ pub(crate) fn pool(name: &str, strategy: &str) -> Value {
 impl Lab {
     pub(crate) async fn create_catalog(&self) {
         let catalog: ImageCatalog = serde_json::from_value(catalog()).expect("catalog fixture");
-        Api::<ImageCatalog>::all(self.client.clone()).create(&PostParams::default(), &catalog).await.expect("create imagecatalog");
+        Api::<ImageCatalog>::all(self.client.clone())
+            .create(&PostParams::default(), &catalog)
+            .await
+            .expect("create imagecatalog");
     }
 
     pub(crate) async fn create_pool(&self, pool: Value) {
         let pool: WorkerPool = serde_json::from_value(pool).expect("pool fixture");
-        Api::<WorkerPool>::namespaced(self.client.clone(), NS).create(&PostParams::default(), &pool).await.expect("create workerpool");
+        Api::<WorkerPool>::namespaced(self.client.clone(), NS)
+            .create(&PostParams::default(), &pool)
+            .await
+            .expect("create workerpool");
     }
 
     /// Merge-patches the pool (spec changes, annotations).
@@ -86,27 +92,47 @@ impl Lab {
     }
 
     pub(crate) async fn pool(&self, name: &str) -> WorkerPool {
-        Api::<WorkerPool>::namespaced(self.client.clone(), NS).get(name).await.unwrap()
+        Api::<WorkerPool>::namespaced(self.client.clone(), NS)
+            .get(name)
+            .await
+            .unwrap()
     }
 
     pub(crate) async fn pool_condition(&self, name: &str, type_: &str) -> Option<Condition> {
-        self.pool(name).await.status?.conditions.into_iter().find(|c| c.type_ == type_)
+        self.pool(name)
+            .await
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == type_)
     }
 
     pub(crate) async fn deployment_opt(&self, name: &str) -> Option<MachineDeployment> {
-        Api::<MachineDeployment>::namespaced(self.client.clone(), NS).get_opt(name).await.unwrap()
+        Api::<MachineDeployment>::namespaced(self.client.clone(), NS)
+            .get_opt(name)
+            .await
+            .unwrap()
     }
 
     /// The OSC Secrets of `pool`.
     pub(crate) async fn osc_secrets(&self, pool: &str) -> Vec<Secret> {
         let params = ListParams::default().labels(&format!("{LABEL_WORKER_POOL}={pool}"));
-        Api::<Secret>::namespaced(self.client.clone(), OSC_NS).list(&params).await.unwrap().items
+        Api::<Secret>::namespaced(self.client.clone(), OSC_NS)
+            .list(&params)
+            .await
+            .unwrap()
+            .items
     }
 
     /// The pool's only OSC Secret and its document.
     pub(crate) async fn osc(&self, pool: &str) -> (Secret, OperatingSystemConfig) {
         let secrets = self.osc_secrets(pool).await;
-        assert_eq!(secrets.len(), 1, "one OSC secret for {pool}: {:?}", secrets.iter().map(|s| s.name_any()).collect::<Vec<_>>());
+        assert_eq!(
+            secrets.len(),
+            1,
+            "one OSC secret for {pool}: {:?}",
+            secrets.iter().map(|s| s.name_any()).collect::<Vec<_>>()
+        );
         let decoded = decode_secret(&secrets[0]).expect("the OSC secret decodes");
         (secrets[0].clone(), decoded.osc)
     }
@@ -114,15 +140,19 @@ impl Lab {
     /// Waits until the pool's status reflects its current generation and it has a rendered
     /// MachineDeployment.
     pub(crate) async fn wait_pool_rendered(&self, name: &str) -> (WorkerPool, MachineDeployment) {
-        self.wait_for("the pool to be rendered", std::time::Duration::from_secs(120), || async {
-            let pool = self.pool(name).await;
-            let observed = pool.status.as_ref()?.observed_generation;
-            if observed != pool.metadata.generation {
-                return None;
-            }
-            let md = self.deployment_opt(name).await?;
-            (!self.osc_secrets(name).await.is_empty()).then_some((pool, md))
-        })
+        self.wait_for(
+            "the pool to be rendered",
+            std::time::Duration::from_secs(120),
+            || async {
+                let pool = self.pool(name).await;
+                let observed = pool.status.as_ref()?.observed_generation;
+                if observed != pool.metadata.generation {
+                    return None;
+                }
+                let md = self.deployment_opt(name).await?;
+                (!self.osc_secrets(name).await.is_empty()).then_some((pool, md))
+            },
+        )
         .await
     }
 }

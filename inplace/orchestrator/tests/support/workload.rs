@@ -29,10 +29,20 @@ impl Lab {
     pub(crate) async fn set_drain_timeout(&self, deployment: &str, timeout: &str) {
         let api: Api<MachineDeployment> = Api::namespaced(self.client.clone(), NS);
         let patch = json!({ "spec": { "template": { "spec": { "drainTimeout": timeout } } } });
-        api.patch(deployment, &PatchParams::default(), &Patch::Merge(patch)).await.expect("patch drainTimeout");
-        self.wait_for("the drain timeout to reach every machine", std::time::Duration::from_secs(120), || async {
-            self.machines().await.iter().all(|m| m.spec.drain_timeout.as_deref() == Some(timeout)).then_some(())
-        })
+        api.patch(deployment, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch drainTimeout");
+        self.wait_for(
+            "the drain timeout to reach every machine",
+            std::time::Duration::from_secs(120),
+            || async {
+                self.machines()
+                    .await
+                    .iter()
+                    .all(|m| m.spec.drain_timeout.as_deref() == Some(timeout))
+                    .then_some(())
+            },
+        )
         .await;
     }
 
@@ -55,7 +65,10 @@ impl Lab {
         }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), NS);
         let pod: Pod = serde_json::from_value(pod).expect("pod fixture");
-        let mut pod = api.create(&PostParams::default(), &pod).await.expect("create pod");
+        let mut pod = api
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
         pod.status = Some(
             serde_json::from_value(json!({
                 "phase": "Running",
@@ -63,7 +76,9 @@ impl Lab {
             }))
             .expect("pod status fixture"),
         );
-        api.replace_status(name, &PostParams::default(), &pod).await.expect("pod status");
+        api.replace_status(name, &PostParams::default(), &pod)
+            .await
+            .expect("pod status");
     }
 
     async fn daemonset_owner(&self) -> OwnerReference {
@@ -80,7 +95,9 @@ impl Lab {
                     }
                 }))
                 .expect("daemonset fixture");
-                api.create(&PostParams::default(), &ds).await.expect("create daemonset")
+                api.create(&PostParams::default(), &ds)
+                    .await
+                    .expect("create daemonset")
             }
         };
         OwnerReference {
@@ -101,34 +118,61 @@ impl Lab {
             "spec": { "maxUnavailable": max_unavailable, "selector": { "matchLabels": { "app": app } } }
         }))
         .expect("pdb fixture");
-        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), NS).create(&PostParams::default(), &pdb).await.expect("create pdb");
+        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), NS)
+            .create(&PostParams::default(), &pdb)
+            .await
+            .expect("create pdb");
     }
 
     pub(crate) async fn pdb(&self, name: &str) -> PodDisruptionBudget {
-        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), NS).get(name).await.unwrap()
+        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), NS)
+            .get(name)
+            .await
+            .unwrap()
     }
 
     /// Pods bound to `node` (terminating ones included).
     pub(crate) async fn pods_on(&self, node: &str) -> Vec<Pod> {
-        let pods = Api::<Pod>::all(self.client.clone()).list(&ListParams::default()).await.unwrap().items;
-        pods.into_iter().filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node)).collect()
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        pods.into_iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
+            .collect()
     }
 
     /// The Machine bound to `node`.
     pub(crate) async fn machine_of(&self, node: &str) -> Machine {
-        self.machines().await.into_iter().find(|m| m.node_name() == Some(node)).unwrap_or_else(|| panic!("no machine for node {node}"))
+        self.machines()
+            .await
+            .into_iter()
+            .find(|m| m.node_name() == Some(node))
+            .unwrap_or_else(|| panic!("no machine for node {node}"))
     }
 
     /// The `InPlaceUpdate` condition's reason and transition time on `node`.
     pub(crate) async fn condition(&self, node: &str) -> Option<(String, Timestamp)> {
         let node = self.node(node).await;
-        let condition = node.status?.conditions?.into_iter().find(|c| c.type_ == "InPlaceUpdate")?;
+        let condition = node
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == "InPlaceUpdate")?;
         Some((condition.reason?, condition.last_transition_time?.0))
     }
 
     /// Events whose message mentions `text`, with the given reason.
-    pub(crate) async fn events_about(&self, reason: &str, text: &str) -> Vec<k8s_openapi::api::core::v1::Event> {
-        self.events_with_reason(reason).await.into_iter().filter(|e| e.message.as_deref().is_some_and(|m| m.contains(text))).collect()
+    pub(crate) async fn events_about(
+        &self,
+        reason: &str,
+        text: &str,
+    ) -> Vec<k8s_openapi::api::core::v1::Event> {
+        self.events_with_reason(reason)
+            .await
+            .into_iter()
+            .filter(|e| e.message.as_deref().is_some_and(|m| m.contains(text)))
+            .collect()
     }
 }
-

@@ -27,12 +27,13 @@ use rackproof_clock::Clock;
 use rackproof_driver::SharedMachine;
 
 use crate::codec::command::{
-    AuthCapabilities, CIPHER_SUITE_CHUNK, CURRENT_CHANNEL, CipherSuiteRecord, CompletionCode, DeviceId, LAN_CHANNEL,
-    MachineRequest, Privilege, Request, SessionRequest,
+    AuthCapabilities, CIPHER_SUITE_CHUNK, CURRENT_CHANNEL, CipherSuiteRecord, CompletionCode,
+    DeviceId, LAN_CHANNEL, MachineRequest, Privilege, Request, SessionRequest,
 };
 use crate::codec::message::{RequestMessage, ResponseMessage};
 use crate::codec::rakp::{
-    AcceptedSession, OpenSessionRequest, OpenSessionResponse, Rakp1, Rakp2, Rakp2Challenge, Rakp3, Rakp4, RakpStatus,
+    AcceptedSession, OpenSessionRequest, OpenSessionResponse, Rakp1, Rakp2, Rakp2Challenge, Rakp3,
+    Rakp4, RakpStatus,
 };
 use crate::codec::rmcp::{self, AsfMessage, RmcpClass};
 use crate::codec::session::{self, PayloadType, SessionPacket, V15Packet, V20Header, V20Packet};
@@ -87,7 +88,12 @@ enum Decision {
 impl Bmc {
     pub fn new(machine: SharedMachine, config: BmcConfig, clock: Clock) -> Self {
         let handler = CommandHandler::new(machine, config.device_id);
-        Self { config, handler, clock, sessions: Mutex::new(Sessions::default()) }
+        Self {
+            config,
+            handler,
+            clock,
+            sessions: Mutex::new(Sessions::default()),
+        }
     }
 
     /// The number of sessions that completed RAKP and are still open.
@@ -108,10 +114,18 @@ impl Bmc {
 
     /// Handles one datagram and returns the reply to send, if any.
     pub async fn handle_datagram(&self, datagram: &[u8]) -> Option<Vec<u8>> {
-        let (class, body) = rmcp::split(datagram).map_err(|e| tracing::debug!(error = %e, "dropping datagram")).ok()?;
+        let (class, body) = rmcp::split(datagram)
+            .map_err(|e| tracing::debug!(error = %e, "dropping datagram"))
+            .ok()?;
         match class {
             RmcpClass::Asf => match AsfMessage::decode(body) {
-                Ok(AsfMessage::Ping { tag }) => Some(AsfMessage::Pong { tag, ipmi_supported: true }.encode()),
+                Ok(AsfMessage::Ping { tag }) => Some(
+                    AsfMessage::Pong {
+                        tag,
+                        ipmi_supported: true,
+                    }
+                    .encode(),
+                ),
                 Ok(AsfMessage::Pong { .. }) => None,
                 Err(error) => {
                     tracing::debug!(%error, "dropping ASF message");
@@ -167,7 +181,8 @@ impl Bmc {
     fn presession(&self, request: &RequestMessage) -> ResponseMessage {
         match Request::decode(request.netfn, request.cmd, &request.data) {
             Ok(Request::Session(
-                query @ (SessionRequest::GetChannelAuthCapabilities { .. } | SessionRequest::GetChannelCipherSuites { .. }),
+                query @ (SessionRequest::GetChannelAuthCapabilities { .. }
+                | SessionRequest::GetChannelCipherSuites { .. }),
             )) => match channel_query(&query) {
                 Ok(data) => request.respond(CompletionCode::OK.0, data),
                 Err(code) => request.respond(code.0, vec![]),
@@ -222,7 +237,10 @@ impl Bmc {
             status: RakpStatus::NO_ERRORS,
             max_privilege: max_privilege.code(),
             console_session_id: request.console_session_id,
-            accepted: Some(AcceptedSession { bmc_session_id, algorithms: suite.algorithms() }),
+            accepted: Some(AcceptedSession {
+                bmc_session_id,
+                algorithms: suite.algorithms(),
+            }),
         };
         unprotected(PayloadType::OpenSessionResponse, &response.encode())
     }
@@ -236,14 +254,18 @@ impl Bmc {
             }
             Err(error) => {
                 tracing::debug!(%error, "refusing RAKP 1");
-                let status = if payload.len() > 27 && usize::from(payload[27]) > crate::codec::rakp::MAX_USERNAME_LEN {
+                let status = if payload.len() > 27
+                    && usize::from(payload[27]) > crate::codec::rakp::MAX_USERNAME_LEN
+                {
                     RakpStatus::INVALID_NAME_LENGTH
                 } else {
                     RakpStatus::ILLEGAL_PARAMETER
                 };
                 let tag = *payload.first()?;
                 let bmc_session_id = u32::from_le_bytes(payload.get(4..8)?.try_into().ok()?);
-                let console_session_id = sessions.get_mut(bmc_session_id).map_or(0, |s| s.console_session_id);
+                let console_session_id = sessions
+                    .get_mut(bmc_session_id)
+                    .map_or(0, |s| s.console_session_id);
                 sessions.remove(bmc_session_id);
                 return rakp2_error(tag, status, console_session_id);
             }
@@ -258,7 +280,9 @@ impl Bmc {
         let refusal = match Privilege::from_code(rakp1.role & 0x0f) {
             None | Some(Privilege::Oem) => Some(RakpStatus::INVALID_ROLE),
             Some(p) if p > session.max_privilege => Some(RakpStatus::UNAUTHORIZED_ROLE),
-            Some(_) if rakp1.username != self.config.credentials.username() => Some(RakpStatus::UNAUTHORIZED_NAME),
+            Some(_) if rakp1.username != self.config.credentials.username() => {
+                Some(RakpStatus::UNAUTHORIZED_NAME)
+            }
             Some(_) => None,
         };
         if let Some(status) = refusal {
@@ -284,15 +308,27 @@ impl Bmc {
         };
         session.stage = Stage::Challenged { handshake, limit };
         session.last_activity = self.clock.instant();
-        let rakp2 = Rakp2 { tag: rakp1.tag, status: RakpStatus::NO_ERRORS, console_session_id, challenge: Some(challenge) };
+        let rakp2 = Rakp2 {
+            tag: rakp1.tag,
+            status: RakpStatus::NO_ERRORS,
+            console_session_id,
+            challenge: Some(challenge),
+        };
         unprotected(PayloadType::Rakp2, &rakp2.encode())
     }
 
     fn rakp3(&self, payload: &[u8]) -> Option<Vec<u8>> {
-        let rakp3 = Rakp3::decode(payload).map_err(|e| tracing::debug!(error = %e, "dropping RAKP 3")).ok()?;
+        let rakp3 = Rakp3::decode(payload)
+            .map_err(|e| tracing::debug!(error = %e, "dropping RAKP 3"))
+            .ok()?;
         let mut sessions = self.sessions();
         let reply = |status: RakpStatus, console_session_id: u32, icv: Vec<u8>| {
-            let rakp4 = Rakp4 { tag: rakp3.tag, status, console_session_id, integrity_check_value: icv };
+            let rakp4 = Rakp4 {
+                tag: rakp3.tag,
+                status,
+                console_session_id,
+                integrity_check_value: icv,
+            };
             unprotected(PayloadType::Rakp4, &rakp4.encode())
         };
         let Some(session) = sessions.get_mut(rakp3.bmc_session_id) else {
@@ -306,14 +342,21 @@ impl Bmc {
         if rakp3.status != RakpStatus::NO_ERRORS {
             // The console rejected our RAKP 2 (its password differs from ours); it waits for
             // nothing, but a reply lets it finish at once.
-            tracing::info!(status = rakp3.status.describe(), "IPMI console aborted the login");
+            tracing::info!(
+                status = rakp3.status.describe(),
+                "IPMI console aborted the login"
+            );
             sessions.remove(rakp3.bmc_session_id);
             return reply(rakp3.status, console_session_id, vec![]);
         }
         if !handshake.verify_rakp3(&key, &rakp3.auth_code) {
             tracing::info!("IPMI login refused: RAKP 3 proof does not match the password");
             sessions.remove(rakp3.bmc_session_id);
-            return reply(RakpStatus::INVALID_INTEGRITY_CHECK_VALUE, console_session_id, vec![]);
+            return reply(
+                RakpStatus::INVALID_INTEGRITY_CHECK_VALUE,
+                console_session_id,
+                vec![],
+            );
         }
         let sik = handshake.session_integrity_key(&key);
         let icv = handshake.rakp4_icv(&sik);
@@ -327,7 +370,11 @@ impl Bmc {
             outbound: 0,
         });
         session.last_activity = self.clock.instant();
-        tracing::debug!(session = format_args!("{:#010x}", rakp3.bmc_session_id), suite = session.suite.id, "IPMI session active");
+        tracing::debug!(
+            session = format_args!("{:#010x}", rakp3.bmc_session_id),
+            suite = session.suite.id,
+            "IPMI session active"
+        );
         reply(RakpStatus::NO_ERRORS, console_session_id, icv)
     }
 
@@ -336,12 +383,17 @@ impl Bmc {
         let decision = {
             let mut sessions = self.sessions();
             let session = sessions.get_mut(bmc_session_id)?;
-            let Stage::Active(active) = &mut session.stage else { return None };
+            let Stage::Active(active) = &mut session.stage else {
+                return None;
+            };
             let plaintext = secure::open(&active.keys, packet)
                 .map_err(|e| tracing::debug!(error = %e, "dropping IPMI session packet"))
                 .ok()?;
             if !active.inbound.accept(packet.header.sequence) {
-                tracing::debug!(sequence = packet.header.sequence, "dropping IPMI packet outside the sequence window");
+                tracing::debug!(
+                    sequence = packet.header.sequence,
+                    "dropping IPMI packet outside the sequence window"
+                );
                 return None;
             }
             session.last_activity = self.clock.instant();
@@ -350,13 +402,16 @@ impl Bmc {
             match Request::decode(request.netfn, request.cmd, &request.data) {
                 Err(error) => Decision::Reply(request.respond(error.completion_code().0, vec![])),
                 Ok(Request::Machine(command)) if command.required_privilege() > privilege => {
-                    Decision::Reply(request.respond(CompletionCode::INSUFFICIENT_PRIVILEGE.0, vec![]))
+                    Decision::Reply(
+                        request.respond(CompletionCode::INSUFFICIENT_PRIVILEGE.0, vec![]),
+                    )
                 }
                 Ok(Request::Machine(command)) => Decision::Machine(request, command),
                 Ok(Request::Session(SessionRequest::CloseSession { session_id })) => {
                     let code = if session_id == bmc_session_id {
                         CompletionCode::OK
-                    } else if privilege == Privilege::Administrator && sessions.contains(session_id) {
+                    } else if privilege == Privilege::Administrator && sessions.contains(session_id)
+                    {
                         sessions.remove(session_id);
                         CompletionCode::OK
                     } else {
@@ -366,16 +421,19 @@ impl Bmc {
                     let datagram = self.seal_reply(&mut sessions, bmc_session_id, &response);
                     if code == CompletionCode::OK && session_id == bmc_session_id {
                         sessions.remove(bmc_session_id);
-                        tracing::debug!(session = format_args!("{bmc_session_id:#010x}"), "IPMI session closed");
+                        tracing::debug!(
+                            session = format_args!("{bmc_session_id:#010x}"),
+                            "IPMI session closed"
+                        );
                     }
                     return datagram;
                 }
                 Ok(Request::Session(SessionRequest::SetSessionPrivilegeLevel { requested })) => {
                     match requested {
                         None => Decision::Reply(request.respond(0, vec![privilege.code()])),
-                        Some(level) if level > active.limit => {
-                            Decision::Reply(request.respond(CompletionCode::PRIVILEGE_EXCEEDS_LIMIT.0, vec![]))
-                        }
+                        Some(level) if level > active.limit => Decision::Reply(
+                            request.respond(CompletionCode::PRIVILEGE_EXCEEDS_LIMIT.0, vec![]),
+                        ),
                         Some(level) => {
                             active.privilege = level;
                             Decision::Reply(request.respond(0, vec![level.code()]))
@@ -399,23 +457,45 @@ impl Bmc {
         self.seal_reply(&mut sessions, bmc_session_id, &response)
     }
 
-    fn seal_reply(&self, sessions: &mut Sessions, bmc_session_id: u32, response: &ResponseMessage) -> Option<Vec<u8>> {
+    fn seal_reply(
+        &self,
+        sessions: &mut Sessions,
+        bmc_session_id: u32,
+        response: &ResponseMessage,
+    ) -> Option<Vec<u8>> {
         let session = sessions.get_mut(bmc_session_id)?;
         let console_session_id = session.console_session_id;
-        let Stage::Active(active) = &mut session.stage else { return None };
+        let Stage::Active(active) = &mut session.stage else {
+            return None;
+        };
         let sequence = active.next_outbound();
-        secure::seal(&active.keys, PayloadType::Ipmi, console_session_id, sequence, &response.encode(), rand::random())
-            .ok()
+        secure::seal(
+            &active.keys,
+            PayloadType::Ipmi,
+            console_session_id,
+            sequence,
+            &response.encode(),
+            rand::random(),
+        )
+        .ok()
     }
 }
 
 /// Answers Get Channel Authentication Capabilities and Get Channel Cipher Suites.
 fn channel_query(query: &SessionRequest) -> Result<Vec<u8>, CompletionCode> {
     let check_channel = |channel: u8| {
-        if channel == CURRENT_CHANNEL || channel == LAN_CHANNEL { Ok(()) } else { Err(CompletionCode::INVALID_DATA_FIELD) }
+        if channel == CURRENT_CHANNEL || channel == LAN_CHANNEL {
+            Ok(())
+        } else {
+            Err(CompletionCode::INVALID_DATA_FIELD)
+        }
     };
     match *query {
-        SessionRequest::GetChannelAuthCapabilities { channel, v20_extended, .. } => {
+        SessionRequest::GetChannelAuthCapabilities {
+            channel,
+            v20_extended,
+            ..
+        } => {
             check_channel(channel)?;
             Ok(AuthCapabilities {
                 channel: LAN_CHANNEL,
@@ -428,7 +508,12 @@ fn channel_query(query: &SessionRequest) -> Result<Vec<u8>, CompletionCode> {
             }
             .encode())
         }
-        SessionRequest::GetChannelCipherSuites { channel, payload_type, by_cipher_suite, list_index } => {
+        SessionRequest::GetChannelCipherSuites {
+            channel,
+            payload_type,
+            by_cipher_suite,
+            list_index,
+        } => {
             check_channel(channel)?;
             let records: Vec<u8> = match (payload_type, by_cipher_suite) {
                 (0, true) => CipherSuiteRecord::encode_all(&SUPPORTED_SUITES.map(|s| s.record())),
@@ -447,10 +532,25 @@ fn channel_query(query: &SessionRequest) -> Result<Vec<u8>, CompletionCode> {
 }
 
 fn unprotected(payload_type: PayloadType, payload: &[u8]) -> Option<Vec<u8>> {
-    let header = V20Header { payload_type, encrypted: false, authenticated: false, session_id: 0, sequence: 0 };
+    let header = V20Header {
+        payload_type,
+        encrypted: false,
+        authenticated: false,
+        session_id: 0,
+        sequence: 0,
+    };
     session::encode_v20(&header, payload).ok()
 }
 
 fn rakp2_error(tag: u8, status: RakpStatus, console_session_id: u32) -> Option<Vec<u8>> {
-    unprotected(PayloadType::Rakp2, &Rakp2 { tag, status, console_session_id, challenge: None }.encode())
+    unprotected(
+        PayloadType::Rakp2,
+        &Rakp2 {
+            tag,
+            status,
+            console_session_id,
+            challenge: None,
+        }
+        .encode(),
+    )
 }

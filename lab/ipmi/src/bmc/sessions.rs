@@ -26,7 +26,10 @@ pub(crate) enum Stage {
     /// Open Session answered; waiting for RAKP 1.
     Opened,
     /// RAKP 2 sent; waiting for RAKP 3.
-    Challenged { handshake: Handshake, limit: Privilege },
+    Challenged {
+        handshake: Handshake,
+        limit: Privilege,
+    },
     /// RAKP 4 sent: IPMI messages flow.
     Active(Active),
 }
@@ -76,7 +79,10 @@ impl Sessions {
     }
 
     pub(crate) fn active(&self) -> usize {
-        self.by_id.values().filter(|s| matches!(s.stage, Stage::Active(_))).count()
+        self.by_id
+            .values()
+            .filter(|s| matches!(s.stage, Stage::Active(_)))
+            .count()
     }
 
     /// A fresh, non-zero session ID not in use.

@@ -22,10 +22,13 @@ use tokio::net::UdpSocket;
 
 use super::{ClientError, ClientOptions};
 use crate::codec::command::{
-    AuthCapabilities, CIPHER_SUITE_CHUNK, CURRENT_CHANNEL, CipherSuiteRecord, Privilege, Request, SessionRequest,
+    AuthCapabilities, CIPHER_SUITE_CHUNK, CURRENT_CHANNEL, CipherSuiteRecord, Privilege, Request,
+    SessionRequest,
 };
 use crate::codec::message::{RequestMessage, ResponseMessage};
-use crate::codec::rakp::{OpenSessionRequest, OpenSessionResponse, Rakp1, Rakp2, Rakp3, Rakp4, RakpStatus};
+use crate::codec::rakp::{
+    OpenSessionRequest, OpenSessionResponse, Rakp1, Rakp2, Rakp3, Rakp4, RakpStatus,
+};
 use crate::codec::rmcp::{self, RmcpClass};
 use crate::codec::session::{self, PayloadType, SessionPacket, V20Header};
 use crate::credentials::Credentials;
@@ -62,10 +65,25 @@ enum Matched<T> {
 
 impl Connection {
     pub(crate) async fn connect(bmc: SocketAddr) -> Result<Self, ClientError> {
-        let local: SocketAddr = if bmc.is_ipv4() { ([0, 0, 0, 0], 0).into() } else { ([0u16; 8], 0).into() };
-        let socket = UdpSocket::bind(local).await.map_err(|source| ClientError::Io { bmc, source })?;
-        socket.connect(bmc).await.map_err(|source| ClientError::Io { bmc, source })?;
-        Ok(Self { bmc, socket, session: None, rq_seq: 0, tag: 0 })
+        let local: SocketAddr = if bmc.is_ipv4() {
+            ([0, 0, 0, 0], 0).into()
+        } else {
+            ([0u16; 8], 0).into()
+        };
+        let socket = UdpSocket::bind(local)
+            .await
+            .map_err(|source| ClientError::Io { bmc, source })?;
+        socket
+            .connect(bmc)
+            .await
+            .map_err(|source| ClientError::Io { bmc, source })?;
+        Ok(Self {
+            bmc,
+            socket,
+            session: None,
+            rq_seq: 0,
+            tag: 0,
+        })
     }
 
     pub(crate) fn has_session(&self) -> bool {
@@ -99,26 +117,46 @@ impl Connection {
         let mut buffer = vec![0u8; 2048];
         for _ in 0..attempts {
             let datagram = build(self)?;
-            self.socket.send(&datagram).await.map_err(|source| ClientError::Io { bmc: self.bmc, source })?;
+            self.socket
+                .send(&datagram)
+                .await
+                .map_err(|source| ClientError::Io {
+                    bmc: self.bmc,
+                    source,
+                })?;
             let deadline = clock.instant() + options.timeout;
             loop {
                 let remaining = deadline.saturating_duration_since(clock.instant());
                 if remaining.is_zero() {
                     break;
                 }
-                let Ok(received) = clock.timeout(remaining, self.socket.recv(&mut buffer)).await else { break };
+                let Ok(received) = clock
+                    .timeout(remaining, self.socket.recv(&mut buffer))
+                    .await
+                else {
+                    break;
+                };
                 let len = match received {
                     Ok(len) => len,
                     // ICMP "port unreachable" from an earlier datagram: keep waiting this attempt.
                     Err(error) if error.kind() == std::io::ErrorKind::ConnectionRefused => continue,
-                    Err(source) => return Err(ClientError::Io { bmc: self.bmc, source }),
+                    Err(source) => {
+                        return Err(ClientError::Io {
+                            bmc: self.bmc,
+                            source,
+                        });
+                    }
                 };
                 if let Matched::Yes(value) = accept(self, &buffer[..len])? {
                     return Ok(value);
                 }
             }
         }
-        Err(ClientError::NoResponse { bmc: self.bmc, what, after: options.timeout * attempts })
+        Err(ClientError::NoResponse {
+            bmc: self.bmc,
+            what,
+            after: options.timeout * attempts,
+        })
     }
 
     /// A request outside any session (v1.5 framing for Get Channel Authentication
@@ -133,15 +171,26 @@ impl Connection {
         let (netfn, cmd, data) = request.encode();
         let rq_seq = self.next_rq_seq();
         let message = RequestMessage::to_bmc(netfn, cmd, rq_seq, data).encode();
-        let v15 = matches!(request, Request::Session(SessionRequest::GetChannelAuthCapabilities { .. }));
+        let v15 = matches!(
+            request,
+            Request::Session(SessionRequest::GetChannelAuthCapabilities { .. })
+        );
         let datagram = if v15 {
             session::encode_v15(0, 0, &message)
         } else {
-            let header =
-                V20Header { payload_type: PayloadType::Ipmi, encrypted: false, authenticated: false, session_id: 0, sequence: 0 };
+            let header = V20Header {
+                payload_type: PayloadType::Ipmi,
+                encrypted: false,
+                authenticated: false,
+                session_id: 0,
+                sequence: 0,
+            };
             session::encode_v20(&header, &message)
         }
-        .map_err(|e| ClientError::Protocol { bmc: self.bmc, detail: e.to_string() })?;
+        .map_err(|e| ClientError::Protocol {
+            bmc: self.bmc,
+            detail: e.to_string(),
+        })?;
         self.exchange(
             options,
             clock,
@@ -151,7 +200,9 @@ impl Connection {
                 let message = match parse_reply(reply) {
                     Some(Reply::V15(message)) => message,
                     Some(Reply::V20 { header, payload })
-                        if header.session_id == 0 && header.payload_type == PayloadType::Ipmi && !header.encrypted =>
+                        if header.session_id == 0
+                            && header.payload_type == PayloadType::Ipmi
+                            && !header.encrypted =>
                     {
                         payload
                     }
@@ -178,9 +229,18 @@ impl Connection {
         expect: PayloadType,
         what: &'static str,
     ) -> Result<Vec<u8>, ClientError> {
-        let header = V20Header { payload_type, encrypted: false, authenticated: false, session_id: 0, sequence: 0 };
-        let datagram = session::encode_v20(&header, &payload)
-            .map_err(|e| ClientError::Protocol { bmc: self.bmc, detail: e.to_string() })?;
+        let header = V20Header {
+            payload_type,
+            encrypted: false,
+            authenticated: false,
+            session_id: 0,
+            sequence: 0,
+        };
+        let datagram =
+            session::encode_v20(&header, &payload).map_err(|e| ClientError::Protocol {
+                bmc: self.bmc,
+                detail: e.to_string(),
+            })?;
         self.exchange(
             options,
             clock,
@@ -188,7 +248,9 @@ impl Connection {
             |_| Ok(datagram.clone()),
             |_, reply| {
                 Ok(match parse_reply(reply) {
-                    Some(Reply::V20 { header, payload }) if header.payload_type == expect => Matched::Yes(payload),
+                    Some(Reply::V20 { header, payload }) if header.payload_type == expect => {
+                        Matched::Yes(payload)
+                    }
                     _ => Matched::No,
                 })
             },
@@ -213,7 +275,14 @@ impl Connection {
             v20_extended: true,
             privilege: options.privilege,
         });
-        let (code, data) = self.presession_request(options, clock, query, "Get Channel Authentication Capabilities").await?;
+        let (code, data) = self
+            .presession_request(
+                options,
+                clock,
+                query,
+                "Get Channel Authentication Capabilities",
+            )
+            .await?;
         let capabilities = match code {
             0 => AuthCapabilities::decode(&data).map_err(|e| protocol(e.to_string()))?,
             _ => return Err(ClientError::NoIpmi20 { bmc }),
@@ -236,17 +305,40 @@ impl Connection {
             }
         };
         let tag = self.next_tag();
-        let open = OpenSessionRequest { tag, max_privilege: 0, console_session_id, algorithms: suite.algorithms() };
+        let open = OpenSessionRequest {
+            tag,
+            max_privilege: 0,
+            console_session_id,
+            algorithms: suite.algorithms(),
+        };
         let reply = self
-            .handshake_step(options, clock, PayloadType::OpenSessionRequest, open.encode(), PayloadType::OpenSessionResponse, "Open Session")
+            .handshake_step(
+                options,
+                clock,
+                PayloadType::OpenSessionRequest,
+                open.encode(),
+                PayloadType::OpenSessionResponse,
+                "Open Session",
+            )
             .await?;
         let response = OpenSessionResponse::decode(&reply).map_err(|e| protocol(e.to_string()))?;
         let accepted = match (response.status, response.accepted) {
             (RakpStatus::NO_ERRORS, Some(accepted)) => accepted,
-            (status, _) => return Err(ClientError::SessionRefused { bmc, stage: "Open Session", status }),
+            (status, _) => {
+                return Err(ClientError::SessionRefused {
+                    bmc,
+                    stage: "Open Session",
+                    status,
+                });
+            }
         };
-        if accepted.algorithms != suite.algorithms() || response.console_session_id != console_session_id {
-            return Err(protocol(format!("Open Session Response does not confirm cipher suite {}", suite.id)));
+        if accepted.algorithms != suite.algorithms()
+            || response.console_session_id != console_session_id
+        {
+            return Err(protocol(format!(
+                "Open Session Response does not confirm cipher suite {}",
+                suite.id
+            )));
         }
 
         // 4. RAKP 1 and 2.
@@ -258,11 +350,26 @@ impl Connection {
             role,
             username: credentials.username().to_vec(),
         };
-        let reply = self.handshake_step(options, clock, PayloadType::Rakp1, rakp1.encode(), PayloadType::Rakp2, "RAKP 1").await?;
+        let reply = self
+            .handshake_step(
+                options,
+                clock,
+                PayloadType::Rakp1,
+                rakp1.encode(),
+                PayloadType::Rakp2,
+                "RAKP 1",
+            )
+            .await?;
         let rakp2 = Rakp2::decode(&reply).map_err(|e| protocol(e.to_string()))?;
         let challenge = match (rakp2.status, rakp2.challenge) {
             (RakpStatus::NO_ERRORS, Some(challenge)) => challenge,
-            (status, _) => return Err(ClientError::SessionRefused { bmc, stage: "RAKP 2", status }),
+            (status, _) => {
+                return Err(ClientError::SessionRefused {
+                    bmc,
+                    stage: "RAKP 2",
+                    status,
+                });
+            }
         };
         let handshake = Handshake {
             suite,
@@ -283,8 +390,13 @@ impl Connection {
                 bmc_session_id: accepted.bmc_session_id,
                 auth_code: vec![],
             };
-            let header =
-                V20Header { payload_type: PayloadType::Rakp3, encrypted: false, authenticated: false, session_id: 0, sequence: 0 };
+            let header = V20Header {
+                payload_type: PayloadType::Rakp3,
+                encrypted: false,
+                authenticated: false,
+                session_id: 0,
+                sequence: 0,
+            };
             if let Ok(datagram) = session::encode_v20(&header, &rakp3.encode()) {
                 // Best effort: the login has failed either way.
                 let _ = self.socket.send(&datagram).await;
@@ -299,10 +411,23 @@ impl Connection {
             bmc_session_id: accepted.bmc_session_id,
             auth_code: handshake.rakp3_auth_code(&key),
         };
-        let reply = self.handshake_step(options, clock, PayloadType::Rakp3, rakp3.encode(), PayloadType::Rakp4, "RAKP 3").await?;
+        let reply = self
+            .handshake_step(
+                options,
+                clock,
+                PayloadType::Rakp3,
+                rakp3.encode(),
+                PayloadType::Rakp4,
+                "RAKP 3",
+            )
+            .await?;
         let rakp4 = Rakp4::decode(&reply).map_err(|e| protocol(e.to_string()))?;
         if rakp4.status != RakpStatus::NO_ERRORS {
-            return Err(ClientError::SessionRefused { bmc, stage: "RAKP 4", status: rakp4.status });
+            return Err(ClientError::SessionRefused {
+                bmc,
+                stage: "RAKP 4",
+                status: rakp4.status,
+            });
         }
         let sik = handshake.session_integrity_key(&key);
         if !handshake.verify_rakp4(&sik, &rakp4.integrity_check_value) {
@@ -319,8 +444,12 @@ impl Connection {
 
         // 6. Privilege.
         if options.privilege > Privilege::User {
-            let request = Request::Session(SessionRequest::SetSessionPrivilegeLevel { requested: Some(options.privilege) });
-            let (code, _) = self.request(options, clock, &request, "Set Session Privilege Level").await?;
+            let request = Request::Session(SessionRequest::SetSessionPrivilegeLevel {
+                requested: Some(options.privilege),
+            });
+            let (code, _) = self
+                .request(options, clock, &request, "Set Session Privilege Level")
+                .await?;
             if code != 0 {
                 self.session = None;
                 return Err(ClientError::Completion {
@@ -333,7 +462,11 @@ impl Connection {
         Ok(())
     }
 
-    async fn negotiate_suite(&mut self, options: &ClientOptions, clock: &Clock) -> Result<CipherSuite, ClientError> {
+    async fn negotiate_suite(
+        &mut self,
+        options: &ClientOptions,
+        clock: &Clock,
+    ) -> Result<CipherSuite, ClientError> {
         let mut records = Vec::new();
         for list_index in 0..64u8 {
             let query = Request::Session(SessionRequest::GetChannelCipherSuites {
@@ -342,7 +475,9 @@ impl Connection {
                 by_cipher_suite: true,
                 list_index,
             });
-            let (code, data) = self.presession_request(options, clock, query, "Get Channel Cipher Suites").await?;
+            let (code, data) = self
+                .presession_request(options, clock, query, "Get Channel Cipher Suites")
+                .await?;
             if code != 0 || data.is_empty() {
                 // Older BMCs lack the command; suite 3 is mandatory in IPMI v2.0.
                 return Ok(SUITE_3);
@@ -352,8 +487,11 @@ impl Connection {
                 break;
             }
         }
-        let offered = CipherSuiteRecord::decode_all(&records)
-            .map_err(|e| ClientError::Protocol { bmc: self.bmc, detail: e.to_string() })?;
+        let offered =
+            CipherSuiteRecord::decode_all(&records).map_err(|e| ClientError::Protocol {
+                bmc: self.bmc,
+                detail: e.to_string(),
+            })?;
         [SUITE_17, SUITE_3]
             .into_iter()
             .find(|suite| offered.contains(&suite.record()))
@@ -369,7 +507,10 @@ impl Connection {
         what: &'static str,
     ) -> Result<(u8, Vec<u8>), ClientError> {
         if self.session.is_none() {
-            return Err(ClientError::Protocol { bmc: self.bmc, detail: "no session is open".to_owned() });
+            return Err(ClientError::Protocol {
+                bmc: self.bmc,
+                detail: "no session is open".to_owned(),
+            });
         }
         let (netfn, cmd, data) = request.encode();
         let rq_seq = self.next_rq_seq();
@@ -385,20 +526,38 @@ impl Connection {
                     detail: "session closed during a request".to_owned(),
                 })?;
                 session.outbound = session.outbound.wrapping_add(1).max(1);
-                secure::seal(&session.keys, PayloadType::Ipmi, session.bmc_session_id, session.outbound, &message, rand::random())
-                    .map_err(|e| ClientError::Protocol { bmc, detail: e.to_string() })
+                secure::seal(
+                    &session.keys,
+                    PayloadType::Ipmi,
+                    session.bmc_session_id,
+                    session.outbound,
+                    &message,
+                    rand::random(),
+                )
+                .map_err(|e| ClientError::Protocol {
+                    bmc,
+                    detail: e.to_string(),
+                })
             },
             |connection, reply| {
-                let Some(session) = connection.session.as_mut() else { return Ok(Matched::No) };
-                let Ok((class, body)) = rmcp::split(reply) else { return Ok(Matched::No) };
-                let Ok(SessionPacket::V20(packet)) = session::decode(body) else { return Ok(Matched::No) };
+                let Some(session) = connection.session.as_mut() else {
+                    return Ok(Matched::No);
+                };
+                let Ok((class, body)) = rmcp::split(reply) else {
+                    return Ok(Matched::No);
+                };
+                let Ok(SessionPacket::V20(packet)) = session::decode(body) else {
+                    return Ok(Matched::No);
+                };
                 if class != RmcpClass::Ipmi
                     || packet.header.session_id != session.console_session_id
                     || packet.header.payload_type != PayloadType::Ipmi
                 {
                     return Ok(Matched::No);
                 }
-                let Ok(plaintext) = secure::open(&session.keys, &packet) else { return Ok(Matched::No) };
+                let Ok(plaintext) = secure::open(&session.keys, &packet) else {
+                    return Ok(Matched::No);
+                };
                 if !session.inbound.accept(packet.header.sequence) {
                     return Ok(Matched::No);
                 }
@@ -415,8 +574,14 @@ impl Connection {
 
     /// Closes the session, if one is open (best effort: one attempt, short wait).
     pub(crate) async fn close_session(&mut self, options: &ClientOptions, clock: &Clock) {
-        let Some(session_id) = self.session.as_ref().map(|s| s.bmc_session_id) else { return };
-        let once = ClientOptions { retries: 0, timeout: options.timeout.min(Duration::from_secs(1)), ..options.clone() };
+        let Some(session_id) = self.session.as_ref().map(|s| s.bmc_session_id) else {
+            return;
+        };
+        let once = ClientOptions {
+            retries: 0,
+            timeout: options.timeout.min(Duration::from_secs(1)),
+            ..options.clone()
+        };
         let request = Request::Session(SessionRequest::CloseSession { session_id });
         if let Err(error) = self.request(&once, clock, &request, "Close Session").await {
             tracing::debug!(%error, "IPMI Close Session got no answer");
@@ -439,7 +604,10 @@ fn parse_reply(datagram: &[u8]) -> Option<Reply> {
     match session::decode(body).ok()? {
         SessionPacket::V15(packet) => Some(Reply::V15(packet.message.to_vec())),
         SessionPacket::V20(packet) if !packet.header.authenticated && !packet.header.encrypted => {
-            Some(Reply::V20 { header: packet.header, payload: packet.payload.to_vec() })
+            Some(Reply::V20 {
+                header: packet.header,
+                payload: packet.payload.to_vec(),
+            })
         }
         SessionPacket::V20(_) => None,
     }

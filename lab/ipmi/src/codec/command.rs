@@ -131,11 +131,24 @@ pub enum Request {
 /// Requests about the channel and session, answered by the BMC's session layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SessionRequest {
-    GetChannelAuthCapabilities { channel: u8, v20_extended: bool, privilege: Privilege },
-    GetChannelCipherSuites { channel: u8, payload_type: u8, by_cipher_suite: bool, list_index: u8 },
+    GetChannelAuthCapabilities {
+        channel: u8,
+        v20_extended: bool,
+        privilege: Privilege,
+    },
+    GetChannelCipherSuites {
+        channel: u8,
+        payload_type: u8,
+        by_cipher_suite: bool,
+        list_index: u8,
+    },
     /// `None` asks for the current level without changing it.
-    SetSessionPrivilegeLevel { requested: Option<Privilege> },
-    CloseSession { session_id: u32 },
+    SetSessionPrivilegeLevel {
+        requested: Option<Privilege>,
+    },
+    CloseSession {
+        session_id: u32,
+    },
 }
 
 /// Requests about the machine behind the BMC, answered by [`crate::handler::CommandHandler`].
@@ -145,7 +158,11 @@ pub enum MachineRequest {
     GetChassisStatus,
     ChassisControl(ChassisControl),
     SetSystemBootOptions(BootParameter),
-    GetSystemBootOptions { parameter: u8, set_selector: u8, block_selector: u8 },
+    GetSystemBootOptions {
+        parameter: u8,
+        set_selector: u8,
+        block_selector: u8,
+    },
 }
 
 impl MachineRequest {
@@ -304,39 +321,69 @@ impl BootParameter {
 
     pub fn decode(parameter: u8, data: &[u8]) -> Result<Self, RequestError> {
         let length = |expected: usize| {
-            if data.len() == expected { Ok(()) } else { Err(RequestError::Length { cmd: cmd::SET_SYSTEM_BOOT_OPTIONS, len: data.len() + 1 }) }
+            if data.len() == expected {
+                Ok(())
+            } else {
+                Err(RequestError::Length {
+                    cmd: cmd::SET_SYSTEM_BOOT_OPTIONS,
+                    len: data.len() + 1,
+                })
+            }
         };
         match parameter & 0x7f {
             Self::SET_IN_PROGRESS => {
                 length(1)?;
                 match data[0] & 3 {
-                    3 => Err(RequestError::InvalidField { what: "set-in-progress state", value: 3 }),
+                    3 => Err(RequestError::InvalidField {
+                        what: "set-in-progress state",
+                        value: 3,
+                    }),
                     state => Ok(Self::SetInProgress(state)),
                 }
             }
             Self::BOOT_INFO_ACKNOWLEDGE => {
                 length(2)?;
-                Ok(Self::BootInfoAcknowledge { mask: data[0], flags: data[1] })
+                Ok(Self::BootInfoAcknowledge {
+                    mask: data[0],
+                    flags: data[1],
+                })
             }
             Self::BOOT_FLAGS => {
                 length(5)?;
                 BootFlags::decode(data)
                     .map(Self::BootFlags)
-                    .map_err(|_| RequestError::Length { cmd: cmd::SET_SYSTEM_BOOT_OPTIONS, len: data.len() + 1 })
+                    .map_err(|_| RequestError::Length {
+                        cmd: cmd::SET_SYSTEM_BOOT_OPTIONS,
+                        len: data.len() + 1,
+                    })
             }
             other => Err(RequestError::ParameterNotSupported(other)),
         }
     }
 }
 
-fn expect_len(cmd: u8, data: &[u8], allowed: std::ops::RangeInclusive<usize>) -> Result<(), RequestError> {
-    if allowed.contains(&data.len()) { Ok(()) } else { Err(RequestError::Length { cmd, len: data.len() }) }
+fn expect_len(
+    cmd: u8,
+    data: &[u8],
+    allowed: std::ops::RangeInclusive<usize>,
+) -> Result<(), RequestError> {
+    if allowed.contains(&data.len()) {
+        Ok(())
+    } else {
+        Err(RequestError::Length {
+            cmd,
+            len: data.len(),
+        })
+    }
 }
 
 impl Request {
     /// Decodes a request from its network function, command and data bytes.
     pub fn decode(net_fn: u8, command: u8, data: &[u8]) -> Result<Self, RequestError> {
-        let unknown = RequestError::UnknownCommand { netfn: net_fn, cmd: command };
+        let unknown = RequestError::UnknownCommand {
+            netfn: net_fn,
+            cmd: command,
+        };
         match (net_fn, command) {
             (netfn::APP, cmd::GET_DEVICE_ID) => {
                 expect_len(command, data, 0..=0)?;
@@ -344,8 +391,11 @@ impl Request {
             }
             (netfn::APP, cmd::GET_CHANNEL_AUTH_CAPABILITIES) => {
                 expect_len(command, data, 2..=2)?;
-                let privilege = Privilege::from_code(data[1] & 0x0f)
-                    .ok_or(RequestError::InvalidField { what: "requested privilege level", value: data[1] })?;
+                let privilege =
+                    Privilege::from_code(data[1] & 0x0f).ok_or(RequestError::InvalidField {
+                        what: "requested privilege level",
+                        value: data[1],
+                    })?;
                 Ok(Self::Session(SessionRequest::GetChannelAuthCapabilities {
                     channel: data[0] & 0x0f,
                     v20_extended: data[0] & 0x80 != 0,
@@ -366,11 +416,15 @@ impl Request {
                 let requested = match data[0] & 0x0f {
                     0 => None,
                     code => Some(
-                        Privilege::from_code(code)
-                            .ok_or(RequestError::InvalidField { what: "requested privilege level", value: data[0] })?,
+                        Privilege::from_code(code).ok_or(RequestError::InvalidField {
+                            what: "requested privilege level",
+                            value: data[0],
+                        })?,
                     ),
                 };
-                Ok(Self::Session(SessionRequest::SetSessionPrivilegeLevel { requested }))
+                Ok(Self::Session(SessionRequest::SetSessionPrivilegeLevel {
+                    requested,
+                }))
             }
             (netfn::APP, cmd::CLOSE_SESSION) => {
                 expect_len(command, data, 4..=5)?;
@@ -383,16 +437,25 @@ impl Request {
             }
             (netfn::CHASSIS, cmd::CHASSIS_CONTROL) => {
                 expect_len(command, data, 1..=1)?;
-                let control = ChassisControl::from_code(data[0] & 0x0f)
-                    .ok_or(RequestError::InvalidField { what: "chassis control", value: data[0] })?;
+                let control = ChassisControl::from_code(data[0] & 0x0f).ok_or(
+                    RequestError::InvalidField {
+                        what: "chassis control",
+                        value: data[0],
+                    },
+                )?;
                 Ok(Self::Machine(MachineRequest::ChassisControl(control)))
             }
             (netfn::CHASSIS, cmd::SET_SYSTEM_BOOT_OPTIONS) => {
                 if data.is_empty() {
-                    return Err(RequestError::Length { cmd: command, len: 0 });
+                    return Err(RequestError::Length {
+                        cmd: command,
+                        len: 0,
+                    });
                 }
                 let parameter = BootParameter::decode(data[0], &data[1..])?;
-                Ok(Self::Machine(MachineRequest::SetSystemBootOptions(parameter)))
+                Ok(Self::Machine(MachineRequest::SetSystemBootOptions(
+                    parameter,
+                )))
             }
             (netfn::CHASSIS, cmd::GET_SYSTEM_BOOT_OPTIONS) => {
                 expect_len(command, data, 3..=3)?;
@@ -409,26 +472,46 @@ impl Request {
     /// The network function, command and data bytes of this request.
     pub fn encode(&self) -> (u8, u8, Vec<u8>) {
         match self {
-            Self::Session(SessionRequest::GetChannelAuthCapabilities { channel, v20_extended, privilege }) => (
+            Self::Session(SessionRequest::GetChannelAuthCapabilities {
+                channel,
+                v20_extended,
+                privilege,
+            }) => (
                 netfn::APP,
                 cmd::GET_CHANNEL_AUTH_CAPABILITIES,
-                vec![(channel & 0x0f) | if *v20_extended { 0x80 } else { 0 }, privilege.code()],
+                vec![
+                    (channel & 0x0f) | if *v20_extended { 0x80 } else { 0 },
+                    privilege.code(),
+                ],
             ),
-            Self::Session(SessionRequest::GetChannelCipherSuites { channel, payload_type, by_cipher_suite, list_index }) => (
+            Self::Session(SessionRequest::GetChannelCipherSuites {
+                channel,
+                payload_type,
+                by_cipher_suite,
+                list_index,
+            }) => (
                 netfn::APP,
                 cmd::GET_CHANNEL_CIPHER_SUITES,
-                vec![*channel & 0x0f, *payload_type & 0x3f, (list_index & 0x3f) | if *by_cipher_suite { 0x80 } else { 0 }],
+                vec![
+                    *channel & 0x0f,
+                    *payload_type & 0x3f,
+                    (list_index & 0x3f) | if *by_cipher_suite { 0x80 } else { 0 },
+                ],
             ),
             Self::Session(SessionRequest::SetSessionPrivilegeLevel { requested }) => (
                 netfn::APP,
                 cmd::SET_SESSION_PRIVILEGE_LEVEL,
                 vec![requested.map_or(0, Privilege::code)],
             ),
-            Self::Session(SessionRequest::CloseSession { session_id }) => {
-                (netfn::APP, cmd::CLOSE_SESSION, session_id.to_le_bytes().to_vec())
-            }
+            Self::Session(SessionRequest::CloseSession { session_id }) => (
+                netfn::APP,
+                cmd::CLOSE_SESSION,
+                session_id.to_le_bytes().to_vec(),
+            ),
             Self::Machine(MachineRequest::GetDeviceId) => (netfn::APP, cmd::GET_DEVICE_ID, vec![]),
-            Self::Machine(MachineRequest::GetChassisStatus) => (netfn::CHASSIS, cmd::GET_CHASSIS_STATUS, vec![]),
+            Self::Machine(MachineRequest::GetChassisStatus) => {
+                (netfn::CHASSIS, cmd::GET_CHASSIS_STATUS, vec![])
+            }
             Self::Machine(MachineRequest::ChassisControl(control)) => {
                 (netfn::CHASSIS, cmd::CHASSIS_CONTROL, vec![*control as u8])
             }
@@ -437,7 +520,11 @@ impl Request {
                 data.extend(parameter.encode_data());
                 (netfn::CHASSIS, cmd::SET_SYSTEM_BOOT_OPTIONS, data)
             }
-            Self::Machine(MachineRequest::GetSystemBootOptions { parameter, set_selector, block_selector }) => (
+            Self::Machine(MachineRequest::GetSystemBootOptions {
+                parameter,
+                set_selector,
+                block_selector,
+            }) => (
                 netfn::CHASSIS,
                 cmd::GET_SYSTEM_BOOT_OPTIONS,
                 vec![*parameter & 0x7f, *set_selector, *block_selector],
@@ -489,7 +576,11 @@ impl DeviceId {
     pub fn decode(data: &[u8]) -> Result<Self, CodecError> {
         let mut reader = Reader::new(data, "Get Device ID response");
         let b = reader.array::<11>()?;
-        let aux_firmware = if reader.remaining() >= 4 { reader.array()? } else { [0; 4] };
+        let aux_firmware = if reader.remaining() >= 4 {
+            reader.array()?
+        } else {
+            [0; 4]
+        };
         Ok(Self {
             device_id: b[0],
             device_revision: b[1] & 0x0f,
@@ -600,7 +691,15 @@ impl CipherSuiteRecord {
     pub fn encode_all(records: &[Self]) -> Vec<u8> {
         records
             .iter()
-            .flat_map(|r| [STANDARD_CIPHER_SUITE, r.id, r.authentication, 0x40 | r.integrity, 0x80 | r.confidentiality])
+            .flat_map(|r| {
+                [
+                    STANDARD_CIPHER_SUITE,
+                    r.id,
+                    r.authentication,
+                    0x40 | r.integrity,
+                    0x80 | r.confidentiality,
+                ]
+            })
             .collect()
     }
 
@@ -612,12 +711,22 @@ impl CipherSuiteRecord {
             match reader.u8()? {
                 STANDARD_CIPHER_SUITE => {
                     let [id, a, i, c] = reader.array()?;
-                    records.push(Self { id, authentication: a & 0x3f, integrity: i & 0x3f, confidentiality: c & 0x3f });
+                    records.push(Self {
+                        id,
+                        authentication: a & 0x3f,
+                        integrity: i & 0x3f,
+                        confidentiality: c & 0x3f,
+                    });
                 }
                 OEM_CIPHER_SUITE => {
                     let _oem = reader.take(7)?;
                 }
-                other => return Err(CodecError::InvalidValue { what: "cipher suite record start", value: other.into() }),
+                other => {
+                    return Err(CodecError::InvalidValue {
+                        what: "cipher suite record start",
+                        value: other.into(),
+                    });
+                }
             }
         }
         Ok(records)
@@ -638,7 +747,10 @@ impl BootOptionResponse {
     const VERSION: u8 = 0x01;
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![Self::VERSION, (self.parameter & 0x7f) | if self.invalid { 0x80 } else { 0 }];
+        let mut out = vec![
+            Self::VERSION,
+            (self.parameter & 0x7f) | if self.invalid { 0x80 } else { 0 },
+        ];
         out.extend_from_slice(&self.data);
         out
     }
@@ -647,7 +759,11 @@ impl BootOptionResponse {
         let mut reader = Reader::new(data, "Get System Boot Options response");
         let _version = reader.u8()?;
         let parameter = reader.u8()?;
-        Ok(Self { parameter: parameter & 0x7f, invalid: parameter & 0x80 != 0, data: reader.rest().to_vec() })
+        Ok(Self {
+            parameter: parameter & 0x7f,
+            invalid: parameter & 0x80 != 0,
+            data: reader.rest().to_vec(),
+        })
     }
 }
 
@@ -690,26 +806,39 @@ mod tests {
                 by_cipher_suite: true,
                 list_index: 2,
             }),
-            Request::Session(SessionRequest::SetSessionPrivilegeLevel { requested: Some(Privilege::Operator) }),
+            Request::Session(SessionRequest::SetSessionPrivilegeLevel {
+                requested: Some(Privilege::Operator),
+            }),
             Request::Session(SessionRequest::SetSessionPrivilegeLevel { requested: None }),
-            Request::Session(SessionRequest::CloseSession { session_id: 0xdead_beef }),
+            Request::Session(SessionRequest::CloseSession {
+                session_id: 0xdead_beef,
+            }),
             Request::Machine(MachineRequest::GetDeviceId),
             Request::Machine(MachineRequest::GetChassisStatus),
-            Request::Machine(MachineRequest::GetSystemBootOptions { parameter: 5, set_selector: 0, block_selector: 0 }),
-            Request::Machine(MachineRequest::SetSystemBootOptions(BootParameter::SetInProgress(1))),
-            Request::Machine(MachineRequest::SetSystemBootOptions(BootParameter::BootInfoAcknowledge {
-                mask: 1,
-                flags: 1,
-            })),
-            Request::Machine(MachineRequest::SetSystemBootOptions(BootParameter::BootFlags(BootFlags {
-                valid: true,
-                persistent: true,
-                efi: true,
-                device: BootDevice::Pxe,
-            }))),
+            Request::Machine(MachineRequest::GetSystemBootOptions {
+                parameter: 5,
+                set_selector: 0,
+                block_selector: 0,
+            }),
+            Request::Machine(MachineRequest::SetSystemBootOptions(
+                BootParameter::SetInProgress(1),
+            )),
+            Request::Machine(MachineRequest::SetSystemBootOptions(
+                BootParameter::BootInfoAcknowledge { mask: 1, flags: 1 },
+            )),
+            Request::Machine(MachineRequest::SetSystemBootOptions(
+                BootParameter::BootFlags(BootFlags {
+                    valid: true,
+                    persistent: true,
+                    efi: true,
+                    device: BootDevice::Pxe,
+                }),
+            )),
         ];
         for code in 0..=5 {
-            requests.push(Request::Machine(MachineRequest::ChassisControl(ChassisControl::from_code(code).unwrap())));
+            requests.push(Request::Machine(MachineRequest::ChassisControl(
+                ChassisControl::from_code(code).unwrap(),
+            )));
         }
         requests
     }
@@ -726,21 +855,54 @@ mod tests {
     fn ipmitool_bootdev_pxe_decodes_as_pxe_for_the_next_boot() {
         // `chassis bootdev pxe` sends parameter 5 with 80 04 00 00 00.
         let request = Request::decode(netfn::CHASSIS, 0x08, &[0x05, 0x80, 0x04, 0, 0, 0]).unwrap();
-        let Request::Machine(MachineRequest::SetSystemBootOptions(BootParameter::BootFlags(flags))) = request else {
+        let Request::Machine(MachineRequest::SetSystemBootOptions(BootParameter::BootFlags(flags))) =
+            request
+        else {
             panic!("boot flags expected, got {request:?}");
         };
-        assert_eq!(flags, BootFlags { valid: true, persistent: false, efi: false, device: BootDevice::Pxe });
+        assert_eq!(
+            flags,
+            BootFlags {
+                valid: true,
+                persistent: false,
+                efi: false,
+                device: BootDevice::Pxe
+            }
+        );
     }
 
     #[test]
     fn bad_requests_map_to_completion_codes() {
-        let code = |net_fn, command, data: &[u8]| Request::decode(net_fn, command, data).unwrap_err().completion_code();
+        let code = |net_fn, command, data: &[u8]| {
+            Request::decode(net_fn, command, data)
+                .unwrap_err()
+                .completion_code()
+        };
         assert_eq!(code(netfn::APP, 0x99, &[]), CompletionCode::INVALID_COMMAND);
-        assert_eq!(code(netfn::CHASSIS, cmd::CHASSIS_CONTROL, &[]), CompletionCode::REQUEST_LENGTH_INVALID);
-        assert_eq!(code(netfn::CHASSIS, cmd::CHASSIS_CONTROL, &[9]), CompletionCode::INVALID_DATA_FIELD);
-        assert_eq!(code(netfn::CHASSIS, cmd::SET_SYSTEM_BOOT_OPTIONS, &[0x07, 1]), CompletionCode::PARAMETER_NOT_SUPPORTED);
-        assert_eq!(code(netfn::CHASSIS, cmd::SET_SYSTEM_BOOT_OPTIONS, &[0x05, 0x80]), CompletionCode::REQUEST_LENGTH_INVALID);
-        assert_eq!(code(netfn::APP, cmd::GET_CHANNEL_AUTH_CAPABILITIES, &[0x8e, 0x09]), CompletionCode::INVALID_DATA_FIELD);
+        assert_eq!(
+            code(netfn::CHASSIS, cmd::CHASSIS_CONTROL, &[]),
+            CompletionCode::REQUEST_LENGTH_INVALID
+        );
+        assert_eq!(
+            code(netfn::CHASSIS, cmd::CHASSIS_CONTROL, &[9]),
+            CompletionCode::INVALID_DATA_FIELD
+        );
+        assert_eq!(
+            code(netfn::CHASSIS, cmd::SET_SYSTEM_BOOT_OPTIONS, &[0x07, 1]),
+            CompletionCode::PARAMETER_NOT_SUPPORTED
+        );
+        assert_eq!(
+            code(netfn::CHASSIS, cmd::SET_SYSTEM_BOOT_OPTIONS, &[0x05, 0x80]),
+            CompletionCode::REQUEST_LENGTH_INVALID
+        );
+        assert_eq!(
+            code(
+                netfn::APP,
+                cmd::GET_CHANNEL_AUTH_CAPABILITIES,
+                &[0x8e, 0x09]
+            ),
+            CompletionCode::INVALID_DATA_FIELD
+        );
     }
 
     #[test]
@@ -758,7 +920,12 @@ mod tests {
             aux_firmware: [1, 2, 3, 4],
         };
         assert_eq!(DeviceId::decode(&id.encode()).unwrap(), id);
-        let status = ChassisStatus { power_on: true, power_restore_policy: 1, last_power_event: 0x10, misc: 0 };
+        let status = ChassisStatus {
+            power_on: true,
+            power_restore_policy: 1,
+            last_power_event: 0x10,
+            misc: 0,
+        };
         assert_eq!(ChassisStatus::decode(&status.encode()).unwrap(), status);
         let caps = AuthCapabilities {
             channel: 1,
@@ -770,12 +937,32 @@ mod tests {
         };
         assert_eq!(AuthCapabilities::decode(&caps.encode()).unwrap(), caps);
         let records = vec![
-            CipherSuiteRecord { id: 17, authentication: 3, integrity: 4, confidentiality: 1 },
-            CipherSuiteRecord { id: 3, authentication: 1, integrity: 1, confidentiality: 1 },
+            CipherSuiteRecord {
+                id: 17,
+                authentication: 3,
+                integrity: 4,
+                confidentiality: 1,
+            },
+            CipherSuiteRecord {
+                id: 3,
+                authentication: 1,
+                integrity: 1,
+                confidentiality: 1,
+            },
         ];
-        assert_eq!(CipherSuiteRecord::decode_all(&CipherSuiteRecord::encode_all(&records)).unwrap(), records);
-        let option = BootOptionResponse { parameter: 5, invalid: false, data: vec![0x80, 0x04, 0, 0, 0] };
-        assert_eq!(BootOptionResponse::decode(&option.encode()).unwrap(), option);
+        assert_eq!(
+            CipherSuiteRecord::decode_all(&CipherSuiteRecord::encode_all(&records)).unwrap(),
+            records
+        );
+        let option = BootOptionResponse {
+            parameter: 5,
+            invalid: false,
+            data: vec![0x80, 0x04, 0, 0, 0],
+        };
+        assert_eq!(
+            BootOptionResponse::decode(&option.encode()).unwrap(),
+            option
+        );
     }
 
     #[test]

@@ -50,7 +50,10 @@ pub struct ResponseMessage {
 
 /// The two's-complement checksum: the sum of the bytes and the checksum is zero modulo 256.
 pub fn checksum(bytes: &[u8]) -> u8 {
-    bytes.iter().fold(0u8, |sum, b| sum.wrapping_add(*b)).wrapping_neg()
+    bytes
+        .iter()
+        .fold(0u8, |sum, b| sum.wrapping_add(*b))
+        .wrapping_neg()
 }
 
 fn check(bytes: &[u8], which: &'static str) -> Result<(), CodecError> {
@@ -71,10 +74,18 @@ fn encode(first: u8, netfn: u8, lun: u8, second: u8, seq: u8, seq_lun: u8, body:
 }
 
 /// Checks both checksums and returns (header bytes, body bytes between header and checksum 2).
-fn decode<'a>(bytes: &'a [u8], min_body: usize, what: &'static str) -> Result<([u8; 5], &'a [u8]), CodecError> {
+fn decode<'a>(
+    bytes: &'a [u8],
+    min_body: usize,
+    what: &'static str,
+) -> Result<([u8; 5], &'a [u8]), CodecError> {
     let needed = 6 + min_body;
     if bytes.len() < needed {
-        return Err(CodecError::Truncated { what, needed, got: bytes.len() });
+        return Err(CodecError::Truncated {
+            what,
+            needed,
+            got: bytes.len(),
+        });
     }
     check(&bytes[..3], "header")?;
     check(&bytes[3..], "data")?;
@@ -86,13 +97,30 @@ fn decode<'a>(bytes: &'a [u8], min_body: usize, what: &'static str) -> Result<([
 impl RequestMessage {
     /// A request from a remote console to the BMC.
     pub fn to_bmc(netfn: u8, cmd: u8, rq_seq: u8, data: Vec<u8>) -> Self {
-        Self { rs_addr: BMC_ADDRESS, netfn, rs_lun: 0, rq_addr: REMOTE_CONSOLE_SWID, rq_seq, rq_lun: 0, cmd, data }
+        Self {
+            rs_addr: BMC_ADDRESS,
+            netfn,
+            rs_lun: 0,
+            rq_addr: REMOTE_CONSOLE_SWID,
+            rq_seq,
+            rq_lun: 0,
+            cmd,
+            data,
+        }
     }
 
     pub fn encode(&self) -> Vec<u8> {
         let mut body = vec![self.cmd];
         body.extend_from_slice(&self.data);
-        encode(self.rs_addr, self.netfn, self.rs_lun, self.rq_addr, self.rq_seq, self.rq_lun, &body)
+        encode(
+            self.rs_addr,
+            self.netfn,
+            self.rs_lun,
+            self.rq_addr,
+            self.rq_seq,
+            self.rq_lun,
+            &body,
+        )
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
@@ -129,7 +157,15 @@ impl ResponseMessage {
     pub fn encode(&self) -> Vec<u8> {
         let mut body = vec![self.cmd, self.completion_code];
         body.extend_from_slice(&self.data);
-        encode(self.rq_addr, self.netfn, self.rq_lun, self.rs_addr, self.rq_seq, self.rs_lun, &body)
+        encode(
+            self.rq_addr,
+            self.netfn,
+            self.rq_lun,
+            self.rs_addr,
+            self.rq_seq,
+            self.rs_lun,
+            &body,
+        )
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Self, CodecError> {
@@ -159,25 +195,40 @@ mod tests {
         assert_eq!(RequestMessage::decode(&bytes).unwrap(), request);
         let response = request.respond(0x00, vec![1, 2, 3]);
         assert_eq!(response.netfn, netfn::CHASSIS + 1);
-        assert_eq!(ResponseMessage::decode(&response.encode()).unwrap(), response);
+        assert_eq!(
+            ResponseMessage::decode(&response.encode()).unwrap(),
+            response
+        );
     }
 
     #[test]
     fn matches_ipmitool_get_channel_auth_caps_layout() {
         // rsAddr 0x20, netFn App, checksum, rqAddr 0x81, seq 0, cmd 0x38, data 8e 04, checksum.
         let bytes = RequestMessage::to_bmc(netfn::APP, 0x38, 0, vec![0x8e, 0x04]).encode();
-        assert_eq!(bytes, [0x20, 0x18, 0xc8, 0x81, 0x00, 0x38, 0x8e, 0x04, 0xb5]);
+        assert_eq!(
+            bytes,
+            [0x20, 0x18, 0xc8, 0x81, 0x00, 0x38, 0x8e, 0x04, 0xb5]
+        );
     }
 
     #[test]
     fn bad_checksums_are_errors() {
         let mut bytes = RequestMessage::to_bmc(netfn::APP, 0x01, 1, vec![]).encode();
         bytes[2] ^= 1;
-        assert_eq!(RequestMessage::decode(&bytes), Err(CodecError::Checksum { which: "header" }));
+        assert_eq!(
+            RequestMessage::decode(&bytes),
+            Err(CodecError::Checksum { which: "header" })
+        );
         let mut bytes = RequestMessage::to_bmc(netfn::APP, 0x01, 1, vec![]).encode();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert_eq!(RequestMessage::decode(&bytes), Err(CodecError::Checksum { which: "data" }));
-        assert!(matches!(ResponseMessage::decode(&[0x81, 0x1c]), Err(CodecError::Truncated { .. })));
+        assert_eq!(
+            RequestMessage::decode(&bytes),
+            Err(CodecError::Checksum { which: "data" })
+        );
+        assert!(matches!(
+            ResponseMessage::decode(&[0x81, 0x1c]),
+            Err(CodecError::Truncated { .. })
+        ));
     }
 }

@@ -26,7 +26,11 @@ pub mod session;
 pub enum CodecError {
     /// Fewer bytes than the layout needs.
     #[error("{what} is truncated: needs {needed} bytes, got {got}")]
-    Truncated { what: &'static str, needed: usize, got: usize },
+    Truncated {
+        what: &'static str,
+        needed: usize,
+        got: usize,
+    },
     /// A field holds a value the layout does not allow.
     #[error("{what} has invalid value {value:#x}")]
     InvalidValue { what: &'static str, value: u32 },
@@ -51,13 +55,23 @@ pub(crate) struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     pub(crate) fn new(bytes: &'a [u8], what: &'static str) -> Self {
-        Self { bytes, position: 0, what }
+        Self {
+            bytes,
+            position: 0,
+            what,
+        }
     }
 
     pub(crate) fn take(&mut self, count: usize) -> Result<&'a [u8], CodecError> {
-        let end = self.position.checked_add(count).filter(|end| *end <= self.bytes.len()).ok_or(
-            CodecError::Truncated { what: self.what, needed: self.position.saturating_add(count), got: self.bytes.len() },
-        )?;
+        let end = self
+            .position
+            .checked_add(count)
+            .filter(|end| *end <= self.bytes.len())
+            .ok_or(CodecError::Truncated {
+                what: self.what,
+                needed: self.position.saturating_add(count),
+                got: self.bytes.len(),
+            })?;
         let slice = &self.bytes[self.position..end];
         self.position = end;
         Ok(slice)
@@ -97,7 +111,10 @@ impl<'a> Reader<'a> {
     pub(crate) fn finish(&self) -> Result<(), CodecError> {
         match self.remaining() {
             0 => Ok(()),
-            extra => Err(CodecError::TrailingBytes { what: self.what, extra }),
+            extra => Err(CodecError::TrailingBytes {
+                what: self.what,
+                extra,
+            }),
         }
     }
 }

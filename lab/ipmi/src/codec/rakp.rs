@@ -65,7 +65,11 @@ pub struct Algorithms {
 
 impl Algorithms {
     fn encode(&self, out: &mut Vec<u8>) {
-        for (kind, algorithm) in [(0u8, self.authentication), (1, self.integrity), (2, self.confidentiality)] {
+        for (kind, algorithm) in [
+            (0u8, self.authentication),
+            (1, self.integrity),
+            (2, self.confidentiality),
+        ] {
             out.extend_from_slice(&[kind, 0, 0, 8, algorithm, 0, 0, 0]);
         }
     }
@@ -75,14 +79,24 @@ impl Algorithms {
         for (kind, slot) in algorithms.iter_mut().enumerate() {
             let record = reader.array::<8>()?;
             if usize::from(record[0]) != kind {
-                return Err(CodecError::InvalidValue { what: "RMCP+ algorithm payload type", value: record[0].into() });
+                return Err(CodecError::InvalidValue {
+                    what: "RMCP+ algorithm payload type",
+                    value: record[0].into(),
+                });
             }
             if record[3] != 8 {
-                return Err(CodecError::Unsupported { what: "RMCP+ algorithm payload length", value: record[3].into() });
+                return Err(CodecError::Unsupported {
+                    what: "RMCP+ algorithm payload length",
+                    value: record[3].into(),
+                });
             }
             *slot = record[4] & 0x3f;
         }
-        Ok(Self { authentication: algorithms[0], integrity: algorithms[1], confidentiality: algorithms[2] })
+        Ok(Self {
+            authentication: algorithms[0],
+            integrity: algorithms[1],
+            confidentiality: algorithms[2],
+        })
     }
 }
 
@@ -112,7 +126,12 @@ impl OpenSessionRequest {
         let console_session_id = reader.u32_le()?;
         let algorithms = Algorithms::decode(&mut reader)?;
         reader.finish()?;
-        Ok(Self { tag, max_privilege, console_session_id, algorithms })
+        Ok(Self {
+            tag,
+            max_privilege,
+            console_session_id,
+            algorithms,
+        })
     }
 }
 
@@ -155,12 +174,21 @@ impl OpenSessionResponse {
         let accepted = if status == RakpStatus::NO_ERRORS {
             let bmc_session_id = reader.u32_le()?;
             let algorithms = Algorithms::decode(&mut reader)?;
-            Some(AcceptedSession { bmc_session_id, algorithms })
+            Some(AcceptedSession {
+                bmc_session_id,
+                algorithms,
+            })
         } else {
             None
         };
         reader.finish()?;
-        Ok(Self { tag, status, max_privilege, console_session_id, accepted })
+        Ok(Self {
+            tag,
+            status,
+            max_privilege,
+            console_session_id,
+            accepted,
+        })
     }
 }
 
@@ -195,14 +223,26 @@ impl Rakp1 {
         let _reserved = reader.take(2)?;
         let length = reader.u8()?;
         if usize::from(length) > MAX_USERNAME_LEN {
-            return Err(CodecError::InvalidValue { what: "RAKP 1 user name length", value: length.into() });
+            return Err(CodecError::InvalidValue {
+                what: "RAKP 1 user name length",
+                value: length.into(),
+            });
         }
         let username = reader.take(length.into())?.to_vec();
         // Some consoles send the whole 16-byte name field; the rest must be padding.
         if reader.rest().iter().any(|b| *b != 0) {
-            return Err(CodecError::InvalidValue { what: "RAKP 1 user name padding", value: 0 });
+            return Err(CodecError::InvalidValue {
+                what: "RAKP 1 user name padding",
+                value: 0,
+            });
         }
-        Ok(Self { tag, bmc_session_id, console_random, role, username })
+        Ok(Self {
+            tag,
+            bmc_session_id,
+            console_random,
+            role,
+            username,
+        })
     }
 }
 
@@ -247,11 +287,20 @@ impl Rakp2 {
         let challenge = if status == RakpStatus::NO_ERRORS {
             let bmc_random = reader.array()?;
             let bmc_guid = reader.array()?;
-            Some(Rakp2Challenge { bmc_random, bmc_guid, auth_code: reader.rest().to_vec() })
+            Some(Rakp2Challenge {
+                bmc_random,
+                bmc_guid,
+                auth_code: reader.rest().to_vec(),
+            })
         } else {
             None
         };
-        Ok(Self { tag, status, console_session_id, challenge })
+        Ok(Self {
+            tag,
+            status,
+            console_session_id,
+            challenge,
+        })
     }
 }
 
@@ -278,7 +327,12 @@ impl Rakp3 {
         let status = RakpStatus(reader.u8()?);
         let _reserved = reader.take(2)?;
         let bmc_session_id = reader.u32_le()?;
-        Ok(Self { tag, status, bmc_session_id, auth_code: reader.rest().to_vec() })
+        Ok(Self {
+            tag,
+            status,
+            bmc_session_id,
+            auth_code: reader.rest().to_vec(),
+        })
     }
 }
 
@@ -305,7 +359,12 @@ impl Rakp4 {
         let status = RakpStatus(reader.u8()?);
         let _reserved = reader.take(2)?;
         let console_session_id = reader.u32_le()?;
-        Ok(Self { tag, status, console_session_id, integrity_check_value: reader.rest().to_vec() })
+        Ok(Self {
+            tag,
+            status,
+            console_session_id,
+            integrity_check_value: reader.rest().to_vec(),
+        })
     }
 }
 
@@ -313,11 +372,20 @@ impl Rakp4 {
 mod tests {
     use super::*;
 
-    const ALGORITHMS: Algorithms = Algorithms { authentication: 3, integrity: 4, confidentiality: 1 };
+    const ALGORITHMS: Algorithms = Algorithms {
+        authentication: 3,
+        integrity: 4,
+        confidentiality: 1,
+    };
 
     #[test]
     fn open_session_round_trips() {
-        let request = OpenSessionRequest { tag: 1, max_privilege: 0, console_session_id: 0xa0a2_a3a4, algorithms: ALGORITHMS };
+        let request = OpenSessionRequest {
+            tag: 1,
+            max_privilege: 0,
+            console_session_id: 0xa0a2_a3a4,
+            algorithms: ALGORITHMS,
+        };
         let bytes = request.encode();
         assert_eq!(bytes.len(), 32);
         assert_eq!(OpenSessionRequest::decode(&bytes).unwrap(), request);
@@ -327,9 +395,15 @@ mod tests {
             status: RakpStatus::NO_ERRORS,
             max_privilege: 4,
             console_session_id: 7,
-            accepted: Some(AcceptedSession { bmc_session_id: 9, algorithms: ALGORITHMS }),
+            accepted: Some(AcceptedSession {
+                bmc_session_id: 9,
+                algorithms: ALGORITHMS,
+            }),
         };
-        assert_eq!(OpenSessionResponse::decode(&accepted.encode()).unwrap(), accepted);
+        assert_eq!(
+            OpenSessionResponse::decode(&accepted.encode()).unwrap(),
+            accepted
+        );
         let refused = OpenSessionResponse {
             tag: 1,
             status: RakpStatus::NO_CIPHER_SUITE_MATCH,
@@ -338,12 +412,21 @@ mod tests {
             accepted: None,
         };
         assert_eq!(refused.encode().len(), 8);
-        assert_eq!(OpenSessionResponse::decode(&refused.encode()).unwrap(), refused);
+        assert_eq!(
+            OpenSessionResponse::decode(&refused.encode()).unwrap(),
+            refused
+        );
     }
 
     #[test]
     fn rakp_messages_round_trip() {
-        let rakp1 = Rakp1 { tag: 2, bmc_session_id: 5, console_random: [7; 16], role: 0x14, username: b"admin".to_vec() };
+        let rakp1 = Rakp1 {
+            tag: 2,
+            bmc_session_id: 5,
+            console_random: [7; 16],
+            role: 0x14,
+            username: b"admin".to_vec(),
+        };
         assert_eq!(Rakp1::decode(&rakp1.encode()).unwrap(), rakp1);
         let mut padded = rakp1.encode();
         padded.extend_from_slice(&[0; 11]);
@@ -353,39 +436,90 @@ mod tests {
             tag: 2,
             status: RakpStatus::NO_ERRORS,
             console_session_id: 6,
-            challenge: Some(Rakp2Challenge { bmc_random: [1; 16], bmc_guid: [2; 16], auth_code: vec![3; 20] }),
+            challenge: Some(Rakp2Challenge {
+                bmc_random: [1; 16],
+                bmc_guid: [2; 16],
+                auth_code: vec![3; 20],
+            }),
         };
         assert_eq!(Rakp2::decode(&rakp2.encode()).unwrap(), rakp2);
-        let rakp2_error = Rakp2 { tag: 2, status: RakpStatus::UNAUTHORIZED_NAME, console_session_id: 6, challenge: None };
+        let rakp2_error = Rakp2 {
+            tag: 2,
+            status: RakpStatus::UNAUTHORIZED_NAME,
+            console_session_id: 6,
+            challenge: None,
+        };
         assert_eq!(Rakp2::decode(&rakp2_error.encode()).unwrap(), rakp2_error);
 
-        let rakp3 = Rakp3 { tag: 3, status: RakpStatus::NO_ERRORS, bmc_session_id: 5, auth_code: vec![4; 32] };
+        let rakp3 = Rakp3 {
+            tag: 3,
+            status: RakpStatus::NO_ERRORS,
+            bmc_session_id: 5,
+            auth_code: vec![4; 32],
+        };
         assert_eq!(Rakp3::decode(&rakp3.encode()).unwrap(), rakp3);
-        let rakp4 =
-            Rakp4 { tag: 3, status: RakpStatus::NO_ERRORS, console_session_id: 6, integrity_check_value: vec![5; 12] };
+        let rakp4 = Rakp4 {
+            tag: 3,
+            status: RakpStatus::NO_ERRORS,
+            console_session_id: 6,
+            integrity_check_value: vec![5; 12],
+        };
         assert_eq!(Rakp4::decode(&rakp4.encode()).unwrap(), rakp4);
     }
 
     #[test]
     fn malformed_payloads_are_errors() {
-        let request = OpenSessionRequest { tag: 1, max_privilege: 4, console_session_id: 1, algorithms: ALGORITHMS };
-        assert!(matches!(OpenSessionRequest::decode(&request.encode()[..20]), Err(CodecError::Truncated { .. })));
+        let request = OpenSessionRequest {
+            tag: 1,
+            max_privilege: 4,
+            console_session_id: 1,
+            algorithms: ALGORITHMS,
+        };
+        assert!(matches!(
+            OpenSessionRequest::decode(&request.encode()[..20]),
+            Err(CodecError::Truncated { .. })
+        ));
         let mut bytes = request.encode();
         bytes[8] = 1; // authentication record typed as integrity
-        assert!(matches!(OpenSessionRequest::decode(&bytes), Err(CodecError::InvalidValue { .. })));
+        assert!(matches!(
+            OpenSessionRequest::decode(&bytes),
+            Err(CodecError::InvalidValue { .. })
+        ));
         let mut bytes = request.encode();
         bytes.push(0);
-        assert!(matches!(OpenSessionRequest::decode(&bytes), Err(CodecError::TrailingBytes { .. })));
+        assert!(matches!(
+            OpenSessionRequest::decode(&bytes),
+            Err(CodecError::TrailingBytes { .. })
+        ));
 
-        let mut rakp1 = Rakp1 { tag: 0, bmc_session_id: 1, console_random: [0; 16], role: 4, username: vec![] }.encode();
+        let mut rakp1 = Rakp1 {
+            tag: 0,
+            bmc_session_id: 1,
+            console_random: [0; 16],
+            role: 4,
+            username: vec![],
+        }
+        .encode();
         rakp1[27] = 17;
-        assert!(matches!(Rakp1::decode(&rakp1), Err(CodecError::InvalidValue { .. })));
-        assert!(matches!(Rakp2::decode(&[0, 0, 0, 0, 1]), Err(CodecError::Truncated { .. })));
+        assert!(matches!(
+            Rakp1::decode(&rakp1),
+            Err(CodecError::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            Rakp2::decode(&[0, 0, 0, 0, 1]),
+            Err(CodecError::Truncated { .. })
+        ));
     }
 
     #[test]
     fn statuses_describe_themselves() {
-        assert_eq!(RakpStatus::UNAUTHORIZED_NAME.describe(), "unauthorized name");
-        assert_eq!(RakpStatus::INVALID_INTEGRITY_CHECK_VALUE.describe(), "invalid integrity check value");
+        assert_eq!(
+            RakpStatus::UNAUTHORIZED_NAME.describe(),
+            "unauthorized name"
+        );
+        assert_eq!(
+            RakpStatus::INVALID_INTEGRITY_CHECK_VALUE.describe(),
+            "invalid integrity check value"
+        );
     }
 }

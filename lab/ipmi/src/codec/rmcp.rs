@@ -30,14 +30,22 @@ pub fn split(datagram: &[u8]) -> Result<(RmcpClass, &[u8]), CodecError> {
     let mut reader = Reader::new(datagram, "RMCP header");
     let version = reader.u8()?;
     if version != RMCP_VERSION {
-        return Err(CodecError::InvalidValue { what: "RMCP version", value: version.into() });
+        return Err(CodecError::InvalidValue {
+            what: "RMCP version",
+            value: version.into(),
+        });
     }
     let _reserved = reader.u8()?;
     let _sequence = reader.u8()?;
     let class = match reader.u8()? {
         CLASS_ASF => RmcpClass::Asf,
         CLASS_IPMI => RmcpClass::Ipmi,
-        other => return Err(CodecError::Unsupported { what: "RMCP class", value: other.into() }),
+        other => {
+            return Err(CodecError::Unsupported {
+                what: "RMCP class",
+                value: other.into(),
+            });
+        }
     };
     Ok((class, reader.rest()))
 }
@@ -66,7 +74,10 @@ impl AsfMessage {
         let mut reader = Reader::new(body, "ASF message");
         let iana = u32::from_be_bytes(reader.array()?);
         if iana != ASF_IANA {
-            return Err(CodecError::InvalidValue { what: "ASF IANA number", value: iana });
+            return Err(CodecError::InvalidValue {
+                what: "ASF IANA number",
+                value: iana,
+            });
         }
         let kind = reader.u8()?;
         let tag = reader.u8()?;
@@ -80,9 +91,15 @@ impl AsfMessage {
                 let _iana = data.take(4)?;
                 let _oem = data.take(4)?;
                 let entities = data.u8()?;
-                Ok(Self::Pong { tag, ipmi_supported: entities & 0x80 != 0 })
+                Ok(Self::Pong {
+                    tag,
+                    ipmi_supported: entities & 0x80 != 0,
+                })
             }
-            other => Err(CodecError::Unsupported { what: "ASF message type", value: other.into() }),
+            other => Err(CodecError::Unsupported {
+                what: "ASF message type",
+                value: other.into(),
+            }),
         }
     }
 
@@ -92,7 +109,10 @@ impl AsfMessage {
         out.extend_from_slice(&ASF_IANA.to_be_bytes());
         match *self {
             Self::Ping { tag } => out.extend_from_slice(&[ASF_PING, tag, 0x00, 0x00]),
-            Self::Pong { tag, ipmi_supported } => {
+            Self::Pong {
+                tag,
+                ipmi_supported,
+            } => {
                 out.extend_from_slice(&[ASF_PONG, tag, 0x00, 0x10]);
                 out.extend_from_slice(&ASF_IANA.to_be_bytes());
                 out.extend_from_slice(&[0, 0, 0, 0]);
@@ -112,7 +132,13 @@ mod tests {
 
     #[test]
     fn ping_and_pong_round_trip() {
-        for message in [AsfMessage::Ping { tag: 7 }, AsfMessage::Pong { tag: 9, ipmi_supported: true }] {
+        for message in [
+            AsfMessage::Ping { tag: 7 },
+            AsfMessage::Pong {
+                tag: 9,
+                ipmi_supported: true,
+            },
+        ] {
             let bytes = message.encode();
             let (class, body) = split(&bytes).unwrap();
             assert_eq!(class, RmcpClass::Asf);
@@ -122,9 +148,18 @@ mod tests {
 
     #[test]
     fn wrong_version_and_class_are_refused() {
-        assert!(matches!(split(&[0x05, 0, 0xff, 0x07]), Err(CodecError::InvalidValue { .. })));
-        assert!(matches!(split(&[0x06, 0, 0xff, 0x87]), Err(CodecError::Unsupported { .. })));
-        assert!(matches!(split(&[0x06, 0]), Err(CodecError::Truncated { .. })));
+        assert!(matches!(
+            split(&[0x05, 0, 0xff, 0x07]),
+            Err(CodecError::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            split(&[0x06, 0, 0xff, 0x87]),
+            Err(CodecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            split(&[0x06, 0]),
+            Err(CodecError::Truncated { .. })
+        ));
     }
 
     #[test]
@@ -132,6 +167,9 @@ mod tests {
         let mut bytes = AsfMessage::Ping { tag: 1 }.encode();
         bytes[11] = 4; // claims 4 data bytes that are not there
         let (_, body) = split(&bytes).unwrap();
-        assert!(matches!(AsfMessage::decode(body), Err(CodecError::Truncated { .. })));
+        assert!(matches!(
+            AsfMessage::decode(body),
+            Err(CodecError::Truncated { .. })
+        ));
     }
 }

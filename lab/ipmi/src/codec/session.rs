@@ -55,7 +55,12 @@ impl PayloadType {
             0x13 => Self::Rakp2,
             0x14 => Self::Rakp3,
             0x15 => Self::Rakp4,
-            other => return Err(CodecError::Unsupported { what: "RMCP+ payload type", value: other.into() }),
+            other => {
+                return Err(CodecError::Unsupported {
+                    what: "RMCP+ payload type",
+                    value: other.into(),
+                });
+            }
         })
     }
 }
@@ -107,29 +112,48 @@ impl<'a> V20Packet<'a> {
         let trailer = &self.session_bytes[self.payload_end..];
         let needed = auth_code_len + 2;
         if trailer.len() < needed {
-            return Err(CodecError::Truncated { what: "RMCP+ session trailer", needed, got: trailer.len() });
+            return Err(CodecError::Truncated {
+                what: "RMCP+ session trailer",
+                needed,
+                got: trailer.len(),
+            });
         }
         let signed_len = self.session_bytes.len() - auth_code_len;
         let next_header = self.session_bytes[signed_len - 1];
         if next_header != NEXT_HEADER {
-            return Err(CodecError::InvalidValue { what: "RMCP+ next header", value: next_header.into() });
+            return Err(CodecError::InvalidValue {
+                what: "RMCP+ next header",
+                value: next_header.into(),
+            });
         }
         let pad_length = usize::from(self.session_bytes[signed_len - 2]);
         let pad = &trailer[..trailer.len() - needed];
         if pad.len() != pad_length || pad.iter().any(|b| *b != 0xff) {
-            return Err(CodecError::InvalidValue { what: "RMCP+ integrity pad length", value: pad_length as u32 });
+            return Err(CodecError::InvalidValue {
+                what: "RMCP+ integrity pad length",
+                value: pad_length as u32,
+            });
         }
         if !signed_len.is_multiple_of(4) {
-            return Err(CodecError::InvalidValue { what: "RMCP+ integrity pad alignment", value: signed_len as u32 });
+            return Err(CodecError::InvalidValue {
+                what: "RMCP+ integrity pad alignment",
+                value: signed_len as u32,
+            });
         }
-        Ok((&self.session_bytes[..signed_len], &self.session_bytes[signed_len..]))
+        Ok((
+            &self.session_bytes[..signed_len],
+            &self.session_bytes[signed_len..],
+        ))
     }
 
     /// Fails when an unauthenticated packet carries bytes after its payload.
     pub fn expect_no_trailer(&self) -> Result<(), CodecError> {
         match self.session_bytes.len() - self.payload_end {
             0 => Ok(()),
-            extra => Err(CodecError::TrailingBytes { what: "unauthenticated RMCP+ packet", extra }),
+            extra => Err(CodecError::TrailingBytes {
+                what: "unauthenticated RMCP+ packet",
+                extra,
+            }),
         }
     }
 }
@@ -145,9 +169,16 @@ pub fn decode(session_bytes: &[u8]) -> Result<SessionPacket<'_>, CodecError> {
             let message = reader.take(length)?;
             // A v1.5 packet may end with one legacy pad byte.
             if reader.remaining() > 1 {
-                return Err(CodecError::TrailingBytes { what: "IPMI v1.5 packet", extra: reader.remaining() });
+                return Err(CodecError::TrailingBytes {
+                    what: "IPMI v1.5 packet",
+                    extra: reader.remaining(),
+                });
             }
-            Ok(SessionPacket::V15(V15Packet { sequence, session_id, message }))
+            Ok(SessionPacket::V15(V15Packet {
+                sequence,
+                session_id,
+                message,
+            }))
         }
         AUTH_TYPE_RMCP_PLUS => {
             let type_byte = reader.u8()?;
@@ -163,16 +194,26 @@ pub fn decode(session_bytes: &[u8]) -> Result<SessionPacket<'_>, CodecError> {
                 session_id,
                 sequence,
             };
-            Ok(SessionPacket::V20(V20Packet { header, payload, session_bytes, payload_end: 12 + length }))
+            Ok(SessionPacket::V20(V20Packet {
+                header,
+                payload,
+                session_bytes,
+                payload_end: 12 + length,
+            }))
         }
-        other => Err(CodecError::Unsupported { what: "IPMI session auth type", value: other.into() }),
+        other => Err(CodecError::Unsupported {
+            what: "IPMI session auth type",
+            value: other.into(),
+        }),
     }
 }
 
 /// Encodes a whole v1.5 datagram (auth type none) around an IPMI LAN message.
 pub fn encode_v15(session_id: u32, sequence: u32, message: &[u8]) -> Result<Vec<u8>, CodecError> {
-    let length = u8::try_from(message.len())
-        .map_err(|_| CodecError::InvalidValue { what: "IPMI v1.5 message length", value: message.len() as u32 })?;
+    let length = u8::try_from(message.len()).map_err(|_| CodecError::InvalidValue {
+        what: "IPMI v1.5 message length",
+        value: message.len() as u32,
+    })?;
     let mut out = rmcp::header(RmcpClass::Ipmi).to_vec();
     out.push(AUTH_TYPE_NONE);
     out.extend_from_slice(&sequence.to_le_bytes());
@@ -187,8 +228,10 @@ pub fn encode_v15(session_id: u32, sequence: u32, message: &[u8]) -> Result<Vec<
 /// For an authenticated header the integrity pad, pad length and next header are appended; the
 /// caller computes the auth code over `out[4..]` (see [`SIGNED_FROM`]) and appends it.
 pub fn encode_v20(header: &V20Header, payload: &[u8]) -> Result<Vec<u8>, CodecError> {
-    let length = u16::try_from(payload.len())
-        .map_err(|_| CodecError::InvalidValue { what: "RMCP+ payload length", value: payload.len() as u32 })?;
+    let length = u16::try_from(payload.len()).map_err(|_| CodecError::InvalidValue {
+        what: "RMCP+ payload length",
+        value: payload.len() as u32,
+    })?;
     let mut out = rmcp::header(RmcpClass::Ipmi).to_vec();
     out.push(AUTH_TYPE_RMCP_PLUS);
     let mut type_byte = header.payload_type.code();
@@ -237,7 +280,11 @@ mod tests {
         assert_eq!(class, RmcpClass::Ipmi);
         assert_eq!(
             decode(session).unwrap(),
-            SessionPacket::V15(V15Packet { sequence: 0, session_id: 0, message: &[1, 2, 3] })
+            SessionPacket::V15(V15Packet {
+                sequence: 0,
+                session_id: 0,
+                message: &[1, 2, 3]
+            })
         );
     }
 
@@ -246,11 +293,17 @@ mod tests {
         for payload_len in 0..9 {
             let payload: Vec<u8> = (0..payload_len as u8).collect();
             let mut bytes = encode_v20(&header(true), &payload).unwrap();
-            assert_eq!((bytes.len() - SIGNED_FROM) % 4, 0, "pad aligns the signed bytes");
+            assert_eq!(
+                (bytes.len() - SIGNED_FROM) % 4,
+                0,
+                "pad aligns the signed bytes"
+            );
             let signed_len = bytes.len() - SIGNED_FROM;
             bytes.extend_from_slice(&[0xaa; 12]);
             let (_, session) = rmcp::split(&bytes).unwrap();
-            let SessionPacket::V20(packet) = decode(session).unwrap() else { panic!("v2.0 expected") };
+            let SessionPacket::V20(packet) = decode(session).unwrap() else {
+                panic!("v2.0 expected")
+            };
             assert_eq!(packet.header, header(true));
             assert_eq!(packet.payload, &payload[..]);
             let (signed, code) = packet.integrity(12).unwrap();
@@ -259,7 +312,9 @@ mod tests {
         }
         let bytes = encode_v20(&header(false), &[5, 6]).unwrap();
         let (_, session) = rmcp::split(&bytes).unwrap();
-        let SessionPacket::V20(packet) = decode(session).unwrap() else { panic!("v2.0 expected") };
+        let SessionPacket::V20(packet) = decode(session).unwrap() else {
+            panic!("v2.0 expected")
+        };
         packet.expect_no_trailer().unwrap();
     }
 
@@ -270,9 +325,17 @@ mod tests {
         bytes[next_header_at] = 0x08;
         bytes.extend_from_slice(&[0; 12]);
         let (_, session) = rmcp::split(&bytes).unwrap();
-        let SessionPacket::V20(packet) = decode(session).unwrap() else { panic!("v2.0 expected") };
-        assert!(matches!(packet.integrity(12), Err(CodecError::InvalidValue { .. })));
-        assert!(matches!(packet.integrity(200), Err(CodecError::Truncated { .. })));
+        let SessionPacket::V20(packet) = decode(session).unwrap() else {
+            panic!("v2.0 expected")
+        };
+        assert!(matches!(
+            packet.integrity(12),
+            Err(CodecError::InvalidValue { .. })
+        ));
+        assert!(matches!(
+            packet.integrity(200),
+            Err(CodecError::Truncated { .. })
+        ));
     }
 
     #[test]
@@ -285,7 +348,13 @@ mod tests {
 
     #[test]
     fn unknown_auth_types_and_payload_types_are_unsupported() {
-        assert!(matches!(decode(&[0x02, 0, 0, 0, 0]), Err(CodecError::Unsupported { .. })));
-        assert!(matches!(decode(&[0x06, 0x01, 0, 0, 0, 0]), Err(CodecError::Unsupported { .. })));
+        assert!(matches!(
+            decode(&[0x02, 0, 0, 0, 0]),
+            Err(CodecError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            decode(&[0x06, 0x01, 0, 0, 0, 0]),
+            Err(CodecError::Unsupported { .. })
+        ));
     }
 }

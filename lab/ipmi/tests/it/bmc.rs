@@ -25,23 +25,43 @@ fn bmc(power: PowerState) -> (std::sync::Arc<TestMachine>, Bmc) {
 }
 
 fn unprotected(payload_type: PayloadType, payload: &[u8]) -> Vec<u8> {
-    let header = V20Header { payload_type, encrypted: false, authenticated: false, session_id: 0, sequence: 0 };
+    let header = V20Header {
+        payload_type,
+        encrypted: false,
+        authenticated: false,
+        session_id: 0,
+        sequence: 0,
+    };
     session::encode_v20(&header, payload).unwrap()
 }
 
 /// The payload of an unprotected RMCP+ reply of type `expect`.
 fn payload_of(reply: &[u8], expect: PayloadType) -> Vec<u8> {
     let (_, body) = rmcp::split(reply).unwrap();
-    let SessionPacket::V20(packet) = session::decode(body).unwrap() else { panic!("v2.0 reply expected") };
+    let SessionPacket::V20(packet) = session::decode(body).unwrap() else {
+        panic!("v2.0 reply expected")
+    };
     assert_eq!(packet.header.payload_type, expect);
     packet.payload.to_vec()
 }
 
 /// Opens a session up to RAKP 2; returns the handshake and the BMC session ID.
 async fn challenge(bmc: &Bmc, suite: CipherSuite, user: &str) -> Result<Handshake, RakpStatus> {
-    let open = OpenSessionRequest { tag: 1, max_privilege: 0, console_session_id: CONSOLE_ID, algorithms: suite.algorithms() };
-    let reply = bmc.handle_datagram(&unprotected(PayloadType::OpenSessionRequest, &open.encode())).await.unwrap();
-    let response = OpenSessionResponse::decode(&payload_of(&reply, PayloadType::OpenSessionResponse)).unwrap();
+    let open = OpenSessionRequest {
+        tag: 1,
+        max_privilege: 0,
+        console_session_id: CONSOLE_ID,
+        algorithms: suite.algorithms(),
+    };
+    let reply = bmc
+        .handle_datagram(&unprotected(
+            PayloadType::OpenSessionRequest,
+            &open.encode(),
+        ))
+        .await
+        .unwrap();
+    let response =
+        OpenSessionResponse::decode(&payload_of(&reply, PayloadType::OpenSessionResponse)).unwrap();
     let accepted = response.accepted.ok_or(response.status)?;
     let rakp1 = Rakp1 {
         tag: 2,
@@ -50,7 +70,10 @@ async fn challenge(bmc: &Bmc, suite: CipherSuite, user: &str) -> Result<Handshak
         role: 0x14,
         username: user.as_bytes().to_vec(),
     };
-    let reply = bmc.handle_datagram(&unprotected(PayloadType::Rakp1, &rakp1.encode())).await.unwrap();
+    let reply = bmc
+        .handle_datagram(&unprotected(PayloadType::Rakp1, &rakp1.encode()))
+        .await
+        .unwrap();
     let rakp2 = Rakp2::decode(&payload_of(&reply, PayloadType::Rakp2)).unwrap();
     let challenge = rakp2.challenge.ok_or(rakp2.status)?;
     Ok(Handshake {
@@ -67,8 +90,16 @@ async fn challenge(bmc: &Bmc, suite: CipherSuite, user: &str) -> Result<Handshak
 
 /// Sends RAKP 3 with `auth_code`; returns RAKP 4.
 async fn rakp3(bmc: &Bmc, handshake: &Handshake, auth_code: Vec<u8>) -> Rakp4 {
-    let rakp3 = Rakp3 { tag: 3, status: RakpStatus::NO_ERRORS, bmc_session_id: handshake.bmc_session_id, auth_code };
-    let reply = bmc.handle_datagram(&unprotected(PayloadType::Rakp3, &rakp3.encode())).await.unwrap();
+    let rakp3 = Rakp3 {
+        tag: 3,
+        status: RakpStatus::NO_ERRORS,
+        bmc_session_id: handshake.bmc_session_id,
+        auth_code,
+    };
+    let reply = bmc
+        .handle_datagram(&unprotected(PayloadType::Rakp3, &rakp3.encode()))
+        .await
+        .unwrap();
     Rakp4::decode(&payload_of(&reply, PayloadType::Rakp4)).unwrap()
 }
 
@@ -88,7 +119,12 @@ impl Console {
         assert_eq!(rakp4.status, RakpStatus::NO_ERRORS);
         let sik = handshake.session_integrity_key(&user_key);
         assert!(handshake.verify_rakp4(&sik, &rakp4.integrity_check_value));
-        Self { keys: SessionKeys::derive(suite, &sik), bmc_session_id: handshake.bmc_session_id, sequence: 0, rq_seq: 0 }
+        Self {
+            keys: SessionKeys::derive(suite, &sik),
+            bmc_session_id: handshake.bmc_session_id,
+            sequence: 0,
+            rq_seq: 0,
+        }
     }
 
     fn seal(&mut self, request: &Request) -> Vec<u8> {
@@ -96,13 +132,26 @@ impl Console {
         self.rq_seq = (self.rq_seq + 1) & 0x3f;
         let (netfn, cmd, data) = request.encode();
         let message = RequestMessage::to_bmc(netfn, cmd, self.rq_seq, data).encode();
-        secure::seal(&self.keys, PayloadType::Ipmi, self.bmc_session_id, self.sequence, &message, [7; 16]).unwrap()
+        secure::seal(
+            &self.keys,
+            PayloadType::Ipmi,
+            self.bmc_session_id,
+            self.sequence,
+            &message,
+            [7; 16],
+        )
+        .unwrap()
     }
 
     fn open(&self, reply: &[u8]) -> ResponseMessage {
         let (_, body) = rmcp::split(reply).unwrap();
-        let SessionPacket::V20(packet) = session::decode(body).unwrap() else { panic!("v2.0 reply expected") };
-        assert_eq!(packet.header.session_id, CONSOLE_ID, "replies carry the console's session ID");
+        let SessionPacket::V20(packet) = session::decode(body).unwrap() else {
+            panic!("v2.0 reply expected")
+        };
+        assert_eq!(
+            packet.header.session_id, CONSOLE_ID,
+            "replies carry the console's session ID"
+        );
         ResponseMessage::decode(&secure::open(&self.keys, &packet).unwrap()).unwrap()
     }
 }
@@ -110,18 +159,43 @@ impl Console {
 #[tokio::test]
 async fn presence_ping_gets_a_pong() {
     let (_machine, bmc) = bmc(PowerState::Off);
-    let reply = bmc.handle_datagram(&AsfMessage::Ping { tag: 0x33 }.encode()).await.unwrap();
+    let reply = bmc
+        .handle_datagram(&AsfMessage::Ping { tag: 0x33 }.encode())
+        .await
+        .unwrap();
     let (_, body) = rmcp::split(&reply).unwrap();
-    assert_eq!(AsfMessage::decode(body).unwrap(), AsfMessage::Pong { tag: 0x33, ipmi_supported: true });
+    assert_eq!(
+        AsfMessage::decode(body).unwrap(),
+        AsfMessage::Pong {
+            tag: 0x33,
+            ipmi_supported: true
+        }
+    );
 }
 
 #[tokio::test]
 async fn unsupported_algorithms_get_no_cipher_suite_match() {
     let (_machine, bmc) = bmc(PowerState::Off);
-    let none = Algorithms { authentication: 0, integrity: 0, confidentiality: 0 };
-    let open = OpenSessionRequest { tag: 9, max_privilege: 4, console_session_id: CONSOLE_ID, algorithms: none };
-    let reply = bmc.handle_datagram(&unprotected(PayloadType::OpenSessionRequest, &open.encode())).await.unwrap();
-    let response = OpenSessionResponse::decode(&payload_of(&reply, PayloadType::OpenSessionResponse)).unwrap();
+    let none = Algorithms {
+        authentication: 0,
+        integrity: 0,
+        confidentiality: 0,
+    };
+    let open = OpenSessionRequest {
+        tag: 9,
+        max_privilege: 4,
+        console_session_id: CONSOLE_ID,
+        algorithms: none,
+    };
+    let reply = bmc
+        .handle_datagram(&unprotected(
+            PayloadType::OpenSessionRequest,
+            &open.encode(),
+        ))
+        .await
+        .unwrap();
+    let response =
+        OpenSessionResponse::decode(&payload_of(&reply, PayloadType::OpenSessionResponse)).unwrap();
     assert_eq!(response.status, RakpStatus::NO_CIPHER_SUITE_MATCH);
     assert_eq!((response.tag, response.console_session_id), (9, CONSOLE_ID));
     assert_eq!(bmc.sessions_including_handshakes(), 0);
@@ -130,7 +204,10 @@ async fn unsupported_algorithms_get_no_cipher_suite_match() {
 #[tokio::test]
 async fn an_unknown_user_gets_unauthorized_name_and_no_session() {
     let (_machine, bmc) = bmc(PowerState::Off);
-    assert_eq!(challenge(&bmc, SUITE_3, "guest").await.unwrap_err(), RakpStatus::UNAUTHORIZED_NAME);
+    assert_eq!(
+        challenge(&bmc, SUITE_3, "guest").await.unwrap_err(),
+        RakpStatus::UNAUTHORIZED_NAME
+    );
     assert_eq!(bmc.sessions_including_handshakes(), 0);
 }
 
@@ -169,18 +246,33 @@ async fn an_active_session_runs_commands_and_refuses_replays_and_tampering() {
     assert_eq!(console.open(&reply).completion_code, 0);
     assert_eq!(machine.state().actions.len(), 1);
 
-    assert!(bmc.handle_datagram(&datagram).await.is_none(), "a replayed packet is dropped");
-    let mut tampered = console.seal(&Request::Machine(MachineRequest::ChassisControl(ChassisControl::PowerDown)));
+    assert!(
+        bmc.handle_datagram(&datagram).await.is_none(),
+        "a replayed packet is dropped"
+    );
+    let mut tampered = console.seal(&Request::Machine(MachineRequest::ChassisControl(
+        ChassisControl::PowerDown,
+    )));
     tampered[20] ^= 0x01;
-    assert!(bmc.handle_datagram(&tampered).await.is_none(), "a tampered packet is dropped");
+    assert!(
+        bmc.handle_datagram(&tampered).await.is_none(),
+        "a tampered packet is dropped"
+    );
     assert_eq!(machine.state().power, PowerState::On);
     assert_eq!(machine.state().actions.len(), 1);
 
-    let close = Request::Session(SessionRequest::CloseSession { session_id: console.bmc_session_id });
+    let close = Request::Session(SessionRequest::CloseSession {
+        session_id: console.bmc_session_id,
+    });
     let reply = bmc.handle_datagram(&console.seal(&close)).await.unwrap();
     assert_eq!(console.open(&reply).completion_code, 0);
     assert_eq!(bmc.active_sessions(), 0);
-    assert!(bmc.handle_datagram(&console.seal(&power_up)).await.is_none(), "a closed session is gone");
+    assert!(
+        bmc.handle_datagram(&console.seal(&power_up))
+            .await
+            .is_none(),
+        "a closed session is gone"
+    );
 }
 
 #[tokio::test]
@@ -192,7 +284,10 @@ async fn sessions_beyond_the_limit_get_insufficient_resources() {
     for _ in 0..2 {
         Console::login(&bmc, SUITE_3).await;
     }
-    assert_eq!(challenge(&bmc, SUITE_3, "root").await.unwrap_err(), RakpStatus::INSUFFICIENT_RESOURCES);
+    assert_eq!(
+        challenge(&bmc, SUITE_3, "root").await.unwrap_err(),
+        RakpStatus::INSUFFICIENT_RESOURCES
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -200,14 +295,24 @@ async fn idle_sessions_expire() {
     let (_machine, bmc) = {
         let machine = TestMachine::new(PowerState::Off);
         let config = BmcConfig::new(Credentials::new("root", "calvin").unwrap());
-        let bmc = Bmc::new(machine.shared(), config, Clock::simulated(jiff::Timestamp::UNIX_EPOCH));
+        let bmc = Bmc::new(
+            machine.shared(),
+            config,
+            Clock::simulated(jiff::Timestamp::UNIX_EPOCH),
+        );
         (machine, bmc)
     };
     let mut console = Console::login(&bmc, SUITE_3).await;
     tokio::time::sleep(std::time::Duration::from_secs(30)).await;
     let status = Request::Machine(MachineRequest::GetChassisStatus);
-    assert!(bmc.handle_datagram(&console.seal(&status)).await.is_some(), "activity within the timeout");
+    assert!(
+        bmc.handle_datagram(&console.seal(&status)).await.is_some(),
+        "activity within the timeout"
+    );
     tokio::time::sleep(std::time::Duration::from_secs(61)).await;
-    assert!(bmc.handle_datagram(&console.seal(&status)).await.is_none(), "expired after 60s idle");
+    assert!(
+        bmc.handle_datagram(&console.seal(&status)).await.is_none(),
+        "expired after 60s idle"
+    );
     assert_eq!(bmc.active_sessions(), 0);
 }

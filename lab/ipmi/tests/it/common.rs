@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rackproof_driver::{BootControl, BootOverride, DriverError, Power, PowerState, ResetAction, SharedMachine};
+use rackproof_driver::{
+    BootControl, BootOverride, DriverError, Power, PowerState, ResetAction, SharedMachine,
+};
 
 /// What the test machine went through.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,7 +35,12 @@ impl TestMachine {
     /// A machine that offers only `allowed` reset actions.
     pub(crate) fn with_resets(power: PowerState, allowed: Vec<ResetAction>) -> Arc<Self> {
         Arc::new(Self {
-            state: Mutex::new(MachineState { power, boot: BootOverride::default(), actions: vec![], boots: 0 }),
+            state: Mutex::new(MachineState {
+                power,
+                boot: BootOverride::default(),
+                actions: vec![],
+                boots: 0,
+            }),
             allowed,
         })
     }
@@ -103,7 +110,11 @@ impl BootControl for TestMachine {
 
 /// Finds `program` in the directories of `path` (a `PATH`-style list), or says how to install
 /// the Debian `package` that provides it.
-pub(crate) fn find_program(program: &str, package: &str, path: Option<&std::ffi::OsStr>) -> Result<PathBuf, String> {
+pub(crate) fn find_program(
+    program: &str,
+    package: &str,
+    path: Option<&std::ffi::OsStr>,
+) -> Result<PathBuf, String> {
     path.into_iter()
         .flat_map(std::env::split_paths)
         .map(|dir| dir.join(program))
@@ -115,12 +126,14 @@ pub(crate) fn find_program(program: &str, package: &str, path: Option<&std::ffi:
 
 fn is_executable(path: &Path) -> bool {
     use std::os::unix::fs::PermissionsExt;
-    path.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
 /// The ipmitool binary; panics with the install command when it is missing.
 pub(crate) fn ipmitool_path() -> PathBuf {
-    find_program("ipmitool", "ipmitool", std::env::var_os("PATH").as_deref()).unwrap_or_else(|message| panic!("{message}"))
+    find_program("ipmitool", "ipmitool", std::env::var_os("PATH").as_deref())
+        .unwrap_or_else(|message| panic!("{message}"))
 }
 
 /// What one ipmitool run printed.
@@ -136,7 +149,18 @@ pub(crate) struct Run {
 pub(crate) async fn ipmitool(port: u16, user: &str, password: &str, args: &[&str]) -> Run {
     let mut command = tokio::process::Command::new(ipmitool_path());
     command
-        .args(["-I", "lanplus", "-H", "127.0.0.1", "-p", &port.to_string(), "-U", user, "-P", password])
+        .args([
+            "-I",
+            "lanplus",
+            "-H",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-U",
+            user,
+            "-P",
+            password,
+        ])
         // One-second timeout and one retry per request: failures are quick, loopback never loses packets.
         .args(["-N", "1", "-R", "1"])
         .args(args)

@@ -4,10 +4,13 @@ use proptest::prelude::*;
 use rackproof_clock::Clock;
 use rackproof_driver::PowerState;
 use rackproof_ipmi::codec::command::{
-    AuthCapabilities, BootFlags, BootOptionResponse, ChassisStatus, CipherSuiteRecord, DeviceId, Request,
+    AuthCapabilities, BootFlags, BootOptionResponse, ChassisStatus, CipherSuiteRecord, DeviceId,
+    Request,
 };
 use rackproof_ipmi::codec::message::{RequestMessage, ResponseMessage};
-use rackproof_ipmi::codec::rakp::{OpenSessionRequest, OpenSessionResponse, Rakp1, Rakp2, Rakp3, Rakp4};
+use rackproof_ipmi::codec::rakp::{
+    OpenSessionRequest, OpenSessionResponse, Rakp1, Rakp2, Rakp3, Rakp4,
+};
 use rackproof_ipmi::codec::rmcp::{self, AsfMessage};
 use rackproof_ipmi::codec::session::{self, SessionPacket};
 use rackproof_ipmi::{Bmc, BmcConfig, Credentials};
@@ -46,7 +49,11 @@ fn decode_everything(bytes: &[u8]) {
 
 fn bmc() -> Bmc {
     let machine = TestMachine::new(PowerState::On);
-    Bmc::new(machine.shared(), BmcConfig::new(Credentials::new("u", "p").unwrap()), Clock::wall())
+    Bmc::new(
+        machine.shared(),
+        BmcConfig::new(Credentials::new("u", "p").unwrap()),
+        Clock::wall(),
+    )
 }
 
 proptest! {

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use crate::common::{self, TestMachine, find_program, ipmitool};
 use rackproof_clock::Clock;
-use rackproof_driver::{BootControl as _, BootOverride, BootOverrideMode, BootTarget, Power as _, PowerState, ResetAction};
+use rackproof_driver::{
+    BootControl as _, BootOverride, BootOverrideMode, BootTarget, Power as _, PowerState,
+    ResetAction,
+};
 use rackproof_ipmi::{Credentials, IpmiEmulator};
 
 const USER: &str = "admin";
@@ -16,13 +19,19 @@ const PASSWORD: &str = "s3cret-pw";
 async fn emulator(power: PowerState) -> (Arc<TestMachine>, IpmiEmulator) {
     let machine = TestMachine::new(power);
     let credentials = Credentials::new(USER, PASSWORD).unwrap();
-    let emulator = IpmiEmulator::start(machine.shared(), credentials, Clock::wall()).await.unwrap();
+    let emulator = IpmiEmulator::start(machine.shared(), credentials, Clock::wall())
+        .await
+        .unwrap();
     (machine, emulator)
 }
 
 async fn run_ok(emulator: &IpmiEmulator, args: &[&str]) -> String {
     let run = ipmitool(emulator.local_addr().port(), USER, PASSWORD, args).await;
-    assert!(run.success, "ipmitool {args:?} failed\nstdout: {}\nstderr: {}", run.stdout, run.stderr);
+    assert!(
+        run.success,
+        "ipmitool {args:?} failed\nstdout: {}\nstderr: {}",
+        run.stdout, run.stderr
+    );
     run.stdout
 }
 
@@ -38,11 +47,16 @@ async fn missing_ipmitool_fails_with_the_install_command() {
 #[tokio::test]
 async fn power_status_reports_the_machine_state() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    assert_eq!(run_ok(&emulator, &["power", "status"]).await.trim(), "Chassis Power is off");
+    assert_eq!(
+        run_ok(&emulator, &["power", "status"]).await.trim(),
+        "Chassis Power is off"
+    );
     machine.reset(ResetAction::On).await.unwrap();
-    assert_eq!(run_ok(&emulator, &["power", "status"]).await.trim(), "Chassis Power is on");
+    assert_eq!(
+        run_ok(&emulator, &["power", "status"]).await.trim(),
+        "Chassis Power is on"
+    );
 }
-
 
 #[tokio::test]
 async fn power_on_turns_the_machine_on() {
@@ -85,9 +99,20 @@ async fn power_reset_restarts_the_machine() {
 #[tokio::test]
 async fn power_reset_of_a_machine_that_is_off_is_refused() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(emulator.local_addr().port(), USER, PASSWORD, &["power", "reset"]).await;
+    let run = ipmitool(
+        emulator.local_addr().port(),
+        USER,
+        PASSWORD,
+        &["power", "reset"],
+    )
+    .await;
     assert!(!run.success, "{run:?}");
-    assert!(run.stderr.contains("Command not supported in present state"), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("Command not supported in present state"),
+        "{}",
+        run.stderr
+    );
     assert!(machine.state().actions.is_empty());
 }
 
@@ -116,18 +141,40 @@ async fn bootdev_pxe_sets_a_one_time_pxe_override() {
     let (machine, emulator) = emulator(PowerState::On).await;
     let out = run_ok(&emulator, &["chassis", "bootdev", "pxe"]).await;
     assert!(out.contains("Set Boot Device to pxe"), "{out}");
-    assert_eq!(machine.state().boot, BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Pxe });
+    assert_eq!(
+        machine.state().boot,
+        BootOverride {
+            mode: BootOverrideMode::Once,
+            target: BootTarget::Pxe
+        }
+    );
 }
 
 #[tokio::test]
 async fn bootdev_disk_persistent_sets_a_continuous_disk_override() {
     let (machine, emulator) = emulator(PowerState::On).await;
-    let out = run_ok(&emulator, &["chassis", "bootdev", "disk", "options=persistent"]).await;
+    let out = run_ok(
+        &emulator,
+        &["chassis", "bootdev", "disk", "options=persistent"],
+    )
+    .await;
     assert!(out.contains("Set Boot Device to disk"), "{out}");
-    assert_eq!(machine.state().boot, BootOverride { mode: BootOverrideMode::Continuous, target: BootTarget::Hdd });
+    assert_eq!(
+        machine.state().boot,
+        BootOverride {
+            mode: BootOverrideMode::Continuous,
+            target: BootTarget::Hdd
+        }
+    );
     // A second bootdev in a row works: the set-in-progress lock was released.
     run_ok(&emulator, &["chassis", "bootdev", "pxe"]).await;
-    assert_eq!(machine.state().boot, BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Pxe });
+    assert_eq!(
+        machine.state().boot,
+        BootOverride {
+            mode: BootOverrideMode::Once,
+            target: BootTarget::Pxe
+        }
+    );
 }
 
 #[tokio::test]
@@ -136,7 +183,13 @@ async fn bootparam_get_5_shows_the_machine_override() {
     let out = run_ok(&emulator, &["chassis", "bootparam", "get", "5"]).await;
     assert!(out.contains("Boot Flag Invalid"), "{out}");
     assert!(out.contains("Boot Device Selector : No override"), "{out}");
-    machine.set_boot_override(BootOverride { mode: BootOverrideMode::Continuous, target: BootTarget::Pxe }).await.unwrap();
+    machine
+        .set_boot_override(BootOverride {
+            mode: BootOverrideMode::Continuous,
+            target: BootTarget::Pxe,
+        })
+        .await
+        .unwrap();
     let out = run_ok(&emulator, &["chassis", "bootparam", "get", "5"]).await;
     assert!(out.contains("Boot Flag Valid"), "{out}");
     assert!(out.contains("Options apply to all future boots"), "{out}");
@@ -156,9 +209,19 @@ async fn mc_info_shows_the_device_id() {
 #[tokio::test]
 async fn ipmitool_picks_cipher_suite_17_from_the_offered_list() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(emulator.local_addr().port(), USER, PASSWORD, &["-v", "power", "on"]).await;
+    let run = ipmitool(
+        emulator.local_addr().port(),
+        USER,
+        PASSWORD,
+        &["-v", "power", "on"],
+    )
+    .await;
     assert!(run.success, "{run:?}");
-    assert!(run.stderr.contains("Using best available cipher suite 17"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("Using best available cipher suite 17"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(machine.state().power, PowerState::On);
 }
 
@@ -183,10 +246,25 @@ async fn ipmitool_closes_its_session() {
 #[tokio::test]
 async fn a_wrong_password_is_refused_and_changes_nothing() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(emulator.local_addr().port(), USER, "wrong-password", &["-v", "power", "on"]).await;
+    let run = ipmitool(
+        emulator.local_addr().port(),
+        USER,
+        "wrong-password",
+        &["-v", "power", "on"],
+    )
+    .await;
     assert!(!run.success, "{run:?}");
-    assert!(run.stderr.contains("RAKP 2 HMAC is invalid"), "{}", run.stderr);
-    assert!(run.stderr.contains("Unable to establish IPMI v2 / RMCP+ session"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("RAKP 2 HMAC is invalid"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("Unable to establish IPMI v2 / RMCP+ session"),
+        "{}",
+        run.stderr
+    );
     assert_eq!(machine.state().power, PowerState::Off);
     assert_eq!(emulator.active_sessions(), 0);
 }
@@ -194,7 +272,13 @@ async fn a_wrong_password_is_refused_and_changes_nothing() {
 #[tokio::test]
 async fn an_unknown_user_gets_unauthorized_name() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(emulator.local_addr().port(), "mallory", PASSWORD, &["-v", "power", "on"]).await;
+    let run = ipmitool(
+        emulator.local_addr().port(),
+        "mallory",
+        PASSWORD,
+        &["-v", "power", "on"],
+    )
+    .await;
     assert!(!run.success, "{run:?}");
     assert!(run.stderr.contains("unauthorized name"), "{}", run.stderr);
     assert_eq!(machine.state().power, PowerState::Off);
@@ -203,10 +287,26 @@ async fn an_unknown_user_gets_unauthorized_name() {
 #[tokio::test]
 async fn a_user_level_session_may_read_but_not_control_power() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let status = ipmitool(emulator.local_addr().port(), USER, PASSWORD, &["-L", "USER", "power", "status"]).await;
+    let status = ipmitool(
+        emulator.local_addr().port(),
+        USER,
+        PASSWORD,
+        &["-L", "USER", "power", "status"],
+    )
+    .await;
     assert!(status.success, "{status:?}");
-    let on = ipmitool(emulator.local_addr().port(), USER, PASSWORD, &["-L", "USER", "power", "on"]).await;
+    let on = ipmitool(
+        emulator.local_addr().port(),
+        USER,
+        PASSWORD,
+        &["-L", "USER", "power", "on"],
+    )
+    .await;
     assert!(!on.success, "{on:?}");
-    assert!(on.stderr.contains("Insufficient privilege level"), "{}", on.stderr);
+    assert!(
+        on.stderr.contains("Insufficient privilege level"),
+        "{}",
+        on.stderr
+    );
     assert_eq!(machine.state().power, PowerState::Off);
 }

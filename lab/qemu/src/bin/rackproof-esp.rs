@@ -14,7 +14,10 @@ use inplace_boot::{Esp as _, LOADER_CONF_PATH, LoaderConf, Timeout};
 use rackproof_qemu::{MtoolsEsp, Slot};
 
 #[derive(Debug, Parser)]
-#[command(name = "rackproof-esp", about = "Boot entries on a disk image's ESP (mtools)")]
+#[command(
+    name = "rackproof-esp",
+    about = "Boot entries on a disk image's ESP (mtools)"
+)]
 struct Cli {
     /// The disk image (GPT, ESP at 1 MiB, as images/build-disk makes it).
     #[arg(long)]
@@ -54,16 +57,37 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let esp = MtoolsEsp::at_offset(&cli.image, cli.offset);
     match cli.command {
-        Command::Install { slot, version, tries, blessed, corrupt } => {
+        Command::Install {
+            slot,
+            version,
+            tries,
+            blessed,
+            corrupt,
+        } => {
             let slot = Slot::open(&slot)?;
             if slot.version != version {
-                bail!("slot {} is version {}, not {version}", slot.dir.display(), slot.version);
+                bail!(
+                    "slot {} is version {}, not {version}",
+                    slot.dir.display(),
+                    slot.version
+                );
             }
-            if !esp.exists(LOADER_CONF_PATH).context("failed to inspect the ESP")? {
-                let conf = LoaderConf { timeout: Some(Timeout::Seconds(0)), ..LoaderConf::default() };
-                inplace_boot::write_loader_conf(&esp, &conf).context("failed to write loader.conf")?;
+            if !esp
+                .exists(LOADER_CONF_PATH)
+                .context("failed to inspect the ESP")?
+            {
+                let conf = LoaderConf {
+                    timeout: Some(Timeout::Seconds(0)),
+                    ..LoaderConf::default()
+                };
+                inplace_boot::write_loader_conf(&esp, &conf)
+                    .context("failed to write loader.conf")?;
             }
-            let tries = if blessed { None } else { Some(tries.unwrap_or(inplace_boot::DEFAULT_TRIES)) };
+            let tries = if blessed {
+                None
+            } else {
+                Some(tries.unwrap_or(inplace_boot::DEFAULT_TRIES))
+            };
             let name = slot.install(&esp, tries, corrupt)?;
             println!("{}", name.file_name());
         }

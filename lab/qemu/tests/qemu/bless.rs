@@ -13,7 +13,10 @@ use std::time::Duration;
 
 use inplace_api::keys;
 use inplace_api::osc::secret::encode_secret;
-use inplace_api::osc::{InPlaceUpdates, InPlaceUpdatesStatus, OperatingSystemConfig, OscKubelet, OscSpec, OscStatus, OsUpdate};
+use inplace_api::osc::{
+    InPlaceUpdates, InPlaceUpdatesStatus, OperatingSystemConfig, OsUpdate, OscKubelet, OscSpec,
+    OscStatus,
+};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Secret};
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -23,7 +26,10 @@ use rackproof_qemu::images::{BASE_VERSION, NEW_VERSION};
 use rackproof_qemu::{HOST_ALIAS, NodeIdentity};
 use serde_json::json;
 
-use super::{BOOT, Node, agent_started, base_blessed, blessed, boot_model, entries, images, marker, model_of, re};
+use super::{
+    BOOT, Node, agent_started, base_blessed, blessed, boot_model, entries, images, marker,
+    model_of, re,
+};
 
 const NODE: &str = "bless";
 const POOL: &str = "pool-q";
@@ -65,22 +71,34 @@ fn osc(version: &str) -> OperatingSystemConfig {
 /// Creates or replaces the pool's OSC Secret; returns the document's checksum.
 async fn set_osc(client: &kube::Client, osc: &OperatingSystemConfig) -> String {
     let mut secret = encode_secret(osc, SECRET, NAMESPACE).unwrap();
-    let checksum = secret.metadata.annotations.as_ref().unwrap()[keys::ANNOTATION_CHECKSUM_DOWNLOADED_OSC].clone();
+    let checksum = secret.metadata.annotations.as_ref().unwrap()
+        [keys::ANNOTATION_CHECKSUM_DOWNLOADED_OSC]
+        .clone();
     let secrets: Api<Secret> = Api::namespaced(client.clone(), NAMESPACE);
     match secrets.get_opt(SECRET).await.unwrap() {
         None => {
-            secrets.create(&PostParams::default(), &secret).await.unwrap();
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .unwrap();
         }
         Some(existing) => {
             secret.metadata.resource_version = existing.metadata.resource_version;
-            secrets.replace(SECRET, &PostParams::default(), &secret).await.unwrap();
+            secrets
+                .replace(SECRET, &PostParams::default(), &secret)
+                .await
+                .unwrap();
         }
     }
     checksum
 }
 
 fn annotation<'a>(node: &'a KubeNode, key: &str) -> Option<&'a str> {
-    node.metadata.annotations.as_ref()?.get(key).map(String::as_str)
+    node.metadata
+        .annotations
+        .as_ref()?
+        .get(key)
+        .map(String::as_str)
 }
 
 fn label<'a>(node: &'a KubeNode, key: &str) -> Option<&'a str> {
@@ -88,7 +106,12 @@ fn label<'a>(node: &'a KubeNode, key: &str) -> Option<&'a str> {
 }
 
 /// Polls the Node until `done`, for at most one boot's time.
-async fn wait_node(node: &Node, client: &kube::Client, what: &str, done: impl Fn(&KubeNode) -> bool) -> KubeNode {
+async fn wait_node(
+    node: &Node,
+    client: &kube::Client,
+    what: &str,
+    done: impl Fn(&KubeNode) -> bool,
+) -> KubeNode {
     let nodes: Api<KubeNode> = Api::all(client.clone());
     let deadline = node.clock.instant() + BOOT;
     loop {
@@ -113,7 +136,10 @@ async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
     let images = images();
     let clock = rackproof_clock::Clock::wall();
     let server = ApiServer::new(clock);
-    let https = server.serve_https_also_as("127.0.0.1:0".parse().unwrap(), &[HOST_ALIAS]).await.unwrap();
+    let https = server
+        .serve_https_also_as("127.0.0.1:0".parse().unwrap(), &[HOST_ALIAS])
+        .await
+        .unwrap();
     server.allow_node_secret(POOL, NAMESPACE, SECRET);
     let admin = server.admin_client();
     let base_checksum = set_osc(&admin, &osc(BASE_VERSION)).await;
@@ -127,7 +153,11 @@ async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
         ssh_authorized_key: String::new(),
         kubelet_version: KUBELET.into(),
     };
-    let node = Node::with_identity("update_blessed", &images.disk(BASE_VERSION).unwrap(), Some(identity));
+    let node = Node::with_identity(
+        "update_blessed",
+        &images.disk(BASE_VERSION).unwrap(),
+        Some(identity),
+    );
     let applied = re(r"operating system config applied");
 
     // 1. BASE, OSC at BASE: registered, applied, persisted.
@@ -146,14 +176,21 @@ async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
     // 2. NEW on trial, the OSC at NEW, the Node ready for the update.
     let esp = node.machine.esp();
     assert_eq!(entries(&esp), [base_blessed()]);
-    images.slot(NEW_VERSION).unwrap().install(&esp, Some(3), false).unwrap();
+    images
+        .slot(NEW_VERSION)
+        .unwrap()
+        .install(&esp, Some(3), false)
+        .unwrap();
     let model = model_of(&esp);
     let new_checksum = set_osc(&admin, &osc(NEW_VERSION)).await;
     let ready = json!({"status": {"conditions": [{
         "type": keys::CONDITION_IN_PLACE_UPDATE, "status": "True", "reason": keys::REASON_READY_FOR_UPDATE,
         "message": "drained by the test", "lastTransitionTime": "2025-01-01T00:00:00Z",
     }]}});
-    Api::<KubeNode>::all(admin.clone()).patch_status(NODE, &PatchParams::default(), &Patch::Strategic(&ready)).await.unwrap();
+    Api::<KubeNode>::all(admin.clone())
+        .patch_status(NODE, &PatchParams::default(), &Patch::Strategic(&ready))
+        .await
+        .unwrap();
 
     // 3. NEW boots; the agent blesses it and reports success.
     let mark = node.machine.console().mark();
@@ -165,10 +202,18 @@ async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
             && annotation(n, ANNOTATION_OS_VERSION) == Some(NEW_VERSION)
     })
     .await;
-    assert_eq!(annotation(&updated, keys::ANNOTATION_UPDATING_OS_VERSION), None);
+    assert_eq!(
+        annotation(&updated, keys::ANNOTATION_UPDATING_OS_VERSION),
+        None
+    );
     node.wait(mark, &applied).await;
     node.power_button(NEW_VERSION).await;
-    assert_eq!(node.machine.console().count_since(mark, &re(r"^rackproof-os \S+: init started")), 1);
+    assert_eq!(
+        node.machine
+            .console()
+            .count_since(mark, &re(r"^rackproof-os \S+: init started")),
+        1
+    );
 
     // The model: one boot selects NEW and counts it down; the agent's bless removes the counter.
     let records = boot_model(&model, 1);

@@ -3,15 +3,23 @@
 
 use std::time::Duration;
 
-use rackproof_driver::{BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState, ResetAction};
+use rackproof_driver::{
+    BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
+    ResetAction,
+};
 use rackproof_qemu::images::{BASE_VERSION, NEW_VERSION};
 
-use super::{Node, agent_started, any_init, base_blessed, entries, images, marker, model_of, predict, re};
+use super::{
+    Node, agent_started, any_init, base_blessed, entries, images, marker, model_of, predict, re,
+};
 
 #[tokio::test]
 async fn boots_the_installed_version_and_starts_the_agent() {
     let images = images();
-    let node = Node::new("boots_the_installed_version", &images.disk(BASE_VERSION).unwrap());
+    let node = Node::new(
+        "boots_the_installed_version",
+        &images.disk(BASE_VERSION).unwrap(),
+    );
     let model = model_of(&node.machine.esp());
     let mark = node.machine.console().mark();
     node.machine.reset(ResetAction::On).await.unwrap();
@@ -65,10 +73,16 @@ async fn power_actions_through_the_driver_traits_show_on_the_console() {
     assert!(matches!(err, DriverError::Refused { .. }), "{err}");
     assert_eq!(m.console().count_since(start, &booted), 3);
 
-    let pxe = BootOverride { mode: BootOverrideMode::Once, target: BootTarget::Pxe };
+    let pxe = BootOverride {
+        mode: BootOverrideMode::Once,
+        target: BootTarget::Pxe,
+    };
     let err = m.set_boot_override(pxe).await.unwrap_err();
     assert!(matches!(err, DriverError::Unsupported { .. }), "{err}");
-    let hdd = BootOverride { mode: BootOverrideMode::Continuous, target: BootTarget::Hdd };
+    let hdd = BootOverride {
+        mode: BootOverrideMode::Continuous,
+        target: BootTarget::Hdd,
+    };
     m.set_boot_override(hdd).await.unwrap();
     assert_eq!(m.boot_override().await.unwrap(), hdd);
     node.finish().await;
@@ -98,7 +112,10 @@ async fn graceful_restart_and_shutdown_leave_the_esp_clean() {
 
     node.power_button(BASE_VERSION).await;
     let esp = m.esp();
-    assert!(!esp.dirty().unwrap(), "the ESP was not unmounted before the power-off");
+    assert!(
+        !esp.dirty().unwrap(),
+        "the ESP was not unmounted before the power-off"
+    );
     let actual = entries(&esp);
     assert_eq!(actual, [base_blessed()]);
     assert_eq!(actual, predict(&model, 2));
@@ -117,7 +134,10 @@ async fn graceful_restart_and_shutdown_leave_the_esp_clean() {
 async fn a_graceful_shutdown_of_a_node_that_is_off_does_nothing() {
     let images = images();
     let node = Node::new("graceful_off", &images.disk(BASE_VERSION).unwrap());
-    node.machine.reset(ResetAction::GracefulShutdown).await.unwrap();
+    node.machine
+        .reset(ResetAction::GracefulShutdown)
+        .await
+        .unwrap();
     assert_eq!(node.machine.power_state().await.unwrap(), PowerState::Off);
     assert_eq!(node.machine.boots().await, 0);
     node.finish().await;
@@ -126,11 +146,21 @@ async fn a_graceful_shutdown_of_a_node_that_is_off_does_nothing() {
 /// Installs `slot` with a `+3` counter on the stopped node's ESP, boots, waits for `until`
 /// (counting boots with the init marker of every version), stops, and checks the ESP against
 /// the model and against `expected`.
-async fn update(test: &str, slot: &str, until: &regex::Regex, boots: u32, expected: &[String]) -> (Node, usize) {
+async fn update(
+    test: &str,
+    slot: &str,
+    until: &regex::Regex,
+    boots: u32,
+    expected: &[String],
+) -> (Node, usize) {
     let images = images();
     let node = Node::new(test, &images.disk(BASE_VERSION).unwrap());
     let esp = node.machine.esp();
-    images.slot(slot).unwrap().install(&esp, Some(3), false).unwrap();
+    images
+        .slot(slot)
+        .unwrap()
+        .install(&esp, Some(3), false)
+        .unwrap();
     let model = model_of(&esp);
     let mark = node.machine.console().mark();
     node.machine.reset(ResetAction::On).await.unwrap();
@@ -138,7 +168,11 @@ async fn update(test: &str, slot: &str, until: &regex::Regex, boots: u32, expect
     node.machine.shutdown().await.unwrap();
     let boots = node.machine.console().count_since(mark, &any_init());
     let actual = entries(&esp);
-    assert_eq!(actual, predict(&model, boots), "ESP differs from the model after {boots} boots");
+    assert_eq!(
+        actual,
+        predict(&model, boots),
+        "ESP differs from the model after {boots} boots"
+    );
     assert_eq!(actual, expected);
     (node, boots)
 }
@@ -170,7 +204,10 @@ async fn a_panicking_version_is_tried_three_times_then_the_old_one_boots() {
     )
     .await;
     assert_eq!(boots, 4);
-    let panics = node.machine.console().count_since(rackproof_qemu::Mark::default(), &marker(NEW_VERSION, "panicking"));
+    let panics = node.machine.console().count_since(
+        rackproof_qemu::Mark::default(),
+        &marker(NEW_VERSION, "panicking"),
+    );
     assert_eq!(panics, 3);
     assert_eq!(node.machine.boots().await, 4);
     node.finish().await;
@@ -193,9 +230,17 @@ async fn a_hanging_version_never_comes_back() {
     node.machine.reset(ResetAction::On).await.unwrap();
     node.wait(mark, &marker(NEW_VERSION, "hanging")).await;
     node.clock.sleep(Duration::from_secs(40)).await;
-    assert_eq!(node.machine.console().count_since(mark, &re(r"^rackproof-os \S+: init started")), 1);
+    assert_eq!(
+        node.machine
+            .console()
+            .count_since(mark, &re(r"^rackproof-os \S+: init started")),
+        1
+    );
     assert_eq!(node.machine.power_state().await.unwrap(), PowerState::On);
     node.machine.shutdown().await.unwrap();
-    assert_eq!(entries(&node.machine.esp()), [base_blessed(), format!("rackproof-{NEW_VERSION}+1-2.conf")]);
+    assert_eq!(
+        entries(&node.machine.esp()),
+        [base_blessed(), format!("rackproof-{NEW_VERSION}+1-2.conf")]
+    );
     node.finish().await;
 }

@@ -20,14 +20,16 @@ use regex::Regex;
 pub(crate) const BOOT: Duration = Duration::from_secs(120);
 
 pub(crate) fn repo() -> PathBuf {
-    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR")).join("../..")
+    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
+        .join("../..")
 }
 
 pub(crate) fn images() -> Images {
     if let Err(e) = rackproof_qemu::Prerequisites::find() {
         panic!("{e}");
     }
-    Images::build(&repo()).unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
+    Images::build(&repo())
+        .unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
 }
 
 pub(crate) fn re(pattern: &str) -> Regex {
@@ -71,7 +73,11 @@ impl Node {
         config.work_dir = Some(dir.clone());
         let clock = Clock::wall();
         let machine = QemuMachine::create(config, clock.clone()).unwrap();
-        Self { machine, clock, dir }
+        Self {
+            machine,
+            clock,
+            dir,
+        }
     }
 
     pub(crate) async fn wait(&self, mark: Mark, pattern: &Regex) -> String {
@@ -80,7 +86,12 @@ impl Node {
 
     /// Waits for `pattern` allowing `boots` boots' time.
     pub(crate) async fn wait_boots(&self, mark: Mark, pattern: &Regex, boots: u32) -> String {
-        match self.machine.console().wait_for_since(&self.clock, mark, pattern, BOOT * boots).await {
+        match self
+            .machine
+            .console()
+            .wait_for_since(&self.clock, mark, pattern, BOOT * boots)
+            .await
+        {
             Ok(line) => line.text,
             Err(e) => panic!("{e}; artifacts in {}", self.dir.display()),
         }
@@ -89,7 +100,10 @@ impl Node {
     /// Presses the power button and waits until the guest has powered itself off.
     pub(crate) async fn power_button(&self, version: &str) {
         let mark = self.machine.console().mark();
-        self.machine.reset(ResetAction::GracefulShutdown).await.unwrap();
+        self.machine
+            .reset(ResetAction::GracefulShutdown)
+            .await
+            .unwrap();
         self.wait(mark, &marker(version, "powering off")).await;
         if let Err(e) = self.machine.wait_off(BOOT).await {
             panic!("{e}; artifacts in {}", self.dir.display());
@@ -109,8 +123,11 @@ impl Node {
 
 /// Entry file names on an ESP, sorted.
 pub(crate) fn entries(esp: &dyn Esp) -> Vec<String> {
-    let mut names: Vec<String> =
-        inplace_boot::entry_files(esp).unwrap().into_iter().map(|(n, _)| n.file_name().to_owned()).collect();
+    let mut names: Vec<String> = inplace_boot::entry_files(esp)
+        .unwrap()
+        .into_iter()
+        .map(|(n, _)| n.file_name().to_owned())
+        .collect();
     names.sort();
     names
 }
@@ -133,7 +150,13 @@ pub(crate) fn model_of(esp: &dyn Esp) -> MemEsp {
 /// selected.
 pub(crate) fn boot_model(model: &MemEsp, boots: usize) -> Vec<BootRecord> {
     let mut vars = LoaderVars::default();
-    (0..boots).map(|_| inplace_boot::boot(model, &mut vars).unwrap().expect("an entry to boot")).collect()
+    (0..boots)
+        .map(|_| {
+            inplace_boot::boot(model, &mut vars)
+                .unwrap()
+                .expect("an entry to boot")
+        })
+        .collect()
 }
 
 /// What the ESP looks like after `boots` boots, per the model.

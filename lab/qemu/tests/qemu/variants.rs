@@ -6,12 +6,16 @@ use rackproof_driver::{Power, ResetAction};
 use rackproof_qemu::images::{BASE_VERSION, NEW_VERSION};
 use tokio::io::AsyncReadExt as _;
 
-use super::{BOOT, Node, agent_started, any_init, base_blessed, boot_model, entries, images, marker, model_of, predict, re};
+use super::{
+    BOOT, Node, agent_started, any_init, base_blessed, boot_model, entries, images, marker,
+    model_of, predict, re,
+};
 
 /// The first bytes the guest's SSH server sends through the forwarded port.
 async fn ssh_banner(node: &Node) -> String {
     let read = async {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", node.machine.ssh_port())).await?;
+        let mut stream =
+            tokio::net::TcpStream::connect(("127.0.0.1", node.machine.ssh_port())).await?;
         let mut buf = [0u8; 64];
         let mut got = 0;
         while got < 8 || !buf[..got].contains(&b'\n') {
@@ -26,8 +30,16 @@ async fn ssh_banner(node: &Node) -> String {
     };
     match node.clock.timeout(Duration::from_secs(30), read).await {
         Ok(Ok(banner)) => banner,
-        Ok(Err(e)) => panic!("SSH port {} of the guest: {e}; artifacts in {}", node.machine.ssh_port(), node.dir.display()),
-        Err(_) => panic!("SSH port {} of the guest sent no banner; artifacts in {}", node.machine.ssh_port(), node.dir.display()),
+        Ok(Err(e)) => panic!(
+            "SSH port {} of the guest: {e}; artifacts in {}",
+            node.machine.ssh_port(),
+            node.dir.display()
+        ),
+        Err(_) => panic!(
+            "SSH port {} of the guest sent no banner; artifacts in {}",
+            node.machine.ssh_port(),
+            node.dir.display()
+        ),
     }
 }
 
@@ -38,14 +50,21 @@ async fn a_silent_version_boots_and_answers_ssh_but_never_starts_the_agent() {
     let images = images();
     let node = Node::new("variant_silent", &images.disk(BASE_VERSION).unwrap());
     let esp = node.machine.esp();
-    images.slot(&format!("{NEW_VERSION}-silent")).unwrap().install(&esp, Some(3), false).unwrap();
+    images
+        .slot(&format!("{NEW_VERSION}-silent"))
+        .unwrap()
+        .install(&esp, Some(3), false)
+        .unwrap();
     let model = model_of(&esp);
     let mark = node.machine.console().mark();
     node.machine.reset(ResetAction::On).await.unwrap();
     node.wait(mark, &marker(NEW_VERSION, "ssh up")).await;
     node.wait(mark, &re(r"^rackproof-agent: disabled")).await;
     let banner = ssh_banner(&node).await;
-    assert!(banner.starts_with("SSH-2.0-dropbear"), "SSH banner: {banner:?}");
+    assert!(
+        banner.starts_with("SSH-2.0-dropbear"),
+        "SSH banner: {banner:?}"
+    );
     node.power_button(NEW_VERSION).await;
     let console = node.machine.console();
     assert_eq!(console.count_since(mark, &agent_started()), 0);
@@ -53,7 +72,10 @@ async fn a_silent_version_boots_and_answers_ssh_but_never_starts_the_agent() {
     assert_eq!(console.count_since(mark, &marker(NEW_VERSION, "up")), 1);
     let actual = entries(&esp);
     assert_eq!(actual, predict(&model, 1));
-    assert_eq!(actual, [base_blessed(), format!("rackproof-{NEW_VERSION}+2-1.conf")]);
+    assert_eq!(
+        actual,
+        [base_blessed(), format!("rackproof-{NEW_VERSION}+2-1.conf")]
+    );
     node.finish().await;
 }
 
@@ -83,11 +105,18 @@ async fn a_rollback_version_boots_the_new_entry_but_reports_the_old_version() {
     assert_eq!(booted, expected);
     assert_eq!(records[0].entry.conf.version.as_deref(), Some(NEW_VERSION));
     let console = node.machine.console();
-    assert_eq!(console.count_since(mark, &marker(NEW_VERSION, "")), 0, "the rollback slot printed {NEW_VERSION}");
+    assert_eq!(
+        console.count_since(mark, &marker(NEW_VERSION, "")),
+        0,
+        "the rollback slot printed {NEW_VERSION}"
+    );
     assert_eq!(console.count_since(mark, &marker(BASE_VERSION, "up")), 1);
     let actual = entries(&esp);
     assert_eq!(actual, entries(&model));
-    assert_eq!(actual, [base_blessed(), format!("rackproof-{NEW_VERSION}+2-1.conf")]);
+    assert_eq!(
+        actual,
+        [base_blessed(), format!("rackproof-{NEW_VERSION}+2-1.conf")]
+    );
     node.finish().await;
 }
 
@@ -99,9 +128,16 @@ async fn a_rollback_version_boots_the_new_entry_but_reports_the_old_version() {
 async fn with_every_entry_failing_the_node_reboots_forever() {
     const BOOTS: usize = 6;
     let images = images();
-    let node = Node::new("total_failure", &images.disk(&format!("{BASE_VERSION}-corrupt")).unwrap());
+    let node = Node::new(
+        "total_failure",
+        &images.disk(&format!("{BASE_VERSION}-corrupt")).unwrap(),
+    );
     let esp = node.machine.esp();
-    images.slot(&format!("{NEW_VERSION}-panic")).unwrap().install(&esp, Some(3), false).unwrap();
+    images
+        .slot(&format!("{NEW_VERSION}-panic"))
+        .unwrap()
+        .install(&esp, Some(3), false)
+        .unwrap();
     let model = model_of(&esp);
     let kernel_panic = re(r"Kernel panic - not syncing");
     let mark = node.machine.console().mark();
@@ -121,17 +157,30 @@ async fn with_every_entry_failing_the_node_reboots_forever() {
     let console = node.machine.console();
     let boots = node.machine.boots().await as usize;
     assert!(boots >= BOOTS, "{boots} boots");
-    assert_eq!(console.count_since(mark, &marker(NEW_VERSION, "panicking")), 3);
-    assert_eq!(console.count_since(mark, &any_init()), 3, "only NEW's initramfs ever ran");
+    assert_eq!(
+        console.count_since(mark, &marker(NEW_VERSION, "panicking")),
+        3
+    );
+    assert_eq!(
+        console.count_since(mark, &any_init()),
+        3,
+        "only NEW's initramfs ever ran"
+    );
     assert_eq!(console.count_since(mark, &re(r"^rackproof-os \S+: up")), 0);
     assert_eq!(console.count_since(mark, &agent_started()), 0);
     let records = boot_model(&model, boots);
-    let selected: Vec<Option<&str>> = records.iter().map(|r| r.entry.conf.version.as_deref()).collect();
+    let selected: Vec<Option<&str>> = records
+        .iter()
+        .map(|r| r.entry.conf.version.as_deref())
+        .collect();
     let mut expected = vec![Some(NEW_VERSION); 3];
     expected.resize(boots, Some(BASE_VERSION));
     assert_eq!(selected, expected, "the model's boot sequence");
     let actual = entries(&esp);
     assert_eq!(actual, entries(&model));
-    assert_eq!(actual, [base_blessed(), format!("rackproof-{NEW_VERSION}+0-3.conf")]);
+    assert_eq!(
+        actual,
+        [base_blessed(), format!("rackproof-{NEW_VERSION}+0-3.conf")]
+    );
     node.finish().await;
 }

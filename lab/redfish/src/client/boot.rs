@@ -19,8 +19,13 @@ fn mode_str(mode: BootOverrideMode) -> &'static str {
 
 /// Reads `Boot` from a system body; a missing `Boot` means no override.
 pub(crate) fn parse_boot(boot: Option<&Value>) -> Result<BootOverride, String> {
-    let Some(boot) = boot else { return Ok(BootOverride::default()) };
-    let mode = match boot.get("BootSourceOverrideEnabled").and_then(Value::as_str) {
+    let Some(boot) = boot else {
+        return Ok(BootOverride::default());
+    };
+    let mode = match boot
+        .get("BootSourceOverrideEnabled")
+        .and_then(Value::as_str)
+    {
         None | Some("Disabled") => BootOverrideMode::Disabled,
         Some("Once") => BootOverrideMode::Once,
         Some("Continuous") => BootOverrideMode::Continuous,
@@ -28,7 +33,9 @@ pub(crate) fn parse_boot(boot: Option<&Value>) -> Result<BootOverride, String> {
     };
     let target = match boot.get("BootSourceOverrideTarget").and_then(Value::as_str) {
         None => BootTarget::None,
-        Some(text) => text.parse().map_err(|e: rackproof_driver::UnknownValue| e.to_string())?,
+        Some(text) => text
+            .parse()
+            .map_err(|e: rackproof_driver::UnknownValue| e.to_string())?,
     };
     Ok(BootOverride { mode, target })
 }
@@ -49,26 +56,33 @@ impl RedfishClient {
         loop {
             let info = self.refresh().await?;
             if let Some(allowed) = &info.boot_targets
-                && !allowed.iter().any(|t| t == setting.target.as_str()) {
-                    return Err(RedfishError::NotAllowed {
-                        host: self.inner.host.clone(),
-                        system: info.path.clone(),
-                        what: "BootSourceOverrideTarget",
-                        value: setting.target.as_str().to_owned(),
-                        allowed: allowed.clone(),
-                    });
-                }
+                && !allowed.iter().any(|t| t == setting.target.as_str())
+            {
+                return Err(RedfishError::NotAllowed {
+                    host: self.inner.host.clone(),
+                    system: info.path.clone(),
+                    what: "BootSourceOverrideTarget",
+                    value: setting.target.as_str().to_owned(),
+                    allowed: allowed.clone(),
+                });
+            }
             if patches > 0 && info.boot == setting {
                 return Ok(());
             }
             if patches >= 2 {
-                return Err(RedfishError::NotApplied { host: self.inner.host.clone(), system: info.path });
+                return Err(RedfishError::NotApplied {
+                    host: self.inner.host.clone(),
+                    system: info.path,
+                });
             }
             let body = json!({"Boot": {
                 "BootSourceOverrideEnabled": mode_str(setting.mode),
                 "BootSourceOverrideTarget": setting.target.as_str(),
             }});
-            let reply = self.inner.request(Method::PATCH, &info.path, Some(&body), info.etag.as_deref()).await?;
+            let reply = self
+                .inner
+                .request(Method::PATCH, &info.path, Some(&body), info.etag.as_deref())
+                .await?;
             if reply.status == StatusCode::PRECONDITION_FAILED && stale < PRECONDITION_RETRIES {
                 stale += 1;
                 tracing::debug!(bmc = %self.inner.host, "system changed under the PATCH; reading it again");
@@ -85,12 +99,21 @@ impl RedfishClient {
 #[async_trait]
 impl BootControl for RedfishClient {
     async fn boot_override(&self) -> Result<BootOverride, DriverError> {
-        self.read_boot_override().await.map_err(|e| e.into_driver_error(&self.driver_target(), "read the boot override"))
+        self.read_boot_override()
+            .await
+            .map_err(|e| e.into_driver_error(&self.driver_target(), "read the boot override"))
     }
 
     async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
-        self.set_boot(setting)
-            .await
-            .map_err(|e| e.into_driver_error(&self.driver_target(), &format!("set the boot override to {:?} {}", setting.mode, setting.target.as_str())))
+        self.set_boot(setting).await.map_err(|e| {
+            e.into_driver_error(
+                &self.driver_target(),
+                &format!(
+                    "set the boot override to {:?} {}",
+                    setting.mode,
+                    setting.target.as_str()
+                ),
+            )
+        })
     }
 }

@@ -30,7 +30,11 @@ pub struct Endpoint {
 impl Endpoint {
     /// An endpoint with TLS verification against the system trust store and the first system.
     pub fn new(url: &str) -> Self {
-        Self { url: url.to_owned(), tls: TlsPolicy::Verify, system: None }
+        Self {
+            url: url.to_owned(),
+            tls: TlsPolicy::Verify,
+            system: None,
+        }
     }
 
     /// The same endpoint with another TLS policy.
@@ -75,7 +79,10 @@ pub struct Credentials {
 
 impl Credentials {
     pub fn new(username: &str, password: &str) -> Self {
-        Self { username: username.to_owned(), password: Secret::new(password.to_owned()) }
+        Self {
+            username: username.to_owned(),
+            password: Secret::new(password.to_owned()),
+        }
     }
 
     pub fn username(&self) -> &str {
@@ -89,7 +96,10 @@ impl Credentials {
 
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Credentials").field("username", &self.username).field("password", &self.password).finish()
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &self.password)
+            .finish()
     }
 }
 
@@ -116,7 +126,11 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> Self {
-        Self { attempts: 4, initial_backoff: Duration::from_millis(500), max_backoff: Duration::from_secs(8) }
+        Self {
+            attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(8),
+        }
     }
 }
 
@@ -124,7 +138,9 @@ impl RetryPolicy {
     /// The wait before retry number `retry` (1-based).
     pub(crate) fn backoff(&self, retry: u32) -> Duration {
         let factor = 2u32.saturating_pow(retry.saturating_sub(1));
-        self.initial_backoff.saturating_mul(factor).min(self.max_backoff)
+        self.initial_backoff
+            .saturating_mul(factor)
+            .min(self.max_backoff)
     }
 }
 
@@ -141,7 +157,10 @@ pub struct Quirks {
 
 impl Default for Quirks {
     fn default() -> Self {
-        Self { retry_ignored_power_on: true, power_off_when_reset_refused: true }
+        Self {
+            retry_ignored_power_on: true,
+            power_off_when_reset_refused: true,
+        }
     }
 }
 

@@ -40,26 +40,71 @@ pub enum RedfishError {
         #[source]
         source: reqwest::Error,
     },
-    #[error("BMC {host} answered {method} {path} with {status}{}", detail_suffix(detail))]
-    Status { host: String, method: String, path: String, status: u16, detail: String },
+    #[error(
+        "BMC {host} answered {method} {path} with {status}{}",
+        detail_suffix(detail)
+    )]
+    Status {
+        host: String,
+        method: String,
+        path: String,
+        status: u16,
+        detail: String,
+    },
     #[error("BMC {host} rejected the credentials of user {user:?} ({method} {path})")]
-    Unauthorized { host: String, user: String, method: String, path: String },
+    Unauthorized {
+        host: String,
+        user: String,
+        method: String,
+        path: String,
+    },
     #[error("BMC {host} sent an unusable answer to {path}: {reason}")]
-    BadResponse { host: String, path: String, reason: String },
+    BadResponse {
+        host: String,
+        path: String,
+        reason: String,
+    },
     #[error("BMC {host} has no system {wanted:?}; it has: {}", available.join(", "))]
-    NoSuchSystem { host: String, wanted: String, available: Vec<String> },
+    NoSuchSystem {
+        host: String,
+        wanted: String,
+        available: Vec<String>,
+    },
     #[error("BMC {host} does not allow {what} {value} on {system}; allowable values: {}", allowed.join(", "))]
-    NotAllowed { host: String, system: String, what: &'static str, value: String, allowed: Vec<String> },
+    NotAllowed {
+        host: String,
+        system: String,
+        what: &'static str,
+        value: String,
+        allowed: Vec<String>,
+    },
     #[error("BMC {host}: {what} on {system} did not happen within {}", rackproof_clock::format_duration(*after))]
-    Timeout { host: String, system: String, what: String, after: Duration },
-    #[error("BMC {host}: task {monitor} ended in state {state}{}", detail_suffix(detail))]
-    TaskFailed { host: String, monitor: String, state: String, detail: String },
+    Timeout {
+        host: String,
+        system: String,
+        what: String,
+        after: Duration,
+    },
+    #[error(
+        "BMC {host}: task {monitor} ended in state {state}{}",
+        detail_suffix(detail)
+    )]
+    TaskFailed {
+        host: String,
+        monitor: String,
+        state: String,
+        detail: String,
+    },
     #[error("BMC {host} accepted the boot override for {system} but did not apply it")]
     NotApplied { host: String, system: String },
 }
 
 fn detail_suffix(detail: &str) -> String {
-    if detail.is_empty() { String::new() } else { format!(" ({detail})") }
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({detail})")
+    }
 }
 
 impl RedfishError {
@@ -76,17 +121,37 @@ impl RedfishError {
     /// (e.g. "reset ForceOff").
     pub(crate) fn into_driver_error(self, target: &str, operation: &str) -> DriverError {
         match self {
-            Self::NotAllowed { ref value, ref allowed, ref system, .. } => DriverError::Unsupported {
+            Self::NotAllowed {
+                ref value,
+                ref allowed,
+                ref system,
+                ..
+            } => DriverError::Unsupported {
                 action: format!("{operation} ({value})"),
-                target: format!("{target} {system} (allowable values: {})", allowed.join(", ")),
+                target: format!(
+                    "{target} {system} (allowable values: {})",
+                    allowed.join(", ")
+                ),
             },
-            Self::Timeout { what, after, .. } => DriverError::Timeout { target: target.to_owned(), what, after },
-            Self::Status { status: 409, ref detail, .. } => DriverError::Refused {
+            Self::Timeout { what, after, .. } => DriverError::Timeout {
+                target: target.to_owned(),
+                what,
+                after,
+            },
+            Self::Status {
+                status: 409,
+                ref detail,
+                ..
+            } => DriverError::Refused {
                 action: operation.to_owned(),
                 target: target.to_owned(),
                 reason: detail.clone(),
             },
-            other => DriverError::Failed { target: target.to_owned(), message: operation.to_owned(), source: Some(Box::new(other)) },
+            other => DriverError::Failed {
+                target: target.to_owned(),
+                message: operation.to_owned(),
+                source: Some(Box::new(other)),
+            },
         }
     }
 }

@@ -27,7 +27,9 @@ use rackproof_clock::Clock;
 use rackproof_driver::{BootOverride, PowerState, ResetAction};
 use serde_json::Value;
 
-pub use self::config::{AuthMode, ClientOptions, Credentials, Endpoint, Quirks, RetryPolicy, TlsPolicy};
+pub use self::config::{
+    AuthMode, ClientOptions, Credentials, Endpoint, Quirks, RetryPolicy, TlsPolicy,
+};
 pub use self::error::{RedfishError, TlsSetupError};
 use self::transport::Session;
 
@@ -74,7 +76,9 @@ impl std::fmt::Debug for RedfishClient {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl RedfishClient {
@@ -86,13 +90,23 @@ impl RedfishClient {
         clock: Clock,
     ) -> Result<Self, RedfishError> {
         let base = parse_base(&endpoint.url)?;
-        let host = format!("{}:{}", base.host_str().unwrap_or("?"), base.port_or_known_default().unwrap_or(0));
-        let tls = tls::client_config(&endpoint.tls).map_err(|source| RedfishError::Tls { host: host.clone(), source })?;
+        let host = format!(
+            "{}:{}",
+            base.host_str().unwrap_or("?"),
+            base.port_or_known_default().unwrap_or(0)
+        );
+        let tls = tls::client_config(&endpoint.tls).map_err(|source| RedfishError::Tls {
+            host: host.clone(),
+            source,
+        })?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
             .timeout(options.request_timeout)
             .build()
-            .map_err(|source| RedfishError::Client { host: host.clone(), source })?;
+            .map_err(|source| RedfishError::Client {
+                host: host.clone(),
+                source,
+            })?;
         let mut inner = Inner {
             http,
             base,
@@ -105,25 +119,44 @@ impl RedfishClient {
             system: Mutex::new(SystemInfo::default()),
         };
         let root = inner.get_json_open("/redfish/v1/").await?;
-        if let Some(path) = root.pointer("/Links/Sessions/@odata.id").and_then(Value::as_str) {
+        if let Some(path) = root
+            .pointer("/Links/Sessions/@odata.id")
+            .and_then(Value::as_str)
+        {
             inner.sessions_path = path.to_owned();
         }
-        let systems_path = root.pointer("/Systems/@odata.id").and_then(Value::as_str).unwrap_or("/redfish/v1/Systems").to_owned();
-        let client = Self { inner: Arc::new(inner) };
+        let systems_path = root
+            .pointer("/Systems/@odata.id")
+            .and_then(Value::as_str)
+            .unwrap_or("/redfish/v1/Systems")
+            .to_owned();
+        let client = Self {
+            inner: Arc::new(inner),
+        };
         let systems = client.inner.get_json(&systems_path).await?;
         let members: Vec<String> = systems
             .get("Members")
             .and_then(Value::as_array)
-            .map(|m| m.iter().filter_map(|m| m.get("@odata.id").and_then(Value::as_str)).map(str::to_owned).collect())
+            .map(|m| {
+                m.iter()
+                    .filter_map(|m| m.get("@odata.id").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
             .unwrap_or_default();
         let chosen = match &endpoint.system {
-            Some(id) => members.iter().find(|m| m.trim_end_matches('/').rsplit('/').next() == Some(id.as_str())),
+            Some(id) => members
+                .iter()
+                .find(|m| m.trim_end_matches('/').rsplit('/').next() == Some(id.as_str())),
             None => members.first(),
         };
         let Some(path) = chosen.cloned() else {
             return Err(RedfishError::NoSuchSystem {
                 host: client.inner.host.clone(),
-                wanted: endpoint.system.clone().unwrap_or_else(|| "(any)".to_owned()),
+                wanted: endpoint
+                    .system
+                    .clone()
+                    .unwrap_or_else(|| "(any)".to_owned()),
                 available: members,
             });
         };
@@ -149,36 +182,87 @@ impl RedfishClient {
     /// Reads the system again and updates what the client knows about it.
     pub(crate) async fn refresh(&self) -> Result<SystemInfo, RedfishError> {
         let path = self.system_info().path;
-        let reply = self.inner.request(http::Method::GET, &path, None, None).await?;
-        let etag = reply.headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let reply = self
+            .inner
+            .request(http::Method::GET, &path, None, None)
+            .await?;
+        let etag = reply
+            .headers
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let body = self.inner.json_of(&path, "GET", reply)?;
         let info = self.parse_system(&path, &body, etag)?;
         *lock(&self.inner.system) = info.clone();
         Ok(info)
     }
 
-    fn parse_system(&self, path: &str, body: &Value, etag: Option<String>) -> Result<SystemInfo, RedfishError> {
-        let bad = |reason: String| RedfishError::BadResponse { host: self.inner.host.clone(), path: path.to_owned(), reason };
+    fn parse_system(
+        &self,
+        path: &str,
+        body: &Value,
+        etag: Option<String>,
+    ) -> Result<SystemInfo, RedfishError> {
+        let bad = |reason: String| RedfishError::BadResponse {
+            host: self.inner.host.clone(),
+            path: path.to_owned(),
+            reason,
+        };
         let action = body.pointer("/Actions/#ComputerSystem.Reset");
         let reset_target = action
             .and_then(|a| a.get("target"))
             .and_then(Value::as_str)
-            .map_or_else(|| format!("{}/Actions/ComputerSystem.Reset", path.trim_end_matches('/')), str::to_owned);
-        let allowed = match action.and_then(|a| a.get("ResetType@Redfish.AllowableValues")).and_then(Value::as_array) {
-            Some(values) => values.iter().filter_map(Value::as_str).filter_map(|v| v.parse().ok()).collect(),
+            .map_or_else(
+                || {
+                    format!(
+                        "{}/Actions/ComputerSystem.Reset",
+                        path.trim_end_matches('/')
+                    )
+                },
+                str::to_owned,
+            );
+        let allowed = match action
+            .and_then(|a| a.get("ResetType@Redfish.AllowableValues"))
+            .and_then(Value::as_array)
+        {
+            Some(values) => values
+                .iter()
+                .filter_map(Value::as_str)
+                .filter_map(|v| v.parse().ok())
+                .collect(),
             None => ResetAction::ALL.to_vec(),
         };
         let power = match body.get("PowerState").and_then(Value::as_str) {
-            Some(text) => Some(power::parse_power_state(text).ok_or_else(|| bad(format!("unknown PowerState {text:?}")))?),
+            Some(text) => Some(
+                power::parse_power_state(text)
+                    .ok_or_else(|| bad(format!("unknown PowerState {text:?}")))?,
+            ),
             None => None,
         };
         let boot = boot::parse_boot(body.get("Boot")).map_err(bad)?;
         let boot_targets = body
             .pointer("/Boot/BootSourceOverrideTarget@Redfish.AllowableValues")
             .and_then(Value::as_array)
-            .map(|v| v.iter().filter_map(Value::as_str).map(str::to_owned).collect());
-        let etag = etag.or_else(|| body.get("@odata.etag").and_then(Value::as_str).map(str::to_owned));
-        Ok(SystemInfo { path: path.to_owned(), reset_target, allowed, power, boot, boot_targets, etag })
+            .map(|v| {
+                v.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            });
+        let etag = etag.or_else(|| {
+            body.get("@odata.etag")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        });
+        Ok(SystemInfo {
+            path: path.to_owned(),
+            reset_target,
+            allowed,
+            power,
+            boot,
+            boot_targets,
+            etag,
+        })
     }
 
     /// Ends the session (session mode); the next request logs in again.
@@ -189,16 +273,34 @@ impl RedfishClient {
 
 fn parse_base(url: &str) -> Result<reqwest::Url, RedfishError> {
     // Never echo a URL that carries credentials.
-    let shown = |u: &reqwest::Url| if u.password().is_some() || !u.username().is_empty() { "(URL with credentials)".to_owned() } else { url.to_owned() };
-    let parsed = reqwest::Url::parse(url).map_err(|e| RedfishError::BadUrl { url: "(unparsable)".to_owned(), reason: e.to_string() })?;
+    let shown = |u: &reqwest::Url| {
+        if u.password().is_some() || !u.username().is_empty() {
+            "(URL with credentials)".to_owned()
+        } else {
+            url.to_owned()
+        }
+    };
+    let parsed = reqwest::Url::parse(url).map_err(|e| RedfishError::BadUrl {
+        url: "(unparsable)".to_owned(),
+        reason: e.to_string(),
+    })?;
     if parsed.password().is_some() || !parsed.username().is_empty() {
-        return Err(RedfishError::BadUrl { url: shown(&parsed), reason: "credentials belong in Credentials, not in the URL".to_owned() });
+        return Err(RedfishError::BadUrl {
+            url: shown(&parsed),
+            reason: "credentials belong in Credentials, not in the URL".to_owned(),
+        });
     }
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(RedfishError::BadUrl { url: shown(&parsed), reason: "the scheme must be https or http".to_owned() });
+        return Err(RedfishError::BadUrl {
+            url: shown(&parsed),
+            reason: "the scheme must be https or http".to_owned(),
+        });
     }
     if parsed.host_str().is_none() {
-        return Err(RedfishError::BadUrl { url: shown(&parsed), reason: "it names no host".to_owned() });
+        return Err(RedfishError::BadUrl {
+            url: shown(&parsed),
+            reason: "it names no host".to_owned(),
+        });
     }
     let mut base = parsed;
     base.set_path("/");

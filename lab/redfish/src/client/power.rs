@@ -28,7 +28,10 @@ pub(crate) fn parse_power_state(text: &str) -> Option<PowerState> {
 }
 
 fn is_restart(action: ResetAction) -> bool {
-    matches!(action, ResetAction::ForceRestart | ResetAction::GracefulRestart | ResetAction::PowerCycle)
+    matches!(
+        action,
+        ResetAction::ForceRestart | ResetAction::GracefulRestart | ResetAction::PowerCycle
+    )
 }
 
 fn is_refusal(err: &RedfishError) -> bool {
@@ -48,7 +51,11 @@ impl RedfishClient {
     }
 
     /// Polls the power state until it is one of `targets`, for at most `timeout`.
-    pub async fn wait_for_power_state(&self, targets: &[PowerState], timeout: Duration) -> Result<PowerState, RedfishError> {
+    pub async fn wait_for_power_state(
+        &self,
+        targets: &[PowerState],
+        timeout: Duration,
+    ) -> Result<PowerState, RedfishError> {
         let start = self.inner.clock.instant();
         loop {
             let state = self.read_power_state().await?;
@@ -64,7 +71,10 @@ impl RedfishClient {
                     after: timeout,
                 });
             }
-            self.inner.clock.sleep(self.inner.options.poll_interval).await;
+            self.inner
+                .clock
+                .sleep(self.inner.options.poll_interval)
+                .await;
         }
     }
 
@@ -84,8 +94,14 @@ impl RedfishClient {
         }
         match self.post_reset(&info, action).await {
             Ok(()) => {}
-            Err(err) if self.inner.options.quirks.power_off_when_reset_refused && is_restart(action) && is_refusal(&err) => {
-                let off = if action == ResetAction::GracefulRestart && info.allowed.contains(&ResetAction::GracefulShutdown) {
+            Err(err)
+                if self.inner.options.quirks.power_off_when_reset_refused
+                    && is_restart(action)
+                    && is_refusal(&err) =>
+            {
+                let off = if action == ResetAction::GracefulRestart
+                    && info.allowed.contains(&ResetAction::GracefulShutdown)
+                {
                     ResetAction::GracefulShutdown
                 } else {
                     ResetAction::ForceOff
@@ -95,7 +111,8 @@ impl RedfishClient {
                 }
                 tracing::info!(bmc = %self.inner.host, %action, "reset refused while on; powering off first");
                 self.post_reset(&info, off).await?;
-                self.wait_for_power_state(&[PowerState::Off], self.inner.options.power_on_grace).await?;
+                self.wait_for_power_state(&[PowerState::Off], self.inner.options.power_on_grace)
+                    .await?;
                 return self.power_on(&info).await;
             }
             Err(err) => return Err(err),
@@ -133,7 +150,10 @@ impl RedfishClient {
         let targets = [PowerState::On, PowerState::PoweringOn];
         let mut sent = 1;
         loop {
-            match self.wait_for_power_state(&targets, options.power_on_grace).await {
+            match self
+                .wait_for_power_state(&targets, options.power_on_grace)
+                .await
+            {
                 Ok(_) => return Ok(()),
                 Err(RedfishError::Timeout { .. }) if sent < options.power_on_attempts.max(1) => {
                     tracing::warn!(bmc = %self.inner.host, attempt = sent, "power-on accepted but ignored; sending On again");
@@ -156,23 +176,37 @@ impl RedfishClient {
     /// One `POST` of the reset action, following a task monitor if the BMC answers 202.
     async fn post_reset(&self, info: &SystemInfo, action: ResetAction) -> Result<(), RedfishError> {
         let body = json!({"ResetType": action.as_str()});
-        let reply = self.inner.request(Method::POST, &info.reset_target, Some(&body), None).await?;
+        let reply = self
+            .inner
+            .request(Method::POST, &info.reset_target, Some(&body), None)
+            .await?;
         match reply.status {
             StatusCode::ACCEPTED => {
-                let monitor = reply.headers.get(http::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+                let monitor = reply
+                    .headers
+                    .get(http::header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
                 match monitor {
                     Some(monitor) => self.follow_task(&monitor).await,
                     None => Ok(()),
                 }
             }
             status if status.is_success() => Ok(()),
-            _ => Err(self.inner.reply_error(&Method::POST, &info.reset_target, &reply)),
+            _ => Err(self
+                .inner
+                .reply_error(&Method::POST, &info.reset_target, &reply)),
         }
     }
 
     /// Polls a task monitor until the task ends, for at most `task_timeout`.
     pub async fn follow_task(&self, monitor: &str) -> Result<(), RedfishError> {
-        let path = self.inner.base.join(monitor).map(|u| u.path().to_owned()).unwrap_or_else(|_| monitor.to_owned());
+        let path = self
+            .inner
+            .base
+            .join(monitor)
+            .map(|u| u.path().to_owned())
+            .unwrap_or_else(|_| monitor.to_owned());
         let start = self.inner.clock.instant();
         let timeout = self.inner.options.task_timeout;
         loop {
@@ -184,7 +218,10 @@ impl RedfishClient {
                     after: timeout,
                 });
             }
-            self.inner.clock.sleep(self.inner.options.poll_interval).await;
+            self.inner
+                .clock
+                .sleep(self.inner.options.poll_interval)
+                .await;
             let reply = self.inner.request(Method::GET, &path, None, None).await?;
             let task_failed = |state: &str, detail: String| RedfishError::TaskFailed {
                 host: self.inner.host.clone(),
@@ -199,12 +236,25 @@ impl RedfishClient {
                     let body: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
                     return match body.get("TaskState").and_then(Value::as_str) {
                         Some(state @ ("Exception" | "Killed" | "Cancelled" | "Interrupted")) => {
-                            Err(task_failed(state, self.inner.scrub(&body.get("Messages").map(Value::to_string).unwrap_or_default())))
+                            Err(task_failed(
+                                state,
+                                self.inner.scrub(
+                                    &body
+                                        .get("Messages")
+                                        .map(Value::to_string)
+                                        .unwrap_or_default(),
+                                ),
+                            ))
                         }
                         _ => Ok(()),
                     };
                 }
-                status => return Err(task_failed(&format!("HTTP {}", status.as_u16()), self.inner.error_detail(&reply.body))),
+                status => {
+                    return Err(task_failed(
+                        &format!("HTTP {}", status.as_u16()),
+                        self.inner.error_detail(&reply.body),
+                    ));
+                }
             }
         }
     }
@@ -217,11 +267,15 @@ impl RedfishClient {
 #[async_trait]
 impl Power for RedfishClient {
     async fn power_state(&self) -> Result<PowerState, DriverError> {
-        self.read_power_state().await.map_err(|e| e.into_driver_error(&self.driver_target(), "read the power state"))
+        self.read_power_state()
+            .await
+            .map_err(|e| e.into_driver_error(&self.driver_target(), "read the power state"))
     }
 
     async fn reset(&self, action: ResetAction) -> Result<(), DriverError> {
-        self.reset_system(action).await.map_err(|e| e.into_driver_error(&self.driver_target(), &format!("reset {action}")))
+        self.reset_system(action)
+            .await
+            .map_err(|e| e.into_driver_error(&self.driver_target(), &format!("reset {action}")))
     }
 
     fn allowed_resets(&self) -> Vec<ResetAction> {

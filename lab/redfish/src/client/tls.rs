@@ -19,25 +19,37 @@ pub(crate) fn client_config(policy: &TlsPolicy) -> Result<ClientConfig, TlsSetup
         .map_err(TlsSetupError::Rustls)?;
     let mut config = match policy {
         TlsPolicy::Verify => {
-            let verifier = rustls_platform_verifier::Verifier::new(provider).map_err(TlsSetupError::Rustls)?;
-            builder.dangerous().with_custom_certificate_verifier(Arc::new(verifier)).with_no_client_auth()
+            let verifier =
+                rustls_platform_verifier::Verifier::new(provider).map_err(TlsSetupError::Rustls)?;
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(verifier))
+                .with_no_client_auth()
         }
         TlsPolicy::CustomCa { pem } => {
             let mut roots = RootCertStore::empty();
             let mut found = 0;
             for cert in CertificateDer::pem_slice_iter(pem.as_bytes()) {
-                let cert = cert.map_err(|e| TlsSetupError::BadCa { reason: e.to_string() })?;
-                roots.add(cert).map_err(|e| TlsSetupError::BadCa { reason: e.to_string() })?;
+                let cert = cert.map_err(|e| TlsSetupError::BadCa {
+                    reason: e.to_string(),
+                })?;
+                roots.add(cert).map_err(|e| TlsSetupError::BadCa {
+                    reason: e.to_string(),
+                })?;
                 found += 1;
             }
             if found == 0 {
-                return Err(TlsSetupError::BadCa { reason: "the PEM holds no certificate".to_owned() });
+                return Err(TlsSetupError::BadCa {
+                    reason: "the PEM holds no certificate".to_owned(),
+                });
             }
             builder.with_root_certificates(roots).with_no_client_auth()
         }
         TlsPolicy::InsecureSkipVerify => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate { algorithms: provider.signature_verification_algorithms }))
+            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate {
+                algorithms: provider.signature_verification_algorithms,
+            }))
             .with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -84,4 +96,3 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         self.algorithms.supported_schemes()
     }
 }
-

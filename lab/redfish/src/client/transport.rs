@@ -37,12 +37,18 @@ impl Inner {
     /// Removes the password from text a BMC sent back, in case it echoes request bodies.
     pub(crate) fn scrub(&self, text: &str) -> String {
         let password = self.credentials.password();
-        if password.is_empty() { text.to_owned() } else { text.replace(password, "<redacted>") }
+        if password.is_empty() {
+            text.to_owned()
+        } else {
+            text.replace(password, "<redacted>")
+        }
     }
 
     /// A short summary of a Redfish error body (see [`summarize_error`]), without the password.
     pub(crate) fn error_detail(&self, body: &[u8]) -> String {
-        let Ok(value) = serde_json::from_slice::<Value>(body) else { return String::new() };
+        let Ok(value) = serde_json::from_slice::<Value>(body) else {
+            return String::new();
+        };
         self.scrub(&summarize_error(&value))
     }
 
@@ -64,11 +70,14 @@ impl Inner {
         body: Option<&Value>,
         headers: &[(HeaderName, HeaderValue)],
     ) -> Result<Reply, RedfishError> {
-        let url = self.base.join(path).map_err(|e| RedfishError::BadResponse {
-            host: self.host.clone(),
-            path: path.to_owned(),
-            reason: format!("not a usable path: {e}"),
-        })?;
+        let url = self
+            .base
+            .join(path)
+            .map_err(|e| RedfishError::BadResponse {
+                host: self.host.clone(),
+                path: path.to_owned(),
+                reason: format!("not a usable path: {e}"),
+            })?;
         let attempts = self.options.retry.attempts.max(1);
         let mut attempt = 0;
         loop {
@@ -88,7 +97,11 @@ impl Inner {
                 Ok(response) => {
                     let status = response.status();
                     let headers = response.headers().clone();
-                    response.bytes().await.map(|body| Reply { status, headers, body })
+                    response.bytes().await.map(|body| Reply {
+                        status,
+                        headers,
+                        body,
+                    })
                 }
                 Err(err) => Err(err),
             };
@@ -101,7 +114,9 @@ impl Inner {
                         .and_then(|v| v.trim().parse::<u64>().ok())
                         .map(Duration::from_secs);
                     let backoff = self.options.retry.backoff(attempt);
-                    let wait = retry_after.map_or(backoff, |after| after.max(backoff)).min(self.options.retry.max_backoff);
+                    let wait = retry_after
+                        .map_or(backoff, |after| after.max(backoff))
+                        .min(self.options.retry.max_backoff);
                     tracing::warn!(bmc = %self.host, %method, path, status = reply.status.as_u16(), attempt, "BMC error; retrying");
                     wait
                 }
@@ -109,7 +124,10 @@ impl Inner {
                     tracing::debug!(bmc = %self.host, %method, path, status = reply.status.as_u16(), "redfish request");
                     return Ok(reply);
                 }
-                Err(err) if attempt < attempts && (err.is_connect() || err.is_timeout() || err.is_request()) => {
+                Err(err)
+                    if attempt < attempts
+                        && (err.is_connect() || err.is_timeout() || err.is_request()) =>
+                {
                     tracing::warn!(bmc = %self.host, %method, path, attempt, error = %err, "BMC unreachable; retrying");
                     self.options.retry.backoff(attempt)
                 }
@@ -142,31 +160,59 @@ impl Inner {
     async fn login(&self) -> Result<Session, RedfishError> {
         let body = json!({"UserName": self.credentials.username(), "Password": self.credentials.password()});
         let path = self.sessions_path.clone();
-        let reply = self.send_retrying(&Method::POST, &path, Some(&body), &[]).await?;
+        let reply = self
+            .send_retrying(&Method::POST, &path, Some(&body), &[])
+            .await?;
         if reply.status == StatusCode::UNAUTHORIZED || reply.status == StatusCode::FORBIDDEN {
             return Err(self.unauthorized(&Method::POST, &path));
         }
         if !reply.status.is_success() {
             return Err(self.status_error(&Method::POST, &path, &reply));
         }
-        let token = reply.headers.get("x-auth-token").and_then(|v| v.to_str().ok()).ok_or_else(|| RedfishError::BadResponse {
-            host: self.host.clone(),
-            path: path.clone(),
-            reason: "the session answer has no X-Auth-Token".to_owned(),
-        })?;
-        let location = reply.headers.get(http::header::LOCATION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let token = reply
+            .headers
+            .get("x-auth-token")
+            .and_then(|v| v.to_str().ok())
+            .ok_or_else(|| RedfishError::BadResponse {
+                host: self.host.clone(),
+                path: path.clone(),
+                reason: "the session answer has no X-Auth-Token".to_owned(),
+            })?;
+        let location = reply
+            .headers
+            .get(http::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         tracing::debug!(bmc = %self.host, "logged in");
-        Ok(Session { token: Secret::new(token.to_owned()), location })
+        Ok(Session {
+            token: Secret::new(token.to_owned()),
+            location,
+        })
     }
 
     pub(crate) async fn logout(&self) -> Result<(), RedfishError> {
-        let Some(session) = self.session.lock().await.take() else { return Ok(()) };
-        let Some(location) = session.location else { return Ok(()) };
-        let headers: Vec<(HeaderName, HeaderValue)> =
-            sensitive(session.token.expose()).map(|v| (HeaderName::from_static("x-auth-token"), v)).into_iter().collect();
-        let path = self.base.join(&location).map(|u| u.path().to_owned()).unwrap_or(location);
-        let reply = self.send_retrying(&Method::DELETE, &path, None, &headers).await?;
-        if reply.status.is_success() || reply.status == StatusCode::NOT_FOUND || reply.status == StatusCode::UNAUTHORIZED {
+        let Some(session) = self.session.lock().await.take() else {
+            return Ok(());
+        };
+        let Some(location) = session.location else {
+            return Ok(());
+        };
+        let headers: Vec<(HeaderName, HeaderValue)> = sensitive(session.token.expose())
+            .map(|v| (HeaderName::from_static("x-auth-token"), v))
+            .into_iter()
+            .collect();
+        let path = self
+            .base
+            .join(&location)
+            .map(|u| u.path().to_owned())
+            .unwrap_or(location);
+        let reply = self
+            .send_retrying(&Method::DELETE, &path, None, &headers)
+            .await?;
+        if reply.status.is_success()
+            || reply.status == StatusCode::NOT_FOUND
+            || reply.status == StatusCode::UNAUTHORIZED
+        {
             Ok(())
         } else {
             Err(self.status_error(&Method::DELETE, &path, &reply))
@@ -199,11 +245,19 @@ impl Inner {
             }
             let auth = match self.options.auth {
                 AuthMode::Basic => {
-                    let pair = format!("{}:{}", self.credentials.username(), self.credentials.password());
-                    sensitive(&format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)))
-                        .map(|v| (http::header::AUTHORIZATION, v))
+                    let pair = format!(
+                        "{}:{}",
+                        self.credentials.username(),
+                        self.credentials.password()
+                    );
+                    sensitive(&format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode(pair)
+                    ))
+                    .map(|v| (http::header::AUTHORIZATION, v))
                 }
-                AuthMode::Session => sensitive(self.token().await?.expose()).map(|v| (HeaderName::from_static("x-auth-token"), v)),
+                AuthMode::Session => sensitive(self.token().await?.expose())
+                    .map(|v| (HeaderName::from_static("x-auth-token"), v)),
             };
             headers.extend(auth);
             let reply = self.send_retrying(&method, path, body, &headers).await?;
@@ -221,7 +275,12 @@ impl Inner {
     }
 
     /// The JSON body of a successful reply, or the error the reply stands for.
-    pub(crate) fn json_of(&self, path: &str, method: &str, reply: Reply) -> Result<Value, RedfishError> {
+    pub(crate) fn json_of(
+        &self,
+        path: &str,
+        method: &str,
+        reply: Reply,
+    ) -> Result<Value, RedfishError> {
         if !reply.status.is_success() {
             let method = Method::from_bytes(method.as_bytes()).unwrap_or(Method::GET);
             return Err(self.status_error(&method, path, &reply));
@@ -256,7 +315,9 @@ impl Inner {
 /// itself, so the BMC's explanation is never lost.
 pub(crate) fn summarize_error(value: &Value) -> String {
     let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).unwrap_or("").to_owned();
-    let infos = value.pointer("/error/@Message.ExtendedInfo").and_then(Value::as_array);
+    let infos = value
+        .pointer("/error/@Message.ExtendedInfo")
+        .and_then(Value::as_array);
     let parts: Vec<String> = infos
         .into_iter()
         .flatten()
@@ -284,12 +345,21 @@ mod tests {
     fn error_bodies_keep_the_bmc_explanation() {
         let extended = json!({"error": {"code": "Base.1.0.GeneralError", "message": "see ExtendedInfo",
             "@Message.ExtendedInfo": [{"MessageId": "Base.1.8.PropertyValueNotInList", "Message": "The value Reboot is not allowed."}]}});
-        assert_eq!(summarize_error(&extended), "Base.1.8.PropertyValueNotInList: The value Reboot is not allowed.");
+        assert_eq!(
+            summarize_error(&extended),
+            "Base.1.8.PropertyValueNotInList: The value Reboot is not allowed."
+        );
         // sushy-tools: extended info with ids only; the message is on the error itself.
         let sushy = json!({"error": {"code": "Base.1.0.GeneralError", "message": "Target libvirt device Pxe does not exist",
             "@Message.ExtendedInfo": [{"MessageId": "Base.1.0.GeneralError"}]}});
-        assert_eq!(summarize_error(&sushy), "Base.1.0.GeneralError: Target libvirt device Pxe does not exist");
-        assert_eq!(summarize_error(&json!({"error": {"message": "busy"}})), "busy");
+        assert_eq!(
+            summarize_error(&sushy),
+            "Base.1.0.GeneralError: Target libvirt device Pxe does not exist"
+        );
+        assert_eq!(
+            summarize_error(&json!({"error": {"message": "busy"}})),
+            "busy"
+        );
         assert_eq!(summarize_error(&json!({"unrelated": 1})), "");
     }
 }

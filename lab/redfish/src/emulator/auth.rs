@@ -49,7 +49,13 @@ pub(crate) enum Principal {
 
 impl SessionStore {
     pub(crate) fn new(username: String, password: String, timeout: Duration) -> Self {
-        Self { username, password, timeout, next_id: 0, sessions: BTreeMap::new() }
+        Self {
+            username,
+            password,
+            timeout,
+            next_id: 0,
+            sessions: BTreeMap::new(),
+        }
     }
 
     pub(crate) fn username(&self) -> &str {
@@ -66,14 +72,20 @@ impl SessionStore {
 
     /// Checks an `Authorization: Basic …` header value.
     pub(crate) fn check_basic(&self, header: &str) -> bool {
-        let Some(encoded) = header.strip_prefix("Basic ").or_else(|| header.strip_prefix("basic ")) else {
+        let Some(encoded) = header
+            .strip_prefix("Basic ")
+            .or_else(|| header.strip_prefix("basic "))
+        else {
             return false;
         };
         let Ok(decoded) = base64::engine::general_purpose::STANDARD.decode(encoded.trim()) else {
             return false;
         };
-        let Ok(text) = String::from_utf8(decoded) else { return false };
-        text.split_once(':').is_some_and(|(user, password)| self.credentials_match(user, password))
+        let Ok(text) = String::from_utf8(decoded) else {
+            return false;
+        };
+        text.split_once(':')
+            .is_some_and(|(user, password)| self.credentials_match(user, password))
     }
 
     /// Creates a session; the caller has checked the credentials.
@@ -129,7 +141,8 @@ impl SessionStore {
 
     fn expire_idle(&mut self, clock: &Clock) {
         let timeout = self.timeout;
-        self.sessions.retain(|_, s| clock.since(s.last_used) < timeout);
+        self.sessions
+            .retain(|_, s| clock.since(s.last_used) < timeout);
     }
 }
 
@@ -145,7 +158,10 @@ mod tests {
         clock.sleep(Duration::from_secs(59)).await;
         assert!(store.touch(&session.token, &clock).is_some());
         clock.sleep(Duration::from_secs(59)).await;
-        assert!(store.touch(&session.token, &clock).is_some(), "use refreshes the idle timer");
+        assert!(
+            store.touch(&session.token, &clock).is_some(),
+            "use refreshes the idle timer"
+        );
         clock.sleep(Duration::from_secs(61)).await;
         assert!(store.touch(&session.token, &clock).is_none());
     }

@@ -18,11 +18,19 @@ pub(crate) struct RedfishType {
 
 impl RedfishType {
     const fn versioned(namespace: &'static str, version: &'static str) -> Self {
-        Self { namespace, version: Some(version), entity: namespace }
+        Self {
+            namespace,
+            version: Some(version),
+            entity: namespace,
+        }
     }
 
     const fn collection(namespace: &'static str) -> Self {
-        Self { namespace, version: None, entity: namespace }
+        Self {
+            namespace,
+            version: None,
+            entity: namespace,
+        }
     }
 
     /// The `@odata.type` value, e.g. `#ComputerSystem.v1_20_0.ComputerSystem`.
@@ -40,7 +48,10 @@ impl RedfishType {
 
     /// The DMTF schema file that defines the namespace.
     fn schema_uri(&self) -> String {
-        format!("http://redfish.dmtf.org/schemas/v1/{}_v1.xml", self.namespace)
+        format!(
+            "http://redfish.dmtf.org/schemas/v1/{}_v1.xml",
+            self.namespace
+        )
     }
 }
 
@@ -99,9 +110,15 @@ pub(crate) fn metadata_document() -> String {
     );
     for ty in ALL_TYPES {
         xml.push_str(&format!("  <edmx:Reference Uri=\"{}\">\n", ty.schema_uri()));
-        xml.push_str(&format!("    <edmx:Include Namespace=\"{}\"/>\n", ty.namespace));
+        xml.push_str(&format!(
+            "    <edmx:Include Namespace=\"{}\"/>\n",
+            ty.namespace
+        ));
         if let Some(version) = ty.version {
-            xml.push_str(&format!("    <edmx:Include Namespace=\"{}.{version}\"/>\n", ty.namespace));
+            xml.push_str(&format!(
+                "    <edmx:Include Namespace=\"{}.{version}\"/>\n",
+                ty.namespace
+            ));
         }
         xml.push_str("  </edmx:Reference>\n");
     }

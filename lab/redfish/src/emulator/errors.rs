@@ -23,15 +23,29 @@ pub(crate) struct RedfishFailure {
 }
 
 impl RedfishFailure {
-    fn new(status: StatusCode, key: &'static str, message: String, args: Vec<String>, resolution: &'static str) -> Self {
-        Self { status, key, message, args, resolution }
+    fn new(
+        status: StatusCode,
+        key: &'static str,
+        message: String,
+        args: Vec<String>,
+        resolution: &'static str,
+    ) -> Self {
+        Self {
+            status,
+            key,
+            message,
+            args,
+            resolution,
+        }
     }
 
     pub(crate) fn value_not_in_list(value: &str, parameter: &str, action: &str) -> Self {
         Self::new(
             StatusCode::BAD_REQUEST,
             "ActionParameterValueNotInList",
-            format!("The value '{value}' for the parameter {parameter} in the action {action} is not in the list of acceptable values."),
+            format!(
+                "The value '{value}' for the parameter {parameter} in the action {action} is not in the list of acceptable values."
+            ),
             vec![value.to_owned(), parameter.to_owned(), action.to_owned()],
             "Choose a value from the enumeration list that the implementation can support and resubmit the request if the operation failed.",
         )
@@ -41,7 +55,9 @@ impl RedfishFailure {
         Self::new(
             StatusCode::BAD_REQUEST,
             "ActionParameterMissing",
-            format!("The action {action} requires the parameter {parameter} to be present in the request body."),
+            format!(
+                "The action {action} requires the parameter {parameter} to be present in the request body."
+            ),
             vec![action.to_owned(), parameter.to_owned()],
             "Supply the action with the required parameter in the request body when the request is resubmitted.",
         )
@@ -61,7 +77,9 @@ impl RedfishFailure {
         Self::new(
             StatusCode::BAD_REQUEST,
             "PropertyValueNotInList",
-            format!("The value '{value}' for the property {property} is not in the list of acceptable values."),
+            format!(
+                "The value '{value}' for the property {property} is not in the list of acceptable values."
+            ),
             vec![value.to_owned(), property.to_owned()],
             "Choose a value from the enumeration list that the implementation can support and resubmit the request if the operation failed.",
         )
@@ -71,7 +89,9 @@ impl RedfishFailure {
         Self::new(
             StatusCode::BAD_REQUEST,
             "PropertyNotWritable",
-            format!("The property {property} is a read-only property and cannot be assigned a value."),
+            format!(
+                "The property {property} is a read-only property and cannot be assigned a value."
+            ),
             vec![property.to_owned()],
             "Remove the property from the request body and resubmit the request if the operation failed.",
         )
@@ -91,7 +111,9 @@ impl RedfishFailure {
         Self::new(
             StatusCode::CONFLICT,
             "ChassisPowerStateOffRequired",
-            format!("The Chassis with Id '{chassis}' requires to be powered off to perform this request."),
+            format!(
+                "The Chassis with Id '{chassis}' requires to be powered off to perform this request."
+            ),
             vec![chassis.to_owned()],
             "Power off the specified Chassis and resubmit the request.",
         )
@@ -131,7 +153,9 @@ impl RedfishFailure {
         Self::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "InternalError",
-            format!("The request failed due to an internal service error: {detail}. The service is still operational."),
+            format!(
+                "The request failed due to an internal service error: {detail}. The service is still operational."
+            ),
             Vec::new(),
             "Resubmit the request.  If the problem persists, consider resetting the service.",
         )
@@ -153,13 +177,21 @@ impl RedfishFailure {
             ),
             _ => ("GeneralError", "A general error has occurred.  See Resolution for information on how to resolve the error.".to_owned(), "None."),
         };
-        let args = if key == "ServiceTemporarilyUnavailable" { vec!["1".to_owned()] } else { Vec::new() };
+        let args = if key == "ServiceTemporarilyUnavailable" {
+            vec!["1".to_owned()]
+        } else {
+            Vec::new()
+        };
         Self::new(status, key, message, args, resolution)
     }
 
     /// The JSON body.
     pub(crate) fn body(&self) -> Value {
-        let severity = if self.status.is_server_error() || self.status == StatusCode::UNAUTHORIZED { "Critical" } else { "Warning" };
+        let severity = if self.status.is_server_error() || self.status == StatusCode::UNAUTHORIZED {
+            "Critical"
+        } else {
+            "Warning"
+        };
         json!({
             "error": {
                 "code": format!("{BASE}.GeneralError"),
@@ -187,7 +219,10 @@ impl IntoResponse for RedfishFailure {
             );
         }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
+            response.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from_static("1"),
+            );
         }
         response
     }

@@ -88,7 +88,13 @@ impl FaultRule {
     }
 
     fn new(method: Option<&str>, path: &str, effect: FaultEffect) -> Self {
-        Self { method: method.map(str::to_owned), path: path.to_owned(), reset_type: None, effect, times: None }
+        Self {
+            method: method.map(str::to_owned),
+            path: path.to_owned(),
+            reset_type: None,
+            effect,
+            times: None,
+        }
     }
 
     /// Applies the rule only to resets requesting `action`.
@@ -106,35 +112,60 @@ impl FaultRule {
     /// Checks the rule before it is installed.
     pub(crate) fn validate(&self) -> Result<(), InvalidFault> {
         if let Some(method) = &self.method
-            && !["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"].contains(&method.to_ascii_uppercase().as_str()) {
-                return Err(InvalidFault::new(self, format!("unknown method {method:?}")));
-            }
+            && !["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
+                .contains(&method.to_ascii_uppercase().as_str())
+        {
+            return Err(InvalidFault::new(
+                self,
+                format!("unknown method {method:?}"),
+            ));
+        }
         if !self.path.starts_with('/') {
-            return Err(InvalidFault::new(self, "the path must start with `/`".to_owned()));
+            return Err(InvalidFault::new(
+                self,
+                "the path must start with `/`".to_owned(),
+            ));
         }
         if self.path.trim_end_matches('*').contains('*') {
-            return Err(InvalidFault::new(self, "`*` may only end the path".to_owned()));
+            return Err(InvalidFault::new(
+                self,
+                "`*` may only end the path".to_owned(),
+            ));
         }
         if let FaultEffect::Status { code } = self.effect
-            && !(400..=599).contains(&code) {
-                return Err(InvalidFault::new(self, format!("status {code} is not an error status (400-599)")));
-            }
+            && !(400..=599).contains(&code)
+        {
+            return Err(InvalidFault::new(
+                self,
+                format!("status {code} is not an error status (400-599)"),
+            ));
+        }
         if self.times == Some(0) {
-            return Err(InvalidFault::new(self, "`times: 0` would never apply".to_owned()));
+            return Err(InvalidFault::new(
+                self,
+                "`times: 0` would never apply".to_owned(),
+            ));
         }
         Ok(())
     }
 
     /// Whether a request matches the rule.
-    pub(crate) fn matches(&self, method: &str, path: &str, reset_type: Option<ResetAction>) -> bool {
+    pub(crate) fn matches(
+        &self,
+        method: &str,
+        path: &str,
+        reset_type: Option<ResetAction>,
+    ) -> bool {
         if let Some(wanted) = &self.method
-            && !wanted.eq_ignore_ascii_case(method) {
-                return false;
-            }
+            && !wanted.eq_ignore_ascii_case(method)
+        {
+            return false;
+        }
         if let Some(wanted) = self.reset_type
-            && reset_type != Some(wanted) {
-                return false;
-            }
+            && reset_type != Some(wanted)
+        {
+            return false;
+        }
         let path = normalize(path);
         match self.path.strip_suffix('*') {
             Some(prefix) => path.starts_with(prefix) || normalize(prefix) == path,
@@ -145,7 +176,11 @@ impl FaultRule {
 
 /// Strips a trailing slash, except from the service root.
 fn normalize(path: &str) -> &str {
-    if path == "/redfish/v1/" || path == "/" { path } else { path.strip_suffix('/').unwrap_or(path) }
+    if path == "/redfish/v1/" || path == "/" {
+        path
+    } else {
+        path.strip_suffix('/').unwrap_or(path)
+    }
 }
 
 /// A fault rule that cannot be installed.
@@ -158,7 +193,10 @@ pub struct InvalidFault {
 
 impl InvalidFault {
     fn new(rule: &FaultRule, reason: String) -> Self {
-        Self { path: rule.path.clone(), reason }
+        Self {
+            path: rule.path.clone(),
+            reason,
+        }
     }
 }
 
@@ -176,7 +214,11 @@ pub enum VendorProfile {
 
 impl VendorProfile {
     /// Every profile.
-    pub const ALL: [VendorProfile; 3] = [Self::IgnoresFirstPowerOn, Self::ResetRefusedUntilOff, Self::Slow];
+    pub const ALL: [VendorProfile; 3] = [
+        Self::IgnoresFirstPowerOn,
+        Self::ResetRefusedUntilOff,
+        Self::Slow,
+    ];
 
     /// The profile's name as scenarios write it.
     pub fn name(self) -> &'static str {
@@ -192,12 +234,24 @@ impl VendorProfile {
         const RESETS: &str = "/redfish/v1/Systems/*";
         match self {
             Self::IgnoresFirstPowerOn => {
-                vec![FaultRule::ignore_action("POST", RESETS).for_reset_type(ResetAction::On).times(1)]
+                vec![
+                    FaultRule::ignore_action("POST", RESETS)
+                        .for_reset_type(ResetAction::On)
+                        .times(1),
+                ]
             }
             Self::ResetRefusedUntilOff => {
-                vec![FaultRule::new(Some("POST"), RESETS, FaultEffect::RefuseResetUnlessOff)]
+                vec![FaultRule::new(
+                    Some("POST"),
+                    RESETS,
+                    FaultEffect::RefuseResetUnlessOff,
+                )]
             }
-            Self::Slow => vec![FaultRule::latency(None, "/redfish/v1/*", Duration::from_secs(2))],
+            Self::Slow => vec![FaultRule::latency(
+                None,
+                "/redfish/v1/*",
+                Duration::from_secs(2),
+            )],
         }
     }
 }
@@ -212,13 +266,20 @@ impl FromStr for VendorProfile {
     type Err = UnknownProfile;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL.into_iter().find(|p| p.name() == s).ok_or_else(|| UnknownProfile { given: s.to_owned() })
+        Self::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| UnknownProfile {
+                given: s.to_owned(),
+            })
     }
 }
 
 /// A vendor profile name that names none of [`VendorProfile::ALL`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown vendor profile {given:?}; known: ignores-first-power-on, reset-refused-until-off, slow")]
+#[error(
+    "unknown vendor profile {given:?}; known: ignores-first-power-on, reset-refused-until-off, slow"
+)]
 pub struct UnknownProfile {
     given: String,
 }
@@ -270,7 +331,12 @@ impl FaultSet {
     }
 
     /// Applies every matching rule once, removing rules that are used up.
-    pub(crate) fn apply(&mut self, method: &str, path: &str, reset_type: Option<ResetAction>) -> Applied {
+    pub(crate) fn apply(
+        &mut self,
+        method: &str,
+        path: &str,
+        reset_type: Option<ResetAction>,
+    ) -> Applied {
         let mut applied = Applied::default();
         for (_, rule, remaining) in &mut self.rules {
             if !rule.matches(method, path, reset_type) {
@@ -301,11 +367,16 @@ mod duration_text {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(duration: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+    pub(super) fn serialize<S: Serializer>(
+        duration: &Duration,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(&rackproof_clock::format_duration(*duration))
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Duration, D::Error> {
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Duration, D::Error> {
         let text = String::deserialize(deserializer)?;
         rackproof_clock::parse_duration(&text).map_err(serde::de::Error::custom)
     }
@@ -317,9 +388,18 @@ mod tests {
 
     #[test]
     fn rules_match_exact_paths_prefixes_methods_and_reset_types() {
-        let rule = FaultRule::status("POST", "/redfish/v1/Systems/*", 503).for_reset_type(ResetAction::On);
-        assert!(rule.matches("POST", "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", Some(ResetAction::On)));
-        assert!(!rule.matches("POST", "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset", Some(ResetAction::ForceOff)));
+        let rule =
+            FaultRule::status("POST", "/redfish/v1/Systems/*", 503).for_reset_type(ResetAction::On);
+        assert!(rule.matches(
+            "POST",
+            "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset",
+            Some(ResetAction::On)
+        ));
+        assert!(!rule.matches(
+            "POST",
+            "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset",
+            Some(ResetAction::ForceOff)
+        ));
         assert!(!rule.matches("GET", "/redfish/v1/Systems/1", None));
         let exact = FaultRule::status("GET", "/redfish/v1/Systems/1", 500);
         assert!(exact.matches("get", "/redfish/v1/Systems/1/", None));
@@ -329,23 +409,42 @@ mod tests {
     #[test]
     fn count_bounded_rules_apply_n_times_then_disappear() {
         let mut set = FaultSet::default();
-        set.add(FaultRule::status("GET", "/redfish/v1/Systems", 503).times(2)).unwrap();
-        assert_eq!(set.apply("GET", "/redfish/v1/Systems", None).status, Some(503));
+        set.add(FaultRule::status("GET", "/redfish/v1/Systems", 503).times(2))
+            .unwrap();
+        assert_eq!(
+            set.apply("GET", "/redfish/v1/Systems", None).status,
+            Some(503)
+        );
         assert_eq!(set.list()[0].2, Some(1));
-        assert_eq!(set.apply("GET", "/redfish/v1/Systems", None).status, Some(503));
+        assert_eq!(
+            set.apply("GET", "/redfish/v1/Systems", None).status,
+            Some(503)
+        );
         assert!(set.list().is_empty());
-        assert_eq!(set.apply("GET", "/redfish/v1/Systems", None), Applied::default());
+        assert_eq!(
+            set.apply("GET", "/redfish/v1/Systems", None),
+            Applied::default()
+        );
     }
 
     #[test]
     fn invalid_rules_are_refused_with_the_reason() {
         let mut set = FaultSet::default();
-        let err = set.add(FaultRule::status("GET", "/redfish/v1/Systems", 200)).unwrap_err().to_string();
+        let err = set
+            .add(FaultRule::status("GET", "/redfish/v1/Systems", 200))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not an error status"), "{err}");
-        let err = set.add(FaultRule::status("FETCH", "/x", 500)).unwrap_err().to_string();
+        let err = set
+            .add(FaultRule::status("FETCH", "/x", 500))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown method"), "{err}");
         assert!(set.add(FaultRule::status("GET", "/a/*/b", 500)).is_err());
-        assert!(set.add(FaultRule::status("GET", "/a", 500).times(0)).is_err());
+        assert!(
+            set.add(FaultRule::status("GET", "/a", 500).times(0))
+                .is_err()
+        );
     }
 
     #[test]
@@ -355,11 +454,27 @@ mod tests {
             "effect": {"latency": {"delay": "90s"}}, "times": 1
         }))
         .unwrap();
-        assert_eq!(rule.effect, FaultEffect::Latency { delay: Duration::from_secs(90) });
-        assert!(serde_json::from_value::<FaultRule>(serde_json::json!({"path": "/x", "effect": "ignoreAction", "typo": 1})).is_err());
+        assert_eq!(
+            rule.effect,
+            FaultEffect::Latency {
+                delay: Duration::from_secs(90)
+            }
+        );
+        assert!(
+            serde_json::from_value::<FaultRule>(
+                serde_json::json!({"path": "/x", "effect": "ignoreAction", "typo": 1})
+            )
+            .is_err()
+        );
         for profile in VendorProfile::ALL {
             assert_eq!(profile.name().parse::<VendorProfile>().unwrap(), profile);
         }
-        assert!("flaky".parse::<VendorProfile>().unwrap_err().to_string().contains("slow"));
+        assert!(
+            "flaky"
+                .parse::<VendorProfile>()
+                .unwrap_err()
+                .to_string()
+                .contains("slow")
+        );
     }
 }

@@ -29,7 +29,10 @@ fn machine_failure(err: &DriverError) -> RedfishFailure {
 }
 
 fn find(emulator: &Emulator, id: &str, uri: String) -> Result<SharedMachine, RedfishFailure> {
-    emulator.system(id).cloned().ok_or_else(|| RedfishFailure::not_found(&uri))
+    emulator
+        .system(id)
+        .cloned()
+        .ok_or_else(|| RedfishFailure::not_found(&uri))
 }
 
 pub(super) async fn versions() -> Json<Value> {
@@ -41,7 +44,11 @@ pub(super) async fn service_root(State(emulator): State<Emulator>) -> Json<Value
 }
 
 pub(super) async fn metadata() -> Response {
-    ([(header::CONTENT_TYPE, "application/xml")], csdl::metadata_document()).into_response()
+    (
+        [(header::CONTENT_TYPE, "application/xml")],
+        csdl::metadata_document(),
+    )
+        .into_response()
 }
 
 pub(super) async fn odata() -> Json<Value> {
@@ -53,14 +60,29 @@ pub(super) async fn not_found(request: Request) -> RedfishFailure {
 }
 
 pub(super) async fn systems(State(emulator): State<Emulator>) -> Json<Value> {
-    let members: Vec<String> = emulator.system_ids().iter().map(|id| resources::system_uri(id)).collect();
-    Json(resources::collection(csdl::SYSTEMS, "/redfish/v1/Systems", "Computer System Collection", &members))
+    let members: Vec<String> = emulator
+        .system_ids()
+        .iter()
+        .map(|id| resources::system_uri(id))
+        .collect();
+    Json(resources::collection(
+        csdl::SYSTEMS,
+        "/redfish/v1/Systems",
+        "Computer System Collection",
+        &members,
+    ))
 }
 
 /// The system's body with its ETag.
 async fn system_body(id: &str, machine: &SharedMachine) -> Result<(Value, String), RedfishFailure> {
-    let power = machine.power_state().await.map_err(|e| machine_failure(&e))?;
-    let boot = machine.boot_override().await.map_err(|e| machine_failure(&e))?;
+    let power = machine
+        .power_state()
+        .await
+        .map_err(|e| machine_failure(&e))?;
+    let boot = machine
+        .boot_override()
+        .await
+        .map_err(|e| machine_failure(&e))?;
     let mut body = resources::system(id, power, boot, &machine.allowed_resets());
     let etag = resources::with_etag(&mut body);
     Ok((body, etag))
@@ -82,27 +104,46 @@ pub(super) async fn get_system(State(emulator): State<Emulator>, Path(id): Path<
 /// A PATCH of the system: only `Boot.BootSourceOverrideEnabled` and `Boot.BootSourceOverrideTarget`
 /// are writable.
 fn parse_boot_patch(body: &[u8], current: BootOverride) -> Result<BootOverride, RedfishFailure> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| RedfishFailure::malformed_json())?;
-    let Value::Object(fields) = value else { return Err(RedfishFailure::malformed_json()) };
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| RedfishFailure::malformed_json())?;
+    let Value::Object(fields) = value else {
+        return Err(RedfishFailure::malformed_json());
+    };
     let mut setting = current;
     for (key, value) in fields {
         if key != "Boot" {
             return Err(RedfishFailure::property_not_writable(&key));
         }
-        let Value::Object(boot) = value else { return Err(RedfishFailure::property_value_not_in_list(&value.to_string(), "Boot")) };
+        let Value::Object(boot) = value else {
+            return Err(RedfishFailure::property_value_not_in_list(
+                &value.to_string(),
+                "Boot",
+            ));
+        };
         for (key, value) in boot {
             let text = value.as_str().unwrap_or_default();
             match key.as_str() {
                 "BootSourceOverrideEnabled" => {
-                    setting.mode = resources::parse_mode(text)
-                        .ok_or_else(|| RedfishFailure::property_value_not_in_list(&value.to_string(), "BootSourceOverrideEnabled"))?;
+                    setting.mode = resources::parse_mode(text).ok_or_else(|| {
+                        RedfishFailure::property_value_not_in_list(
+                            &value.to_string(),
+                            "BootSourceOverrideEnabled",
+                        )
+                    })?;
                 }
                 "BootSourceOverrideTarget" => {
-                    setting.target = text
-                        .parse()
-                        .map_err(|_| RedfishFailure::property_value_not_in_list(&value.to_string(), "BootSourceOverrideTarget"))?;
+                    setting.target = text.parse().map_err(|_| {
+                        RedfishFailure::property_value_not_in_list(
+                            &value.to_string(),
+                            "BootSourceOverrideTarget",
+                        )
+                    })?;
                 }
-                other => return Err(RedfishFailure::property_not_writable(&format!("Boot/{other}"))),
+                other => {
+                    return Err(RedfishFailure::property_not_writable(&format!(
+                        "Boot/{other}"
+                    )));
+                }
             }
         }
     }
@@ -117,7 +158,10 @@ pub(super) async fn patch_system(
     body: Bytes,
 ) -> Answer {
     let machine = find(&emulator, &id, resources::system_uri(&id))?;
-    let current = machine.boot_override().await.map_err(|e| machine_failure(&e))?;
+    let current = machine
+        .boot_override()
+        .await
+        .map_err(|e| machine_failure(&e))?;
     let setting = parse_boot_patch(&body, current)?;
     if let Some(wanted) = headers.get(header::IF_MATCH).and_then(|v| v.to_str().ok()) {
         let (_, etag) = system_body(&id, &machine).await?;
@@ -128,7 +172,10 @@ pub(super) async fn patch_system(
     if applied.is_some_and(|Extension(a)| a.ignore) {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    machine.set_boot_override(setting).await.map_err(|e| machine_failure(&e))?;
+    machine
+        .set_boot_override(setting)
+        .await
+        .map_err(|e| machine_failure(&e))?;
     let (body, etag) = system_body(&id, &machine).await?;
     Ok(with_etag_header(json_response(StatusCode::OK, body), &etag))
 }
@@ -136,20 +183,31 @@ pub(super) async fn patch_system(
 const RESET_ACTION: &str = "ComputerSystem.Reset";
 
 fn parse_reset(body: &[u8], allowed: &[ResetAction]) -> Result<ResetAction, RedfishFailure> {
-    let value: Value = serde_json::from_slice(body).map_err(|_| RedfishFailure::malformed_json())?;
-    let Some(requested) = value.as_object().ok_or_else(RedfishFailure::malformed_json)?.get("ResetType") else {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|_| RedfishFailure::malformed_json())?;
+    let Some(requested) = value
+        .as_object()
+        .ok_or_else(RedfishFailure::malformed_json)?
+        .get("ResetType")
+    else {
         return Err(RedfishFailure::parameter_missing(RESET_ACTION, "ResetType"));
     };
     let text = requested.as_str().unwrap_or_default();
     match text.parse::<ResetAction>() {
         Ok(action) if allowed.contains(&action) => Ok(action),
-        _ => Err(RedfishFailure::value_not_in_list(requested.as_str().unwrap_or(&requested.to_string()), "ResetType", RESET_ACTION)),
+        _ => Err(RedfishFailure::value_not_in_list(
+            requested.as_str().unwrap_or(&requested.to_string()),
+            "ResetType",
+            RESET_ACTION,
+        )),
     }
 }
 
 fn reset_failure(err: &DriverError) -> RedfishFailure {
     match err {
-        DriverError::Unsupported { action, .. } => RedfishFailure::value_not_in_list(action, "ResetType", RESET_ACTION),
+        DriverError::Unsupported { action, .. } => {
+            RedfishFailure::value_not_in_list(action, "ResetType", RESET_ACTION)
+        }
         other => machine_failure(other),
     }
 }
@@ -163,9 +221,15 @@ pub(super) async fn reset(
     let machine = find(&emulator, &id, resources::reset_target(&id))?;
     let action = parse_reset(&body, &machine.allowed_resets())?;
     let applied = applied.map(|Extension(a)| a).unwrap_or_default();
-    let restart = matches!(action, ResetAction::ForceRestart | ResetAction::GracefulRestart | ResetAction::PowerCycle);
+    let restart = matches!(
+        action,
+        ResetAction::ForceRestart | ResetAction::GracefulRestart | ResetAction::PowerCycle
+    );
     if applied.refuse_unless_off && restart {
-        let power = machine.power_state().await.map_err(|e| machine_failure(&e))?;
+        let power = machine
+            .power_state()
+            .await
+            .map_err(|e| machine_failure(&e))?;
         if power != PowerState::Off {
             return Err(RedfishFailure::power_off_required(&id));
         }
@@ -175,14 +239,26 @@ pub(super) async fn reset(
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
     if !applied.latency.is_zero() {
-        return Ok(deferred_reset(&emulator, id, machine, action, applied.latency));
+        return Ok(deferred_reset(
+            &emulator,
+            id,
+            machine,
+            action,
+            applied.latency,
+        ));
     }
     machine.reset(action).await.map_err(|e| reset_failure(&e))?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 /// Starts a task that performs the reset after `delay` and answers 202 with its monitor.
-fn deferred_reset(emulator: &Emulator, id: String, machine: SharedMachine, action: ResetAction, delay: std::time::Duration) -> Response {
+fn deferred_reset(
+    emulator: &Emulator,
+    id: String,
+    machine: SharedMachine,
+    action: ResetAction,
+    delay: std::time::Duration,
+) -> Response {
     let clock = emulator.inner.clock.clone();
     let task = lock(&emulator.inner.tasks).start(format!("Reset {id} ({action})"), clock.now());
     let body = resources::task(&task);
@@ -199,19 +275,30 @@ fn deferred_reset(emulator: &Emulator, id: String, machine: SharedMachine, actio
     if let Ok(location) = HeaderValue::from_str(&monitor) {
         headers.insert(header::LOCATION, location);
     }
-    headers.insert(header::RETRY_AFTER, HeaderValue::from(delay.as_secs().max(1)));
+    headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(delay.as_secs().max(1)),
+    );
     response
 }
 
-pub(super) async fn task_monitor(State(emulator): State<Emulator>, Path(id): Path<String>, request: Request) -> Answer {
-    let task = lock(&emulator.inner.tasks).get(&id).ok_or_else(|| RedfishFailure::not_found(request.uri().path()))?;
+pub(super) async fn task_monitor(
+    State(emulator): State<Emulator>,
+    Path(id): Path<String>,
+    request: Request,
+) -> Answer {
+    let task = lock(&emulator.inner.tasks)
+        .get(&id)
+        .ok_or_else(|| RedfishFailure::not_found(request.uri().path()))?;
     match (task.state, &task.failure) {
         (super::tasks::TaskState::Running, _) => {
             let mut response = json_response(StatusCode::ACCEPTED, resources::task(&task));
             if let Ok(location) = HeaderValue::from_str(request.uri().path()) {
                 response.headers_mut().insert(header::LOCATION, location);
             }
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1u64));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(1u64));
             Ok(response)
         }
         (_, Some(failure)) => Err(failure.clone()),
@@ -224,36 +311,69 @@ pub(super) async fn task_service(State(emulator): State<Emulator>) -> Json<Value
 }
 
 pub(super) async fn tasks(State(emulator): State<Emulator>) -> Json<Value> {
-    let members: Vec<String> = lock(&emulator.inner.tasks).ids().iter().map(|id| resources::task_uri(id)).collect();
-    Json(resources::collection(csdl::TASKS, "/redfish/v1/TaskService/Tasks", "Task Collection", &members))
+    let members: Vec<String> = lock(&emulator.inner.tasks)
+        .ids()
+        .iter()
+        .map(|id| resources::task_uri(id))
+        .collect();
+    Json(resources::collection(
+        csdl::TASKS,
+        "/redfish/v1/TaskService/Tasks",
+        "Task Collection",
+        &members,
+    ))
 }
 
 pub(super) async fn task(State(emulator): State<Emulator>, Path(id): Path<String>) -> Answer {
-    let task = lock(&emulator.inner.tasks).get(&id).ok_or_else(|| RedfishFailure::not_found(&resources::task_uri(&id)))?;
+    let task = lock(&emulator.inner.tasks)
+        .get(&id)
+        .ok_or_else(|| RedfishFailure::not_found(&resources::task_uri(&id)))?;
     ok(resources::task(&task))
 }
 
 pub(super) async fn chassis_collection(State(emulator): State<Emulator>) -> Json<Value> {
-    let members: Vec<String> = emulator.system_ids().iter().map(|id| resources::chassis_uri(id)).collect();
-    Json(resources::collection(csdl::CHASSIS_COLLECTION, "/redfish/v1/Chassis", "Chassis Collection", &members))
+    let members: Vec<String> = emulator
+        .system_ids()
+        .iter()
+        .map(|id| resources::chassis_uri(id))
+        .collect();
+    Json(resources::collection(
+        csdl::CHASSIS_COLLECTION,
+        "/redfish/v1/Chassis",
+        "Chassis Collection",
+        &members,
+    ))
 }
 
 pub(super) async fn chassis(State(emulator): State<Emulator>, Path(id): Path<String>) -> Answer {
     let machine = find(&emulator, &id, resources::chassis_uri(&id))?;
-    let power = machine.power_state().await.map_err(|e| machine_failure(&e))?;
+    let power = machine
+        .power_state()
+        .await
+        .map_err(|e| machine_failure(&e))?;
     ok(resources::chassis(&id, power))
 }
 
 pub(super) async fn managers() -> Json<Value> {
     let members = vec![format!("/redfish/v1/Managers/{}", resources::MANAGER_ID)];
-    Json(resources::collection(csdl::MANAGERS, "/redfish/v1/Managers", "Manager Collection", &members))
+    Json(resources::collection(
+        csdl::MANAGERS,
+        "/redfish/v1/Managers",
+        "Manager Collection",
+        &members,
+    ))
 }
 
 pub(super) async fn manager(State(emulator): State<Emulator>, Path(id): Path<String>) -> Answer {
     if id != resources::MANAGER_ID {
-        return Err(RedfishFailure::not_found(&format!("/redfish/v1/Managers/{id}")));
+        return Err(RedfishFailure::not_found(&format!(
+            "/redfish/v1/Managers/{id}"
+        )));
     }
-    ok(resources::manager(&emulator.system_ids(), &emulator.inner.uuid))
+    ok(resources::manager(
+        &emulator.system_ids(),
+        &emulator.inner.uuid,
+    ))
 }
 
 pub(super) async fn session_service(State(emulator): State<Emulator>) -> Json<Value> {
@@ -264,16 +384,29 @@ pub(super) async fn session_service(State(emulator): State<Emulator>) -> Json<Va
 pub(super) async fn sessions(State(emulator): State<Emulator>) -> Json<Value> {
     let ids = lock(&emulator.inner.sessions).ids(&emulator.inner.clock);
     let members: Vec<String> = ids.iter().map(|id| resources::session_uri(id)).collect();
-    Json(resources::collection(csdl::SESSIONS, "/redfish/v1/SessionService/Sessions", "Session Collection", &members))
+    Json(resources::collection(
+        csdl::SESSIONS,
+        "/redfish/v1/SessionService/Sessions",
+        "Session Collection",
+        &members,
+    ))
 }
 
 /// `POST /redfish/v1/SessionService/Sessions` with `UserName` and `Password`.
 pub(super) async fn login(State(emulator): State<Emulator>, body: Bytes) -> Answer {
-    let value: Value = serde_json::from_slice(&body).map_err(|_| RedfishFailure::malformed_json())?;
+    let value: Value =
+        serde_json::from_slice(&body).map_err(|_| RedfishFailure::malformed_json())?;
     let field = |name: &str| value.get(name).and_then(Value::as_str).map(str::to_owned);
     let (Some(user), Some(password)) = (field("UserName"), field("Password")) else {
-        let missing = if field("UserName").is_none() { "UserName" } else { "Password" };
-        return Err(RedfishFailure::parameter_missing("Session creation", missing));
+        let missing = if field("UserName").is_none() {
+            "UserName"
+        } else {
+            "Password"
+        };
+        return Err(RedfishFailure::parameter_missing(
+            "Session creation",
+            missing,
+        ));
     };
     let mut sessions = lock(&emulator.inner.sessions);
     if !sessions.credentials_match(&user, &password) {
@@ -283,16 +416,25 @@ pub(super) async fn login(State(emulator): State<Emulator>, body: Bytes) -> Answ
     drop(sessions);
     tracing::debug!(session = %session.id, "session created");
     let location = resources::session_uri(&session.id);
-    let mut response = json_response(StatusCode::CREATED, resources::session(&session.id, &session.user));
+    let mut response = json_response(
+        StatusCode::CREATED,
+        resources::session(&session.id, &session.user),
+    );
     let headers = response.headers_mut();
-    if let (Ok(token), Ok(location)) = (HeaderValue::from_str(&session.token), HeaderValue::from_str(&location)) {
+    if let (Ok(token), Ok(location)) = (
+        HeaderValue::from_str(&session.token),
+        HeaderValue::from_str(&location),
+    ) {
         headers.insert("x-auth-token", token);
         headers.insert(header::LOCATION, location);
     }
     Ok(response)
 }
 
-pub(super) async fn get_session(State(emulator): State<Emulator>, Path(id): Path<String>) -> Answer {
+pub(super) async fn get_session(
+    State(emulator): State<Emulator>,
+    Path(id): Path<String>,
+) -> Answer {
     let session = lock(&emulator.inner.sessions)
         .get(&id, &emulator.inner.clock)
         .ok_or_else(|| RedfishFailure::not_found(&resources::session_uri(&id)))?;
@@ -312,13 +454,23 @@ pub(super) async fn account_service() -> Json<Value> {
 }
 
 pub(super) async fn accounts() -> Json<Value> {
-    let members = vec![format!("/redfish/v1/AccountService/Accounts/{}", resources::ACCOUNT_ID)];
-    Json(resources::collection(csdl::ACCOUNTS, "/redfish/v1/AccountService/Accounts", "Accounts Collection", &members))
+    let members = vec![format!(
+        "/redfish/v1/AccountService/Accounts/{}",
+        resources::ACCOUNT_ID
+    )];
+    Json(resources::collection(
+        csdl::ACCOUNTS,
+        "/redfish/v1/AccountService/Accounts",
+        "Accounts Collection",
+        &members,
+    ))
 }
 
 pub(super) async fn account(State(emulator): State<Emulator>, Path(id): Path<String>) -> Answer {
     if id != resources::ACCOUNT_ID {
-        return Err(RedfishFailure::not_found(&format!("/redfish/v1/AccountService/Accounts/{id}")));
+        return Err(RedfishFailure::not_found(&format!(
+            "/redfish/v1/AccountService/Accounts/{id}"
+        )));
     }
     let user = lock(&emulator.inner.sessions).username().to_owned();
     ok(resources::account(&user))

@@ -37,7 +37,9 @@ use self::errors::RedfishFailure;
 use self::faults::{Applied, FaultSet};
 use self::tasks::TaskStore;
 
-pub use self::faults::{FaultEffect, FaultId, FaultRule, InvalidFault, UnknownProfile, VendorProfile};
+pub use self::faults::{
+    FaultEffect, FaultId, FaultRule, InvalidFault, UnknownProfile, VendorProfile,
+};
 pub use self::serve::{RunningEmulator, ServeError};
 
 /// How to build an emulator.
@@ -73,7 +75,10 @@ impl std::fmt::Debug for EmulatorConfig {
         f.debug_struct("EmulatorConfig")
             .field("username", &self.username)
             .field("password", &"<redacted>")
-            .field("systems", &self.systems.iter().map(|(id, _)| id).collect::<Vec<_>>())
+            .field(
+                "systems",
+                &self.systems.iter().map(|(id, _)| id).collect::<Vec<_>>(),
+            )
             .field("session_timeout", &self.session_timeout)
             .finish_non_exhaustive()
     }
@@ -121,7 +126,9 @@ struct Inner {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl Emulator {
@@ -131,7 +138,10 @@ impl Emulator {
             return Err(ConfigError::NoSystems);
         }
         for (index, (id, _)) in config.systems.iter().enumerate() {
-            let valid = !id.is_empty() && id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            let valid = !id.is_empty()
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
             if !valid {
                 return Err(ConfigError::BadSystemId { id: id.clone() });
             }
@@ -139,12 +149,23 @@ impl Emulator {
                 return Err(ConfigError::DuplicateSystemId { id: id.clone() });
             }
         }
-        let uuid = uuid_from(&config.systems.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>().join(","));
+        let uuid = uuid_from(
+            &config
+                .systems
+                .iter()
+                .map(|(id, _)| id.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        );
         Ok(Self {
             inner: Arc::new(Inner {
                 systems: config.systems,
                 uuid,
-                sessions: Mutex::new(SessionStore::new(config.username, config.password, config.session_timeout)),
+                sessions: Mutex::new(SessionStore::new(
+                    config.username,
+                    config.password,
+                    config.session_timeout,
+                )),
                 clock: config.clock,
                 faults: Mutex::new(FaultSet::default()),
                 tasks: Mutex::new(TaskStore::default()),
@@ -199,11 +220,19 @@ impl Emulator {
     }
 
     fn system(&self, id: &str) -> Option<&SharedMachine> {
-        self.inner.systems.iter().find(|(sid, _)| sid == id).map(|(_, m)| m)
+        self.inner
+            .systems
+            .iter()
+            .find(|(sid, _)| sid == id)
+            .map(|(_, m)| m)
     }
 
     fn system_ids(&self) -> Vec<String> {
-        self.inner.systems.iter().map(|(id, _)| id.clone()).collect()
+        self.inner
+            .systems
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 }
 
@@ -216,7 +245,14 @@ fn uuid_from(seed: &str) -> String {
     "rackproof".hash(&mut hasher);
     let b = hasher.finish();
     let hex = format!("{a:016x}{b:016x}");
-    format!("{}-{}-4{}-8{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
 }
 
 /// The emulator as an axum router (no socket): every route, the fault layer and auth.
@@ -229,38 +265,77 @@ pub fn app(emulator: Emulator) -> Router {
         .route("/redfish/v1/$metadata", get(handlers::metadata))
         .route("/redfish/v1/odata", get(handlers::odata))
         .route("/redfish/v1/Systems", get(handlers::systems))
-        .route("/redfish/v1/Systems/{id}", get(handlers::get_system).patch(handlers::patch_system))
-        .route("/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset", post(handlers::reset))
+        .route(
+            "/redfish/v1/Systems/{id}",
+            get(handlers::get_system).patch(handlers::patch_system),
+        )
+        .route(
+            "/redfish/v1/Systems/{id}/Actions/ComputerSystem.Reset",
+            post(handlers::reset),
+        )
         .route("/redfish/v1/Chassis", get(handlers::chassis_collection))
         .route("/redfish/v1/Chassis/{id}", get(handlers::chassis))
         .route("/redfish/v1/Managers", get(handlers::managers))
         .route("/redfish/v1/Managers/{id}", get(handlers::manager))
         .route("/redfish/v1/SessionService", get(handlers::session_service))
-        .route("/redfish/v1/SessionService/Sessions", get(handlers::sessions).post(handlers::login))
-        .route("/redfish/v1/SessionService/Sessions/{id}", get(handlers::get_session).delete(handlers::logout))
+        .route(
+            "/redfish/v1/SessionService/Sessions",
+            get(handlers::sessions).post(handlers::login),
+        )
+        .route(
+            "/redfish/v1/SessionService/Sessions/{id}",
+            get(handlers::get_session).delete(handlers::logout),
+        )
         .route("/redfish/v1/AccountService", get(handlers::account_service))
-        .route("/redfish/v1/AccountService/Accounts", get(handlers::accounts))
-        .route("/redfish/v1/AccountService/Accounts/{id}", get(handlers::account))
+        .route(
+            "/redfish/v1/AccountService/Accounts",
+            get(handlers::accounts),
+        )
+        .route(
+            "/redfish/v1/AccountService/Accounts/{id}",
+            get(handlers::account),
+        )
         .route("/redfish/v1/TaskService", get(handlers::task_service))
         .route("/redfish/v1/TaskService/Tasks", get(handlers::tasks))
         .route("/redfish/v1/TaskService/Tasks/{id}", get(handlers::task))
-        .route("/redfish/v1/TaskService/TaskMonitors/{id}", get(handlers::task_monitor))
+        .route(
+            "/redfish/v1/TaskService/TaskMonitors/{id}",
+            get(handlers::task_monitor),
+        )
         .fallback(handlers::not_found);
     routes
-        .layer(middleware::from_fn_with_state(emulator.clone(), authenticate))
-        .layer(middleware::from_fn_with_state(emulator.clone(), inject_faults))
+        .layer(middleware::from_fn_with_state(
+            emulator.clone(),
+            authenticate,
+        ))
+        .layer(middleware::from_fn_with_state(
+            emulator.clone(),
+            inject_faults,
+        ))
         .layer(middleware::from_fn(odata_headers))
         .with_state(emulator)
 }
 
 /// Whether a request needs no credentials.
 fn is_public(method: &Method, path: &str) -> bool {
-    let open = ["/redfish", "/redfish/", "/redfish/v1", "/redfish/v1/", "/redfish/v1/$metadata", "/redfish/v1/odata"];
+    let open = [
+        "/redfish",
+        "/redfish/",
+        "/redfish/v1",
+        "/redfish/v1/",
+        "/redfish/v1/$metadata",
+        "/redfish/v1/odata",
+    ];
     (*method == Method::GET && open.contains(&path))
-        || (*method == Method::POST && path.trim_end_matches('/') == "/redfish/v1/SessionService/Sessions")
+        || (*method == Method::POST
+            && path.trim_end_matches('/') == "/redfish/v1/SessionService/Sessions")
 }
 
-async fn authenticate(State(emulator): State<Emulator>, mut request: Request, next: Next) -> Response {
+async fn authenticate(
+    State(emulator): State<Emulator>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if is_public(request.method(), request.uri().path()) {
         return next.run(request).await;
     }
@@ -269,8 +344,13 @@ async fn authenticate(State(emulator): State<Emulator>, mut request: Request, ne
         let mut sessions = lock(&emulator.inner.sessions);
         let headers = request.headers();
         if let Some(token) = headers.get("x-auth-token").and_then(|v| v.to_str().ok()) {
-            sessions.touch(token, clock).map(|s| Principal::Session { id: s.id })
-        } else if let Some(basic) = headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()) {
+            sessions
+                .touch(token, clock)
+                .map(|s| Principal::Session { id: s.id })
+        } else if let Some(basic) = headers
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+        {
             sessions.check_basic(basic).then_some(Principal::Basic)
         } else {
             None
@@ -287,7 +367,10 @@ async fn authenticate(State(emulator): State<Emulator>, mut request: Request, ne
 
 /// The path of the reset action, whose body the fault layer reads for `ResetType`.
 fn is_reset(method: &Method, path: &str) -> bool {
-    *method == Method::POST && path.trim_end_matches('/').ends_with("/Actions/ComputerSystem.Reset")
+    *method == Method::POST
+        && path
+            .trim_end_matches('/')
+            .ends_with("/Actions/ComputerSystem.Reset")
 }
 
 async fn inject_faults(State(emulator): State<Emulator>, request: Request, next: Next) -> Response {
@@ -301,7 +384,11 @@ async fn inject_faults(State(emulator): State<Emulator>, request: Request, next:
         };
         let reset_type = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
-            .and_then(|v| v.get("ResetType").and_then(|t| t.as_str()).and_then(|t| t.parse::<ResetAction>().ok()));
+            .and_then(|v| {
+                v.get("ResetType")
+                    .and_then(|t| t.as_str())
+                    .and_then(|t| t.parse::<ResetAction>().ok())
+            });
         (Request::from_parts(parts, Body::from(bytes)), reset_type)
     } else {
         (request, None)
@@ -312,18 +399,33 @@ async fn inject_faults(State(emulator): State<Emulator>, request: Request, next:
     if journal.len() >= JOURNAL_LIMIT {
         journal.remove(0);
     }
-    journal.push(RequestRecord { method: method.to_string(), path, reset_type, status: response.status().as_u16() });
+    journal.push(RequestRecord {
+        method: method.to_string(),
+        path,
+        reset_type,
+        status: response.status().as_u16(),
+    });
     response
 }
 
-async fn apply_faults(emulator: &Emulator, applied: Applied, mut request: Request, next: Next, reset: bool) -> Response {
+async fn apply_faults(
+    emulator: &Emulator,
+    applied: Applied,
+    mut request: Request,
+    next: Next,
+    reset: bool,
+) -> Response {
     if applied != Applied::default() {
         tracing::debug!(path = %request.uri().path(), ?applied, "fault rules apply");
     }
     if applied.expire_session
-        && let Some(token) = request.headers().get("x-auth-token").and_then(|v| v.to_str().ok()) {
-            lock(&emulator.inner.sessions).expire_token(token);
-        }
+        && let Some(token) = request
+            .headers()
+            .get("x-auth-token")
+            .and_then(|v| v.to_str().ok())
+    {
+        lock(&emulator.inner.sessions).expire_token(token);
+    }
     // A reset under latency completes through a task monitor instead of a slow answer.
     let deferred = reset && applied.status.is_none();
     if !applied.latency.is_zero() && !deferred {
@@ -341,13 +443,17 @@ async fn odata_headers(request: Request, next: Next) -> Response {
     let method = request.method().to_string();
     let path = request.uri().path().to_owned();
     let mut response = next.run(request).await;
-    if response.status() == StatusCode::METHOD_NOT_ALLOWED && response.headers().get(http::header::CONTENT_TYPE).is_none() {
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED
+        && response.headers().get(http::header::CONTENT_TYPE).is_none()
+    {
         let allow = response.headers().get(http::header::ALLOW).cloned();
         response = RedfishFailure::method_not_allowed(&method, &path).into_response();
         if let Some(allow) = allow {
             response.headers_mut().insert(http::header::ALLOW, allow);
         }
     }
-    response.headers_mut().insert("odata-version", HeaderValue::from_static("4.0"));
+    response
+        .headers_mut()
+        .insert("odata-version", HeaderValue::from_static("4.0"));
     response
 }

@@ -88,18 +88,31 @@ fn mode_str(mode: BootOverrideMode) -> &'static str {
 }
 
 pub(crate) fn parse_mode(text: &str) -> Option<BootOverrideMode> {
-    [BootOverrideMode::Disabled, BootOverrideMode::Once, BootOverrideMode::Continuous]
-        .into_iter()
-        .find(|m| mode_str(*m) == text)
+    [
+        BootOverrideMode::Disabled,
+        BootOverrideMode::Once,
+        BootOverrideMode::Continuous,
+    ]
+    .into_iter()
+    .find(|m| mode_str(*m) == text)
 }
 
 fn status(power: PowerState) -> Value {
-    let state = if power == PowerState::Off { "StandbyOffline" } else { "Enabled" };
+    let state = if power == PowerState::Off {
+        "StandbyOffline"
+    } else {
+        "Enabled"
+    };
     json!({"State": state, "Health": "OK"})
 }
 
 /// A ComputerSystem, without `@odata.etag` (see [`with_etag`]).
-pub(crate) fn system(id: &str, power: PowerState, boot: BootOverride, allowed: &[ResetAction]) -> Value {
+pub(crate) fn system(
+    id: &str,
+    power: PowerState,
+    boot: BootOverride,
+    allowed: &[ResetAction],
+) -> Value {
     resource(
         csdl::SYSTEM,
         &system_uri(id),

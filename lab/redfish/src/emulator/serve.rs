@@ -10,7 +10,9 @@ use std::sync::Arc;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
-use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::net::TcpListener;
 use tokio::task::{JoinHandle, JoinSet};
@@ -50,7 +52,11 @@ impl RunningEmulator {
 
     /// The base URL, e.g. `https://127.0.0.1:40123`.
     pub fn url(&self) -> String {
-        format!("{}://{}", if self.https { "https" } else { "http" }, self.addr)
+        format!(
+            "{}://{}",
+            if self.https { "https" } else { "http" },
+            self.addr
+        )
     }
 
     /// The PEM of the CA that signed the server certificate (HTTPS only); give it to clients as
@@ -74,10 +80,19 @@ impl Drop for RunningEmulator {
 impl Emulator {
     /// Serves plain HTTP on `addr` (use `127.0.0.1:0` for a free port).
     pub async fn serve_http(&self, addr: SocketAddr) -> Result<RunningEmulator, ServeError> {
-        let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
-        let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { addr, source })?;
         let task = tokio::spawn(accept_loop(listener, self.clone(), None));
-        Ok(RunningEmulator { addr: local, https: false, ca_pem: None, task })
+        Ok(RunningEmulator {
+            addr: local,
+            https: false,
+            ca_pem: None,
+            task,
+        })
     }
 
     /// Serves HTTPS on `addr` with a new CA and a server certificate for `127.0.0.1`,
@@ -92,27 +107,53 @@ impl Emulator {
             .with_single_cert(chain, key)
             .map_err(ServeError::Tls)?;
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let listener = TcpListener::bind(addr).await.map_err(|source| ServeError::Bind { addr, source })?;
-        let local = listener.local_addr().map_err(|source| ServeError::Bind { addr, source })?;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| ServeError::Bind { addr, source })?;
         let acceptor = TlsAcceptor::from(Arc::new(config));
         let task = tokio::spawn(accept_loop(listener, self.clone(), Some(acceptor)));
-        Ok(RunningEmulator { addr: local, https: true, ca_pem: Some(ca_pem), task })
+        Ok(RunningEmulator {
+            addr: local,
+            https: true,
+            ca_pem: Some(ca_pem),
+            task,
+        })
     }
 }
 
 /// A CA and a server certificate it signed: (CA PEM, server chain, server key).
-fn generate_certificate() -> Result<(String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), rcgen::Error> {
+fn generate_certificate()
+-> Result<(String, Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), rcgen::Error> {
     let mut ca_params = CertificateParams::new(Vec::<String>::new())?;
-    ca_params.distinguished_name.push(DnType::CommonName, "Rackproof Redfish emulator CA");
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "Rackproof Redfish emulator CA");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+    ca_params.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
     let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate()?)?;
-    let mut params = CertificateParams::new(vec!["127.0.0.1".to_owned(), "localhost".to_owned(), "::1".to_owned()])?;
-    params.distinguished_name.push(DnType::CommonName, "Rackproof Redfish emulator");
+    let mut params = CertificateParams::new(vec![
+        "127.0.0.1".to_owned(),
+        "localhost".to_owned(),
+        "::1".to_owned(),
+    ])?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "Rackproof Redfish emulator");
     let key = KeyPair::generate()?;
     let cert = params.signed_by(&key, &ca)?;
     let key_der = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-    Ok((ca.pem(), vec![cert.der().clone(), ca.der().clone()], key_der))
+    Ok((
+        ca.pem(),
+        vec![cert.der().clone(), ca.der().clone()],
+        key_der,
+    ))
 }
 
 async fn accept_loop(listener: TcpListener, emulator: Emulator, tls: Option<TlsAcceptor>) {

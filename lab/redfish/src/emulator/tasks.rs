@@ -55,13 +55,22 @@ pub(crate) struct TaskStore {
 impl TaskStore {
     pub(crate) fn start(&mut self, name: String, now: Timestamp) -> Task {
         self.next_id += 1;
-        let task = Task { id: self.next_id.to_string(), name, state: TaskState::Running, start: now, end: None, failure: None };
+        let task = Task {
+            id: self.next_id.to_string(),
+            name,
+            state: TaskState::Running,
+            start: now,
+            end: None,
+            failure: None,
+        };
         self.tasks.insert(self.next_id, task.clone());
         task
     }
 
     pub(crate) fn finish(&mut self, id: &str, outcome: Result<(), RedfishFailure>, now: Timestamp) {
-        let Some(task) = id.parse().ok().and_then(|n: u64| self.tasks.get_mut(&n)) else { return };
+        let Some(task) = id.parse().ok().and_then(|n: u64| self.tasks.get_mut(&n)) else {
+            return;
+        };
         task.end = Some(now);
         match outcome {
             Ok(()) => task.state = TaskState::Completed,
@@ -73,7 +82,10 @@ impl TaskStore {
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<Task> {
-        id.parse().ok().and_then(|n: u64| self.tasks.get(&n)).cloned()
+        id.parse()
+            .ok()
+            .and_then(|n: u64| self.tasks.get(&n))
+            .cloned()
     }
 
     pub(crate) fn ids(&self) -> Vec<String> {

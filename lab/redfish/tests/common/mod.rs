@@ -1,12 +1,14 @@
 //! A small in-test machine implementing the driver traits, and helpers to put the emulator in
 //! front of it.
 
-
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use rackproof_clock::Clock;
-use rackproof_driver::{BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState, ResetAction};
+use rackproof_driver::{
+    BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
+    ResetAction,
+};
 use rackproof_redfish::{Emulator, EmulatorConfig};
 
 pub(crate) const USER: &str = "admin";
@@ -59,7 +61,11 @@ impl MachineState {
     fn boot(&mut self) {
         self.power = PowerState::On;
         self.boots += 1;
-        let target = if self.boot.mode == BootOverrideMode::Disabled { BootTarget::None } else { self.boot.target };
+        let target = if self.boot.mode == BootOverrideMode::Disabled {
+            BootTarget::None
+        } else {
+            self.boot.target
+        };
         self.booted_from.push(target);
         if self.boot.mode == BootOverrideMode::Once {
             self.boot = BootOverride::default();
@@ -77,13 +83,21 @@ impl Power for TestMachine {
         let mut state = self.state.lock().unwrap();
         state.resets.push(action);
         let off = state.power == PowerState::Off;
-        let refused = |reason: &str| DriverError::Refused { action: action.to_string(), target: "test machine".into(), reason: reason.into() };
+        let refused = |reason: &str| DriverError::Refused {
+            action: action.to_string(),
+            target: "test machine".into(),
+            reason: reason.into(),
+        };
         match action {
             ResetAction::On if off => state.boot(),
             ResetAction::On => {}
             ResetAction::ForceOff | ResetAction::GracefulShutdown => state.power = PowerState::Off,
-            ResetAction::GracefulRestart | ResetAction::ForceRestart if off => return Err(refused("powered off")),
-            ResetAction::GracefulRestart | ResetAction::ForceRestart | ResetAction::PowerCycle => state.boot(),
+            ResetAction::GracefulRestart | ResetAction::ForceRestart if off => {
+                return Err(refused("powered off"));
+            }
+            ResetAction::GracefulRestart | ResetAction::ForceRestart | ResetAction::PowerCycle => {
+                state.boot()
+            }
             ResetAction::Nmi if off => return Err(refused("powered off")),
             ResetAction::Nmi => state.nmis += 1,
         }

@@ -10,7 +10,10 @@
 //! dropbear reads `~/.ssh/authorized_keys` of the login user from the passwd database, so it runs
 //! under nss_wrapper with a passwd file whose home is the test's temp dir.
 
-#![expect(dead_code, reason = "each test binary uses a different part of the helpers")]
+#![expect(
+    dead_code,
+    reason = "each test binary uses a different part of the helpers"
+)]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,7 +28,8 @@ use tokio::net::{TcpListener, TcpStream, UnixStream};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 
-const INSTALL: &str = "apt-get install -y dropbear-bin openssh-server openssh-client libnss-wrapper util-linux";
+const INSTALL: &str =
+    "apt-get install -y dropbear-bin openssh-server openssh-client libnss-wrapper util-linux";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -56,11 +60,19 @@ pub(crate) struct TestServer {
 }
 
 fn require(path: &str) {
-    assert!(Path::new(path).exists(), "{path} is missing; install it with: {INSTALL}");
+    assert!(
+        Path::new(path).exists(),
+        "{path} is missing; install it with: {INSTALL}"
+    );
 }
 
 fn nss_wrapper() -> PathBuf {
-    for dir in ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib"] {
+    for dir in [
+        "/usr/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/usr/lib64",
+        "/usr/lib",
+    ] {
         let path = Path::new(dir).join("libnss_wrapper.so");
         if path.exists() {
             return path;
@@ -74,14 +86,28 @@ fn run_tool(program: &str, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("running {program}: {e}; install it with: {INSTALL}"));
-    assert!(output.status.success(), "{program} {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{program} {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// Makes an unencrypted OpenSSH client key pair (`kind` is `ed25519` or `rsa`); returns the private key path.
 pub(crate) fn client_key(dir: &Path, name: &str, kind: &str) -> PathBuf {
     let path = dir.join(name);
-    let mut args = vec!["-q", "-t", kind, "-N", "", "-C", "rackproof-test", "-f", path.to_str().unwrap()];
+    let mut args = vec![
+        "-q",
+        "-t",
+        kind,
+        "-N",
+        "",
+        "-C",
+        "rackproof-test",
+        "-f",
+        path.to_str().unwrap(),
+    ];
     if kind == "rsa" {
         args.extend(["-b", "2048"]);
     }
@@ -90,11 +116,17 @@ pub(crate) fn client_key(dir: &Path, name: &str, kind: &str) -> PathBuf {
 }
 
 pub(crate) fn public_line(private_key: &Path) -> String {
-    std::fs::read_to_string(private_key.with_extension("pub")).unwrap().trim().to_owned()
+    std::fs::read_to_string(private_key.with_extension("pub"))
+        .unwrap()
+        .trim()
+        .to_owned()
 }
 
 fn current_user() -> (String, String) {
-    (run_tool("id", &["-un"]).trim().to_owned(), run_tool("id", &["-u"]).trim().to_owned())
+    (
+        run_tool("id", &["-un"]).trim().to_owned(),
+        run_tool("id", &["-u"]).trim().to_owned(),
+    )
 }
 
 impl TestServer {
@@ -114,7 +146,11 @@ impl TestServer {
         let root = dir.path();
         let client_key = client_key(root, "client_ed25519", "ed25519");
         let rsa_client_key = client_key_rsa(root);
-        let authorized = format!("{}\n{}\n", public_line(&client_key), public_line(&rsa_client_key));
+        let authorized = format!(
+            "{}\n{}\n",
+            public_line(&client_key),
+            public_line(&rsa_client_key)
+        );
         let (user, uid) = current_user();
         let (program, args, env, host_key) = match kind {
             Kind::Dropbear => {
@@ -126,18 +162,40 @@ impl TestServer {
                 set_mode(&home, 0o700);
                 set_mode(&home.join(".ssh"), 0o700);
                 set_mode(&home.join(".ssh/authorized_keys"), 0o600);
-                std::fs::write(root.join("passwd"), format!("{user}:x:{uid}:{uid}:test:{}:/bin/sh\n", home.display()))
-                    .unwrap();
+                std::fs::write(
+                    root.join("passwd"),
+                    format!("{user}:x:{uid}:{uid}:test:{}:/bin/sh\n", home.display()),
+                )
+                .unwrap();
                 std::fs::write(root.join("group"), format!("{user}:x:{uid}:\n")).unwrap();
                 let host_key_path = root.join("dropbear_ed25519_host_key");
-                run_tool("dropbearkey", &["-t", "ed25519", "-f", host_key_path.to_str().unwrap()]);
-                let public = run_tool("dropbearkey", &["-y", "-f", host_key_path.to_str().unwrap()]);
-                let line = public.lines().find(|l| l.starts_with("ssh-")).expect("dropbearkey printed a public key");
-                let host_key = line.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+                run_tool(
+                    "dropbearkey",
+                    &["-t", "ed25519", "-f", host_key_path.to_str().unwrap()],
+                );
+                let public = run_tool(
+                    "dropbearkey",
+                    &["-y", "-f", host_key_path.to_str().unwrap()],
+                );
+                let line = public
+                    .lines()
+                    .find(|l| l.starts_with("ssh-"))
+                    .expect("dropbearkey printed a public key");
+                let host_key = line
+                    .split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 let env = vec![
                     ("LD_PRELOAD".to_owned(), nss_wrapper().display().to_string()),
-                    ("NSS_WRAPPER_PASSWD".to_owned(), root.join("passwd").display().to_string()),
-                    ("NSS_WRAPPER_GROUP".to_owned(), root.join("group").display().to_string()),
+                    (
+                        "NSS_WRAPPER_PASSWD".to_owned(),
+                        root.join("passwd").display().to_string(),
+                    ),
+                    (
+                        "NSS_WRAPPER_GROUP".to_owned(),
+                        root.join("group").display().to_string(),
+                    ),
                 ];
                 // `-E` (log to stderr) is refused in inetd mode; dropbear logs to syslog.
                 let args = vec!["-i", "-s", "-r", host_key_path.to_str().unwrap()]
@@ -159,8 +217,17 @@ impl TestServer {
                     root.join("authorized_keys").display()
                 );
                 std::fs::write(root.join("sshd_config"), config).unwrap();
-                let host_key = public_line(&host_key_path).split_whitespace().take(2).collect::<Vec<_>>().join(" ");
-                let args = vec!["-i".to_owned(), "-e".to_owned(), "-f".to_owned(), root.join("sshd_config").display().to_string()];
+                let host_key = public_line(&host_key_path)
+                    .split_whitespace()
+                    .take(2)
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let args = vec![
+                    "-i".to_owned(),
+                    "-e".to_owned(),
+                    "-f".to_owned(),
+                    root.join("sshd_config").display().to_string(),
+                ];
                 ("/usr/sbin/sshd", args, Vec::new(), host_key)
             }
         };
@@ -168,8 +235,24 @@ impl TestServer {
         let port = listener.local_addr().unwrap().port();
         let state = Arc::new(Mutex::new(State::default()));
         let log = root.join("server.log");
-        let accept = tokio::spawn(accept_loop(listener, state.clone(), program, args, env, log));
-        Self { kind, dir, port, host_key, client_key, rsa_client_key, state, accept }
+        let accept = tokio::spawn(accept_loop(
+            listener,
+            state.clone(),
+            program,
+            args,
+            env,
+            log,
+        ));
+        Self {
+            kind,
+            dir,
+            port,
+            host_key,
+            client_key,
+            rsa_client_key,
+            state,
+            accept,
+        }
     }
 
     /// A target for this server with the accepted ed25519 key and the host key pinned.
@@ -245,15 +328,29 @@ async fn accept_loop(
 ) {
     let mut proxies = tokio::task::JoinSet::new();
     loop {
-        let Ok((socket, _)) = listener.accept().await else { return };
-        let log_file = std::fs::OpenOptions::new().create(true).append(true).open(&log).unwrap();
+        let Ok((socket, _)) = listener.accept().await else {
+            return;
+        };
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap();
         // dropbear's inetd mode reads and writes fd 0, so the server gets one end of a socket
         // pair as stdin and stdout, and the proxy the other.
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let theirs_out = theirs.try_clone().unwrap();
         // setpriv: the server dies with the test process even when that is SIGKILLed (no Drop).
         let child = Command::new("setpriv")
-            .args(["--pdeathsig", "KILL", "unshare", "--pid", "--fork", "--kill-child", program])
+            .args([
+                "--pdeathsig",
+                "KILL",
+                "unshare",
+                "--pid",
+                "--fork",
+                "--kill-child",
+                program,
+            ])
             .args(&args)
             .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::from(std::os::fd::OwnedFd::from(theirs)))
