@@ -61,7 +61,7 @@ impl User {
         self.name.strip_prefix("system:node:")
     }
 
-    fn is_admin(&self) -> bool {
+    pub(crate) fn is_admin(&self) -> bool {
         self.groups.iter().any(|g| g == MASTERS_GROUP)
     }
 }

@@ -160,6 +160,15 @@ impl ApiError {
         .with_details(json!({"name": name, "group": group, "kind": resource}))
     }
 
+    /// 403 for a non-resource path (`/metrics`), worded as kube-apiserver's RBAC denial.
+    pub(crate) fn forbidden_path(user: &str, verb: &str, path: &str) -> Self {
+        Self::new(
+            403,
+            "Forbidden",
+            format!("forbidden: User \"{user}\" cannot {verb} path \"{path}\""),
+        )
+    }
+
     pub(crate) fn forbidden(
         user: &str,
         verb: &str,

@@ -15,6 +15,7 @@ use crate::discovery;
 use crate::error::{ApiError, success_status};
 use crate::fields::{self, Scope, Shape, Writer};
 use crate::kinds;
+use crate::metrics::Labels;
 use crate::patch::{self, PatchType};
 use crate::pdb;
 use crate::pointer::At;
@@ -38,6 +39,8 @@ pub(crate) enum Reply {
     Json(u16, Value),
     /// JSON with a specific media type (aggregated discovery).
     Typed(u16, Value, &'static str),
+    /// Plain text (health endpoints, metrics).
+    Text(u16, String),
     /// JSON already encoded (lists and gets spliced from the store's cached encodings).
     Encoded(u16, Bytes),
     Watch(futures::stream::BoxStream<'static, Result<Bytes, std::convert::Infallible>>),
@@ -50,12 +53,26 @@ pub(crate) enum Reply {
     },
 }
 
+impl Reply {
+    /// The HTTP status the transport sends.
+    fn code(&self) -> u16 {
+        match self {
+            Reply::Json(code, _)
+            | Reply::Typed(code, _, _)
+            | Reply::Encoded(code, _)
+            | Reply::Text(code, _) => *code,
+            Reply::Watch(_) | Reply::Document { .. } => 200,
+        }
+    }
+}
+
 impl std::fmt::Debug for Reply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Reply::Json(code, _) | Reply::Typed(code, _, _) | Reply::Encoded(code, _) => {
                 write!(f, "Reply::Json({code})")
             }
+            Reply::Text(code, _) => write!(f, "Reply::Text({code})"),
             Reply::Watch(_) => f.write_str("Reply::Watch"),
             Reply::Document { content_type, .. } => write!(f, "Reply::Document({content_type})"),
         }
@@ -102,26 +119,174 @@ fn write_json_str(out: &mut Vec<u8>, text: &str) {
 /// lock is released, because its stream takes the lock itself.
 pub(crate) fn handle(
     core: &Arc<Core>,
-    mut state: MutexGuard<'_, State>,
+    state: MutexGuard<'_, State>,
     ctx: &Context,
     raw: RawRequest<'_>,
 ) -> Result<Reply, ApiError> {
+    let started = core.now();
+    let mut labels = Labels {
+        verb: method_verb(raw.method),
+        group: String::new(),
+        resource: String::new(),
+    };
+    let result = dispatch(core, state, ctx, raw, &mut labels);
+    let code = match &result {
+        Ok(reply) => reply.code(),
+        Err(error) => error.code,
+    };
+    let took =
+        std::time::Duration::try_from(core.now().duration_since(started)).unwrap_or_default();
+    core.metrics.record(labels, code, took);
+    result
+}
+
+/// kube-apiserver's verb label for a request that did not get as far as its action.
+fn method_verb(method: &http::Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "PATCH" => "PATCH",
+        "DELETE" => "DELETE",
+        _ => "OTHER",
+    }
+}
+
+/// The verb, group and resource a request is counted under (see [`crate::metrics`]).
+fn labels_of(action: &Action, method: &http::Method) -> Labels {
+    let verb = match action {
+        Action::Get(_) => "GET",
+        Action::List(..) => "LIST",
+        Action::Watch(..) => "WATCH",
+        Action::Create(..) | Action::Evict(..) | Action::AccessReview(_) => "POST",
+        Action::Update(..) => "PUT",
+        Action::Patch(..) => "PATCH",
+        Action::Delete(..) => "DELETE",
+        Action::DeleteCollection(..) => "DELETECOLLECTION",
+        _ => method_verb(method),
+    };
+    let (group, resource) = match action.verb_and_target() {
+        Some((_, target)) => (
+            target.resource.group.clone(),
+            target.resource.plural.clone(),
+        ),
+        None => match action {
+            Action::AccessReview(_) => (
+                "authorization.k8s.io".to_owned(),
+                "selfsubjectaccessreviews".to_owned(),
+            ),
+            _ => (String::new(), String::new()),
+        },
+    };
+    Labels {
+        verb,
+        group,
+        resource,
+    }
+}
+
+fn dispatch(
+    core: &Arc<Core>,
+    mut state: MutexGuard<'_, State>,
+    ctx: &Context,
+    raw: RawRequest<'_>,
+    labels: &mut Labels,
+) -> Result<Reply, ApiError> {
     let now = core.now_text();
+    let table = crate::table::requested(raw.accept);
+    let include_object = match table {
+        Some(_) => crate::table::IncludeObject::parse(
+            request::query_value(raw.query, "includeObject").as_deref(),
+        )?,
+        None => crate::table::IncludeObject::default(),
+    };
+    let method = raw.method.clone();
     let action = request::parse(raw, &state.registry)?;
+    *labels = labels_of(&action, &method);
     auth::authorize(&state, &ctx.user, &action)?;
+    let printed = match (&action, table) {
+        (Action::Get(target) | Action::List(target, _), Some(version)) if target.sub.is_none() => {
+            Some((target.resource.clone(), version))
+        }
+        _ => None,
+    };
     match action {
         Action::Watch(target, options) => {
             drop(state);
+            let watching = core
+                .metrics
+                .watching(&target.resource.group, &target.resource.plural);
             let stream = watch::start(
                 core.clone(),
                 target.resource.clone(),
                 target.namespace.clone(),
                 options,
             )?;
+            // The stream holds the guard: the watch counts until the client goes.
+            let stream = futures::StreamExt::map(stream, move |chunk| {
+                let _counted = &watching;
+                chunk
+            });
             Ok(Reply::Watch(Box::pin(stream)))
         }
-        other => execute(&mut state, ctx, other, &now),
+        Action::Metrics => {
+            if !ctx.user.is_admin() {
+                return Err(ApiError::forbidden_path(&ctx.user.name, "get", "/metrics"));
+            }
+            drop(state);
+            Ok(Reply::Text(200, core.metrics.render()))
+        }
+        other => {
+            let reply = execute(&mut state, ctx, other, &now)?;
+            match printed {
+                Some((resource, version)) => Ok(as_table(
+                    &state,
+                    core,
+                    &resource,
+                    version,
+                    include_object,
+                    reply,
+                )),
+                None => Ok(reply),
+            }
+        }
     }
+}
+
+/// A get's or list's reply as the Table a client asked for (see [`crate::table`]).
+fn as_table(
+    state: &State,
+    core: &Core,
+    resource: &Resource,
+    version: crate::table::TableVersion,
+    include: crate::table::IncludeObject,
+    reply: Reply,
+) -> Reply {
+    let value = match reply {
+        Reply::Json(_, value) => value,
+        Reply::Encoded(_, bytes) => match serde_json::from_slice(&bytes) {
+            Ok(value) => value,
+            Err(_) => return Reply::Encoded(200, bytes),
+        },
+        other => return other,
+    };
+    let crd = state.store.slot(&Key {
+        gr: crate::registry::GroupResource {
+            group: "apiextensions.k8s.io".to_owned(),
+            resource: "customresourcedefinitions".to_owned(),
+        },
+        namespace: String::new(),
+        name: format!("{}.{}", resource.plural, resource.group),
+    });
+    let table = crate::table::render(
+        version,
+        include,
+        resource,
+        crd.map(|slot| slot.object.as_ref()),
+        &value,
+        core.now(),
+    );
+    Reply::Json(200, table)
 }
 
 fn execute(state: &mut State, ctx: &Context, action: Action, now: &str) -> Result<Reply, ApiError> {
@@ -139,8 +304,12 @@ fn execute(state: &mut State, ctx: &Context, action: Action, now: &str) -> Resul
             delete_collection(state, &target, &list_options, &options, now)
         }
         Action::Evict(target, body) => evict(state, &target, &body, now),
+        Action::AccessReview(body) => Ok(Reply::Json(
+            201,
+            crate::access_review::review(state, &ctx.user, body)?,
+        )),
         Action::Version => Ok(Reply::Json(200, discovery::version())),
-        Action::Health => Ok(Reply::Json(200, Value::String("ok".to_owned()))),
+        Action::Health(request) => Ok(Reply::Text(200, crate::health::answer(&request)?)),
         Action::CoreVersions { aggregated: false } => {
             Ok(Reply::Json(200, discovery::core_versions()))
         }
@@ -182,8 +351,8 @@ fn execute(state: &mut State, ctx: &Context, action: Action, now: &str) -> Resul
                 ))),
             }
         }
-        Action::Watch(..) => Err(ApiError::internal(
-            "a watch is started by handle(), outside the state lock",
+        Action::Watch(..) | Action::Metrics => Err(ApiError::internal(
+            "watches and metrics are answered by dispatch(), outside the state lock",
         )),
     }
 }

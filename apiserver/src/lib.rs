@@ -40,8 +40,12 @@
 //!
 //! - One version per built-in resource (the current one: `policy/v1`, `apps/v1`, ...); a CRD's
 //!   versions share storage with conversion strategy `None` (only `apiVersion` changes).
-//! - JSON only: protobuf and Table (`as=Table`) requests get plain JSON (kubectl falls back to
-//!   its own columns). The one exception is `/openapi/v2`, served as gnostic protobuf too (what
+//! - JSON bodies, and protobuf only for `SelfSubjectAccessReview` (`kubectl auth can-i`); other
+//!   protobuf bodies get 415 (current kubectl's `create` shortcuts among them), and protobuf is
+//!   never answered. Table
+//!   requests (`as=Table`) get kube-apiserver's columns for the kinds kubectl users look at and
+//!   for CRD printer columns, the default `Name`/`Created At` for the rest (`table`). The one
+//!   protobuf exception is `/openapi/v2`, served as gnostic protobuf too (what
 //!   kubectl ≤ 1.26 reads for client-side apply, `explain` and client-side validation), converted
 //!   from the JSON document (`gnostic`): vendor extensions' `Any.yaml` holds non-trivial values
 //!   as JSON (flow-style YAML) where gnostic writes block-style YAML; no `Last-Modified` is sent
@@ -114,6 +118,7 @@
 //!   (status through the main resource, spec through `status`) and drops what such a write
 //!   removes; this server, like Kubernetes 1.22+, ignores both.
 
+mod access_review;
 mod apply;
 mod auth;
 mod crd;
@@ -124,18 +129,22 @@ mod error;
 mod fields;
 mod gnostic;
 mod handler;
+mod health;
 mod https;
 mod kinds;
+mod metrics;
 mod openapi;
 mod patch;
 mod pdb;
 mod pointer;
+mod protobuf;
 mod registry;
 mod request;
 mod schema;
 mod selector;
 mod state;
 mod store;
+mod table;
 mod tls;
 mod transport;
 mod types;
@@ -159,6 +168,7 @@ pub const DEFAULT_WATCH_WINDOW: usize = 10_000;
 pub(crate) struct Core {
     state: Mutex<state::State>,
     clock: Clock,
+    metrics: metrics::Metrics,
 }
 
 impl std::fmt::Debug for Core {
@@ -187,6 +197,10 @@ impl Core {
             }
             tokio::task::yield_now().await;
         }
+    }
+
+    pub(crate) fn now(&self) -> jiff::Timestamp {
+        self.clock.now()
     }
 
     pub(crate) fn now_text(&self) -> String {
@@ -219,6 +233,7 @@ impl ApiServer {
             core: Arc::new(Core {
                 state: Mutex::new(state),
                 clock,
+                metrics: metrics::Metrics::default(),
             }),
         }
     }

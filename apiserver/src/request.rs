@@ -87,7 +87,9 @@ pub(crate) struct DeleteOptions {
 #[derive(Debug, Clone)]
 pub(crate) enum Action {
     Version,
-    Health,
+    Health(crate::health::HealthRequest),
+    /// `/metrics` (administrators only).
+    Metrics,
     CoreVersions {
         aggregated: bool,
     },
@@ -119,6 +121,8 @@ pub(crate) enum Action {
     Delete(Target, DeleteOptions),
     DeleteCollection(Target, ListOptions, DeleteOptions),
     Evict(Target, Value),
+    /// A `SelfSubjectAccessReview`: may the requesting user do what the body describes?
+    AccessReview(Value),
 }
 
 impl Action {
@@ -148,6 +152,14 @@ impl Action {
 }
 
 /// Decoded query parameters, in order.
+/// One query parameter's decoded value, read before the request is parsed (Table printing).
+pub(crate) fn query_value(query: &str, key: &str) -> Option<String> {
+    query_pairs(query)
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+}
+
 fn query_pairs(query: &str) -> Vec<(String, String)> {
     query
         .split('&')
@@ -192,6 +204,14 @@ impl Query {
         self.0
             .iter()
             .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of a repeated parameter, in order.
+    fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+        self.0
+            .iter()
+            .filter(move |(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
 
@@ -258,7 +278,22 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
     };
     match segments.as_slice() {
         ["version"] => return get_only(Action::Version),
-        ["healthz" | "readyz" | "livez", ..] => return get_only(Action::Health),
+        ["metrics"] => return get_only(Action::Metrics),
+        [endpoint, rest @ ..] if crate::health::Endpoint::from_path(endpoint).is_some() => {
+            let check = match rest {
+                [] => None,
+                [check] => Some((*check).to_owned()),
+                _ => return Err(ApiError::path_not_found(raw.path)),
+            };
+            return get_only(Action::Health(crate::health::HealthRequest {
+                endpoint: crate::health::Endpoint::from_path(endpoint)
+                    .unwrap_or(crate::health::Endpoint::Healthz),
+                check,
+                // kube-apiserver looks for the parameter, whatever its value.
+                verbose: query.get("verbose").is_some(),
+                exclude: query.all("exclude").map(str::to_owned).collect(),
+            }));
+        }
         ["api"] => {
             return get_only(Action::CoreVersions {
                 aggregated: wants_aggregated(raw.accept),
@@ -281,6 +316,25 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
             return get_only(Action::OpenApiV2 { media_type });
         }
         ["openapi", "v3"] => return get_only(Action::OpenApiV3Root),
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ] => {
+            if raw.method != Method::POST {
+                return Err(ApiError::method_not_allowed(format!(
+                    "selfsubjectaccessreviews only accept create ({} {})",
+                    raw.method, raw.path
+                )));
+            }
+            let body = if crate::protobuf::is_protobuf(raw.content_type) {
+                crate::protobuf::decode(&raw.body)?
+            } else {
+                json_body(&raw.body, raw.content_type)?
+            };
+            return Ok(Action::AccessReview(body));
+        }
         ["openapi", "v3", "api", version] => {
             return get_only(Action::OpenApiV3 {
                 group: String::new(),

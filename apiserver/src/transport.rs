@@ -91,6 +91,7 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
     match handler::handle(&core, state, &Context { user, user_agent }, raw) {
         Ok(Reply::Json(code, value)) => json_response(code, &value),
         Ok(Reply::Encoded(code, body)) => encoded_response(code, body),
+        Ok(Reply::Text(code, text)) => text_response(code, text),
         Ok(Reply::Typed(code, value, content_type)) => {
             let mut response = json_response(code, &value);
             response
@@ -117,6 +118,21 @@ async fn serve(State(core): State<Arc<Core>>, request: Request) -> Response {
         }
         Err(error) => error_response(&error),
     }
+}
+
+fn text_response(code: u16, text: String) -> Response {
+    let mut response = Response::new(Body::from(text));
+    *response.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    response
 }
 
 fn json_response(code: u16, value: &serde_json::Value) -> Response {

@@ -179,6 +179,99 @@ async fn ready_pod(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_the_server_columns() {
+    get_prints_the_server_columns(Which::Path).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_prints_the_server_columns_1_20() {
+    get_prints_the_server_columns(Which::V1_20).await;
+}
+
+/// `kubectl get` asks for a server-side Table: nodes and pods print kube-apiserver's columns,
+/// `-o wide` adds the priority-1 ones.
+async fn get_prints_the_server_columns(which: Which) {
+    let k = Kubectl::start_with(which).await;
+    let client = k.server.admin_client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {
+                "name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}}}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "conditions": [{"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "InternalIP", "address": "10.0.0.7"}],
+                "nodeInfo": {"kubeletVersion": "v1.31.4", "osImage": "Rackproof 1.1.0",
+                    "kernelVersion": "6.1.0-28-amd64", "containerRuntimeVersion": "none",
+                    "machineID": "", "systemUUID": "", "bootID": "", "kubeProxyVersion": "",
+                    "operatingSystem": "linux", "architecture": "amd64"}}})),
+        )
+        .await
+        .unwrap();
+    let plain = k.ok(&["get", "nodes"]).await;
+    let header: Vec<&str> = plain.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        ["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
+        "{plain}"
+    );
+    let row: Vec<&str> = plain.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        (row[0], row[1], row[2], row[4]),
+        ("n1", "Ready", "worker", "v1.31.4"),
+        "{plain}"
+    );
+    let wide = k.ok(&["get", "nodes", "-o", "wide"]).await;
+    for expected in [
+        "INTERNAL-IP",
+        "OS-IMAGE",
+        "KERNEL-VERSION",
+        "10.0.0.7",
+        "Rackproof 1.1.0",
+        "6.1.0-28-amd64",
+    ] {
+        assert!(wide.contains(expected), "{expected} missing:\n{wide}");
+    }
+    assert_eq!(
+        k.ok(&["auth", "can-i", "delete", "nodes"]).await.trim(),
+        "yes",
+        "an administrator may"
+    );
+    k.ok(&["cordon", "n1"]).await;
+    assert!(
+        k.ok(&["get", "node", "n1"])
+            .await
+            .contains("Ready,SchedulingDisabled"),
+        "a cordoned node says so"
+    );
+
+    ready_pod(&client, "web", json!({"app": "web"}), "n1", None).await;
+    let pods = k.ok(&["get", "pods", "-o", "wide"]).await;
+    let header: Vec<&str> = pods.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        &header[..6],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP"],
+        "{pods}"
+    );
+    let row: Vec<&str> = pods.lines().nth(1).unwrap().split_whitespace().collect();
+    assert_eq!(
+        (row[0], row[1], row[2]),
+        ("web", "0/1", "Running"),
+        "{pods}"
+    );
+    assert!(pods.contains("n1"), "the node column: {pods}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_get_describe_label_annotate_cordon_scale() {
     get_describe_label_annotate_cordon_scale(Which::Path).await;
 }

@@ -1,6 +1,7 @@
 //! Integration tests: kube-rs clients against the embedded server over the in-process
 //! transport, in virtual time.
 
+mod access_review;
 mod compat;
 mod crd;
 mod crud;
@@ -8,11 +9,13 @@ mod delete;
 mod discovery;
 mod eviction;
 mod fuzz;
+mod health;
 mod https;
 mod kubectl;
 mod nodeauth;
 mod patch;
 mod runtime;
+mod table;
 mod watch;
 
 use k8s_openapi::api::core::v1::Pod;
