@@ -194,9 +194,14 @@ pub fn format_duration(duration: Duration) -> String {
     out
 }
 
+/// The longest duration [`parse_duration`] accepts: a century. Longer ones are typos, and a
+/// timestamp that far ahead could leave the calendar's range when a run adds it to the clock.
+pub const LONGEST_DURATION: Duration = Duration::from_secs(36_500 * 86_400);
+
 /// Parses a duration written as `90s`, `10m`, `2h`, `1h30m`, `250ms` or `1.5s`.
 ///
-/// A bare number is refused: every duration in a scenario or config names its unit.
+/// A bare number is refused: every duration in a scenario or config names its unit. So is a
+/// duration longer than [`LONGEST_DURATION`].
 pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
     let text = text.trim();
     if text.is_empty() {
@@ -228,7 +233,12 @@ pub fn parse_duration(text: &str) -> Result<Duration, DurationError> {
             "" => return Err(DurationError::new(text, "the number has no unit")),
             _ => return Err(DurationError::new(text, "units are ms, s, m, h and d")),
         };
-        total += Duration::from_secs_f64(value * unit_secs);
+        let too_long = || DurationError::new(text, "it is too long (the longest is 36500d)");
+        let part = Duration::try_from_secs_f64(value * unit_secs).map_err(|_| too_long())?;
+        total = total
+            .checked_add(part)
+            .filter(|sum| *sum <= LONGEST_DURATION)
+            .ok_or_else(too_long)?;
         rest = next;
     }
     Ok(total)
@@ -322,5 +332,23 @@ mod tests {
         );
         assert!(parse_duration("").is_err());
         assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn refuses_durations_too_long_to_represent() {
+        for text in [
+            "99999999999999999999h",
+            "99999999999999999999999ms",
+            "10000000000000000000s10000000000000000000s",
+            "36501d",
+            "876601h",
+        ] {
+            let err = parse_duration(text).unwrap_err().to_string();
+            assert!(err.contains("too long"), "{text}: {err}");
+        }
+        assert_eq!(
+            parse_duration("36500d").unwrap(),
+            Duration::from_secs(36_500 * 86_400)
+        );
     }
 }

@@ -9,3 +9,4 @@ pub mod report;
 pub mod scenario;
 pub mod schema;
 mod validate;
+mod yaml_error;

@@ -17,9 +17,12 @@ use std::rc::Rc;
 
 use serde_saphyr::{IncludeResolveError, InputSource, ResolvedInclude};
 
-use crate::diagnostic::{Diagnostic, explain_unknown};
+use crate::diagnostic::Diagnostic;
 use crate::scenario::{Position, Scenario};
-use crate::validate;
+use crate::{validate, yaml_error};
+
+/// The largest scenario file, or included part, the loader reads. Scenarios are a few pages.
+const LARGEST_FILE: u64 = 1024 * 1024;
 
 /// A scenario file, loaded and checked.
 #[derive(Debug, Clone)]
@@ -94,11 +97,66 @@ fn render(diagnostics: &[Diagnostic]) -> String {
 
 /// Loads and checks one scenario file.
 pub fn load(path: &Path) -> Result<LoadedScenario, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+    let bytes = read_bounded(path).map_err(|source| LoadError::Read {
         path: path.to_owned(),
         source,
     })?;
-    load_str(path, &text)
+    load_bytes(path, &bytes)
+}
+
+/// Loads and checks a scenario given the bytes of its file (`path` names it in errors and
+/// anchors includes). Bytes that are not UTF-8 are refused at the line and column they are at.
+pub fn load_bytes(path: &Path, bytes: &[u8]) -> Result<LoadedScenario, LoadError> {
+    if bytes.len() as u64 > LARGEST_FILE {
+        let message = format!(
+            "the file is {} KiB, larger than any scenario ({} KiB at most)",
+            bytes.len() / 1024,
+            LARGEST_FILE / 1024
+        );
+        let diagnostic = Diagnostic::at(path, None, 1, 1, message)
+            .with_help("split it into a scenario and parts it `!include`s");
+        return Err(LoadError::Invalid(vec![diagnostic]));
+    }
+    let text = utf8(path, bytes).map_err(|d| LoadError::Invalid(vec![d]))?;
+    load_str(path, text)
+}
+
+/// Reads a file of at most [`LARGEST_FILE`] bytes.
+fn read_bounded(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(LARGEST_FILE + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > LARGEST_FILE {
+        return Err(std::io::Error::other(format!(
+            "it is larger than {} KiB, more than any scenario or part of one",
+            LARGEST_FILE / 1024
+        )));
+    }
+    Ok(bytes)
+}
+
+/// The text of a file, or a diagnostic at the first byte that is not UTF-8.
+fn utf8<'a>(path: &Path, bytes: &'a [u8]) -> Result<&'a str, Diagnostic> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let valid = &bytes[..e.valid_up_to()];
+        let line_start = valid.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let line = valid.iter().filter(|b| **b == b'\n').count() as u64 + 1;
+        let column = String::from_utf8_lossy(&valid[line_start..])
+            .chars()
+            .count() as u64
+            + 1;
+        let text = String::from_utf8_lossy(bytes);
+        Diagnostic::at(
+            path,
+            Some(&text),
+            line,
+            column,
+            "the file is not UTF-8 text here",
+        )
+        .with_help("save the file as UTF-8; scenario files are UTF-8 YAML")
+    })
 }
 
 /// Loads and checks a scenario given its text (`path` names it in errors and anchors includes).
@@ -106,7 +164,19 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedScenario, LoadError> {
     let sources = Rc::new(RefCell::new(vec![(path.to_owned(), text.to_owned())]));
     let resolver_sources = Rc::clone(&sources);
     let base = path.parent().map(Path::to_owned).unwrap_or_default();
-    let options = serde_saphyr::options! {}.with_include_resolver(move |request| {
+    let options = serde_saphyr::options! {
+        reject_unsupported_tags: true,
+        budget: serde_saphyr::budget! {
+            max_reader_input_bytes: Some(LARGEST_FILE as usize),
+            max_events: 200_000,
+            max_nodes: 100_000,
+            max_total_scalar_bytes: 4 * LARGEST_FILE as usize,
+            max_recorded_anchor_events: 200_000,
+            max_recorded_anchor_bytes: 4 * LARGEST_FILE as usize,
+            max_inclusion_depth: 8,
+        },
+    }
+    .with_include_resolver(move |request| {
         let including_dir = request
             .from_id
             .map(|id| {
@@ -121,12 +191,12 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedScenario, LoadError> {
             None => (request.spec, None),
         };
         let target = including_dir.join(file);
-        let content = std::fs::read_to_string(&target).map_err(|e| {
-            IncludeResolveError::Message(format!(
-                "failed to read included file {}: {e}",
-                target.display()
-            ))
+        let bytes = read_bounded(&target).map_err(|e| {
+            IncludeResolveError::Message(format!("cannot read {}: {e}", target.display()))
         })?;
+        let content = utf8(&target, &bytes)
+            .map_err(|d| IncludeResolveError::Message(format!("{}: {}", d.location(), d.message)))?
+            .to_owned();
         resolver_sources
             .borrow_mut()
             .push((target.clone(), content.clone()));
@@ -165,29 +235,29 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedScenario, LoadError> {
 }
 
 fn syntax_diagnostic(sources: &Sources, error: &serde_saphyr::Error) -> Diagnostic {
-    let bare = error.without_snippet().to_string();
-    let bare = strip_position_suffix(&bare);
-    let (message, help) = explain_unknown(bare);
+    let root_is_blank = sources.files.first().is_none_or(|(_, text)| {
+        text.lines()
+            .all(|line| line.trim().is_empty() || line.trim_start().starts_with('#'))
+    });
+    let (message, help) = yaml_error::explain(error, root_is_blank);
+    // An error about the whole document (an empty file) has no position: its start.
     let at = error
         .location()
+        .filter(|l| l.line() > 0 && l.source_id() > 0)
         .map(|l| Position {
             source: l.source_id(),
             line: l.line(),
             column: l.column(),
         })
-        .unwrap_or_default();
+        .unwrap_or(Position {
+            source: 1,
+            line: 1,
+            column: 1,
+        });
     let diagnostic = sources.diagnostic(at, message);
     match help {
         Some(help) => diagnostic.with_help(help),
         None => diagnostic,
-    }
-}
-
-/// serde-saphyr appends " at line N, column M" to bare messages; the diagnostic says it already.
-fn strip_position_suffix(message: &str) -> &str {
-    match message.rfind(" at line ") {
-        Some(index) if message[index..].contains(", column ") => &message[..index],
-        _ => message,
     }
 }
 

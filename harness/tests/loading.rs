@@ -226,3 +226,148 @@ fn the_committed_schema_matches_the_model() {
         "harness/scenario.schema.json is stale: regenerate it with `cargo run -p rackproof-harness -- schema > harness/scenario.schema.json`"
     );
 }
+
+/// Runs `rackproof validate` on one file: its exit code and what it printed on stderr.
+fn validate_with_the_binary(file: &Path) -> (Option<i32>, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rackproof"))
+        .arg("validate")
+        .arg(file)
+        .output()
+        .unwrap();
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// The file's path as the binary prints it, followed by `:line:column:`.
+fn located_in(stderr: &str, file: &Path, line: u64, column: u64) -> bool {
+    stderr.contains(&format!("{}:{line}:{column}: ", file.display()))
+}
+
+#[test]
+fn durations_too_long_to_represent_are_refused_where_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "timeout.yaml",
+            format!(
+                "lab: {{ nodes: 2 }}\n{BODY}  machineInPlaceUpdateTimeout: 99999999999999999999h\n"
+            ),
+            10,
+            32,
+        ),
+        (
+            "sleep.yaml",
+            format!("lab: {{ nodes: 2 }}\n{BODY}steps:\n  - sleep: 99999999999999999999999ms\n"),
+            11,
+            12,
+        ),
+        (
+            "within.yaml",
+            format!(
+                "lab: {{ nodes: 2 }}\n{BODY}steps:\n  - waitUntil: {{ until: rolloutComplete, within: 10000000000000000000s10000000000000000000s }}\n"
+            ),
+            11,
+            50,
+        ),
+        (
+            "century.yaml",
+            format!("timeout: 40000d\nlab: {{ nodes: 2 }}\n{BODY}"),
+            1,
+            10,
+        ),
+    ];
+    for (name, text, line, column) in cases {
+        let file = write(dir.path(), name, &text);
+        let (code, stderr) = validate_with_the_binary(&file);
+        assert_eq!(code, Some(2), "{name}: {stderr}");
+        assert!(located_in(&stderr, &file, line, column), "{name}: {stderr}");
+        assert!(stderr.contains("too long"), "{name}: {stderr}");
+    }
+}
+
+#[test]
+fn unknown_yaml_tags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("description: !frobnicate hello\nlab: {{ nodes: 2 }}\n{BODY}"),
+    );
+    let (code, stderr) = validate_with_the_binary(&file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(located_in(&stderr, &file, 1, 26), "{stderr}");
+    assert!(stderr.contains("`!frobnicate`"), "{stderr}");
+    assert!(stderr.contains("!include"), "{stderr}");
+}
+
+#[test]
+fn an_empty_file_is_refused_at_its_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(dir.path(), "s.yaml", "");
+    let (code, stderr) = validate_with_the_binary(&file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(located_in(&stderr, &file, 1, 1), "{stderr}");
+    assert!(stderr.contains("empty"), "{stderr}");
+}
+
+#[test]
+fn bytes_that_are_not_utf8_are_refused_where_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.yaml");
+    let mut bytes = format!("lab: {{ nodes: 2 }}\n{BODY}description: \"ab").into_bytes();
+    bytes.extend_from_slice(&[0xff, 0xfe]);
+    bytes.extend_from_slice(b"\"\n");
+    std::fs::write(&file, bytes).unwrap();
+    let (code, stderr) = validate_with_the_binary(&file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(located_in(&stderr, &file, 10, 17), "{stderr}");
+    assert!(stderr.contains("UTF-8"), "{stderr}");
+}
+
+#[test]
+fn a_non_finite_fraction_is_refused_where_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 2 }}\n{BODY}watchdog:\n  nodeLeaseFailureFraction: .nan\n"),
+    );
+    let (code, stderr) = validate_with_the_binary(&file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(located_in(&stderr, &file, 11, 29), "{stderr}");
+    assert!(stderr.contains("between 0 and 1"), "{stderr}");
+}
+
+#[test]
+fn a_missing_include_names_the_file_on_one_line_where_it_is_included() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: !include parts/missing.yaml\n{BODY}"),
+    );
+    let (code, stderr) = validate_with_the_binary(&file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(located_in(&stderr, &file, 1, 15), "{stderr}");
+    assert!(stderr.contains("parts/missing.yaml"), "{stderr}");
+    assert!(!stderr.contains("\\n"), "{stderr}");
+    assert!(!stderr.contains("<input>"), "{stderr}");
+}
+
+#[test]
+fn a_key_given_twice_is_explained_for_a_scenario_author() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("description: one\nlab: {{ nodes: 2 }}\n{BODY}description: two\n"),
+    );
+    let (code, stderr) = validate_with_the_binary(&file);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(located_in(&stderr, &file, 11, 1), "{stderr}");
+    assert!(stderr.contains("`description` is given twice"), "{stderr}");
+    assert!(!stderr.contains("DuplicateKeyPolicy"), "{stderr}");
+    assert!(!stderr.contains("Options"), "{stderr}");
+}

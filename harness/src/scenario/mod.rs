@@ -426,8 +426,9 @@ impl JsonSchema for IntOrPercent {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Watchdog {
-    /// Fraction of candidate leases that must be expired to scale the dependents down.
-    #[serde(default = "default_fraction")]
+    /// Fraction of candidate leases that must be expired to scale the dependents down: more
+    /// than 0, at most 1.
+    #[serde(default = "default_fraction", deserialize_with = "fraction")]
     pub node_lease_failure_fraction: f64,
     /// kube-controller-manager's node-monitor grace period; a lease is expired 0.75 × this after
     /// its renew time.
@@ -450,6 +451,18 @@ impl Default for Watchdog {
 
 fn default_fraction() -> f64 {
     0.6
+}
+
+/// A fraction in (0, 1], refused where it is written otherwise (YAML's `.nan` and `.inf` too).
+fn fraction<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    let value = f64::deserialize(deserializer)?;
+    if value > 0.0 && value <= 1.0 {
+        Ok(value)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "{value} is not a fraction: give a number between 0 and 1 (more than 0), e.g. 0.6"
+        )))
+    }
 }
 
 fn default_grace() -> Span {
