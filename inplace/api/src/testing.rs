@@ -117,6 +117,7 @@ pub(crate) struct Env {
     pub(crate) catalog: crate::crd::ImageCatalogSpec,
     pub(crate) annotations: crate::crd::Annotations,
     pub(crate) control_plane: KubeVersion,
+    pub(crate) previous_control_plane: Option<KubeVersion>,
     pub(crate) in_progress: bool,
     pub(crate) now: jiff::Timestamp,
 }
@@ -127,6 +128,7 @@ impl Env {
             catalog: catalog(),
             annotations: Default::default(),
             control_plane: control_plane(),
+            previous_control_plane: None,
             in_progress: false,
             now: now(),
         }
@@ -135,6 +137,7 @@ impl Env {
     pub(crate) fn ctx(&self) -> crate::validate::ValidationContext<'_> {
         crate::validate::ValidationContext {
             control_plane_version: self.control_plane,
+            previous_control_plane_version: self.previous_control_plane,
             catalog: &self.catalog,
             annotations: &self.annotations,
             update_in_progress: self.in_progress,

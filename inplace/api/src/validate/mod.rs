@@ -34,7 +34,11 @@
 //! 14. While an in-place update is in progress, a change that updates nodes is refused unless the pool
 //!     carries `gardener.cloud/operation: force-in-place-update` ([`Rule::UpdateInProgress`]).
 //!
-//! The context's control-plane version stands for both the old and the new object.
+//! The context's control-plane version is the new object's; the old object is resolved with
+//! [`ValidationContext::previous_control_plane_version`] when the control plane moved since it was
+//! accepted. So a control-plane change is judged as a change of every pool that inherits its
+//! version (rules 10, 11 and 14 apply to it), and a pool with its own version is checked against
+//! the new control plane again (rule 5).
 
 mod spec;
 mod update;
@@ -54,6 +58,9 @@ pub use violation::{Rule, Violation, Violations};
 pub struct ValidationContext<'a> {
     /// The control plane's Kubernetes version.
     pub control_plane_version: KubeVersion,
+    /// The control plane's version when the old spec was accepted, if it was another one; only
+    /// [`validate_pool_update`] reads it.
+    pub previous_control_plane_version: Option<KubeVersion>,
     /// The versions on offer.
     pub catalog: &'a ImageCatalogSpec,
     /// The pool's annotations (of the new object).
@@ -84,8 +91,11 @@ pub fn validate_pool_update(
     let mut out = Vec::new();
     spec::check(new, &mut out);
     update::check_strategy(old, new, &mut out);
+    let old_control_plane = ctx
+        .previous_control_plane_version
+        .unwrap_or(ctx.control_plane_version);
     match (
-        ResolvedPool::resolve(old, &ctx.control_plane_version),
+        ResolvedPool::resolve(old, &old_control_plane),
         ResolvedPool::resolve(new, &ctx.control_plane_version),
     ) {
         (Ok(old_pool), Ok(new_pool)) => {

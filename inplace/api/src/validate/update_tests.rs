@@ -309,3 +309,29 @@ fn no_new_update_while_one_is_in_progress_unless_forced() {
     env.annotations.clear();
     env.update(&spec(), &new).unwrap();
 }
+
+#[test]
+fn a_control_plane_move_is_a_change_of_the_pools_that_inherit_its_version() {
+    let inheriting = spec_with(|s| set_kubernetes(s, None));
+    let mut env = Env::new();
+    env.previous_control_plane = Some(KubeVersion::parse("1.29.0").unwrap());
+    let v = only(env.update(&inheriting, &inheriting), Rule::MinorVersionSkip);
+    assert!(v[0].problem.contains("1.29.0 → 1.31.1"), "{}", v[0].problem);
+    env.previous_control_plane = Some(KubeVersion::parse("1.30.4").unwrap());
+    env.in_progress = true;
+    only(env.update(&inheriting, &inheriting), Rule::UpdateInProgress);
+    env.in_progress = false;
+    env.update(&inheriting, &inheriting).unwrap();
+}
+
+#[test]
+fn a_control_plane_move_checks_the_skew_of_a_pool_with_its_own_version_again() {
+    let pinned = spec_with(|s| set_kubernetes(s, Some("1.28.0")));
+    let mut env = Env::new();
+    env.control_plane = KubeVersion::parse("1.32.0").unwrap();
+    env.previous_control_plane = Some(KubeVersion::parse("1.30.4").unwrap());
+    only(env.update(&pinned, &pinned), Rule::ControlPlaneSkew);
+    // Without a move, an unchanged version is not judged again.
+    env.previous_control_plane = None;
+    env.update(&pinned, &pinned).unwrap();
+}

@@ -5,7 +5,7 @@ use crate::crd::{WorkerPoolSpec, is_expired};
 use crate::pool::{ResolvedPool, field};
 
 /// Checks `pool` (resolved from `spec`); with `old`, only versions that changed are checked
-/// against the control plane and the catalog.
+/// against the catalog, and against the control plane unless it moved.
 pub(super) fn check(
     spec: &WorkerPoolSpec,
     pool: &ResolvedPool,
@@ -15,8 +15,12 @@ pub(super) fn check(
 ) {
     let kubelet = pool.inputs.kubelet_version;
     let kubelet_changed = old.is_none_or(|old| old.inputs.kubelet_version != kubelet);
-    if spec.kubernetes_version().is_some() && kubelet_changed {
-        kubernetes_version(pool, ctx, out);
+    let control_plane_moved = old.is_some()
+        && ctx
+            .previous_control_plane_version
+            .is_some_and(|v| v != ctx.control_plane_version);
+    if spec.kubernetes_version().is_some() && (kubelet_changed || control_plane_moved) {
+        kubernetes_version(pool, ctx, kubelet_changed, out);
     }
     let image = &pool.inputs.os_version;
     let image_changed =
@@ -60,7 +64,13 @@ pub(super) fn check(
     }
 }
 
-fn kubernetes_version(pool: &ResolvedPool, ctx: &ValidationContext<'_>, out: &mut Vec<Violation>) {
+/// The skew against the control plane, and with `in_catalog` whether the catalog offers it.
+fn kubernetes_version(
+    pool: &ResolvedPool,
+    ctx: &ValidationContext<'_>,
+    in_catalog: bool,
+    out: &mut Vec<Violation>,
+) {
     let version = pool.inputs.kubelet_version;
     let control_plane = ctx.control_plane_version;
     if version > control_plane {
@@ -77,6 +87,9 @@ fn kubernetes_version(pool: &ResolvedPool, ctx: &ValidationContext<'_>, out: &mu
             format!("version {version} is more than two minor versions below the control plane's {control_plane}"),
             format!("use {}.{}.x or newer", control_plane.major, control_plane.minor.saturating_sub(2)),
         ));
+    }
+    if !in_catalog {
+        return;
     }
     match ctx.catalog.kubernetes_version(&version) {
         None => out.push(Violation::new(

@@ -4,24 +4,32 @@
 //!
 //! One pass over a pool:
 //!
-//! 1. **Inputs.** The [`ImageCatalog`] named [`Config::catalog_name`] (cluster-scoped; missing →
+//! 1. **Inputs.** The [`ImageCatalog`] named [`crate::Config::catalog_name`] (cluster-scoped; missing →
 //!    condition `Valid=Unknown`, reason `ImageCatalogMissing`, nothing else happens) and the
-//!    control-plane version [`Config::control_plane_version`] (a fixed setting: the orchestrator
+//!    control-plane version [`crate::Config::control_plane_version`] (a fixed setting: the orchestrator
 //!    is restarted with a new value when the control plane is upgraded).
 //! 2. **The accepted spec** is stored as JSON in the pool annotation [`ANNOTATION_ACCEPTED_SPEC`],
-//!    so a restart keeps it. A spec equal to it needs no validation. Otherwise the spec is
-//!    validated: with `validate_pool` when nothing was accepted yet, else with
-//!    `validate_pool_update` against the accepted spec, with `update_in_progress` as in step 4.
+//!    and the control-plane version it was accepted under in
+//!    [`ANNOTATION_ACCEPTED_CONTROL_PLANE`], so a restart keeps both. A spec equal to the accepted
+//!    one, under the same control plane, needs no validation. Otherwise the spec is validated:
+//!    with `validate_pool` when nothing was accepted yet, else with `validate_pool_update`
+//!    against the accepted spec, with `update_in_progress` as in step 4. A control-plane upgrade
+//!    is such a change even when the spec is the same: the accepted spec is resolved with the
+//!    accepted control-plane version (`previous_control_plane_version`), so a pool that inherits
+//!    the version gets the in-progress check and the no-minor-skip rule, and a pool with its own
+//!    version a fresh skew check. A pool accepted before the control-plane version was recorded
+//!    counts as accepted under the configured one, and gets it recorded.
 //!    - Accepted: the annotation is rewritten (and a `force-in-place-update` operation in
 //!      `gardener.cloud/operation` is consumed, as Gardener removes operation annotations),
 //!      condition [`CONDITION_VALID`]`=True`, Event `SpecAccepted`.
 //!    - Refused: condition `Valid=False` with the first violated rule as reason (e.g.
 //!      `ImmutableForInPlace`, `MinorVersionSkip`, `UpdateInProgress`) and every violation's field,
 //!      problem and fix in the message; a Warning Event `SpecRefused` once per refused generation.
-//!      Nothing is rendered from the refused spec: the accepted one stays in force.
+//!      Nothing is rendered from the refused spec: the accepted one stays in force, rendered
+//!      with the accepted control-plane version (an inheriting pool keeps its kubelet version).
 //! 3. **Rendering** (`render`) of the accepted spec: the MachineDeployment named like the pool,
 //!    in the pool's namespace, controlled by the pool, and the OSC Secret
-//!    `gardener-node-agent-<pool>-<pool hash>` in [`Config::osc_namespace`] ([`osc_secret_name`]).
+//!    `gardener-node-agent-<pool>-<pool hash>` in [`crate::Config::osc_namespace`] ([`osc_secret_name`]).
 //!    Both are created, or replaced when they differ (`write`).
 //! 4. **Progress.** `status.currentHash` is the machine class hash the nodes were last brought to.
 //!    It is set on the first render, for rolling pools on every render (the orchestrator leaves
@@ -48,6 +56,7 @@ use inplace_api::keys::{
 use inplace_api::pool::ResolvedPool;
 use inplace_api::strategy::UpdateStrategy;
 use inplace_api::validate::{ValidationContext, Violations, validate_pool, validate_pool_update};
+use inplace_api::version::KubeVersion;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
@@ -59,11 +68,13 @@ pub use render::{
 
 use crate::error::{Error, is_conflict, kube};
 use crate::events::Kind;
-use crate::{Action, Config, Context};
+use crate::{Action, Context};
 use write::Written;
 
 /// Pool annotation holding the last accepted spec as JSON.
 pub const ANNOTATION_ACCEPTED_SPEC: &str = "rackproof.dev/accepted-spec";
+/// Pool annotation holding the control-plane version the accepted spec was accepted under.
+pub const ANNOTATION_ACCEPTED_CONTROL_PLANE: &str = "rackproof.dev/accepted-control-plane-version";
 /// Pool condition: whether the current spec was accepted.
 pub const CONDITION_VALID: &str = "Valid";
 
@@ -117,6 +128,9 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
         ctx.event_pool(pool, Kind::Warning, "AcceptedSpecUnreadable", &message)
             .await;
     }
+    let recorded_control_plane = accepted_control_plane(pool);
+    let mut control_plane = recorded_control_plane.unwrap_or(config.control_plane_version);
+    let control_plane_moved = accepted.is_some() && control_plane != config.control_plane_version;
     let deployments: Api<MachineDeployment> = Api::namespaced(ctx.client.clone(), &namespace);
     let md = deployments
         .get_opt(&name)
@@ -126,15 +140,16 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     // Progress of the accepted spec, before judging the new one.
     let mut current_hash = status.current_hash.clone();
     let mut in_progress = false;
-    if let Some(resolved) = accepted.as_ref().and_then(|s| resolve(s, config)) {
+    if let Some(resolved) = accepted.as_ref().and_then(|s| resolve(s, &control_plane)) {
         (current_hash, in_progress) = progress(&resolved, current_hash, md.as_ref());
     }
 
     let decision = match &accepted {
-        Some(old) if *old == pool.spec => Decision::Unchanged,
+        Some(old) if *old == pool.spec && !control_plane_moved => Decision::Unchanged,
         _ => {
             let vctx = ValidationContext {
                 control_plane_version: config.control_plane_version,
+                previous_control_plane_version: control_plane_moved.then_some(control_plane),
                 catalog: &catalog.spec,
                 annotations: pool.annotations(),
                 update_in_progress: in_progress,
@@ -154,6 +169,9 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     let mut pool_now = pool.clone();
     match &decision {
         Decision::Unchanged => {
+            if recorded_control_plane.is_none() {
+                pool_now = store_accepted(pool, &control_plane, Force::Keep, ctx).await?;
+            }
             let message = format!(
                 "the spec of generation {} is in force",
                 generation.unwrap_or(0)
@@ -169,12 +187,20 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
             );
         }
         Decision::Accepted => {
-            pool_now = store_accepted(pool, ctx).await?;
+            pool_now =
+                store_accepted(pool, &config.control_plane_version, Force::Consume, ctx).await?;
             accepted = Some(pool.spec.clone());
-            let message = format!(
+            let mut message = format!(
                 "the spec of generation {} is in force",
                 generation.unwrap_or(0)
             );
+            if control_plane_moved {
+                message.push_str(&format!(
+                    " under control plane {} (was {control_plane})",
+                    config.control_plane_version
+                ));
+            }
+            control_plane = config.control_plane_version;
             status::set_condition(
                 &mut status.conditions,
                 CONDITION_VALID,
@@ -186,12 +212,15 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
             );
             ctx.event_pool(pool, Kind::Normal, "SpecAccepted", &message)
                 .await;
-            if let Some(resolved) = resolve(&pool.spec, config) {
+            if let Some(resolved) = resolve(&pool.spec, &control_plane) {
                 (current_hash, _) = progress(&resolved, current_hash, md.as_ref());
             }
         }
         Decision::Refused(violations) => {
-            let message = status::refusal_message(generation, violations, accepted.is_some());
+            let moved =
+                control_plane_moved.then_some((control_plane, config.control_plane_version));
+            let message =
+                status::refusal_message(generation, violations, accepted.is_some(), moved);
             let reason = status::refusal_reason(violations);
             let already = status::condition(&status, CONDITION_VALID).is_some_and(|c| {
                 c.status == "False" && c.message == message && c.observed_generation == generation
@@ -215,7 +244,7 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     // Render the accepted spec.
     let mut rendered_md = md;
     if let Some(spec) = &accepted
-        && let Some(resolved) = resolve(spec, config)
+        && let Some(resolved) = resolve(spec, &control_plane)
     {
         let rendered =
             render::render(&name, spec, &resolved, config).map_err(|e| Error::Invalid {
@@ -316,8 +345,15 @@ fn accepted_spec(pool: &WorkerPool) -> Option<WorkerPoolSpec> {
         .and_then(|json| serde_json::from_str(json).ok())
 }
 
-fn resolve(spec: &WorkerPoolSpec, config: &Config) -> Option<ResolvedPool> {
-    ResolvedPool::resolve(spec, &config.control_plane_version).ok()
+/// The control-plane version the accepted spec was accepted under, if recorded and readable.
+fn accepted_control_plane(pool: &WorkerPool) -> Option<KubeVersion> {
+    pool.annotations()
+        .get(ANNOTATION_ACCEPTED_CONTROL_PLANE)
+        .and_then(|text| KubeVersion::parse(text).ok())
+}
+
+fn resolve(spec: &WorkerPoolSpec, control_plane: &KubeVersion) -> Option<ResolvedPool> {
+    ResolvedPool::resolve(spec, control_plane).ok()
 }
 
 /// The current hash after looking at the MachineDeployment, and whether an in-place update of
@@ -338,9 +374,23 @@ fn progress(
     (current, in_progress)
 }
 
-/// Writes the accepted-spec annotation and consumes a force-in-place-update operation; returns
-/// the pool as written.
-async fn store_accepted(pool: &WorkerPool, ctx: &Context) -> Result<WorkerPool, Error> {
+/// What [`store_accepted`] does with a force-in-place-update operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Force {
+    /// The operation let a change through: remove it, as Gardener removes operation annotations.
+    Consume,
+    /// Nothing changed: leave it for the change it is meant for.
+    Keep,
+}
+
+/// Writes the accepted-spec annotations (the pool's spec, accepted under `control_plane`), with
+/// the force-in-place-update operation as `force` says; returns the pool as written.
+async fn store_accepted(
+    pool: &WorkerPool,
+    control_plane: &KubeVersion,
+    force: Force,
+    ctx: &Context,
+) -> Result<WorkerPool, Error> {
     let namespace = pool.namespace().unwrap_or_default();
     let name = pool.name_any();
     let spec = serde_json::to_string(&pool.spec).map_err(|e| Error::Invalid {
@@ -349,7 +399,12 @@ async fn store_accepted(pool: &WorkerPool, ctx: &Context) -> Result<WorkerPool, 
     })?;
     let mut annotations = serde_json::Map::new();
     annotations.insert(ANNOTATION_ACCEPTED_SPEC.to_owned(), json!(spec));
-    if let Some(operations) = pool.annotations().get(ANNOTATION_OPERATION)
+    annotations.insert(
+        ANNOTATION_ACCEPTED_CONTROL_PLANE.to_owned(),
+        json!(control_plane.to_string()),
+    );
+    if force == Force::Consume
+        && let Some(operations) = pool.annotations().get(ANNOTATION_OPERATION)
         && has_operation(operations, OPERATION_FORCE_IN_PLACE_UPDATE)
     {
         let rest: Vec<&str> = operations

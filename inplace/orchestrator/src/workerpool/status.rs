@@ -6,6 +6,7 @@ use inplace_api::crd::{
 };
 use inplace_api::strategy::UpdateStrategy;
 use inplace_api::validate::Violations;
+use inplace_api::version::KubeVersion;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
@@ -89,21 +90,32 @@ pub(crate) fn pending_updates(
     })
 }
 
-/// The refusal message: the generation, what stays in force, and every violation.
+/// The refusal message: the generation, the control-plane move (`from`, `to`) if there was one,
+/// what stays in force, and every violation.
 pub(crate) fn refusal_message(
     generation: Option<i64>,
     violations: &Violations,
     have_accepted: bool,
+    control_plane_moved: Option<(KubeVersion, KubeVersion)>,
 ) -> String {
-    let in_force = if have_accepted {
-        "the previously accepted spec stays in force"
-    } else {
-        "nothing is rendered until the pool is valid"
+    let in_force = match (have_accepted, control_plane_moved) {
+        (true, Some((from, _))) => {
+            format!("the spec accepted under control plane {from} stays in force")
+        }
+        (true, None) => "the previously accepted spec stays in force".to_owned(),
+        (false, _) => "nothing is rendered until the pool is valid".to_owned(),
     };
-    let mut message = format!(
-        "the spec of generation {} was refused; {in_force}:",
-        generation.unwrap_or(0)
-    );
+    let refused = match control_plane_moved {
+        Some((from, to)) => format!(
+            "the spec of generation {} under the control plane's move from {from} to {to} was refused",
+            generation.unwrap_or(0)
+        ),
+        None => format!(
+            "the spec of generation {} was refused",
+            generation.unwrap_or(0)
+        ),
+    };
+    let mut message = format!("{refused}; {in_force}:");
     for violation in &violations.0 {
         message.push_str(&format!("\n- {violation}"));
     }
