@@ -66,13 +66,25 @@ impl User {
     }
 }
 
-/// Authentication and authorization settings.
-#[derive(Debug)]
+/// Authentication and authorization settings. `Debug` shows the users, never their tokens.
 pub(crate) struct AuthConfig {
     pub(crate) tokens: HashMap<String, User>,
     pub(crate) pool_label: String,
     /// Pool label value → the (namespace, name) secrets nodes of that pool may read.
     pub(crate) node_secrets: BTreeMap<String, Vec<(String, String)>>,
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut users: Vec<&str> = self.tokens.values().map(|u| u.name.as_str()).collect();
+        users.sort_unstable();
+        f.debug_struct("AuthConfig")
+            .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
+            .field("users", &users)
+            .field("pool_label", &self.pool_label)
+            .field("node_secrets", &self.node_secrets)
+            .finish()
+    }
 }
 
 impl Default for AuthConfig {
@@ -267,4 +279,24 @@ pub(crate) fn check_node_body(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_config_debug_output_never_shows_a_token() {
+        let mut config = AuthConfig::default();
+        config
+            .tokens
+            .insert("canary-admin-token-77c1".to_owned(), User::admin());
+        config
+            .tokens
+            .insert("canary-node-token-12ab".to_owned(), User::node("worker-1"));
+        let printed = format!("{config:?} {config:#?}");
+        assert!(!printed.contains("canary-admin-token-77c1"), "{printed}");
+        assert!(!printed.contains("canary-node-token-12ab"), "{printed}");
+        assert!(printed.contains("system:node:worker-1"), "{printed}");
+    }
 }

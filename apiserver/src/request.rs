@@ -58,7 +58,8 @@ pub(crate) struct ListOptions {
     pub(crate) limit: Option<usize>,
     pub(crate) continue_token: Option<String>,
     pub(crate) resource_version: Option<String>,
-    pub(crate) timeout_seconds: Option<u64>,
+    /// `timeoutSeconds` as kube-apiserver reads it: an int64 (larger values are a 400).
+    pub(crate) timeout_seconds: Option<i64>,
     pub(crate) bookmarks: bool,
     pub(crate) send_initial_events: bool,
 }

@@ -13,7 +13,9 @@
 //! 3. A resourceVersion older than the event log keeps → one ERROR event (410 Expired), then
 //!    the stream ends, as kube-apiserver does.
 //! 4. With `allowWatchBookmarks`, a BOOKMARK carries the current resourceVersion every minute.
-//! 5. The stream ends after `timeoutSeconds` (default 30 minutes).
+//! 5. The stream ends after `timeoutSeconds`, read as kube-apiserver reads it: absent or 0 →
+//!    30 minutes; negative → at once; beyond what Go's `time.Duration` holds (about 292 years)
+//!    → clamped to that; beyond int64 → 400 when the request is parsed.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -34,6 +36,18 @@ use crate::store::{Delivery, Event, INDEXED_FIELDS, Matcher};
 
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The longest watch: the most seconds a Go `time.Duration` (int64 nanoseconds) holds, which
+/// is what kube-apiserver turns `timeoutSeconds` into.
+const MAX_TIMEOUT: Duration = Duration::from_secs(i64::MAX.unsigned_abs() / 1_000_000_000);
+
+/// How long a watch lasts for `timeoutSeconds` (see the module docs, step 5).
+fn watch_timeout(seconds: Option<i64>) -> Duration {
+    match seconds {
+        None | Some(0) => DEFAULT_TIMEOUT,
+        Some(n) if n < 0 => Duration::ZERO,
+        Some(n) => Duration::from_secs(n.unsigned_abs()).min(MAX_TIMEOUT),
+    }
+}
 
 /// A watch's registration with the store, undone when the stream is dropped.
 struct Registration {
@@ -104,10 +118,7 @@ pub(crate) fn start(
     options: ListOptions,
 ) -> Result<impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static, ApiError> {
     let now = core.clock.instant();
-    let timeout = options
-        .timeout_seconds
-        .map(Duration::from_secs)
-        .unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = watch_timeout(options.timeout_seconds);
     let requested = options.resource_version.clone().filter(|rv| !rv.is_empty());
     let since =
         match requested.as_deref() {
@@ -133,7 +144,8 @@ pub(crate) fn start(
         bookmarks: options.bookmarks,
         pending: VecDeque::new(),
         events: None,
-        deadline: now + timeout,
+        // Even a clamped timeout can pass the end of the monotonic clock's range.
+        deadline: now.checked_add(timeout).unwrap_or(now + DEFAULT_TIMEOUT),
         next_bookmark: now + BOOKMARK_EVERY,
         done: false,
     };

@@ -215,7 +215,7 @@ pub fn load_str(path: &Path, text: &str) -> Result<LoadedScenario, LoadError> {
         files: sources.borrow().clone(),
     };
     let scenario = parsed.map_err(|e| LoadError::Invalid(vec![syntax_diagnostic(&sources, &e)]))?;
-    let name = scenario.name.clone().unwrap_or_else(|| {
+    let name = scenario.name.as_deref().cloned().unwrap_or_else(|| {
         path.file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "scenario".to_owned())

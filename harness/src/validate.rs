@@ -17,6 +17,7 @@ pub(crate) fn check(loaded: &LoadedScenario) -> Vec<Diagnostic> {
         problems: Vec::new(),
         nodes: BTreeSet::new(),
     };
+    checker.name();
     checker.lab();
     checker.images();
     checker.pool();
@@ -47,6 +48,27 @@ impl Checker<'_> {
             },
             message,
             help,
+        );
+    }
+
+    /// The name becomes a folder under the artifacts folder: one plain path component.
+    fn name(&mut self) {
+        let name = &self.loaded.name;
+        if crate::engine::artifacts::is_plain_component(name) {
+            return;
+        }
+        let at = match &self.loaded.scenario.name {
+            Some(written) => written.at,
+            None => Position {
+                source: 1,
+                line: 0,
+                column: 0,
+            },
+        };
+        self.at(
+            at,
+            format!("scenario name {name:?} cannot name the run's artifacts folder"),
+            "use 1-100 letters, digits, '-', '_' or '.', not starting with '.' (e.g. `name: auto-happy-path`)",
         );
     }
 
@@ -318,4 +340,42 @@ fn is_dns_label(name: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
         && bytes[0] != b'-'
         && bytes[bytes.len() - 1] != b'-'
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::load::{LoadError, load_str};
+
+    const BODY: &str = "lab:\n  backend: sim\n  nodes: 3\nimages:\n  - version: \"1.0.0\"\npool:\n  strategy: AutoInPlaceUpdate\n  os: \"1.0.0\"\n  kubernetes: \"1.34.2\"\n";
+
+    fn refused(path: &str, text: &str) -> String {
+        match load_str(Path::new(path), text) {
+            Ok(loaded) => panic!("{:?} should have been refused", loaded.name),
+            Err(LoadError::Invalid(problems)) => problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            Err(other) => panic!("expected a diagnostic, got {other}"),
+        }
+    }
+
+    #[test]
+    fn scenario_names_that_are_not_one_plain_path_component_are_refused_where_written() {
+        for bad in ["../escape", "a/b", "..", ".hidden", "with space", ""] {
+            let text = refused("dir/s.yaml", &format!("name: {bad:?}\n{BODY}"));
+            assert!(text.contains("dir/s.yaml:1:7"), "{bad:?}: {text}");
+            assert!(text.contains("scenario name"), "{bad:?}: {text}");
+            assert!(text.contains("help:"), "{bad:?}: {text}");
+        }
+        // A name taken from the file name is checked too.
+        let text = refused("dir/...yaml", BODY);
+        assert!(text.contains("scenario name \"..\""), "{text}");
+        for good in ["auto-happy-path", "v1.2_rollout", "Large-Rollout"] {
+            let loaded = load_str(Path::new("s.yaml"), &format!("name: {good}\n{BODY}")).unwrap();
+            assert_eq!(loaded.name, good);
+        }
+    }
 }

@@ -70,11 +70,11 @@ fn trials() -> Vec<Trial> {
                     rack.stop();
                 }
                 let result = result?;
-                let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-                    .join("rackproof-runs")
-                    .join(&loaded.name)
-                    .join(backend.as_str());
-                let report = artifacts::write_all(&dir, &loaded.name, backend.as_str(), &result)
+                let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rackproof-runs");
+                let report = artifacts::run_dir(&root, &loaded.name, backend.as_str())
+                    .and_then(|dir| {
+                        artifacts::write_all(&dir, &loaded.name, backend.as_str(), &result)
+                    })
                     .map_err(|e| Failed::from(e.to_string()))?;
                 match result.verdict {
                     Verdict::Passed => Ok(()),

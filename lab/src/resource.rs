@@ -178,6 +178,9 @@ impl Inventory {
     pub fn from_yaml(text: &str) -> Result<Self, ResourceError> {
         let inventory: Inventory = serde_saphyr::from_str(text).map_err(ResourceError::Parse)?;
         inventory.validate()?;
+        for warning in inventory.warnings() {
+            tracing::warn!("inventory: {warning}");
+        }
         Ok(inventory)
     }
 
@@ -196,6 +199,24 @@ impl Inventory {
             }
         }
         Ok(())
+    }
+
+    /// What the inventory allows but should not be used that way: each Redfish BMC reached over
+    /// plain `http://`, whose password and session tokens cross the network in the clear.
+    pub fn warnings(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .filter_map(|node| {
+                let bmc = node.bmc.as_ref()?;
+                (bmc.kind == BmcKind::Redfish && bmc.endpoint.starts_with("http://")).then(|| {
+                    format!(
+                        "node {:?}: BMC {} is plain http, so its password and session tokens \
+                         cross the network in the clear; use https://",
+                        node.name, bmc.endpoint
+                    )
+                })
+            })
+            .collect()
     }
 
     /// The node called `name`.
@@ -234,6 +255,14 @@ impl NodeDescription {
                             "redfish endpoint {:?} must start with https:// or http://",
                             bmc.endpoint
                         ));
+                    }
+                    if bmc.ca_path.is_some() && bmc.insecure_skip_tls_verify {
+                        return invalid(
+                            "caPath and insecureSkipTlsVerify contradict each other: keep caPath \
+                             to verify the BMC's certificate against that CA, or remove it to \
+                             skip verification"
+                                .into(),
+                        );
                     }
                 }
                 BmcKind::Ipmi => {
@@ -416,10 +445,33 @@ nodes:
             ),
             (GOOD.replace("port: 7001", "port: 0"), "port other than 0"),
             (GOOD.replace("rack1-node2", "rack1-node1"), "listed twice"),
+            (
+                GOOD.replace(
+                    "caPath: /etc/rackproof/bmc-ca.pem",
+                    "caPath: /etc/rackproof/bmc-ca.pem\n      insecureSkipTlsVerify: true",
+                ),
+                "caPath and insecureSkipTlsVerify contradict each other",
+            ),
         ];
         for (text, expected) in cases {
             let err = Inventory::from_yaml(&text).unwrap_err().to_string();
             assert!(err.contains(expected), "{err} should mention {expected}");
         }
+    }
+
+    #[test]
+    fn a_plain_http_bmc_is_warned_about() {
+        let inv = Inventory::from_yaml(GOOD).unwrap();
+        assert_eq!(inv.warnings(), Vec::<String>::new());
+        let plain = GOOD.replace(
+            "endpoint: https://10.0.0.11\n      credentials:\n        env: { usernameVar: RACK1_BMC_USER, passwordVar: RACK1_BMC_PASSWORD }\n      caPath: /etc/rackproof/bmc-ca.pem",
+            "endpoint: http://10.0.0.11\n      credentials:\n        env: { usernameVar: RACK1_BMC_USER, passwordVar: RACK1_BMC_PASSWORD }",
+        );
+        let inv = Inventory::from_yaml(&plain).unwrap();
+        let warnings = inv.warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(warnings[0].contains("rack1-node1"), "{warnings:?}");
+        assert!(warnings[0].contains("http://10.0.0.11"), "{warnings:?}");
+        assert!(warnings[0].contains("in the clear"), "{warnings:?}");
     }
 }

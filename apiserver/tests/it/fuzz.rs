@@ -253,3 +253,119 @@ fn arbitrary_crd_schemas_never_make_the_server_answer_500() {
         }
     });
 }
+
+/// Query parameters the server reads, and values at and past the edges of their types.
+fn query() -> impl Strategy<Value = Vec<(&'static str, String)>> {
+    let key = prop::sample::select(vec![
+        "timeoutSeconds",
+        "limit",
+        "continue",
+        "resourceVersion",
+        "resourceVersionMatch",
+        "watch",
+        "allowWatchBookmarks",
+        "sendInitialEvents",
+        "labelSelector",
+        "fieldSelector",
+        "fieldManager",
+        "fieldValidation",
+        "force",
+        "dryRun",
+        "gracePeriodSeconds",
+        "propagationPolicy",
+        "pretty",
+    ]);
+    let value = prop_oneof![
+        prop::sample::select(vec![
+            "",
+            "0",
+            "1",
+            "-1",
+            "true",
+            "false",
+            "All",
+            "Strict",
+            "Orphan",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "18446744073709551615",
+            "18446744073709551616",
+            "1e3",
+            "%ZZ",
+            "%00",
+            "é",
+        ])
+        .prop_map(str::to_owned),
+        "[0-9a-z=,!-]{0,6}",
+    ];
+    prop::collection::vec((key, value), 0..6)
+}
+
+/// Sends a request and returns its status, and the Status body of an error (a successful
+/// watch's body never ends on its own, so it is left unread).
+async fn status_of(client: &kube::Client, method: &str, uri: &str) -> (u16, Value) {
+    let request = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(kube::client::Body::from(b"{}".to_vec()))
+        .expect("request");
+    let response = client
+        .send(request)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {uri}: no answer: {e}"));
+    let status = response.status().as_u16();
+    if status < 400 {
+        return (status, Value::Null);
+    }
+    let bytes = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+#[test]
+fn arbitrary_query_parameters_get_an_answer_or_a_status_error() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    let (_server, client) = runtime.block_on(async {
+        let server = server();
+        let client = server.admin_client();
+        create_pod(&client, "p", json!({"app": "web"}), Some("n1")).await;
+        (server, client)
+    });
+    let methods = prop::sample::select(vec!["GET", "POST", "PUT", "PATCH", "DELETE"]);
+    let targets = prop::sample::select(vec![
+        "/api/v1/namespaces/default/pods",
+        "/api/v1/namespaces/default/pods/p",
+        "/api/v1/pods",
+        "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases",
+    ]);
+    let config = ProptestConfig {
+        cases: 400,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(method in methods, target in targets, query in query())| {
+        let query: Vec<String> = query.iter().map(|(k, v)| {
+            let v = if v.starts_with('%') { v.clone() } else { encode(v) };
+            format!("{k}={v}")
+        }).collect();
+        let uri = format!("{target}?{}", query.join("&"));
+        let (status, value) = runtime.block_on(status_of(&client, method, &uri));
+        prop_assert!((200..600).contains(&status), "{} {} gave {}", method, uri, status);
+        prop_assert!(status != 500, "{} {} gave {}", method, uri, value);
+        if status >= 400 {
+            prop_assert_eq!(&value["kind"], "Status", "{} {} gave {}", method, uri, value);
+            prop_assert_eq!(value["code"].as_u64(), Some(u64::from(status)));
+        }
+    });
+}

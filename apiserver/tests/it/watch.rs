@@ -293,3 +293,55 @@ async fn a_watch_pinned_to_a_name_sees_only_that_object_however_much_else_change
         "nothing else arrives before the timeout"
     );
 }
+
+/// Sends a watch request with `timeoutSeconds` and returns the status code and the response
+/// (the body is left unread: a long watch never ends on its own).
+async fn watch_with_timeout(
+    client: &kube::Client,
+    timeout: &str,
+) -> http::Response<kube::client::Body> {
+    let request = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&timeoutSeconds={timeout}"
+    ))
+    .body(kube::client::Body::from(Vec::new()))
+    .unwrap();
+    client
+        .send(request)
+        .await
+        .expect("the server answers instead of dropping the request")
+}
+
+#[tokio::test(start_paused = true)]
+async fn watch_timeouts_beyond_int64_are_rejected_and_huge_ones_are_clamped() {
+    let server = server();
+    let client = server.admin_client();
+
+    let response = watch_with_timeout(&client, "18446744073709551615").await;
+    assert_eq!(response.status().as_u16(), 400);
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status["kind"], "Status");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("timeoutSeconds")),
+        "{status}"
+    );
+
+    let response = watch_with_timeout(&client, &i64::MAX.to_string()).await;
+    assert_eq!(response.status().as_u16(), 200, "a huge timeout is clamped");
+    drop(response);
+
+    let started = server.clock().instant();
+    let response = watch_with_timeout(&client, "-5").await;
+    assert_eq!(response.status().as_u16(), 200);
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    assert!(body.is_empty(), "a negative timeout ends the watch at once");
+    assert_eq!(server.clock().since(started), Duration::ZERO);
+}

@@ -95,8 +95,8 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             }
         };
         let took = wall.since(started);
-        let dir = args.artifacts.join(&scenario.name).join(backend.as_str());
-        let report = artifacts::write_all(&dir, &scenario.name, backend.as_str(), &result);
+        let report = artifacts::run_dir(&args.artifacts, &scenario.name, backend.as_str())
+            .and_then(|dir| artifacts::write_all(&dir, &scenario.name, backend.as_str(), &result));
         match result.verdict {
             Verdict::Passed => passed += 1,
             Verdict::Failed => failed += 1,

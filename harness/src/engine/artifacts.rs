@@ -13,15 +13,45 @@ use crate::report::{ReportInput, render};
 
 /// A failed write of an artifact.
 #[derive(Debug, thiserror::Error)]
-#[error("failed to write {path}")]
-pub struct ArtifactError {
-    path: PathBuf,
-    #[source]
-    source: std::io::Error,
+pub enum ArtifactError {
+    #[error("failed to write {path}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{what} {name:?} cannot name a folder in the artifacts folder: it must be one plain path \
+         component (1-100 letters, digits, '-', '_' or '.', not starting with '.')"
+    )]
+    UnsafeName { what: &'static str, name: String },
 }
 
 fn write(path: PathBuf, contents: impl AsRef<[u8]>) -> Result<(), ArtifactError> {
-    std::fs::write(&path, contents).map_err(|source| ArtifactError { path, source })
+    std::fs::write(&path, contents).map_err(|source| ArtifactError::Write { path, source })
+}
+
+/// Whether `name` can be a folder name under the artifacts folder: 1-100 letters, digits, `-`,
+/// `_` or `.`, not starting with `.` (so never `.`, `..`, a hidden folder or a path).
+pub fn is_plain_component(name: &str) -> bool {
+    (1..=100).contains(&name.len())
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// The folder of one run, `<root>/<scenario>/<backend>`; refuses names that would leave `root`.
+pub fn run_dir(root: &Path, scenario: &str, backend: &str) -> Result<PathBuf, ArtifactError> {
+    for (what, name) in [("scenario name", scenario), ("backend", backend)] {
+        if !is_plain_component(name) {
+            return Err(ArtifactError::UnsafeName {
+                what,
+                name: name.to_owned(),
+            });
+        }
+    }
+    Ok(root.join(scenario).join(backend))
 }
 
 /// Writes the artifacts of `result` (scenario `name` on `backend`) into `dir`, created if needed.
@@ -33,7 +63,7 @@ pub fn write_all(
     result: &RunResult,
 ) -> Result<PathBuf, ArtifactError> {
     let console_dir = dir.join("console");
-    std::fs::create_dir_all(&console_dir).map_err(|source| ArtifactError {
+    std::fs::create_dir_all(&console_dir).map_err(|source| ArtifactError::Write {
         path: console_dir.clone(),
         source,
     })?;
@@ -59,7 +89,7 @@ pub fn write_all(
     write_logs(&console_dir, &result.consoles)?;
     if !result.component_logs.is_empty() {
         let components_dir = dir.join("components");
-        std::fs::create_dir_all(&components_dir).map_err(|source| ArtifactError {
+        std::fs::create_dir_all(&components_dir).map_err(|source| ArtifactError::Write {
             path: components_dir.clone(),
             source,
         })?;
@@ -177,4 +207,25 @@ pub enum RerenderError {
     Read(#[from] ReadError),
     #[error(transparent)]
     Write(#[from] ArtifactError),
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::run_dir;
+
+    #[test]
+    fn run_folders_stay_inside_the_artifacts_folder() {
+        let root = Path::new("/artifacts");
+        assert_eq!(
+            run_dir(root, "auto-happy-path", "sim").unwrap(),
+            Path::new("/artifacts/auto-happy-path/sim")
+        );
+        for bad in ["..", "../x", "a/b", "/etc", ".", ""] {
+            let err = run_dir(root, bad, "sim").unwrap_err().to_string();
+            assert!(err.contains(&format!("{bad:?}")), "{bad:?}: {err}");
+            assert!(err.contains("one plain path component"), "{bad:?}: {err}");
+        }
+    }
 }

@@ -39,9 +39,11 @@ pub type NodeName = Located<String>;
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Scenario {
-    /// Name shown in reports and test names; defaults to the file name without `.yaml`.
+    /// Name shown in reports and test names, and the run's folder under the artifacts folder:
+    /// letters, digits, `-`, `_` and `.`, not starting with `.`. Defaults to the file name
+    /// without `.yaml`.
     #[serde(default)]
-    pub name: Option<String>,
+    pub name: Option<Located<String>>,
     /// What this scenario proves, in a sentence or two.
     #[serde(default)]
     pub description: Option<String>,

@@ -20,8 +20,8 @@ pub const FW_CFG_NAME: &str = "opt/rackproof/identity";
 /// The address of the host on QEMU's user network (its 127.0.0.1 services are reachable there).
 pub const HOST_ALIAS: &str = "10.0.2.2";
 
-/// Who a node is and how it reaches the cluster.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Who a node is and how it reaches the cluster. `Debug` shows everything but the token.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct NodeIdentity {
     pub node: String,
     pub pool: String,
@@ -46,6 +46,21 @@ pub struct NodeIdentity {
 pub struct IdentityError {
     pub node: String,
     pub field: &'static str,
+}
+
+impl std::fmt::Debug for NodeIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeIdentity")
+            .field("node", &self.node)
+            .field("pool", &self.pool)
+            .field("osc_secret", &self.osc_secret)
+            .field("api_server", &self.api_server)
+            .field("token", &"<redacted>")
+            .field("ca_pem", &self.ca_pem)
+            .field("ssh_authorized_key", &self.ssh_authorized_key)
+            .field("kubelet_version", &self.kubelet_version)
+            .finish()
+    }
 }
 
 impl NodeIdentity {
@@ -111,5 +126,18 @@ mod tests {
             bad.render().unwrap_err().to_string(),
             "node identity of \"worker-1\": field token must be a single line"
         );
+    }
+
+    #[test]
+    fn debug_output_never_shows_the_token() {
+        let id = NodeIdentity {
+            node: "worker-1".into(),
+            token: "canary-node-token-3f9a".into(),
+            ..NodeIdentity::default()
+        };
+        let printed = format!("{id:?} {id:#?}");
+        assert!(!printed.contains("canary-node-token-3f9a"), "{printed}");
+        assert!(printed.contains("worker-1"), "{printed}");
+        assert!(printed.contains("<redacted>"), "{printed}");
     }
 }

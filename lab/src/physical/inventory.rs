@@ -125,6 +125,9 @@ impl InventoryFile {
                 });
             }
         }
+        for warning in inventory.warnings() {
+            tracing::warn!("{}: {warning}", path.display());
+        }
         Ok(Self {
             path: path.to_owned(),
             inventory,

@@ -58,6 +58,12 @@ pub enum RedfishError {
         method: String,
         path: String,
     },
+    #[error(
+        "BMC {host} named {path:?}, which is not on the BMC: only paths on the BMC's own scheme, \
+         host and port are followed, so credentials never go elsewhere; check the BMC's service \
+         root (/redfish/v1/) and its firmware"
+    )]
+    NotOnTheBmc { host: String, path: String },
     #[error("BMC {host} sent an unusable answer to {path}: {reason}")]
     BadResponse {
         host: String,

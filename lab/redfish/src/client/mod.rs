@@ -10,6 +10,8 @@
 //!    values (`ResetType@Redfish.AllowableValues`; when a BMC advertises none, every reset type
 //!    counts as allowed).
 //!
+//! Every request goes to the BMC's own scheme, host and port: a path a BMC names elsewhere is
+//! refused ([`RedfishError::NotOnTheBmc`]) and redirects are not followed (a 3xx is an error).
 //! Every request then retries 5xx answers and connection failures with exponential backoff
 //! ([`RetryPolicy`]), and in session mode logs in again once on a 401. Credentials and tokens go
 //! only into headers marked sensitive; errors and logs name the BMC by `host:port`.
@@ -101,6 +103,8 @@ impl RedfishClient {
         })?;
         let http = reqwest::Client::builder()
             .tls_backend_preconfigured(tls)
+            // A redirect could carry the login body or X-Auth-Token to another host.
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(options.request_timeout)
             .build()
             .map_err(|source| RedfishError::Client {

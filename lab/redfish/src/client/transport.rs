@@ -62,14 +62,10 @@ impl Inner {
         }
     }
 
-    /// Sends one request with retries on 5xx and connection failures. Any other status returns.
-    async fn send_retrying(
-        &self,
-        method: &Method,
-        path: &str,
-        body: Option<&Value>,
-        headers: &[(HeaderName, HeaderValue)],
-    ) -> Result<Reply, RedfishError> {
+    /// `path` as a URL on this BMC. A BMC's answers name paths (service root links, session and
+    /// task locations); one that names another scheme, host or port is refused, so that no
+    /// request carrying the password or a session token leaves the BMC.
+    pub(crate) fn on_the_bmc(&self, path: &str) -> Result<reqwest::Url, RedfishError> {
         let url = self
             .base
             .join(path)
@@ -78,6 +74,24 @@ impl Inner {
                 path: path.to_owned(),
                 reason: format!("not a usable path: {e}"),
             })?;
+        if url.origin() != self.base.origin() {
+            return Err(RedfishError::NotOnTheBmc {
+                host: self.host.clone(),
+                path: path.to_owned(),
+            });
+        }
+        Ok(url)
+    }
+
+    /// Sends one request with retries on 5xx and connection failures. Any other status returns.
+    async fn send_retrying(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<&Value>,
+        headers: &[(HeaderName, HeaderValue)],
+    ) -> Result<Reply, RedfishError> {
+        let url = self.on_the_bmc(path)?;
         let attempts = self.options.retry.attempts.max(1);
         let mut attempt = 0;
         loop {
