@@ -33,9 +33,13 @@ pub struct Args {
     /// In-place update timeout for Machines that name none.
     #[arg(long, default_value = "20m", value_parser = parse_duration)]
     pub in_place_update_timeout: Duration,
-    /// Eviction refusals per pod before an Event, for Machines that name none.
+    /// Eviction refusals per pod before the pod is deleted, for Machines that name none.
     #[arg(long, default_value_t = 10)]
     pub max_evict_retries: u32,
+    /// How long a node's Lease may go unrenewed before its `Ready=True` is not believed
+    /// (kube-controller-manager's `--node-monitor-grace-period`).
+    #[arg(long, default_value = "40s", value_parser = parse_duration)]
+    pub node_monitor_grace_period: Duration,
     /// Image server URL handed to the OS-update command (`--image-server`).
     #[arg(
         long,
@@ -73,6 +77,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         default_drain_timeout: args.drain_timeout,
         default_in_place_update_timeout: args.in_place_update_timeout,
         default_max_evict_retries: args.max_evict_retries,
+        node_monitor_grace_period: args.node_monitor_grace_period,
         image_server_url: args.image_server_url,
         os_update_command: args.os_update_command,
         catalog_name: args.catalog,

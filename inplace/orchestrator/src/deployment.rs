@@ -17,6 +17,12 @@
 //! 5. **Transfer**: an old Machine whose node says `update-result=successful` and whose phase is
 //!    `InPlaceUpdateSuccessful` gets the new set as controller owner and the new template-hash
 //!    label (the GEP's "owner reference update" option, which MCM implements), then old −1, new +1.
+//!    First the configuration the agent applied (node annotation `checksum/cloud-config-data`)
+//!    is compared with the current OSC (the `checksum/data-script` of the Secret the template
+//!    names): a success for an earlier configuration — a forced update replaced it while the
+//!    node was updating — moves nothing; the result label is removed (conditional on the Node
+//!    as read, so a newer result is never lost), and the node, still selected, is walked through
+//!    drain and `ReadyForUpdate` again to take the current configuration.
 //! 6. **Surplus**: once the new set holds `replicas` (surge machines plus transferred ones) and no
 //!    old node is in progress, old sets go to zero: the `maxSurge` machines the surge replaced are
 //!    terminated.
@@ -38,13 +44,14 @@ use inplace_api::crd::{
     MachineSetSpec, MachineSummary, MachineTemplateSpec,
 };
 use inplace_api::keys::{
+    ANNOTATION_CHECKSUM_APPLIED_OSC, ANNOTATION_CHECKSUM_DOWNLOADED_OSC,
     ANNOTATION_SCALE_DOWN_DISABLED, ANNOTATION_SCALE_DOWN_DISABLED_BY_MCM,
     ANNOTATION_UPDATE_FAILED_REASON, LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE,
     LABEL_UPDATE_RESULT, MACHINE_TEMPLATE_HASH_LABEL, MachinePhase, SCALE_DOWN_DISABLED_VALUE,
     SELECTED_FOR_UPDATE_VALUE, UPDATE_RESULT_FAILED, UPDATE_RESULT_SUCCESSFUL,
 };
 use inplace_api::strategy::{OrchestrationType, scaled_int_or_percent};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, ObjectMeta, OwnerReference, Time,
 };
@@ -56,9 +63,11 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, is_conflict, is_not_found, kube};
 use crate::events::Kind;
+use crate::leases::LeaseView;
 use crate::machineset::{LABEL_SCALE_UP_DISABLED, owned};
 use crate::nodeops::{self, ATTEMPTS, NodePatch, is_ready, label};
 use crate::plan::{self, Limits, Member, Orchestration, UpdateResult};
+use crate::workerpool::ANNOTATION_OSC_SECRET;
 use crate::write::Write;
 use crate::{Action, Context, settings};
 
@@ -192,6 +201,15 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         .map(|n| (n.name_any(), n))
         .collect();
     let node_of = |m: &Machine| m.node_name().and_then(|n| nodes.get(n)).map(|n| &**n);
+    let leases = ctx
+        .leases
+        .view(
+            &ctx.client,
+            ctx.clock.now(),
+            ctx.config.node_monitor_grace_period,
+        )
+        .await
+        .map_err(kube("list node leases"))?;
     let new_uid = new.uid().unwrap_or_default();
     let new_machines: Vec<&Machine> = owned(&machines, &new_uid);
     let old_machines: Vec<(&MachineSet, &Machine)> = old
@@ -338,6 +356,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     // 5. Transfer, then one scale per set for all the machines it moved (a crash in between is
     //    repaired by step 3 of the next pass, as after a single move).
     let mut moved: BTreeMap<String, i32> = BTreeMap::new();
+    let mut osc: Option<Option<String>> = None;
     for (set, machine) in &old_machines {
         let Some(node) = node_of(machine) else {
             continue;
@@ -345,6 +364,35 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         if label(node, LABEL_UPDATE_RESULT) != Some(UPDATE_RESULT_SUCCESSFUL)
             || machine.phase() != Some(&MachinePhase::InPlaceUpdateSuccessful)
         {
+            continue;
+        }
+        // The success is for the configuration the agent applied: only one equal to the
+        // current OSC belongs to the new template (a forced update may have replaced it while
+        // the node was updating).
+        if osc.is_none() {
+            osc = Some(current_osc_checksum(md, ctx).await?);
+        }
+        let applied = node.annotations().get(ANNOTATION_CHECKSUM_APPLIED_OSC);
+        if let (Some(Some(current)), Some(applied)) = (&osc, applied)
+            && applied != current
+        {
+            let again = NodePatch::default().label(LABEL_UPDATE_RESULT, None);
+            if nodeops::patch_node_if_unchanged(ctx, node, &again)
+                .await?
+                .is_some()
+            {
+                let message = format!(
+                    "node {} reported success for operating system config {} but the current one is {}: it is updated again before machine {} moves to machineset {}",
+                    node.name_any(),
+                    short(applied),
+                    short(current),
+                    machine.name_any(),
+                    new.name_any()
+                );
+                ctx.event_deployment(md, Kind::Normal, "OutdatedUpdateResult", &message)
+                    .await;
+            }
+            changed = true;
             continue;
         }
         transfer(machine, &new, &hash, &machines_api, ctx).await?;
@@ -397,7 +445,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         .map(|m| (false, *m))
         .chain(old_machines.iter().map(|(_, m)| (true, *m)))
         .filter(|(_, m)| m.metadata.deletion_timestamp.is_none())
-        .map(|(is_old, m)| member(is_old, node_of(m)))
+        .map(|(is_old, m)| member(is_old, node_of(m), &leases))
         .collect();
     let limits = Limits {
         replicas: resolved.replicas,
@@ -406,6 +454,18 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
         orchestration: resolved.orchestration,
     };
     let plan = plan::plan(&members, limits);
+    let halt = plan.halted.then(|| {
+        format!(
+            "the rollout is halted: {} failed node(s) reached maxUnavailable {}",
+            plan.failed, resolved.max_unavailable
+        )
+    });
+    ctx.set_halt(
+        std::iter::once(&new)
+            .chain(old.iter())
+            .map(|s| s.uid().unwrap_or_default()),
+        halt.as_deref(),
+    );
     for node_name in &plan.select {
         if let Some(node) = nodes.get(node_name) {
             nodeops::patch_node(
@@ -503,7 +563,7 @@ pub(crate) async fn reconcile(md: &MachineDeployment, ctx: &Context) -> Result<A
     })
 }
 
-fn member(old: bool, node: Option<&Node>) -> Member {
+fn member(old: bool, node: Option<&Node>, leases: &LeaseView) -> Member {
     let result = node.and_then(|n| match label(n, LABEL_UPDATE_RESULT) {
         Some(UPDATE_RESULT_SUCCESSFUL) => Some(UpdateResult::Successful),
         Some(UPDATE_RESULT_FAILED) => Some(UpdateResult::Failed),
@@ -512,7 +572,9 @@ fn member(old: bool, node: Option<&Node>) -> Member {
     Member {
         node: node.map(ResourceExt::name_any),
         old,
-        ready: node.is_some_and(is_ready),
+        // Ready, and not contradicted by its Lease: a condition written before the kubelet
+        // died stays True while nobody marks it (see `leases`).
+        ready: node.is_some_and(|n| is_ready(n) && !leases.expired(&n.name_any())),
         candidate: node.is_some_and(|n| label(n, LABEL_CANDIDATE_FOR_UPDATE).is_some()),
         // A person's selected-for-update label on a node that is no candidate is ignored: it
         // neither starts an update nor counts the node unavailable.
@@ -522,6 +584,41 @@ fn member(old: bool, node: Option<&Node>) -> Member {
         }),
         result,
     }
+}
+
+/// The checksum of the OSC the deployment's nodes should run: the annotation
+/// `checksum/data-script` of the Secret its template names in [`ANNOTATION_OSC_SECRET`]
+/// (`<namespace>/<name>`, set by the WorkerPool controller). `None` when the template names no
+/// Secret (a MachineDeployment not rendered from a pool) or the Secret has no checksum.
+async fn current_osc_checksum(
+    md: &MachineDeployment,
+    ctx: &Context,
+) -> Result<Option<String>, Error> {
+    let Some((namespace, name)) = md
+        .spec
+        .template
+        .metadata
+        .annotations
+        .get(ANNOTATION_OSC_SECRET)
+        .and_then(|s| s.split_once('/'))
+    else {
+        return Ok(None);
+    };
+    let api: Api<Secret> = Api::namespaced(ctx.client.clone(), namespace);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(kube(format!("read the OSC secret {namespace}/{name}")))?;
+    Ok(secret.and_then(|s| {
+        s.metadata
+            .annotations
+            .and_then(|mut a| a.remove(ANNOTATION_CHECKSUM_DOWNLOADED_OSC))
+    }))
+}
+
+/// A checksum's first 12 characters, for messages.
+fn short(checksum: &str) -> &str {
+    checksum.get(..12).unwrap_or(checksum)
 }
 
 async fn fresh_total(api: &Api<MachineSet>, old: &[MachineSet]) -> Result<i32, Error> {

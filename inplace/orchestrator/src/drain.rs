@@ -6,11 +6,15 @@
 //! 1. Lists the pods bound to the node. Mirror pods (annotation `kubernetes.io/config.mirror`) and
 //!    DaemonSet pods are left alone: the agent restarts them after the update.
 //! 2. Normal round: every other pod not yet terminating gets one Eviction (the API server applies
-//!    PodDisruptionBudgets; a 429 means a budget blocks it). Refusals are counted per pod in memory;
-//!    when a pod reaches `maxEvictRetries` refusals an Event says so and its count starts again.
-//!    Terminating pods are waited for.
-//! 3. Forced round (the drain timeout has passed since the node was selected): every remaining
-//!    pod, terminating or not, is deleted with grace period 0, PDBs notwithstanding.
+//!    PodDisruptionBudgets; a 429 means a budget blocks it), unless its last eviction was refused
+//!    less than `eviction_retry_interval` ago. Refusals are counted per pod in memory;
+//!    when a pod reaches `maxEvictRetries` refusals it is deleted instead (with its own grace
+//!    period, as MCM's drain does), and an Event says so. Terminating pods are waited for.
+//! 3. Forced round — the drain timeout has passed since the node was selected, or an eviction
+//!    failed with anything but a budget's refusal (429) or a missing pod (404), i.e. the drain
+//!    failed (GEP-31: "If a drain operation times out or fails, the node will be forcefully
+//!    drained"): every remaining pod, terminating or not, is deleted with grace period 0, PDBs
+//!    notwithstanding.
 //! 4. The node is drained when no pods other than those in 1 remain.
 //!
 //! Caveats: refusal counts restart with the orchestrator (the drain timeout, which is stored in the
@@ -18,7 +22,9 @@
 //! awaited (the lab has no volumes).
 
 use std::collections::HashMap;
+use std::time::Duration;
 
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{DeleteParams, EvictParams, ListParams};
 use kube::{Api, Client, ResourceExt};
@@ -58,12 +64,24 @@ pub(crate) fn classify(pod: &Pod) -> PodClass {
     PodClass::Evict
 }
 
+/// Why a round deleted pods instead of evicting them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Forced {
+    /// The drain timeout passed since the node was selected.
+    TimedOut,
+    /// An eviction failed with an error that is neither a budget's refusal nor a missing pod.
+    Failed(String),
+}
+
 /// What one round did.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Round {
     pub(crate) evicted: Vec<String>,
+    /// Pods deleted with grace period 0 because the drain was forced, and why it was.
+    pub(crate) forced: Option<Forced>,
     pub(crate) deleted: Vec<String>,
-    /// Pods whose eviction was refused `maxEvictRetries` times in a row, with the refusal count.
+    /// Pods whose eviction was refused `maxEvictRetries` times: deleted (with their own grace
+    /// period) instead.
     pub(crate) exhausted: Vec<String>,
     /// Pods still on the node that keep the drain from finishing.
     pub(crate) remaining: usize,
@@ -75,14 +93,25 @@ impl Round {
     }
 }
 
-/// Refusals per `namespace/pod`, kept across rounds of one orchestrator process.
-pub(crate) type Refusals = HashMap<String, u32>;
+/// Per `namespace/pod`: how often its eviction was refused and when last, kept across rounds of
+/// one orchestrator process.
+pub(crate) type Refusals = HashMap<String, (u32, Timestamp)>;
+
+/// How a round evicts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Retries {
+    /// Refusals before the pod is deleted instead.
+    pub(crate) max: u32,
+    /// The time between two evictions of one pod.
+    pub(crate) interval: Duration,
+    pub(crate) now: Timestamp,
+}
 
 pub(crate) async fn drain_round(
     client: &Client,
     node: &str,
     force: bool,
-    max_evict_retries: u32,
+    retries: Retries,
     refusals: &mut Refusals,
 ) -> Result<Round, Error> {
     let pods: Api<Pod> = Api::all(client.clone());
@@ -95,40 +124,32 @@ pub(crate) async fn drain_round(
             action: format!("list pods on node {node}"),
             source,
         })?;
-    let mut round = Round::default();
-    for pod in list
+    let drainable: Vec<&Pod> = list
         .items
         .iter()
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node))
-    {
-        let class = classify(pod);
-        if matches!(class, PodClass::Mirror | PodClass::DaemonSet) {
-            continue;
-        }
+        .filter(|p| !matches!(classify(p), PodClass::Mirror | PodClass::DaemonSet))
+        .collect();
+    let mut round = Round::default();
+    if force {
+        round.forced = Some(Forced::TimedOut);
+        force_delete(client, node, &drainable, refusals, &mut round).await?;
+        return Ok(round);
+    }
+    for pod in &drainable {
         let namespace = pod.namespace().unwrap_or_default();
         let name = pod.name_any();
         let key = format!("{namespace}/{name}");
         let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        if force {
-            let params = DeleteParams {
-                grace_period_seconds: Some(0),
-                ..DeleteParams::default()
-            };
-            match api.delete(&name, &params).await {
-                Ok(_) => round.deleted.push(key.clone()),
-                Err(e) if status_code(&e) == Some(404) => {}
-                Err(source) => {
-                    return Err(Error::Kube {
-                        action: format!("delete pod {key} on node {node}"),
-                        source,
-                    });
-                }
-            }
-            refusals.remove(&key);
+        round.remaining += 1;
+        if classify(pod) == PodClass::Terminating {
             continue;
         }
-        round.remaining += 1;
-        if class == PodClass::Terminating {
+        // A refused eviction is retried once the interval has passed, however often rounds run.
+        if refusals
+            .get(&key)
+            .is_some_and(|(_, at)| retries.now < add(*at, retries.interval))
+        {
             continue;
         }
         match api.evict(&name, &EvictParams::default()).await {
@@ -140,22 +161,75 @@ pub(crate) async fn drain_round(
                 round.remaining -= 1;
             }
             Err(e) if status_code(&e) == Some(429) => {
-                let count = refusals.entry(key.clone()).or_insert(0);
+                let (count, at) = refusals.entry(key.clone()).or_insert((0, retries.now));
                 *count += 1;
-                if *count >= max_evict_retries.max(1) {
+                *at = retries.now;
+                if *count >= retries.max.max(1) {
+                    // MCM's drain: once the retries are spent the pod is deleted, budget or not.
+                    match api.delete(&name, &DeleteParams::default()).await {
+                        Ok(_) => {}
+                        Err(e) if status_code(&e) == Some(404) => round.remaining -= 1,
+                        Err(source) => {
+                            return Err(Error::Kube {
+                                action: format!("delete pod {key} on node {node}"),
+                                source,
+                            });
+                        }
+                    }
                     refusals.remove(&key);
                     round.exhausted.push(key);
                 }
             }
-            Err(source) => {
-                return Err(Error::Kube {
-                    action: format!("evict pod {key} from node {node}"),
-                    source,
-                });
+            Err(e) => {
+                // GEP-31: "If a drain operation times out or fails, the node will be forcefully
+                // drained."
+                round.forced = Some(Forced::Failed(format!(
+                    "evicting pod {key} failed: {}",
+                    crate::error::chain(&e)
+                )));
+                round.remaining = 0;
+                force_delete(client, node, &drainable, refusals, &mut round).await?;
+                return Ok(round);
             }
         }
     }
     Ok(round)
+}
+
+fn add(at: Timestamp, duration: Duration) -> Timestamp {
+    at.checked_add(duration).unwrap_or(Timestamp::MAX)
+}
+
+/// Deletes every pod of `pods` with grace period 0, PDBs notwithstanding.
+async fn force_delete(
+    client: &Client,
+    node: &str,
+    pods: &[&Pod],
+    refusals: &mut Refusals,
+    round: &mut Round,
+) -> Result<(), Error> {
+    let params = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    for pod in pods {
+        let namespace = pod.namespace().unwrap_or_default();
+        let name = pod.name_any();
+        let key = format!("{namespace}/{name}");
+        let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+        match api.delete(&name, &params).await {
+            Ok(_) => round.deleted.push(key.clone()),
+            Err(e) if status_code(&e) == Some(404) => {}
+            Err(source) => {
+                return Err(Error::Kube {
+                    action: format!("delete pod {key} on node {node}"),
+                    source,
+                });
+            }
+        }
+        refusals.remove(&key);
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -218,7 +292,12 @@ mod tests {
                 .await
                 .expect("created");
         }
-        let round = drain_round(&client, "a", true, 3, &mut Refusals::new())
+        let retries = Retries {
+            max: 3,
+            interval: Duration::from_secs(20),
+            now: Timestamp::UNIX_EPOCH,
+        };
+        let round = drain_round(&client, "a", true, retries, &mut Refusals::new())
             .await
             .expect("a round");
         assert_eq!(round.deleted, ["default/a1", "default/a2"]);

@@ -65,7 +65,9 @@
 //!   — so the mark survives restarts and the halt counts it, as the GEP asks.
 //! - **Drain timeout**: counted from the `SelectedForUpdate` transition (as MCM), from the
 //!   Machine's `spec.drainTimeout`, else [`Config::default_drain_timeout`]. Forced drain deletes
-//!   with grace period 0. `maxEvictRetries` shapes the Events, see `drain`.
+//!   with grace period 0; a drain that fails (an eviction error other than a budget's refusal)
+//!   is forced at once, as GEP-31 asks. A pod whose eviction was refused `maxEvictRetries` times
+//!   is deleted (MCM's drain), see `drain`.
 //! - **Moving a Machine** uses the owner-reference update (MCM's choice), not the shallow delete.
 //! - **Conditions** are written with read-modify-replace on `nodes/status` carrying the
 //!   resourceVersion; 409 conflicts re-read and retry. Label and cordon changes are JSON merge
@@ -87,6 +89,7 @@ pub mod deployment;
 mod drain;
 mod error;
 mod events;
+mod leases;
 mod machine;
 pub mod machineset;
 mod nodeops;
@@ -125,8 +128,12 @@ pub struct Config {
     pub default_drain_timeout: Duration,
     /// In-place update timeout when the Machine names none (MCM: 20 min).
     pub default_in_place_update_timeout: Duration,
-    /// Eviction refusals per pod before an Event, when the Machine names none (MCM: 10).
+    /// Eviction refusals per pod before the pod is deleted, when the Machine names none (MCM: 10).
     pub default_max_evict_retries: u32,
+    /// How long a node's Lease (`kube-node-lease`) may go unrenewed before the orchestrator stops
+    /// believing the node's `Ready=True`: such a node is neither counted available nor selected
+    /// (kube-controller-manager's `--node-monitor-grace-period`, 40 s; see `leases`).
+    pub node_monitor_grace_period: Duration,
     /// WorkerPool controller: the image server the OS-update command downloads from, passed as
     /// `--image-server` in the OSC's `status.inPlaceUpdates.osUpdate.args`.
     pub image_server_url: String,
@@ -152,6 +159,7 @@ impl Default for Config {
             default_drain_timeout: Duration::from_secs(2 * 3600),
             default_in_place_update_timeout: Duration::from_secs(20 * 60),
             default_max_evict_retries: 10,
+            node_monitor_grace_period: Duration::from_secs(40),
             image_server_url: "http://127.0.0.1:8080".to_owned(),
             os_update_command: "/opt/rackproof/bin/rackproof-agent".to_owned(),
             catalog_name: "rackproof".to_owned(),
@@ -208,6 +216,12 @@ pub(crate) struct Context {
     pub(crate) refusals: Arc<Mutex<drain::Refusals>>,
     /// What the watches delivered of the MachineSets, Machines and Nodes (see `cache`).
     pub(crate) caches: Caches,
+    /// The node Leases, for availability (see `leases`).
+    pub(crate) leases: leases::Leases,
+    /// Per MachineSet uid: whether its deployment's rollout is halted (and why), as the last
+    /// MachineDeployment pass that got as far as the selection found. The Machine controller
+    /// holds a selected node back while it is (see `step`).
+    pub(crate) halts: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
 }
 
 impl Context {
@@ -220,6 +234,8 @@ impl Context {
             recorder,
             refusals: Arc::new(Mutex::new(Default::default())),
             caches: Caches::default(),
+            leases: leases::Leases::default(),
+            halts: Default::default(),
         }
     }
 
@@ -233,6 +249,22 @@ impl Context {
     /// own last write to it (see `cache`).
     pub(crate) async fn read<K: Cached>(&self, api: &Api<K>) -> Result<Vec<Arc<K>>, kube::Error> {
         K::cache(&self.caches).read(&self.clock, api).await
+    }
+
+    /// Records whether the rollout of the deployment that owns the MachineSets `sets` (uids) is
+    /// halted, and why.
+    pub(crate) fn set_halt(&self, sets: impl IntoIterator<Item = String>, why: Option<&str>) {
+        let mut halts = self.halts.lock().unwrap_or_else(|p| p.into_inner());
+        for set in sets {
+            halts.insert(set, why.map(str::to_owned));
+        }
+    }
+
+    /// Whether the rollout of the MachineSet `set` (uid) is halted: `Some(None)` when it is not,
+    /// `Some(Some(why))` when it is, `None` while no pass has found out yet.
+    pub(crate) fn halt(&self, set: &str) -> Option<Option<String>> {
+        let halts = self.halts.lock().unwrap_or_else(|p| p.into_inner());
+        halts.get(set).cloned()
     }
 
     /// A duration from an object field (`90s`, `10m`), or the default when absent.

@@ -19,7 +19,7 @@ use kube::ResourceExt;
 use rackproof_clock::format_duration;
 
 use crate::cache::NodesByName;
-use crate::drain::drain_round;
+use crate::drain::{Forced, Retries, drain_round};
 use crate::error::Error;
 use crate::events::Kind;
 use crate::nodeops::{self, NodePatch, PhaseChange, in_place_condition, is_ready, label};
@@ -105,7 +105,12 @@ pub(crate) async fn reconcile(
         }
     }
 
-    let facts = facts(machine, node);
+    let mut facts = facts(machine, node);
+    facts.halt = machine
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .and_then(|o| ctx.halt(&o.uid));
     let drain_timeout = ctx.duration(
         machine.spec.drain_timeout.as_deref(),
         ctx.config.default_drain_timeout,
@@ -166,6 +171,7 @@ fn facts(machine: &Machine, node: &Node) -> NodeFacts {
             .as_ref()
             .and_then(|s| s.current_status.last_update_time.as_ref())
             .map(|t| t.0),
+        halt: None,
     }
 }
 
@@ -215,6 +221,11 @@ async fn run_step(
                 .unwrap_or(ctx.config.default_max_evict_retries);
             let round = {
                 let mut refusals = ctx.refusals.lock().await;
+                let retries = Retries {
+                    max: retries,
+                    interval: ctx.config.eviction_retry_interval,
+                    now,
+                };
                 drain_round(client, &node_name, force, retries, &mut refusals).await?
             };
             for pod in &round.evicted {
@@ -227,9 +238,12 @@ async fn run_step(
                 .await;
             }
             if !round.deleted.is_empty() {
-                let timeout = deadline_text(machine, ctx);
+                let why = match &round.forced {
+                    Some(Forced::Failed(error)) => format!("failed ({error})"),
+                    _ => format!("timed out after {}", deadline_text(machine, ctx)),
+                };
                 let message = format!(
-                    "drain of node {node_name} timed out after {timeout}: force-deleted pods {}",
+                    "drain of node {node_name} {why}: force-deleted pods {}",
                     round.deleted.join(", ")
                 );
                 ctx.event_machine(machine, Kind::Warning, "ForcedDrain", &message)
@@ -237,13 +251,12 @@ async fn run_step(
             }
             for pod in &round.exhausted {
                 let message = format!(
-                    "eviction of pod {pod} from node {node_name} refused {retries} times (a disruption budget blocks it); \
-                     retrying until the drain timeout forces deletion at {deadline}"
+                    "eviction of pod {pod} from node {node_name} refused {retries} times (maxEvictRetries; a disruption budget blocks it): pod deleted"
                 );
-                ctx.event_machine(machine, Kind::Warning, "EvictionBlocked", &message)
+                ctx.event_machine(machine, Kind::Warning, "EvictionRetriesExhausted", &message)
                     .await;
             }
-            if round.drained() || force && round.deleted.is_empty() && round.remaining == 0 {
+            if round.drained() {
                 return ready_for_update(machine, node, ctx).await;
             }
             if force {
@@ -308,10 +321,11 @@ async fn run_step(
                 "in-place update timed out after {}: the node agent reported no result (machineInPlaceUpdateTimeout)",
                 format_duration(after)
             );
-            let mark = NodePatch::default()
-                .label(LABEL_UPDATE_RESULT, Some(UPDATE_RESULT_FAILED))
-                .annotation(ANNOTATION_UPDATE_FAILED_REASON, Some(&reason));
-            nodeops::patch_node(ctx, node, mark).await?;
+            // Conditional on the Node as read: a result the agent wrote since is never
+            // overwritten; the next pass records it.
+            let Some(marked) = nodeops::mark_timed_out(ctx, node, &reason).await? else {
+                return Ok(Action::soon());
+            };
             ctx.event_machine(
                 machine,
                 Kind::Warning,
@@ -319,14 +333,6 @@ async fn run_step(
                 &format!("node {node_name}: {reason}"),
             )
             .await;
-            let mut marked = node.clone();
-            marked.labels_mut().insert(
-                LABEL_UPDATE_RESULT.to_owned(),
-                UPDATE_RESULT_FAILED.to_owned(),
-            );
-            marked
-                .annotations_mut()
-                .insert(ANNOTATION_UPDATE_FAILED_REASON.to_owned(), reason);
             record_failure(machine, &marked, ctx).await
         }
         Step::ResetToCandidate => {
@@ -354,6 +360,60 @@ async fn run_step(
             nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
             ctx.event_machine(machine, Kind::Normal, "CandidateAgain", &format!("node {node_name}: failed mark or selection removed, node uncordoned and a candidate again")).await;
             Ok(Action::soon())
+        }
+        Step::Recover => {
+            // Uncordon first, the condition last: a pass cut short in between finds the
+            // condition (or the Machine's failed phase) and recovers again.
+            let recover = NodePatch::default()
+                .annotation(ANNOTATION_UPDATE_FAILED_REASON, None)
+                .unschedulable(false);
+            nodeops::patch_node(ctx, node, recover).await?;
+            if machine.phase().is_some_and(MachinePhase::is_in_place) {
+                let change = phase(
+                    MachinePhase::Running,
+                    &format!("machine {name}: failed mark removed"),
+                    MachineState::Successful,
+                    MachineOperationType::InPlaceUpdate,
+                );
+                nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
+            }
+            nodeops::set_condition(ctx, node, None, now).await?;
+            ctx.event_machine(
+                machine,
+                Kind::Normal,
+                "UpdateRecovered",
+                &format!(
+                    "node {node_name}: failed mark removed: reason and condition cleared, node uncordoned"
+                ),
+            )
+            .await;
+            Ok(Action::soon())
+        }
+        // Known as soon as the MachineDeployment pass gets as far as its selection.
+        Step::Hold(None) => Ok(Action::after(Duration::from_secs(1))),
+        Step::Hold(Some(why)) => {
+            let message = format!(
+                "node is selected for in-place update but not drained: {why}; it goes on once a person removes a failed mark"
+            );
+            let held = in_place_condition(node).and_then(|c| c.message.as_deref())
+                == Some(message.as_str());
+            if !held {
+                nodeops::set_condition(
+                    ctx,
+                    node,
+                    Some((Reason::CandidateForUpdate.as_str(), &message)),
+                    now,
+                )
+                .await?;
+                ctx.event_machine(
+                    machine,
+                    Kind::Warning,
+                    "SelectionHeld",
+                    &format!("node {node_name}: {message}"),
+                )
+                .await;
+            }
+            Ok(Action::idle(ctx))
         }
         Step::ClearCondition => {
             nodeops::set_condition(ctx, node, None, now).await?;

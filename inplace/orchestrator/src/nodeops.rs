@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 
 use inplace_api::crd::Machine;
 use inplace_api::keys::{
-    CONDITION_IN_PLACE_UPDATE, MachineOperationType, MachinePhase, MachineState,
+    ANNOTATION_UPDATE_FAILED_REASON, CONDITION_IN_PLACE_UPDATE, LABEL_UPDATE_RESULT,
+    MachineOperationType, MachinePhase, MachineState, REASON_READY_FOR_UPDATE,
+    UPDATE_RESULT_FAILED,
 };
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, NodeCondition};
@@ -67,6 +69,27 @@ impl NodePatch {
             })
     }
 
+    /// `node` as it is once the patch is applied.
+    pub(crate) fn apply(&self, node: &mut Node) {
+        for (key, value) in &self.labels {
+            let labels = node.metadata.labels.get_or_insert_with(BTreeMap::new);
+            match value {
+                Some(v) => labels.insert((*key).to_owned(), v.clone()),
+                None => labels.remove(*key),
+            };
+        }
+        for (key, value) in &self.annotations {
+            let annotations = node.metadata.annotations.get_or_insert_with(BTreeMap::new);
+            match value {
+                Some(v) => annotations.insert((*key).to_owned(), v.clone()),
+                None => annotations.remove(*key),
+            };
+        }
+        if let Some(u) = self.unschedulable {
+            node.spec.get_or_insert_with(Default::default).unschedulable = Some(u);
+        }
+    }
+
     fn to_json(&self) -> Value {
         let to_map = |m: &BTreeMap<&'static str, Option<String>>| {
             let mut out = Map::new();
@@ -105,6 +128,74 @@ pub(crate) async fn patch_node(
         Err(e) if is_not_found(&e) => Ok(false),
         Err(e) => Err(kube(format!("patch node {name}"))(e)),
     }
+}
+
+/// A JSON merge patch of `node` that applies only to the version of it `node` is: it carries
+/// `metadata.resourceVersion`, which the API server checks (409 when the Node changed since).
+/// Returns the Node as written (labels, annotations and cordon of the patch applied, the new
+/// resourceVersion), or `None` on a conflict or when the Node is gone.
+pub(crate) async fn patch_node_if_unchanged(
+    ctx: &Context,
+    node: &Node,
+    patch: &NodePatch,
+) -> Result<Option<Node>, Error> {
+    let name = node.name_any();
+    let mut body = patch.to_json();
+    body["metadata"]["resourceVersion"] = json!(node.metadata.resource_version);
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    match ctx.write(&api, Write::MergePatch(&name, body)).await {
+        Ok(version) => {
+            let mut written = node.clone();
+            patch.apply(&mut written);
+            written.metadata.resource_version = version;
+            Ok(Some(written))
+        }
+        Err(e) if is_conflict(&e) || is_not_found(&e) => Ok(None),
+        Err(e) => Err(kube(format!("patch node {name}"))(e)),
+    }
+}
+
+/// Writes the failed mark of an update timeout (label `update-result=failed`, the reason
+/// annotation) unless a result is there first.
+///
+/// The decision "no result came in time" was taken on `node` as this pass read it; the agent may
+/// have written its result since. So the mark is a merge patch carrying that read's
+/// resourceVersion: if the Node changed meanwhile the server refuses it, the Node is read afresh
+/// and the decision taken again — a Node that carries an `update-result` by then keeps it, and
+/// so does one whose `InPlaceUpdate` condition no longer says `ReadyForUpdate` (someone reset
+/// it). Returns the marked Node, or `None` when there is nothing to mark any more.
+pub(crate) async fn mark_timed_out(
+    ctx: &Context,
+    node: &Node,
+    reason: &str,
+) -> Result<Option<Node>, Error> {
+    let name = node.name_any();
+    let api: Api<Node> = Api::all(ctx.client.clone());
+    let mark = NodePatch::default()
+        .label(LABEL_UPDATE_RESULT, Some(UPDATE_RESULT_FAILED))
+        .annotation(ANNOTATION_UPDATE_FAILED_REASON, Some(reason));
+    let mut current = node.clone();
+    for attempt in 0..ATTEMPTS {
+        if attempt > 0 {
+            current = match api.get(&name).await {
+                Ok(n) => n,
+                Err(e) if is_not_found(&e) => return Ok(None),
+                Err(e) => return Err(kube(format!("read node {name}"))(e)),
+            };
+        }
+        let waiting = label(&current, LABEL_UPDATE_RESULT).is_none()
+            && in_place_condition(&current).and_then(|c| c.reason.as_deref())
+                == Some(REASON_READY_FOR_UPDATE);
+        if !waiting {
+            return Ok(None);
+        }
+        if let Some(marked) = patch_node_if_unchanged(ctx, &current, &mark).await? {
+            return Ok(Some(marked));
+        }
+    }
+    Err(Error::Contended {
+        action: format!("mark node {name} failed after its update timeout"),
+    })
 }
 
 /// The node's `InPlaceUpdate` condition, if any.

@@ -4,8 +4,9 @@
 //! The rules (MCM's `reconcileOldMachineSetsInPlace` / `selectNumOfMachineForUpdate`, written as
 //! availability):
 //!
-//! 1. A member is *available* when its node is Ready, it is not selected for update and it has no
-//!    failed mark. Everything else is unavailable: nodes in progress (selected, including those
+//! 1. A member is *available* when its node is Ready — its `Ready` condition is `True` and its
+//!    Lease was renewed within the node-monitor grace period (a condition nobody updated since the
+//!    kubelet died says nothing) — it is not selected for update and it has no failed mark. Everything else is unavailable: nodes in progress (selected, including those
 //!    whose update succeeded but that have not moved yet), failed nodes, and nodes that are NotReady
 //!    or not provisioned for any other reason.
 //! 2. Selection keeps `available ≥ replicas − maxUnavailable`: at most
@@ -34,7 +35,7 @@ pub(crate) struct Member {
     pub(crate) node: Option<String>,
     /// Owned by an old MachineSet (still on the old template).
     pub(crate) old: bool,
-    /// Node Ready condition is True.
+    /// Node Ready condition is True and its Lease does not contradict it (`leases`).
     pub(crate) ready: bool,
     pub(crate) candidate: bool,
     pub(crate) selected: bool,

@@ -55,9 +55,12 @@ pub(crate) async fn run(ctx: Context) {
             }
         }
     };
+    // The node Leases are followed without waking passes (see `leases`).
+    let leases = ctx.leases.follow(ctx.client.clone());
     tokio::select! {
         biased;
         _ = watches => {}
+        _ = leases => {}
         _ = passes => {}
     }
 }

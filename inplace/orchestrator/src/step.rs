@@ -6,7 +6,12 @@
 //!
 //! 1. candidate label, no condition → condition `CandidateForUpdate`;
 //! 2. candidate + selected labels, condition `CandidateForUpdate` → `SelectedForUpdate` (its
-//!    transition time starts the drain timeout);
+//!    transition time starts the drain timeout) — unless the pool's rollout is halted (failed
+//!    nodes reached `maxUnavailable`, in Auto and Manual pools alike): then the node stays
+//!    selected and `CandidateForUpdate`, its condition message and an Event say why, and it goes
+//!    on once the halt clears (GEP-31: "no additional machines in that MachineDeployment will be
+//!    updated until the nodes with the update-failed label are fixed"). Nodes already past
+//!    `SelectedForUpdate` finish their update;
 //! 3. `SelectedForUpdate` → cordon and drain; forced once `machineDrainTimeout` has passed since
 //!    the selection;
 //! 4. drained → Machine phase `InPlaceUpdating` (its update time starts the update timeout), then
@@ -18,7 +23,10 @@
 //! 6. no result `machineInPlaceUpdateTimeout` after phase `InPlaceUpdating` → the orchestrator
 //!    writes the failed mark itself (label + reason annotation naming the timeout), then 5;
 //! 7. a person removes the failed mark (the `update-result` label) → the node is reset to a plain
-//!    candidate: selection label, reason annotation and condition reset, node uncordoned;
+//!    candidate: selection label, reason annotation and condition reset, node uncordoned; a node
+//!    that is no candidate (its update needed no drain: a kubelet patch or a file change the
+//!    agent applies at once) is recovered: reason annotation and condition removed, node
+//!    uncordoned, Machine `Running` (the agent then tries its update again);
 //! 8. leftovers of a step cut short by a restart are finished: a node that is no candidate any
 //!    more while its Machine still says `InPlaceUpdateSuccessful` (cleared by the
 //!    MachineDeployment before the condition was written) loses its condition and the Machine
@@ -87,6 +95,9 @@ pub(crate) struct NodeFacts {
     pub(crate) phase: InPlacePhase,
     /// When the Machine entered its current phase.
     pub(crate) phase_since: Option<Timestamp>,
+    /// Whether the rollout of the node's pool is halted: `Some(None)` no, `Some(Some(why))`
+    /// yes, `None` not known yet (no pass has got as far as the selection since the start).
+    pub(crate) halt: Option<Option<String>>,
 }
 
 /// What to do next.
@@ -112,8 +123,14 @@ pub(crate) enum Step {
     },
     /// The failed mark (or the selection, before the drain finished) was removed: back to candidate.
     ResetToCandidate,
+    /// Selected while the rollout is halted (`Some(why)`), or while it is not known yet whether
+    /// it is (`None`): the node stays selected and `CandidateForUpdate`, not drained.
+    Hold(Option<String>),
     /// No candidate label any more: drop a leftover condition.
     ClearCondition,
+    /// The failed mark of a node that is no candidate (an update that needed no drain: a
+    /// kubelet patch, a file change) was removed: uncordon it and drop the condition.
+    Recover,
 }
 
 pub(crate) fn next_step(
@@ -142,7 +159,7 @@ pub(crate) fn next_step(
         return if facts.candidate {
             Step::ResetToCandidate
         } else {
-            Step::ClearCondition
+            Step::Recover
         };
     }
     if !facts.candidate {
@@ -154,6 +171,8 @@ pub(crate) fn next_step(
             // between the Machine phase and the condition, or between removing the condition and
             // resetting the phase): the update is over, finish the clean-up.
             _ if facts.phase == InPlacePhase::Successful => Step::ClearCondition,
+            // A recovery cut short after the condition went but before the Machine's phase did.
+            None if facts.phase == InPlacePhase::Failed => Step::Recover,
             _ => Step::Nothing,
         };
     }
@@ -161,9 +180,11 @@ pub(crate) fn next_step(
         None | Some((Reason::UpdateSuccessful, _)) => {
             Step::SetCondition(Reason::CandidateForUpdate)
         }
-        Some((Reason::CandidateForUpdate, _)) if facts.selected => {
-            Step::SetCondition(Reason::SelectedForUpdate)
-        }
+        Some((Reason::CandidateForUpdate, _)) if facts.selected => match &facts.halt {
+            Some(None) => Step::SetCondition(Reason::SelectedForUpdate),
+            Some(Some(why)) => Step::Hold(Some(why.clone())),
+            None => Step::Hold(None),
+        },
         // A reset to candidate cut short before the Machine phase was reset.
         Some((Reason::CandidateForUpdate, _)) if facts.phase != InPlacePhase::Other => {
             Step::ResetToCandidate
@@ -218,6 +239,7 @@ mod tests {
             condition: None,
             phase: InPlacePhase::Other,
             phase_since: None,
+            halt: Some(None),
         }
     }
 
@@ -258,6 +280,26 @@ mod tests {
     }
 
     #[test]
+    fn a_selection_waits_while_the_rollout_is_halted() {
+        let mut f = facts();
+        f.selected = true;
+        f.condition = Some((Reason::CandidateForUpdate, t(0)));
+        f.halt = Some(Some("halted".into()));
+        assert_eq!(next_step(&f, t(1), D, U), Step::Hold(Some("halted".into())));
+        f.halt = None;
+        assert_eq!(next_step(&f, t(1), D, U), Step::Hold(None));
+        f.halt = Some(None);
+        assert_eq!(
+            next_step(&f, t(1), D, U),
+            Step::SetCondition(Reason::SelectedForUpdate)
+        );
+        // A node already past the selection is not held.
+        f.halt = Some(Some("halted".into()));
+        f.condition = Some((Reason::SelectedForUpdate, t(2)));
+        assert!(matches!(next_step(&f, t(3), D, U), Step::Drain { .. }));
+    }
+
+    #[test]
     fn times_out_exactly_at_the_deadline() {
         let mut f = facts();
         f.selected = true;
@@ -293,6 +335,23 @@ mod tests {
         f.condition = Some((Reason::UpdateFailed, t(0)));
         f.phase = InPlacePhase::Failed;
         assert_eq!(next_step(&f, t(1), D, U), Step::ResetToCandidate);
+    }
+
+    #[test]
+    fn removed_failed_mark_of_a_no_drain_update_recovers_the_node() {
+        let mut f = facts();
+        f.candidate = false;
+        f.condition = Some((Reason::UpdateFailed, t(0)));
+        f.phase = InPlacePhase::Failed;
+        assert_eq!(next_step(&f, t(1), D, U), Step::Recover);
+        f.result = Some(UpdateResult::Failed);
+        assert_eq!(next_step(&f, t(1), D, U), Step::Nothing, "still marked");
+        // Cut short after the condition went: the Machine's phase is still reset.
+        f.result = None;
+        f.condition = None;
+        assert_eq!(next_step(&f, t(1), D, U), Step::Recover);
+        f.phase = InPlacePhase::Other;
+        assert_eq!(next_step(&f, t(1), D, U), Step::Nothing);
     }
 
     #[test]

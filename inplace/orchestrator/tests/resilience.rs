@@ -475,3 +475,68 @@ async fn failing_watches_resume_and_cost_no_correctness() {
     );
     assert_eq!(lab.events_with_reason("MachineMoved").await.len(), 3);
 }
+
+/// The update timeout decides on the Node as the pass read it; the agent's success may land
+/// between that read and the failed mark. The mark must not overwrite it (issue 27, bug 3).
+#[tokio::test(start_paused = true)]
+async fn the_update_timeout_never_overwrites_a_success_written_meanwhile() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    lab.create_deployment("workers", 1, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
+    let first = lab.start_orchestrator(Lab::config());
+    lab.wait_running(1).await;
+    first.abort();
+    let _ = first.await;
+    let node = lab.nodes().await[0].name_any();
+    // The agent reports nothing until the orchestrator's timeout mark is on its way: then its
+    // success lands first, the mark right after.
+    lab.outcomes
+        .lock()
+        .unwrap()
+        .insert(node.clone(), Outcome::Silent);
+    let admin = lab.client.clone();
+    let raced = Arc::new(Mutex::new(false));
+    let race = {
+        let raced = raced.clone();
+        hook(move |seen: Seen| {
+            let (admin, raced) = (admin.clone(), raced.clone());
+            async move {
+                if seen.sets_node_label(LABEL_UPDATE_RESULT, "failed")
+                    && !std::mem::replace(&mut *raced.lock().unwrap(), true)
+                {
+                    let name = seen.node().unwrap_or_default().to_owned();
+                    let success =
+                        json!({ "metadata": { "labels": { LABEL_UPDATE_RESULT: "successful" } } });
+                    kube::Api::<k8s_openapi::api::core::v1::Node>::all(admin)
+                        .patch(
+                            &name,
+                            &kube::api::PatchParams::default(),
+                            &kube::api::Patch::Merge(success),
+                        )
+                        .await
+                        .expect("the agent's success lands");
+                }
+                Verdict::Forward
+            }
+        })
+    };
+    let _orchestrator = lab.start_orchestrator_with(
+        faulty_client(lab.client.clone(), race, Arc::default()),
+        Lab::config(),
+    );
+    lab.change_template("workers", "v2").await;
+    lab.wait_for("the timeout", Duration::from_secs(1800), || async {
+        (*raced.lock().unwrap()).then_some(())
+    })
+    .await;
+    lab.wait_rolled_out("v2", 1, Duration::from_secs(600)).await;
+    assert!(
+        lab.events_with_reason("InPlaceUpdateTimedOut")
+            .await
+            .is_empty(),
+        "no timeout recorded over the success"
+    );
+    assert!(lab.events_with_reason("UpdateFailed").await.is_empty());
+    assert_eq!(lab.events_with_reason("MachineMoved").await.len(), 1);
+}

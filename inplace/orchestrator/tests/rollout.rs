@@ -5,11 +5,14 @@ mod support;
 use std::time::Duration;
 
 use inplace_api::keys::{
-    ANNOTATION_SCALE_DOWN_DISABLED, LABEL_CANDIDATE_FOR_UPDATE, LABEL_SELECTED_FOR_UPDATE,
-    LABEL_UPDATE_RESULT,
+    ANNOTATION_SCALE_DOWN_DISABLED, ANNOTATION_UPDATE_FAILED_REASON, LABEL_CANDIDATE_FOR_UPDATE,
+    LABEL_SELECTED_FOR_UPDATE, LABEL_UPDATE_RESULT,
 };
 use inplace_api::strategy::OrchestrationType;
 use kube::ResourceExt;
+use std::sync::{Arc, Mutex};
+
+use support::faults::{Record, Seen, Verdict, faulty_client, hook};
 use support::workload::PodKind;
 use support::{Lab, Outcome};
 
@@ -270,11 +273,14 @@ async fn drain_blocked_by_a_pdb_retries_evictions_then_forces_deletion_after_the
     let _doubles = lab.start_doubles();
     let config = Lab::config();
     let sync_period = config.sync_period;
-    let _orchestrator = lab.start_orchestrator(config);
+    let (log, client) = logged_client(&lab);
+    let _orchestrator = lab.start_orchestrator_with(client, config);
     lab.create_deployment("workers", 1, "v1", 1, 0, OrchestrationType::Auto)
         .await;
     lab.wait_running(1).await;
     lab.set_drain_timeout("workers", "10m").await;
+    // Retries enough to outlast the drain timeout: the timeout is what ends this drain.
+    lab.set_max_evict_retries("workers", 1000).await;
     let node = lab.nodes().await[0].name_any();
     // Two web pods behind a budget that allows no disruption, plus a DaemonSet pod and a mirror pod.
     lab.create_pod(&node, "web-0", "web", PodKind::Workload)
@@ -303,21 +309,11 @@ async fn drain_blocked_by_a_pdb_retries_evictions_then_forces_deletion_after_the
         .await;
     let deadline = selected_at.checked_add(Duration::from_secs(600)).unwrap();
 
-    // Blocked: evictions are refused and retried; after maxEvictRetries (3) refusals per pod an Event.
+    // Blocked: evictions are refused and retried.
     lab.wait_for(
-        "EvictionBlocked for both web pods",
+        "evictions of both web pods refused",
         Duration::from_secs(300),
-        || async {
-            let web0 = lab
-                .events_about("EvictionBlocked", "default/web-0")
-                .await
-                .len();
-            let web1 = lab
-                .events_about("EvictionBlocked", "default/web-1")
-                .await
-                .len();
-            (web0 >= 1 && web1 >= 1).then_some(())
-        },
+        || async { (refusals(&log, "web-0") >= 2 && refusals(&log, "web-1") >= 2).then_some(()) },
     )
     .await;
     // Just before the deadline: still retrying, nothing deleted, the node waits in SelectedForUpdate.
@@ -342,13 +338,17 @@ async fn drain_blocked_by_a_pdb_retries_evictions_then_forces_deletion_after_the
         support::is_cordoned(&lab.node(&node).await),
         "cordoned while draining"
     );
-    let blocked = lab.events_about("EvictionBlocked", "default/web-0").await;
-    let retries: i32 = blocked.iter().map(|e| e.count.unwrap_or(1)).sum();
+    let retries = refusals(&log, "web-0");
     assert!(
-        retries >= 2,
-        "the orchestrator keeps retrying the eviction until the deadline: {blocked:?}"
+        retries >= 20,
+        "the orchestrator keeps retrying the eviction until the deadline: {retries} attempts"
     );
     assert!(lab.events_with_reason("ForcedDrain").await.is_empty());
+    assert!(
+        lab.events_with_reason("EvictionRetriesExhausted")
+            .await
+            .is_empty()
+    );
 
     // The deadline passes: the pods are deleted despite the budget, and the node goes on.
     let ready_at = lab
@@ -382,6 +382,23 @@ async fn drain_blocked_by_a_pdb_retries_evictions_then_forces_deletion_after_the
         "{message}"
     );
     lab.wait_rolled_out("v2", 1, Duration::from_secs(600)).await;
+}
+
+/// The orchestrator's client, logging every request and its answer.
+fn logged_client(lab: &Lab) -> (Arc<Mutex<Vec<Record>>>, kube::Client) {
+    let log: Arc<Mutex<Vec<Record>>> = Arc::default();
+    let forward = hook(|_: Seen| async { Verdict::Forward });
+    (log.clone(), faulty_client(lab.client.clone(), forward, log))
+}
+
+/// How many evictions of `pod` the API server refused (429), from a request log.
+fn refusals(log: &Mutex<Vec<Record>>, pod: &str) -> usize {
+    let suffix = format!("/{pod}/eviction");
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.code == 429 && r.path.ends_with(&suffix))
+        .count()
 }
 
 #[tokio::test(start_paused = true)]
@@ -725,4 +742,376 @@ async fn auto_ignores_a_selected_label_on_a_node_that_is_no_candidate() {
     let node = lab.node(&updated).await;
     assert!(!support::is_cordoned(&node));
     assert_eq!(support::condition_reason(&node), None);
+}
+
+/// A kubelet patch or a file change needs no drain: the agent applies it at once, and when it
+/// fails it marks the node failed, which is no candidate. Removing the mark recovers the node as
+/// it recovers a candidate: uncordoned, condition and reason gone, Machine Running, and the
+/// deployment no longer halted (issue 27, bug 2).
+#[tokio::test(start_paused = true)]
+async fn a_failed_update_without_drain_is_recovered_when_the_mark_is_removed() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let _orchestrator = lab.start_orchestrator(Lab::config());
+    lab.create_deployment("workers", 3, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
+    lab.wait_running(3).await;
+    let node = lab.nodes().await[0].name_any();
+    // The agent's kubelet patch failed: it marks the node (no rollout, no candidate label).
+    let mark = serde_json::json!({ "metadata": {
+        "labels": { LABEL_UPDATE_RESULT: "failed" },
+        "annotations": { ANNOTATION_UPDATE_FAILED_REASON: "kubelet 1.31.2 is not healthy within 5m" } } });
+    kube::Api::<k8s_openapi::api::core::v1::Node>::all(lab.client.clone())
+        .patch(
+            &node,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(mark),
+        )
+        .await
+        .unwrap();
+    let halted = |status: &str| {
+        let lab = lab.clone();
+        let status = status.to_owned();
+        async move {
+            lab.deployment("workers")
+                .await
+                .status
+                .is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "InPlaceUpdateHalted" && c.status == status)
+                })
+                .then_some(())
+        }
+    };
+    lab.wait_for("the failure recorded", Duration::from_secs(120), || async {
+        let n = lab.node(&node).await;
+        let phase = lab
+            .machine_of(&node)
+            .await
+            .phase()
+            .map(|p| p.as_str().to_owned());
+        (support::is_cordoned(&n)
+            && support::condition_reason(&n).as_deref() == Some("UpdateFailed")
+            && phase.as_deref() == Some("InPlaceUpdateFailed"))
+        .then_some(())
+    })
+    .await;
+    lab.wait_for("the halt", Duration::from_secs(60), || halted("True"))
+        .await;
+
+    // A person removes the mark: the node is back, schedulable and counted available.
+    lab.label_node(&node, LABEL_UPDATE_RESULT, None).await;
+    lab.wait_for("the node recovered", Duration::from_secs(120), || async {
+        let n = lab.node(&node).await;
+        let phase = lab
+            .machine_of(&node)
+            .await
+            .phase()
+            .map(|p| p.as_str().to_owned());
+        (!support::is_cordoned(&n)
+            && support::condition_reason(&n).is_none()
+            && !n
+                .annotations()
+                .contains_key(ANNOTATION_UPDATE_FAILED_REASON)
+            && phase.as_deref() == Some("Running"))
+        .then_some(())
+    })
+    .await;
+    lab.wait_for("the halt to clear", Duration::from_secs(60), || {
+        halted("False")
+    })
+    .await;
+    assert_eq!(lab.events_with_reason("UpdateRecovered").await.len(), 1);
+}
+
+/// A forced update replaces the configuration while a node is being updated to the previous one:
+/// the node's success is for a configuration that is no longer current. It must not move to the
+/// new MachineSet as if it ran the new one (where it would wait for ever); it is updated again
+/// (issue 27, bug 5).
+#[tokio::test(start_paused = true)]
+async fn a_success_for_a_replaced_configuration_is_updated_again_before_it_moves() {
+    let mut lab = Lab::new().await;
+    lab.update_time = Duration::from_secs(60);
+    let _doubles = lab.start_doubles();
+    lab.create_deployment("workers", 2, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
+    lab.set_osc("workers", "kube-system", "osc-workers", "c1")
+        .await;
+    let _orchestrator = lab.start_orchestrator(Lab::config());
+    lab.wait_running(2).await;
+
+    lab.change_template("workers", "v2").await;
+    lab.set_osc("workers", "kube-system", "osc-workers", "c2")
+        .await;
+    let first = lab
+        .wait_for(
+            "a node ReadyForUpdate",
+            Duration::from_secs(600),
+            || async {
+                lab.nodes()
+                    .await
+                    .into_iter()
+                    .find(|n| support::condition_reason(n).as_deref() == Some("ReadyForUpdate"))
+                    .map(|n| n.name_any())
+            },
+        )
+        .await;
+    // The agent has planned c2; a forced update brings c3 before it reports.
+    lab.clock.sleep(Duration::from_secs(5)).await;
+    lab.change_template("workers", "v3").await;
+    lab.set_osc("workers", "kube-system", "osc-workers", "c3")
+        .await;
+
+    lab.wait_rolled_out("v3", 2, Duration::from_secs(3600))
+        .await;
+    for node in lab.nodes().await {
+        assert_eq!(
+            node.annotations()
+                .get("checksum/cloud-config-data")
+                .map(String::as_str),
+            Some("c3"),
+            "node {} runs the current configuration",
+            node.name_any()
+        );
+    }
+    let outdated = lab.events_with_reason("OutdatedUpdateResult").await;
+    assert_eq!(outdated.len(), 1, "{outdated:?}");
+    assert!(
+        outdated[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(&first)),
+        "{outdated:?}"
+    );
+}
+
+/// A pod whose eviction a budget refused `maxEvictRetries` times is deleted, as MCM's drain does;
+/// the drain does not wait for the drain timeout (issue 27, bug 6).
+#[tokio::test(start_paused = true)]
+async fn a_pod_refused_max_evict_retries_times_is_deleted() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let (log, client) = logged_client(&lab);
+    let _orchestrator = lab.start_orchestrator_with(client, Lab::config());
+    // maxEvictRetries 3, drain timeout 2h.
+    lab.create_deployment("workers", 1, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
+    lab.wait_running(1).await;
+    let node = lab.nodes().await[0].name_any();
+    lab.create_pod(&node, "web-0", "web", PodKind::Workload)
+        .await;
+    lab.create_pod(&node, "agent-0", "agent", PodKind::DaemonSet)
+        .await;
+    lab.create_pdb("web", "web", 0).await;
+    lab.change_template("workers", "v2").await;
+    let selected_at = lab
+        .wait_for("SelectedForUpdate", Duration::from_secs(600), || async {
+            lab.condition(&node)
+                .await
+                .filter(|(reason, _)| reason == "SelectedForUpdate")
+                .map(|(_, at)| at)
+        })
+        .await;
+    let ready_at = lab
+        .wait_for("ReadyForUpdate", Duration::from_secs(600), || async {
+            lab.condition(&node)
+                .await
+                .filter(|(reason, _)| reason == "ReadyForUpdate")
+                .map(|(_, at)| at)
+        })
+        .await;
+    // Three refusals, 20 s apart, then the deletion.
+    let took = ready_at.duration_since(selected_at).as_secs() as u64;
+    assert!(
+        (40..=90).contains(&took),
+        "drained {took}s after the selection"
+    );
+    assert_eq!(refusals(&log, "web-0"), 3);
+    let exhausted = lab
+        .events_about("EvictionRetriesExhausted", "default/web-0")
+        .await;
+    assert_eq!(exhausted.len(), 1, "{exhausted:?}");
+    assert!(lab.events_with_reason("ForcedDrain").await.is_empty());
+    let left: Vec<String> = lab
+        .pods_on(&node)
+        .await
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(left, ["agent-0"], "the DaemonSet pod stays");
+    lab.wait_rolled_out("v2", 1, Duration::from_secs(600)).await;
+}
+
+/// A drain that fails — an eviction answered with an error that is no budget's refusal — is
+/// forced at once, as one that times out is (GEP-31; issue 27, bug 6).
+#[tokio::test(start_paused = true)]
+async fn a_failed_drain_is_forced() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let broken = hook(|seen: Seen| async move {
+        if seen.method == http::Method::POST && seen.path.ends_with("/eviction") {
+            Verdict::Fail(500, "etcdserver: request timed out".to_owned())
+        } else {
+            Verdict::Forward
+        }
+    });
+    let _orchestrator = lab.start_orchestrator_with(
+        faulty_client(lab.client.clone(), broken, Arc::default()),
+        Lab::config(),
+    );
+    lab.create_deployment("workers", 1, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
+    lab.wait_running(1).await;
+    let node = lab.nodes().await[0].name_any();
+    lab.create_pod(&node, "web-0", "web", PodKind::Workload)
+        .await;
+    lab.create_pod(&node, "web-1", "web", PodKind::Workload)
+        .await;
+    lab.change_template("workers", "v2").await;
+    // Not after the drain timeout (2h): at once.
+    lab.wait_for("the drain to end", Duration::from_secs(120), || async {
+        (!lab.events_with_reason("ReadyForUpdate").await.is_empty()).then_some(())
+    })
+    .await;
+    assert!(lab.pods_on(&node).await.is_empty(), "every pod deleted");
+    let forced = lab.events_with_reason("ForcedDrain").await;
+    assert_eq!(forced.len(), 1, "{forced:?}");
+    let message = forced[0].message.clone().unwrap();
+    assert!(
+        message.contains("failed")
+            && message.contains("etcdserver: request timed out")
+            && message.contains("web-0")
+            && message.contains("web-1"),
+        "{message}"
+    );
+    lab.wait_rolled_out("v2", 1, Duration::from_secs(600)).await;
+}
+
+/// The halt holds in Manual pools too: a node a person selects while failed nodes reach
+/// maxUnavailable stays selected but is not cordoned or drained, an Event says why, and it goes
+/// on once a failed mark is removed (GEP-31; issue 27, behaviour 8).
+#[tokio::test(start_paused = true)]
+async fn a_manual_selection_waits_while_the_rollout_is_halted() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let _orchestrator = lab.start_orchestrator(Lab::config());
+    lab.create_deployment("workers", 3, "v1", 1, 0, OrchestrationType::Manual)
+        .await;
+    lab.wait_running(3).await;
+    let mut names: Vec<String> = lab.nodes().await.iter().map(|n| n.name_any()).collect();
+    names.sort();
+    let (failing, held) = (names[0].clone(), names[1].clone());
+    lab.outcomes
+        .lock()
+        .unwrap()
+        .insert(failing.clone(), Outcome::Fail("rolled back".into()));
+    lab.change_template("workers", "v2").await;
+    lab.wait_for("candidates", Duration::from_secs(300), || async {
+        (lab.condition(&held).await.map(|(r, _)| r).as_deref() == Some("CandidateForUpdate"))
+            .then_some(())
+    })
+    .await;
+    lab.label_node(&failing, LABEL_SELECTED_FOR_UPDATE, Some("true"))
+        .await;
+    lab.wait_for("the halt", Duration::from_secs(1800), || async {
+        let md = lab.deployment("workers").await;
+        md.status?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "InPlaceUpdateHalted" && c.status == "True")
+            .then_some(())
+    })
+    .await;
+
+    // Selected while halted: held back, and told so.
+    lab.label_node(&held, LABEL_SELECTED_FOR_UPDATE, Some("true"))
+        .await;
+    lab.wait_for("the hold", Duration::from_secs(120), || async {
+        (!lab.events_with_reason("SelectionHeld").await.is_empty()).then_some(())
+    })
+    .await;
+    lab.clock.sleep(Duration::from_secs(900)).await;
+    let node = lab.node(&held).await;
+    assert!(
+        node.labels().contains_key(LABEL_SELECTED_FOR_UPDATE),
+        "stays selected"
+    );
+    assert!(!support::is_cordoned(&node), "not cordoned while halted");
+    assert_eq!(
+        support::condition_reason(&node).as_deref(),
+        Some("CandidateForUpdate"),
+        "not drained while halted"
+    );
+    let events = lab.events_with_reason("SelectionHeld").await;
+    assert_eq!(events.len(), 1, "one Event for the hold: {events:?}");
+    let message = events[0].message.clone().unwrap();
+    assert!(
+        message.contains("halted") && message.contains(&held),
+        "{message}"
+    );
+
+    // A person removes the failed mark: the held node goes on.
+    lab.outcomes.lock().unwrap().clear();
+    lab.label_node(&failing, LABEL_UPDATE_RESULT, None).await;
+    lab.wait_for(
+        "the held node to move",
+        Duration::from_secs(1800),
+        || async { (lab.events_with_reason("MachineMoved").await.len() == 1).then_some(()) },
+    )
+    .await;
+    let moved = lab.events_with_reason("MachineMoved").await;
+    assert!(
+        moved[0]
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(&held)),
+        "{moved:?}"
+    );
+}
+
+/// A node whose kubelet died while nobody marked it NotReady (kube-controller-manager scaled to
+/// zero) still says Ready=True; its Lease says otherwise. It is neither counted available nor
+/// selected (issue 27, bug 1).
+#[tokio::test(start_paused = true)]
+async fn a_node_whose_lease_expired_is_not_available_whatever_its_ready_condition_says() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let _orchestrator = lab.start_orchestrator(Lab::config());
+    lab.create_deployment("workers", 4, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
+    lab.wait_running(4).await;
+    let mut names: Vec<String> = lab.nodes().await.iter().map(|n| n.name_any()).collect();
+    names.sort();
+    // The first node in selection order dies unnoticed.
+    let dead = names[0].clone();
+    lab.stop_kubelet(&dead);
+    lab.clock.sleep(Duration::from_secs(120)).await;
+    assert!(
+        lab.node(&dead)
+            .await
+            .status
+            .unwrap()
+            .conditions
+            .unwrap()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True"),
+        "the condition is stale"
+    );
+    let (max_selected, _monitor) = lab.monitor_selected();
+    lab.change_template("workers", "v2").await;
+    // One of four is down: with maxUnavailable 1 nothing may go.
+    lab.clock.sleep(Duration::from_secs(600)).await;
+    assert_eq!(
+        *max_selected.lock().unwrap(),
+        0,
+        "nothing is selected while a node is down"
+    );
+    let md = lab.deployment("workers").await;
+    assert_eq!(md.status.unwrap().available_replicas, 3);
+    // It comes back: the rollout goes on, one at a time.
+    lab.dead.lock().unwrap().remove(&dead);
+    lab.wait_rolled_out("v2", 4, Duration::from_secs(3600))
+        .await;
+    assert_eq!(*max_selected.lock().unwrap(), 1);
 }

@@ -19,6 +19,7 @@ use inplace_api::crd::{
     TemplateMetadata,
 };
 use inplace_api::keys::{
+    ANNOTATION_CHECKSUM_APPLIED_OSC, ANNOTATION_CHECKSUM_DOWNLOADED_OSC,
     ANNOTATION_UPDATE_FAILED_REASON, CONDITION_IN_PLACE_UPDATE, LABEL_SELECTED_FOR_UPDATE,
     LABEL_UPDATE_RESULT, REASON_READY_FOR_UPDATE,
 };
@@ -26,7 +27,7 @@ use inplace_api::strategy::OrchestrationType;
 use inplace_orchestrator::Config;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, NodeStatus, Pod};
+use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, NodeStatus, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, MicroTime, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -61,6 +62,12 @@ pub(crate) struct Lab {
     pub(crate) update_time: Duration,
     /// Nodes whose kubelet is dead (no heartbeat).
     pub(crate) dead: Arc<Mutex<BTreeSet<String>>>,
+    /// The OSC Secret (namespace, name) the agent applies, if any: when a node becomes
+    /// `ReadyForUpdate` the agent plans the Secret's checksum as it is then, and reports it with
+    /// its success as the real agent does (annotation `checksum/cloud-config-data`).
+    pub(crate) osc: Arc<Mutex<Option<(String, String)>>>,
+    /// Per node: the `ReadyForUpdate` transition the agent planned for, and the checksum planned.
+    planned: Arc<Mutex<BTreeMap<String, (Timestamp, Option<String>)>>>,
 }
 
 impl Lab {
@@ -81,6 +88,8 @@ impl Lab {
             outcomes: Arc::default(),
             update_time: Duration::from_secs(30),
             dead: Arc::default(),
+            osc: Arc::default(),
+            planned: Arc::default(),
         }
     }
 
@@ -169,6 +178,12 @@ impl Lab {
                 .and_then(|c| c.iter().find(|c| c.type_ == CONDITION_IN_PLACE_UPDATE))
                 .filter(|c| c.reason.as_deref() == Some(REASON_READY_FOR_UPDATE))
                 .and_then(|c| c.last_transition_time.clone());
+            let planned = match ready_since.as_ref() {
+                Some(since) if node.labels().get(LABEL_UPDATE_RESULT).is_none() => {
+                    Some(self.plan(&name, since.0).await)
+                }
+                _ => None,
+            };
             if let Some(since) = ready_since
                 && node.labels().get(LABEL_UPDATE_RESULT).is_none()
                 && since.0.checked_add(self.update_time).unwrap() <= now
@@ -181,9 +196,9 @@ impl Lab {
                     .cloned()
                     .unwrap_or(Outcome::Success);
                 let patch = match outcome {
-                    Outcome::Success => {
-                        json!({ "metadata": { "labels": { LABEL_UPDATE_RESULT: "successful" } } })
-                    }
+                    Outcome::Success => json!({ "metadata": {
+                        "labels": { LABEL_UPDATE_RESULT: "successful" },
+                        "annotations": { ANNOTATION_CHECKSUM_APPLIED_OSC: planned.flatten() } } }),
                     Outcome::Fail(reason) => json!({ "metadata": {
                         "labels": { LABEL_UPDATE_RESULT: "failed" },
                         "annotations": { ANNOTATION_UPDATE_FAILED_REASON: reason } } }),
@@ -216,6 +231,34 @@ impl Lab {
                     .await;
             }
         }
+    }
+
+    /// The checksum the agent planned for the `ReadyForUpdate` of `node` at `since`: the OSC
+    /// Secret's as it was when the agent first saw that transition.
+    async fn plan(&self, node: &str, since: Timestamp) -> Option<String> {
+        if let Some((at, checksum)) = self.planned.lock().unwrap().get(node)
+            && *at == since
+        {
+            return checksum.clone();
+        }
+        let osc = self.osc.lock().unwrap().clone();
+        let checksum = match osc {
+            Some((namespace, name)) => Api::<Secret>::namespaced(self.client.clone(), &namespace)
+                .get_opt(&name)
+                .await
+                .unwrap()
+                .and_then(|s| {
+                    s.annotations()
+                        .get(ANNOTATION_CHECKSUM_DOWNLOADED_OSC)
+                        .cloned()
+                }),
+            None => None,
+        };
+        self.planned
+            .lock()
+            .unwrap()
+            .insert(node.to_owned(), (since, checksum.clone()));
+        checksum
     }
 
     async fn heartbeat(&self, node: &Node, now: Timestamp) {
@@ -270,6 +313,12 @@ impl Lab {
                 &Patch::Apply(&lease),
             )
             .await;
+    }
+
+    /// Stops a node's kubelet without anyone noticing: heartbeats and lease renewals stop, and
+    /// its `Ready=True` stays (as when kube-controller-manager is not running to mark it).
+    pub(crate) fn stop_kubelet(&self, name: &str) {
+        self.dead.lock().unwrap().insert(name.to_owned());
     }
 
     /// Marks a node's kubelet dead: Ready turns Unknown, heartbeats and lease renewals stop.
@@ -350,6 +399,54 @@ impl Lab {
         api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .expect("patch machinedeployment");
+    }
+
+    /// Makes the Secret `namespace/name` the OSC the agent applies and the deployment's template
+    /// names (annotation `rackproof.dev/osc-secret`, as the WorkerPool controller renders it),
+    /// with the checksum `checksum`. Call again to change the checksum.
+    pub(crate) async fn set_osc(
+        &self,
+        deployment: &str,
+        namespace: &str,
+        name: &str,
+        checksum: &str,
+    ) {
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": namespace,
+                "annotations": { ANNOTATION_CHECKSUM_DOWNLOADED_OSC: checksum } },
+        }))
+        .unwrap();
+        if secrets.get_opt(name).await.unwrap().is_some() {
+            let patch = json!({ "metadata": { "annotations": { ANNOTATION_CHECKSUM_DOWNLOADED_OSC: checksum } } });
+            secrets
+                .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+        } else {
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .unwrap();
+        }
+        *self.osc.lock().unwrap() = Some((namespace.to_owned(), name.to_owned()));
+        let reference = format!("{namespace}/{name}");
+        let md = self.deployment(deployment).await;
+        if md
+            .spec
+            .template
+            .metadata
+            .annotations
+            .get(inplace_orchestrator::workerpool::ANNOTATION_OSC_SECRET)
+            != Some(&reference)
+        {
+            let patch = json!({ "spec": { "template": { "metadata": { "annotations": {
+                inplace_orchestrator::workerpool::ANNOTATION_OSC_SECRET: reference } } } } });
+            Api::<MachineDeployment>::namespaced(self.client.clone(), NS)
+                .patch(deployment, &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .unwrap();
+        }
     }
 
     pub(crate) async fn machines(&self) -> Vec<Machine> {

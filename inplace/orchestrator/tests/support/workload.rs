@@ -46,6 +46,27 @@ impl Lab {
         .await;
     }
 
+    /// Sets the deployment's `maxEvictRetries` (an MCM setting: copied down, no rollout).
+    pub(crate) async fn set_max_evict_retries(&self, deployment: &str, retries: i32) {
+        let api: Api<MachineDeployment> = Api::namespaced(self.client.clone(), NS);
+        let patch = json!({ "spec": { "template": { "spec": { "maxEvictRetries": retries } } } });
+        api.patch(deployment, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .expect("patch maxEvictRetries");
+        self.wait_for(
+            "maxEvictRetries to reach every machine",
+            std::time::Duration::from_secs(120),
+            || async {
+                self.machines()
+                    .await
+                    .iter()
+                    .all(|m| m.spec.max_evict_retries == Some(retries))
+                    .then_some(())
+            },
+        )
+        .await;
+    }
+
     /// Creates a Running, Ready pod `name` bound to `node`.
     pub(crate) async fn create_pod(&self, node: &str, name: &str, app: &str, kind: PodKind) {
         let mut pod = json!({
