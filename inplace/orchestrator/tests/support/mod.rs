@@ -67,8 +67,11 @@ pub(crate) struct Lab {
     /// its success as the real agent does (annotation `checksum/cloud-config-data`).
     pub(crate) osc: Arc<Mutex<Option<(String, String)>>>,
     /// Per node: the `ReadyForUpdate` transition the agent planned for, and the checksum planned.
-    planned: Arc<Mutex<BTreeMap<String, (Timestamp, Option<String>)>>>,
+    planned: Arc<Mutex<BTreeMap<String, PlannedUpdate>>>,
 }
+
+/// The `ReadyForUpdate` transition an agent planned for, and the OSC checksum it planned.
+type PlannedUpdate = (Timestamp, Option<String>);
 
 impl Lab {
     pub(crate) async fn new() -> Self {
