@@ -1,5 +1,8 @@
 //! Meaning checks after a scenario parsed: names refer to nodes that exist, versions to images
-//! that exist, regular expressions compile, and fields agree with each other.
+//! that exist, regular expressions compile, and fields agree with each other. A scenario that
+//! passes these is then judged by the worker pool's own rules ([`pool_rules`]).
+
+mod pool_rules;
 
 use std::collections::BTreeSet;
 
@@ -24,7 +27,11 @@ pub(crate) fn check(loaded: &LoadedScenario) -> Vec<Diagnostic> {
     checker.steps();
     checker.faults();
     checker.expectations();
-    checker.problems
+    if checker.problems.is_empty() {
+        pool_rules::check(loaded)
+    } else {
+        checker.problems
+    }
 }
 
 struct Checker<'a> {
@@ -224,7 +231,7 @@ impl Checker<'_> {
     }
 
     fn steps(&mut self) {
-        let manual = self.loaded.scenario.pool.strategy == Strategy::ManualInPlaceUpdate;
+        let manual = *self.loaded.scenario.pool.strategy == Strategy::ManualInPlaceUpdate;
         for step in &self.loaded.scenario.steps {
             match step {
                 Step::Update(update) => {

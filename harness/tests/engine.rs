@@ -326,3 +326,52 @@ fn kubectl_in_run_steps_drives_a_manual_update() {
                 && e.text.contains("node/node-2 labeled"))
     );
 }
+
+/// A halt that comes 5 to 15 s after the last step: the run keeps judging for its settle period.
+const HALT_AFTER_THE_LAST_STEP: &str = r#"
+lab: { nodes: 3 }
+images:
+  - version: "1.0.0"
+  - version: "1.1.0"
+    boot: hangs
+pool:
+  strategy: AutoInPlaceUpdate
+  os: "1.0.0"
+  kubernetes: "1.34.2"
+  machineInPlaceUpdateTimeout: 10m
+steps:
+  - update: { os: "1.1.0" }
+  - waitUntil: { until: { anyNode: { are: readyForUpdate } }, within: 10m }
+  - sleep: 9m55s
+expect:
+  - never: rolloutHalted
+"#;
+
+#[test]
+fn never_holds_through_the_settle_period_after_the_last_step() {
+    let loaded = load_str(Path::new("settle.yaml"), HALT_AFTER_THE_LAST_STEP)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(
+        result.verdict,
+        Verdict::Failed,
+        "the halt came during the settle period; timeline: {:?}",
+        result.timeline
+    );
+    assert!(
+        result
+            .failures
+            .iter()
+            .any(|f| f.contains("halted") && f.contains("never")),
+        "{:?}",
+        result.failures
+    );
+    // Without a settle period the run ends before the halt, and the same scenario passes.
+    let unsettled = load_str(
+        Path::new("settle.yaml"),
+        &format!("{HALT_AFTER_THE_LAST_STEP}settle: 0s\n"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let result = engine::run_scenario(&unsettled, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+}

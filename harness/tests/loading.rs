@@ -200,6 +200,104 @@ fn select_is_refused_for_auto_pools() {
 }
 
 #[test]
+fn max_unavailable_and_max_surge_both_zero_is_refused_by_the_pool_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 3 }}\n{BODY}  maxUnavailable: 0\n  maxSurge: 0\n"),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("s.yaml:10:19: the worker pool rules refuse this (SurgeAndUnavailableZero): maxSurge and maxUnavailable are both zero"),
+        "{text}"
+    );
+    assert!(text.contains("help: set maxUnavailable"), "{text}");
+}
+
+#[test]
+fn an_update_that_skips_a_kubernetes_minor_is_refused_where_it_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}steps:\n  - update: {{ os: \"1.1.0\" }}\n  - update: {{ kubernetes: \"1.36.0\" }}\n"
+        ),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("s.yaml:12:27: the worker pool rules refuse this (MinorVersionSkip): kubernetes version 1.34.2 → 1.36.0 skips a minor version"),
+        "{text}"
+    );
+    assert!(text.contains("help: update to 1.35.x first"), "{text}");
+}
+
+#[test]
+fn a_control_plane_too_far_ahead_of_the_pool_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 3 }}\n{BODY}steps:\n  - update: {{ controlPlane: \"1.37.0\" }}\n"),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("s.yaml:11:29: the worker pool rules refuse this (ControlPlaneSkew): version 1.34.2 is more than two minor versions below the control plane's 1.37.0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn refused_steps_that_expect_it_leave_the_pool_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}steps:\n  - update: {{ kubernetes: \"1.36.0\", expectRefused: MinorVersionSkip }}\n  - update: {{ kubernetes: \"1.35.0\" }}\n"
+        ),
+    );
+    load(&file).unwrap();
+}
+
+#[test]
+fn a_rolling_pool_is_refused_with_the_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = BODY.replace("AutoInPlaceUpdate", "AutoRollingUpdate");
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 3 }}\n{body}"),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("s.yaml:7:13: strategy `AutoRollingUpdate` replaces machines, and rackproof tests only the in-place update path"),
+        "{text}"
+    );
+    assert_eq!(text.matches("error:").count(), 1, "only the reason: {text}");
+}
+
+#[test]
+fn validate_exits_2_on_what_the_pool_rules_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!("lab: {{ nodes: 3 }}\n{BODY}  maxUnavailable: 0\n  maxSurge: 0\n"),
+    );
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rackproof"))
+        .arg("validate")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("s.yaml:10:19:"), "{stderr}");
+    assert!(stderr.contains("SurgeAndUnavailableZero"), "{stderr}");
+}
+
+#[test]
 fn every_shipped_scenario_loads() {
     let root =
         Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))

@@ -73,9 +73,19 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
                 format!("power {:?} through the BMC", power.action),
             );
             if power.action == PowerAction::On {
-                shared.judge().world.outage.remove(node);
+                {
+                    let mut judge = shared.judge();
+                    judge.world.outage.remove(node);
+                    judge.world.powered_off.remove(node);
+                }
                 ctx.lab.power_on_and_wait(node, shared).await;
             } else {
+                if matches!(
+                    power.action,
+                    PowerAction::Off | PowerAction::GracefulShutdown
+                ) {
+                    shared.judge().world.powered_off.insert(node.to_owned());
+                }
                 ctx.lab.power(node, power.action, shared).await;
             }
         }
@@ -120,7 +130,9 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
                 EntryKind::Fault,
                 format!("power lost; back in {}", cut.power_back_after),
             );
+            shared.judge().world.powered_off.insert(node.to_owned());
             shared.clock().sleep(cut.power_back_after.get()).await;
+            shared.judge().world.powered_off.remove(node);
             shared.record(Some(node), EntryKind::Fault, "power is back");
             ctx.lab.power_on_and_wait(node, shared).await;
         }
@@ -241,7 +253,11 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
                     EntryKind::Fault,
                     "dies (not under update): power lost",
                 );
-                shared.judge().world.outage.insert(node.value.clone());
+                {
+                    let mut judge = shared.judge();
+                    judge.world.outage.insert(node.value.clone());
+                    judge.world.powered_off.insert(node.value.clone());
+                }
                 ctx.lab.power(&node.value, PowerAction::Off, shared).await;
             }
         }

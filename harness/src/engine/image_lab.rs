@@ -271,7 +271,7 @@ impl ImageLab {
                 api_server: api_server.clone(),
                 token: server.issue_token(User::node(&name)),
                 ca_pem: https.ca_pem().to_owned(),
-                kubelet_version: scenario.pool.kubernetes.clone(),
+                kubelet_version: scenario.pool.kubernetes.value.clone(),
                 ..NodeIdentity::default()
             };
             let machine = match kind {
@@ -371,7 +371,7 @@ impl ImageLab {
                 api_server: api_server.clone(),
                 token: server.issue_token(User::node(&name)),
                 ca_pem: https.ca_pem().to_owned(),
-                kubelet_version: scenario.pool.kubernetes.clone(),
+                kubelet_version: scenario.pool.kubernetes.value.clone(),
                 ..NodeIdentity::default()
             };
             let bmc = rack.bmc.clone();

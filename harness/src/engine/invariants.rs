@@ -195,13 +195,24 @@ fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
         if !newly_selected {
             continue;
         }
-        let available = after.available();
+        // Availability as the lab has it: a node powered off or with an expired Lease is down
+        // even while its `Ready` condition still says `True`.
+        let available = after.truly_available();
         if available < floor {
+            let stale = after.stale_ready();
+            let stale = if stale.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; down in the lab while their Ready condition says True: {}",
+                    stale.join(", ")
+                )
+            };
             found.push(Violation {
                 invariant: InvariantName::MaxUnavailable,
                 node: Some(name.clone()),
                 message: format!(
-                    "{name} was taken out for update leaving {available} of {} nodes available (maxUnavailable {limit}; unavailable now: {})",
+                    "{name} was taken out for update leaving {available} of {} nodes available (maxUnavailable {limit}; unavailable by their conditions: {}{stale})",
                     after.pool_size,
                     after.unavailable()
                 ),
@@ -271,6 +282,46 @@ mod tests {
         let before = world(&[("a", dead.clone()), ("b", ready())], 1);
         let after = world(&[("a", dead), ("b", selected())], 1);
         assert_eq!(checker.check(&before, &after).len(), 1);
+    }
+
+    #[test]
+    fn a_node_down_in_the_lab_counts_against_the_next_selection_whatever_its_condition_says() {
+        let checker = InvariantChecker::new(&Invariants::default());
+        let now: jiff::Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
+        let mut before = world(&[("a", ready()), ("b", ready()), ("c", ready())], 1);
+        before.now = Some(now);
+        // a's kubelet died minutes ago; nobody marked it NotReady.
+        before
+            .lease_expiry
+            .insert("a".into(), "2026-01-01T00:05:00Z".parse().unwrap());
+        before
+            .lease_expiry
+            .insert("b".into(), "2026-01-01T00:10:30Z".parse().unwrap());
+        let mut after = world(&[("a", ready()), ("b", selected()), ("c", ready())], 1);
+        after.now = before.now;
+        after.lease_expiry = before.lease_expiry.clone();
+        let violations = checker.check(&before.with_only(&["b".into()]), &after);
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert!(
+            violations[0].message.contains("says True: a"),
+            "{violations:?}"
+        );
+        // The same with a powered off instead.
+        after.lease_expiry.clear();
+        after.powered_off.insert("a".into());
+        assert_eq!(
+            checker
+                .check(&before.with_only(&["b".into()]), &after)
+                .len(),
+            1
+        );
+        // Alive: no violation.
+        after.powered_off.clear();
+        assert!(
+            checker
+                .check(&before.with_only(&["b".into()]), &after)
+                .is_empty()
+        );
     }
 
     #[test]

@@ -54,6 +54,15 @@ impl Judge {
         }
     }
 
+    /// Records when `node`'s Lease expires (`None`: it has none any more): the lab's truth about
+    /// availability ([`World::down`]), which changes no node's state.
+    pub fn lease(&mut self, node: String, expiry: Option<jiff::Timestamp>) {
+        match expiry {
+            Some(expiry) => self.world.lease_expiry.insert(node, expiry),
+            None => self.world.lease_expiry.remove(&node),
+        };
+    }
+
     /// Applies one observation at `elapsed` since the start.
     pub fn observe(&mut self, observation: Observation, elapsed: Duration) {
         // The world before the change, with only the nodes this observation can change (the
@@ -81,7 +90,9 @@ impl Judge {
                 .into_iter()
                 .collect(),
             Observation::Deployment(_) => Vec::new(),
-            Observation::WatchError(_) | Observation::KubeEvent { .. } => Vec::new(),
+            Observation::WatchError(_)
+            | Observation::KubeEvent { .. }
+            | Observation::Lease { .. } => Vec::new(),
         };
         let before = match &observation {
             Observation::Node(_)
@@ -89,6 +100,10 @@ impl Judge {
             | Observation::Pod(_)
             | Observation::PodGone { .. }
             | Observation::Deployment(_) => self.world.with_only(&touched),
+            Observation::Lease { node, expiry } => {
+                self.lease(node.clone(), *expiry);
+                return;
+            }
             Observation::WatchError(e) => {
                 self.timeline.push(
                     elapsed,
@@ -310,7 +325,9 @@ impl Judge {
                 view.replicas = replicas;
                 true
             }
-            Observation::WatchError(_) | Observation::KubeEvent { .. } => false,
+            Observation::WatchError(_)
+            | Observation::KubeEvent { .. }
+            | Observation::Lease { .. } => false,
         }
     }
 

@@ -69,14 +69,14 @@ pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
             }),
         })
         .collect();
-    let mut kubernetes: Vec<String> = vec![scenario.pool.kubernetes.clone()];
+    let mut kubernetes: Vec<String> = vec![scenario.pool.kubernetes.value.clone()];
     for step in &scenario.steps {
         if let crate::scenario::Step::Update(update) = step {
-            kubernetes.extend(update.kubernetes.iter().cloned());
-            kubernetes.extend(update.control_plane.iter().cloned());
+            kubernetes.extend(update.kubernetes.iter().map(|v| v.value.clone()));
+            kubernetes.extend(update.control_plane.iter().map(|v| v.value.clone()));
         }
     }
-    kubernetes.extend(scenario.pool.control_plane.iter().cloned());
+    kubernetes.extend(scenario.pool.control_plane.iter().map(|v| v.value.clone()));
     kubernetes.sort();
     kubernetes.dedup();
     let spec = ImageCatalogSpec {
@@ -115,9 +115,9 @@ pub fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
     let spec = WorkerPoolSpec {
         minimum: count,
         maximum: count,
-        max_surge: Some(int_or_percent(pool.max_surge)),
-        max_unavailable: Some(int_or_percent(pool.max_unavailable)),
-        update_strategy: Some(strategy(pool.strategy)),
+        max_surge: Some(int_or_percent(*pool.max_surge)),
+        max_unavailable: Some(int_or_percent(*pool.max_unavailable)),
+        update_strategy: Some(strategy(*pool.strategy)),
         machine: PoolMachine {
             type_: MACHINE_TYPE.to_owned(),
             image: MachineImage {
@@ -128,7 +128,7 @@ pub fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
         volume: None,
         cri: None,
         kubernetes: Some(PoolKubernetes {
-            version: Some(pool.kubernetes.clone()),
+            version: Some(pool.kubernetes.value.clone()),
             kubelet: None,
         }),
         system_components: None,

@@ -30,6 +30,7 @@ use super::judge::Judge;
 use super::lab::Lab;
 use super::logs::LineLogs;
 use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
+use super::observe::Observation;
 use super::outside::Outside;
 use super::provider::Provider;
 use super::shared::Shared;
@@ -246,17 +247,20 @@ fn initial_world(scenario: &Scenario) -> World {
             .map(|n| (n, NodeView::default()))
             .collect(),
         target_os: scenario.pool.os.value.clone(),
-        target_kubernetes: scenario.pool.kubernetes.clone(),
+        target_kubernetes: scenario.pool.kubernetes.value.clone(),
         max_unavailable: scenario.pool.max_unavailable.resolve(size, true),
         pool_size: size,
         update_requested: false,
-        manual: scenario.pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
+        manual: *scenario.pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
         dependents: dependents
             .iter()
             .map(|(n, r)| (n.clone(), DependentView { replicas: *r }))
             .collect(),
         dependents_at_start: dependents,
         outage: Default::default(),
+        powered_off: Default::default(),
+        lease_expiry: Default::default(),
+        now: None,
     }
 }
 
@@ -472,8 +476,8 @@ async fn drive(
     let control_plane = scenario
         .pool
         .control_plane
-        .as_deref()
-        .unwrap_or(&scenario.pool.kubernetes);
+        .as_ref()
+        .map_or(scenario.pool.kubernetes.as_str(), |v| v.as_str());
     let orchestrator = inplace_orchestrator::Config {
         namespace: NAMESPACE.to_owned(),
         image_server_url,
@@ -516,6 +520,11 @@ async fn drive(
     tasks.push(tokio::spawn(async move {
         let mut stream = observe::observe(&observer.client).boxed();
         while let Some(observation) = stream.next().await {
+            // A Lease renewal changes no node's state: it is only kept for the judge.
+            if let Observation::Lease { node, expiry } = observation {
+                observer.shared.lease(node, expiry);
+                continue;
+            }
             observer.shared.observe(observation);
             observer.reconcile();
         }
@@ -606,12 +615,37 @@ async fn drive(
     shared
         .wait_until(limit, |judge| !judge.expectations.waiting())
         .await;
+    if step_failure.is_none() {
+        settle(scenario, clock, shared).await;
+    }
     supervisor
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .stop_all();
     lab.tear_down().await;
     Ok(step_failure)
+}
+
+/// Keeps the run going for the scenario's settle period after the last step (within its
+/// timeout): the observers, the ticker and the components keep running, so `never` expectations
+/// and the invariants judge what the system does next.
+async fn settle(scenario: &Scenario, clock: &Clock, shared: &Shared) {
+    let settle = scenario
+        .settle
+        .get()
+        .min(scenario.timeout.get().saturating_sub(shared.elapsed()));
+    if settle.is_zero() {
+        return;
+    }
+    shared.record(
+        None,
+        EntryKind::Step,
+        format!(
+            "the steps are done; judging for {} more",
+            rackproof_clock::format_duration(settle)
+        ),
+    );
+    clock.sleep(settle).await;
 }
 
 /// Opens the outside door when the scenario runs commands, after checking each one's program can

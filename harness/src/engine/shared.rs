@@ -61,8 +61,18 @@ impl Shared {
     /// Applies an observation and wakes the waiters.
     pub fn observe(&self, observation: Observation) {
         let at = self.elapsed();
-        self.judge().observe(observation, at);
+        let now = self.clock.now();
+        let mut judge = self.judge();
+        judge.world.now = Some(now);
+        judge.observe(observation, at);
+        drop(judge);
         self.notify();
+    }
+
+    /// Records when `node`'s Lease expires (`None`: it has none any more). Wakes nobody: no
+    /// condition or expectation reads Leases, only the judge's availability (`World::down`).
+    pub fn lease(&self, node: String, expiry: Option<Timestamp>) {
+        self.judge().lease(node, expiry);
     }
 
     /// Re-evaluates the expectations as time passes.

@@ -217,7 +217,7 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
         kubernetes.insert("version".into(), json!(version));
     }
     if let Some(kubelet) = &update.kubelet_config {
-        kubernetes.insert("kubelet".into(), Value::Object(kubelet.clone()));
+        kubernetes.insert("kubelet".into(), Value::Object(kubelet.value.clone()));
     }
     if !kubernetes.is_empty() {
         spec.insert("kubernetes".into(), Value::Object(kubernetes));
@@ -253,7 +253,7 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
                 judge.world.target_os = os.value.clone();
             }
             if let Some(version) = &update.kubernetes {
-                judge.world.target_kubernetes = version.clone();
+                judge.world.target_kubernetes = version.value.clone();
             }
             Ok(())
         }

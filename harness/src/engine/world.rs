@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use inplace_api::keys;
+use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use crate::scenario::NodeState;
@@ -136,6 +137,13 @@ pub struct World {
     pub dependents_at_start: BTreeMap<String, i32>,
     /// Nodes the harness made unhealthy while they were not being updated (a real outage).
     pub outage: BTreeSet<String>,
+    /// Nodes the harness powered off (a fault) and has not powered on since: down, whatever
+    /// their `Ready` condition still says.
+    pub powered_off: BTreeSet<String>,
+    /// When each node's Lease expires (its renew time plus its duration), as last observed.
+    pub lease_expiry: BTreeMap<String, Timestamp>,
+    /// The time of the last observation (the judge's "now").
+    pub now: Option<Timestamp>,
 }
 
 impl World {
@@ -155,6 +163,9 @@ impl World {
             dependents: self.dependents.clone(),
             dependents_at_start: self.dependents_at_start.clone(),
             outage: self.outage.clone(),
+            powered_off: self.powered_off.clone(),
+            lease_expiry: BTreeMap::new(),
+            now: self.now,
         }
     }
 
@@ -230,6 +241,37 @@ impl World {
     /// How many nodes are available (registered, Ready, not in update, not failed).
     pub fn available(&self) -> u32 {
         count(self.nodes.values().filter(|v| v.available()))
+    }
+
+    /// Whether node `name` is down in the lab, whatever its `Ready` condition says: powered off
+    /// by the harness, or its Lease expired (no kubelet renewed it within its duration). A
+    /// condition is only as fresh as whoever last wrote it: with kube-controller-manager scaled
+    /// down nobody marks a dead node `NotReady`.
+    pub fn down(&self, name: &str) -> bool {
+        self.powered_off.contains(name)
+            || self
+                .now
+                .zip(self.lease_expiry.get(name))
+                .is_some_and(|(now, expiry)| now > *expiry)
+    }
+
+    /// The nodes available in truth: [`NodeView::available`] and not [`World::down`].
+    pub fn truly_available(&self) -> u32 {
+        count(
+            self.nodes
+                .iter()
+                .filter(|(name, view)| view.available() && !self.down(name))
+                .map(|(_, view)| view),
+        )
+    }
+
+    /// Nodes whose `Ready` condition says `True` while the lab says they are down.
+    pub fn stale_ready(&self) -> Vec<&str> {
+        self.nodes
+            .iter()
+            .filter(|(name, view)| view.registered && view.ready && self.down(name))
+            .map(|(name, _)| name.as_str())
+            .collect()
     }
 
     /// The registered nodes (the pool's members now; spare lab machines are not registered).

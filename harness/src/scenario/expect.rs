@@ -128,7 +128,8 @@ pub struct DisabledInvariant {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum InvariantName {
-    /// Never more than `maxUnavailable` nodes unavailable (updating, failed or NotReady).
+    /// Never more than `maxUnavailable` nodes unavailable (updating, failed, NotReady, or down in
+    /// the lab: powered off, or its Lease expired while its condition still says Ready).
     MaxUnavailable,
     /// No node is `ReadyForUpdate` before it is cordoned and drained.
     DrainedBeforeReady,

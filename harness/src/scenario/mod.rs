@@ -56,6 +56,14 @@ pub struct Scenario {
     /// Upper bound for the whole run (virtual time on `sim`).
     #[serde(default = "default_timeout")]
     pub timeout: Span,
+    /// How long the run keeps judging after the last step (virtual time on `sim`): `never`
+    /// expectations and the invariants hold through it, so a move the system makes just after
+    /// the last step is still seen. The default covers the components' next move: one
+    /// orchestrator sync (10s) and one watchdog probe (`watchdog.probeInterval`, 10s), twice
+    /// over for Events and watches to arrive. `0s` ends the run with the last step. Bounded by
+    /// `timeout`.
+    #[serde(default = "default_settle")]
+    pub settle: Span,
     /// The machines.
     pub lab: Lab,
     /// Where the Kubernetes API comes from.
@@ -94,6 +102,10 @@ fn default_backends() -> Vec<Backend> {
 
 fn default_seed() -> u64 {
     1
+}
+
+fn default_settle() -> Span {
+    Span(std::time::Duration::from_secs(30))
 }
 
 fn default_timeout() -> Span {
@@ -281,14 +293,14 @@ pub struct Pool {
     #[serde(default = "default_pool_name")]
     pub name: String,
     /// `AutoInPlaceUpdate`, `ManualInPlaceUpdate` or `AutoRollingUpdate`.
-    pub strategy: Strategy,
+    pub strategy: Located<Strategy>,
     /// Nodes that may be unavailable at once (updating plus failed). An integer or a percentage.
     #[serde(default = "default_one")]
-    pub max_unavailable: IntOrPercent,
+    pub max_unavailable: Located<IntOrPercent>,
     /// New machines added during the update. An integer or a percentage. Each needs a spare lab
     /// node (see `size`).
     #[serde(default = "default_zero")]
-    pub max_surge: IntOrPercent,
+    pub max_surge: Located<IntOrPercent>,
     /// Nodes in the pool; defaults to every lab node. Lab nodes beyond it are spares the
     /// machine provider hands out for `maxSurge` and replacements.
     #[serde(default)]
@@ -296,17 +308,17 @@ pub struct Pool {
     /// The OS version the nodes run at the start (must be one of `images`).
     pub os: Located<String>,
     /// The Kubernetes (kubelet) version at the start.
-    pub kubernetes: String,
+    pub kubernetes: Located<String>,
     /// The control plane's Kubernetes version; defaults to the pool's.
     #[serde(default)]
-    pub control_plane: Option<String>,
+    pub control_plane: Option<Located<String>>,
     /// How long a drain may take before pods are deleted without eviction.
     #[serde(default = "default_drain_timeout")]
     pub machine_drain_timeout: Span,
     /// How long a node may take to report its update result before it is marked failed.
     #[serde(default = "default_update_timeout")]
     pub machine_in_place_update_timeout: Span,
-    /// Evictions retried per pod before the drain gives up on it until the drain timeout.
+    /// Evictions refused per pod (a disruption budget blocks them) before the drain deletes the pod.
     #[serde(default = "default_evict_retries")]
     pub max_evict_retries: u32,
 }
@@ -315,12 +327,12 @@ fn default_pool_name() -> String {
     "workers".to_owned()
 }
 
-fn default_one() -> IntOrPercent {
-    IntOrPercent::Int(1)
+fn default_one() -> Located<IntOrPercent> {
+    Located::new(IntOrPercent::Int(1))
 }
 
-fn default_zero() -> IntOrPercent {
-    IntOrPercent::Int(0)
+fn default_zero() -> Located<IntOrPercent> {
+    Located::new(IntOrPercent::Int(0))
 }
 
 fn default_drain_timeout() -> Span {

@@ -38,13 +38,13 @@ pub struct PoolUpdate {
     pub os: Option<Located<String>>,
     /// New Kubernetes (kubelet) version.
     #[serde(default)]
-    pub kubernetes: Option<String>,
+    pub kubernetes: Option<Located<String>>,
     /// New control-plane version (kept in step with `kubernetes` unless given).
     #[serde(default)]
-    pub control_plane: Option<String>,
+    pub control_plane: Option<Located<String>>,
     /// Kubelet configuration fields to set (`kubeReserved`, `evictionHard`, …).
     #[serde(default)]
-    pub kubelet_config: Option<serde_json::Map<String, serde_json::Value>>,
+    pub kubelet_config: Option<Located<serde_json::Map<String, serde_json::Value>>>,
     /// Rotate the cluster CA.
     #[serde(default)]
     pub rotate_ca: bool,

@@ -2,7 +2,10 @@
 //!
 //! The comparison of in-place inputs is `inplace_api::classify::in_place_changes` (OS version,
 //! kubelet minor/patch version, kubelet configuration, CA and ServiceAccount key rotation); a
-//! kubelet patch version alone needs no drain. Files are compared by path, content and mode.
+//! kubelet patch version alone needs no drain. kubeReserved and systemReserved moved between each
+//! other with an unchanged sum are no in-place change (the pool does not roll for them), but the
+//! kubelet must still run the new values: the kubelet is applied again, like a patch version,
+//! without a drain. Files are compared by path, content and mode.
 //!
 //! Without a last-applied OSC (first start on a freshly provisioned node) the baseline is the
 //! machine as it is: the running OS version, the kubelet's version if it knows one (else the
@@ -10,7 +13,7 @@
 //! start), and no files (all are written).
 
 use inplace_api::classify::{InPlaceChange, in_place_changes};
-use inplace_api::osc::{InPlaceUpdates, OperatingSystemConfig};
+use inplace_api::osc::{InPlaceUpdates, OperatingSystemConfig, OscKubelet};
 use inplace_api::pool::UpdateInputs;
 
 use crate::state::{Done, OsProgress, Plan};
@@ -118,10 +121,20 @@ pub fn plan(
             }
         }
     }
+    if plan.kubelet_version.is_none() && reservations_moved(&old.kubelet, &new.kubelet) {
+        plan.kubelet_version = Some(new.kubelet.version.clone());
+        plan.changes
+            .push("kubelet reservations moved between kubeReserved and systemReserved".to_owned());
+    }
     if plan.os_version.is_some() && target.os_update().is_none_or(|u| u.command.is_empty()) {
         return Err(invalid(
             "the OS version changes but status.inPlaceUpdates.osUpdate names no command".to_owned(),
         ));
     }
     Ok(plan)
+}
+
+/// Whether kubeReserved or systemReserved differ (what the sum comparison does not see).
+fn reservations_moved(old: &OscKubelet, new: &OscKubelet) -> bool {
+    old.kube_reserved != new.kube_reserved || old.system_reserved != new.system_reserved
 }

@@ -402,3 +402,61 @@ async fn a_state_write_torn_at_any_step_is_set_aside_and_the_update_still_succee
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn reservations_moved_with_an_unchanged_sum_reach_the_kubelet_without_a_drain() {
+    use inplace_api::crd::Reserved;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    let reserved = |cpu: &str| {
+        Some(Reserved {
+            cpu: Some(Quantity(cpu.to_owned())),
+            ..Reserved::default()
+        })
+    };
+    let with_reservations = |kube: &str, system: &str| {
+        let mut osc = osc("1.0.0", "1.30.4", None, None);
+        let kubelet = &mut osc.spec.in_place_updates.as_mut().unwrap().kubelet;
+        kubelet.kube_reserved = reserved(kube);
+        kubelet.system_reserved = reserved(system);
+        osc
+    };
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    // A new sum is an in-place update with a drain.
+    sim.set_osc(&with_reservations("100m", "100m")).await;
+    sim.ready_for_update().await;
+    let node = sim.wait_result(LIMIT).await;
+    assert_eq!(
+        label(&node, keys::LABEL_UPDATE_RESULT),
+        Some(keys::UPDATE_RESULT_SUCCESSFUL)
+    );
+    let restarts = sim.kubelet.state().restarts;
+    let applied = annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned);
+
+    // The same sum split differently: no drain, but the kubelet runs the new values.
+    sim.set_osc(&with_reservations("150m", "50m")).await;
+    sim.wait_for(
+        |n| {
+            n.is_some_and(|n| {
+                annotation(n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned) != applied
+            })
+        },
+        LIMIT,
+    )
+    .await
+    .unwrap();
+    let kubelet = sim.kubelet.state();
+    let config: serde_json::Value =
+        serde_json::from_str(kubelet.config.as_deref().unwrap()).unwrap();
+    assert_eq!(
+        (
+            config["kubeReserved"]["cpu"].as_str(),
+            config["systemReserved"]["cpu"].as_str()
+        ),
+        (Some("150m"), Some("50m")),
+        "{config}"
+    );
+    assert_eq!(kubelet.restarts, restarts + 1, "the kubelet restarted once");
+    assert!(sim.attempts().is_empty());
+    assert_eq!(sim.reboots, 0);
+}
