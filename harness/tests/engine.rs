@@ -375,3 +375,24 @@ fn never_holds_through_the_settle_period_after_the_last_step() {
     let result = engine::run_scenario(&unsettled, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
 }
+
+#[test]
+fn two_power_cuts_on_one_node_are_two_cuts() {
+    let loaded = scenario(
+        "faults:\n  - when: { nodeReaches: { node: node-2, state: readyForUpdate } }\n    do: { powerCut: { node: node-2, during: slotWrite, powerBackAfter: 1m } }\n  - when: { nodeReaches: { node: node-2, state: readyForUpdate } }\n    do: { powerCut: { node: node-2, during: slotWrite, powerBackAfter: 1m } }\n",
+    );
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+    let cuts = result.consoles["node-2"]
+        .iter()
+        .filter(|line| line.ends_with("firmware: power lost"))
+        .count();
+    assert_eq!(cuts, 2, "{:#?}", result.consoles["node-2"]);
+    let back = result
+        .timeline
+        .entries
+        .iter()
+        .filter(|e| e.node.as_deref() == Some("node-2") && e.text == "power is back")
+        .count();
+    assert_eq!(back, 2, "the timeline reports what happened");
+}

@@ -1,6 +1,8 @@
 //! Faults: waiting for a fault's trigger (a time, a node state, a console line, the Nth boot)
 //! and firing it on the lab (any backend, through [`super::lab::Lab`]) or the components.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use regex::Regex;
@@ -112,6 +114,7 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
         }
         FaultAction::PowerCut(cut) => {
             let node = cut.node.value.as_str();
+            let _lane = ctx.power_cuts.lane(node).lock_owned().await;
             shared.record(
                 Some(node),
                 EntryKind::Fault,
@@ -261,5 +264,23 @@ pub async fn fire(ctx: &Ctx, action: &FaultAction) {
                 ctx.lab.power(&node.value, PowerAction::Off, shared).await;
             }
         }
+    }
+}
+
+/// Per-node lanes that serialize power cuts: the machine and the image server each hold one
+/// armed cut at a time, so a second cut on a node waits until the first one happened and the
+/// power is back, then arms.
+#[derive(Debug, Default)]
+pub struct PowerCutLanes(Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>);
+
+impl PowerCutLanes {
+    /// `node`'s lane (made on first use).
+    pub fn lane(&self, node: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(node.to_owned())
+            .or_default()
+            .clone()
     }
 }

@@ -96,6 +96,9 @@ pub struct Ctx {
     pub scenario: Arc<Scenario>,
     /// The door for `run` steps and external components (open when the scenario has any).
     pub outside: Option<Arc<Outside>>,
+    /// One lane per node for power cuts: a cut holds its node's lane from arming until the
+    /// power is back, so two `powerCut` faults on one node are two cuts, one after the other.
+    pub power_cuts: faults::PowerCutLanes,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -513,6 +516,7 @@ async fn drive(
         supervisor: supervisor.clone(),
         scenario: scenario.clone(),
         outside,
+        power_cuts: faults::PowerCutLanes::default(),
     });
 
     // Everything the judge sees, and the supervisor following the dependents' replicas.
