@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::engine::timeline::{EntryKind, Timeline};
+use crate::engine::judge::timeline::{EntryKind, Timeline};
 
 /// What the report shows besides the timeline.
 #[derive(Debug, Clone)]

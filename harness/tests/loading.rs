@@ -146,7 +146,7 @@ fn boot_timing_overrides_only_the_stages_it_names() {
         &format!("lab: {{ nodes: 2, bootTiming: {{ firmware: 3m, kernel: 20s }} }}\n{BODY}"),
     );
     let loaded = load(&file).unwrap();
-    let timing = rackproof_harness::engine::sim_lab::boot_timing(&loaded.scenario);
+    let timing = rackproof_harness::engine::boot_timing(&loaded.scenario);
     assert_eq!(timing.firmware, std::time::Duration::from_secs(180));
     assert_eq!(timing.kernel, std::time::Duration::from_secs(20));
     assert_eq!(

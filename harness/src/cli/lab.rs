@@ -14,7 +14,7 @@ use rackproof_lab::physical::InventoryFile;
 use rackproof_lab::sim::{Behaviour, Catalog, SimMachine};
 use rackproof_qemu::Images;
 
-use crate::engine::image_lab::workspace_root;
+use crate::engine::lab::images::workspace_root;
 
 use super::{exit, print_error};
 

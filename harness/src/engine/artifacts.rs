@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::json;
 
-use super::run::RunResult;
-use super::timeline::Timeline;
+use crate::engine::judge::timeline::Timeline;
+use crate::engine::run::RunResult;
 use crate::report::{ReportInput, render};
 
 /// A failed write of an artifact.

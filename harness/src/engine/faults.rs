@@ -1,5 +1,5 @@
 //! Faults: waiting for a fault's trigger (a time, a node state, a console line, the Nth boot)
-//! and firing it on the lab (any backend, through [`super::lab::Lab`]) or the components.
+//! and firing it on the lab (any backend, through [`crate::engine::lab::Lab`]) or the components.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use regex::Regex;
 
-use super::run::Ctx;
-use super::timeline::EntryKind;
+use crate::engine::judge::timeline::EntryKind;
+use crate::engine::run::Ctx;
 use crate::scenario::{Component, Fault, FaultAction, PowerAction, Trigger};
 
 /// Waits for the fault's trigger, then fires it. Runs as its own task.
-pub async fn arm(ctx: &Ctx, fault: &Fault) {
+pub(crate) async fn arm(ctx: &Ctx, fault: &Fault) {
     if !triggered(ctx, &fault.when).await {
         return;
     }
@@ -64,7 +64,7 @@ async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {
 }
 
 /// Fires a fault now.
-pub async fn fire(ctx: &Ctx, action: &FaultAction) {
+pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
     let shared = &ctx.shared;
     match action {
         FaultAction::Power(power) => {

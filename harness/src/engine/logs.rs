@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use super::shared::Shared;
+use crate::engine::shared::Shared;
 
 /// The lines of a run per source. Clones share them.
 #[derive(Debug, Clone, Default)]

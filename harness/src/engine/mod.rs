@@ -4,34 +4,20 @@
 //! [`run_scenario`] is the entry point; [`run`] has the sequence of one simulated run.
 
 pub mod artifacts;
-pub mod conditions;
-pub mod expectations;
-pub mod external;
-pub mod faults;
-pub mod guest;
-pub mod image_lab;
-pub mod invariants;
-pub mod judge;
-pub mod lab;
-pub mod lifecycle;
-pub mod logs;
-pub mod objects;
-pub mod observe;
-pub mod outside;
-pub mod provider;
-pub mod rack;
+pub(crate) mod cluster;
+pub(crate) mod components;
+pub(crate) mod faults;
+pub(crate) mod judge;
+pub(crate) mod lab;
+pub(crate) mod logs;
 pub mod run;
-pub mod setup;
-pub mod shared;
-pub mod sim_lab;
-pub mod sim_nodes;
-pub mod steps;
-pub mod supervisor;
-pub mod timeline;
-pub mod world;
+pub(crate) mod shared;
+pub(crate) mod steps;
 
 use crate::load::LoadedScenario;
 use crate::scenario::Backend;
+pub use judge::timeline;
+pub use lab::sim::boot_timing;
 pub use run::{RunResult, Verdict};
 
 /// Why a scenario could not be run at all.

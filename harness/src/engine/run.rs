@@ -2,14 +2,14 @@
 //! virtual time (tokio's paused clock on a single thread), so a run of hours takes seconds and the
 //! same seed gives the same timeline; on `qemu` it runs in real time against QEMU guests.
 //!
-//! 1. The API server starts with the scenario's objects (`setup::cluster`).
-//! 2. The lab's machines are built powered off (`sim_lab` or `image_lab`); the components start
-//!    under the `supervisor`; the machine provider (`provider`) binds the orchestrator's Machines
+//! 1. The API server starts with the scenario's objects (`cluster::setup`).
+//! 2. The lab's machines are built powered off (`lab::sim` or `lab::images`); the components
+//!    start under the `components::supervisor`; the machine provider (`lab::provider`) binds the orchestrator's Machines
 //!    to lab machines and powers them on; their agents register the Nodes.
 //! 3. Once the pool's nodes are Ready, the workloads are placed, the faults are armed and the
 //!    steps run. Every watched change goes through the judge (invariants, expectations).
-//! 4. After the steps, the run waits for pending expectations (up to their limits), settles
-//!    them, and tears everything down.
+//! 4. After the steps, the run waits for pending expectations (up to their limits), keeps
+//!    judging for the scenario's `settle` period, settles them, and tears everything down.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -22,23 +22,23 @@ use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
 use rackproof_qemu::Images;
 
-use super::expectations::Expectations;
-use super::guest::GuestKind;
-use super::image_lab::{self, ImageLab};
-use super::invariants::InvariantChecker;
-use super::judge::Judge;
-use super::lab::Lab;
-use super::logs::LineLogs;
-use super::objects::{CATALOG, DEPENDENTS, NAMESPACE};
-use super::observe::Observation;
-use super::outside::Outside;
-use super::provider::Provider;
-use super::shared::Shared;
-use super::sim_lab::{EPOCH, SimLab};
-use super::supervisor::Supervisor;
-use super::timeline::{EntryKind, Timeline};
-use super::world::{DependentView, NodeView, World};
-use super::{faults, observe, setup, steps};
+use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
+use crate::engine::components::outside::Outside;
+use crate::engine::components::supervisor::Supervisor;
+use crate::engine::judge::Judge;
+use crate::engine::judge::expectations::Expectations;
+use crate::engine::judge::invariants::InvariantChecker;
+use crate::engine::judge::observe::Observation;
+use crate::engine::judge::timeline::{EntryKind, Timeline};
+use crate::engine::judge::world::{DependentView, NodeView, World};
+use crate::engine::lab::Lab;
+use crate::engine::lab::guest::GuestKind;
+use crate::engine::lab::images::{self, ImageLab};
+use crate::engine::lab::provider::Provider;
+use crate::engine::lab::sim::{EPOCH, SimLab};
+use crate::engine::logs::LineLogs;
+use crate::engine::shared::Shared;
+use crate::engine::{cluster::setup, faults, judge::observe, steps};
 use crate::load::LoadedScenario;
 use crate::scenario::{Backend, Cluster, FaultAction, Implementation, Scenario, Step};
 use rackproof_lab::physical::InventoryFile;
@@ -148,7 +148,7 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
         }
         Backend::Qemu => {
             problems.extend(boot_timing_unsupported(scenario));
-            problems.extend(image_lab::unsupported(scenario));
+            problems.extend(images::unsupported(scenario));
         }
         Backend::Libvirt => {
             if !cfg!(feature = "libvirt") {
@@ -158,14 +158,14 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
                 );
             }
             problems.extend(boot_timing_unsupported(scenario));
-            problems.extend(image_lab::unsupported(scenario));
+            problems.extend(images::unsupported(scenario));
             if fault_actions(scenario).any(|a| matches!(a, FaultAction::Partition(_))) {
                 problems.push("network partitions need QEMU's set_link, and a libvirt domain's user-mode NIC is outside libvirt's devices (backend qemu)".to_owned());
             }
         }
         Backend::Physical => {
             problems.extend(boot_timing_unsupported(scenario));
-            problems.extend(image_lab::unsupported(scenario));
+            problems.extend(images::unsupported(scenario));
             for action in fault_actions(scenario) {
                 match action {
                     FaultAction::Partition(p) => problems.push(format!("a network partition of {} needs QEMU's set_link; a rack server's switch port is outside Rackproof's reach (backend qemu)", p.node.value)),
@@ -292,7 +292,7 @@ pub async fn run(
         world.nodes.keys().cloned().collect::<Vec<_>>(),
         world.max_unavailable,
     );
-    let repo = image_lab::workspace_root(&loaded.path);
+    let repo = images::workspace_root(&loaded.path);
     let images = match backend {
         Backend::Qemu | Backend::Libvirt | Backend::Physical => {
             ImageLab::images(&scenario, &repo).await.map(Some)
@@ -361,11 +361,11 @@ pub async fn run(
         .iter()
         .map(|item| {
             let verdict = match &item.verdict {
-                super::expectations::Verdict::Pending => "pending".to_owned(),
-                super::expectations::Verdict::Met { at } => {
+                crate::engine::judge::expectations::Verdict::Pending => "pending".to_owned(),
+                crate::engine::judge::expectations::Verdict::Met { at } => {
                     format!("met at {}", rackproof_clock::format_duration(*at))
                 }
-                super::expectations::Verdict::Broken { at, why } => {
+                crate::engine::judge::expectations::Verdict::Broken { at, why } => {
                     format!("broken at {}: {why}", rackproof_clock::format_duration(*at))
                 }
             };
@@ -409,7 +409,7 @@ pub fn rack_inventory(
         (None, Some(path)) => loaded.path.parent().unwrap_or(std::path::Path::new(".")).join(path),
         (None, None) => return Err("it needs the rack's inventory: set `lab.inventory` in the scenario or give `rackproof run --inventory FILE`".to_owned()),
     };
-    let inventory = InventoryFile::load(&path).map_err(|e| super::error_chain(&e))?;
+    let inventory = InventoryFile::load(&path).map_err(|e| crate::engine::error_chain(&e))?;
     inventory
         .select(&loaded.scenario.lab.node_names())
         .map_err(|e| e.to_string())?;
@@ -448,7 +448,7 @@ async fn drive(
     let size = pool_size(scenario);
     setup::cluster(client, scenario, size)
         .await
-        .map_err(|e| format!("cluster setup failed: {}", super::error_chain(&e)))?;
+        .map_err(|e| format!("cluster setup failed: {}", crate::engine::error_chain(&e)))?;
     let (lab, image_server_url) = match (backend, images?) {
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
             let kind = if backend == Backend::Libvirt {
@@ -600,7 +600,12 @@ async fn drive(
     );
     setup::workloads(client, scenario, &members)
         .await
-        .map_err(|e| format!("placing the workloads failed: {}", super::error_chain(&e)))?;
+        .map_err(|e| {
+            format!(
+                "placing the workloads failed: {}",
+                crate::engine::error_chain(&e)
+            )
+        })?;
     setup::wait_workloads_running(client, clock, BRING_UP).await?;
 
     let limit = scenario.timeout.get().saturating_sub(shared.elapsed());

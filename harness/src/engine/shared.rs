@@ -8,9 +8,9 @@ use jiff::Timestamp;
 use rackproof_clock::Clock;
 use tokio::sync::watch;
 
-use super::judge::Judge;
-use super::observe::Observation;
-use super::timeline::EntryKind;
+use crate::engine::judge::Judge;
+use crate::engine::judge::observe::Observation;
+use crate::engine::judge::timeline::EntryKind;
 
 /// A handle on the run's shared state. Clones share it.
 #[derive(Debug, Clone)]

@@ -12,18 +12,18 @@ use kube::api::{Patch, PatchParams};
 use regex::Regex;
 use serde_json::{Value, json};
 
-use super::conditions::{Check, describe};
-use super::faults;
-use super::objects::NAMESPACE;
-use super::run::Ctx;
-use super::timeline::EntryKind;
+use crate::engine::cluster::objects::NAMESPACE;
+use crate::engine::faults;
+use crate::engine::judge::conditions::{Check, describe};
+use crate::engine::judge::timeline::EntryKind;
+use crate::engine::run::Ctx;
 use crate::scenario::{NodeName, PoolUpdate, RunCommand, Step};
 
 /// How long the WorkerPool controller may take to accept or refuse a change.
 const VALIDATION_WAIT: Duration = Duration::from_secs(300);
 
 /// Runs every step. The first step that fails ends the sequence with its message.
-pub async fn run(ctx: &Ctx) -> Result<(), String> {
+pub(crate) async fn run(ctx: &Ctx) -> Result<(), String> {
     for (index, step) in ctx.scenario.steps.iter().enumerate() {
         let number = index + 1;
         ctx.shared.record(
@@ -39,7 +39,7 @@ pub async fn run(ctx: &Ctx) -> Result<(), String> {
 }
 
 /// A one-line description of a step for the timeline.
-pub fn summary(step: &Step) -> String {
+pub(crate) fn summary(step: &Step) -> String {
     let names = |nodes: &[NodeName]| {
         nodes
             .iter()

@@ -18,7 +18,7 @@ use jiff::Timestamp;
 use serde_json::Value;
 
 use crate::diagnostic::Diagnostic;
-use crate::engine::objects;
+use crate::engine::cluster::objects;
 use crate::load::LoadedScenario;
 use crate::scenario::{Located, Pool, PoolUpdate, Position, Step, Strategy};
 

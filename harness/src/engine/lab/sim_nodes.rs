@@ -25,7 +25,7 @@ use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, S
 
 use crate::scenario::{BootBehaviour, ImageServerAnswer, Scenario};
 
-pub use super::provider::OscLocation;
+pub(crate) use crate::engine::lab::provider::OscLocation;
 
 /// The slot manifest's file name on the image server.
 const MANIFEST: &str = "manifest.json";
@@ -33,7 +33,7 @@ const MANIFEST: &str = "manifest.json";
 /// The entry-name prefix the agent uses for the slots it installs.
 const ENTRY_PREFIX: &str = "rackproof";
 
-pub fn behaviour(boot: &BootBehaviour) -> Behaviour {
+pub(crate) fn behaviour(boot: &BootBehaviour) -> Behaviour {
     match boot {
         BootBehaviour::Ok => Behaviour::Boots,
         BootBehaviour::Panics => Behaviour::PanicsAtBoot,
@@ -44,7 +44,7 @@ pub fn behaviour(boot: &BootBehaviour) -> Behaviour {
 }
 
 /// The scenario's images as a simulated catalog.
-pub fn catalog(scenario: &Scenario) -> Catalog {
+pub(crate) fn catalog(scenario: &Scenario) -> Catalog {
     scenario
         .images
         .iter()
@@ -54,7 +54,7 @@ pub fn catalog(scenario: &Scenario) -> Catalog {
 }
 
 /// The image server: a signed slot (kernel, initrd, manifest) for every version in `catalog`.
-pub fn image_server(
+pub(crate) fn image_server(
     scenario: &Scenario,
     catalog: &Catalog,
     key: &SlotKeyPair,
@@ -322,7 +322,7 @@ impl GuestOs for AgentGuest {
 }
 
 /// The agent configuration for a simulated node.
-pub fn agent_config(node: &str, pool: &str, osc: &OscLocation) -> AgentConfig {
+pub(crate) fn agent_config(node: &str, pool: &str, osc: &OscLocation) -> AgentConfig {
     let mut config = AgentConfig::new(node, pool, &osc.namespace, &osc.name);
     config.heartbeat = Some(HeartbeatConfig::default());
     config

@@ -18,19 +18,19 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use crate::scenario::{IntOrPercent, Scenario, Strategy};
 
 /// Namespace of the pool, its machines and the control-plane components.
-pub const NAMESPACE: &str = "rackproof";
+pub(crate) const NAMESPACE: &str = "rackproof";
 /// The image name every scenario's versions belong to.
-pub const IMAGE_NAME: &str = "rackproof-os";
+pub(crate) const IMAGE_NAME: &str = "rackproof-os";
 /// The catalog's name.
-pub const CATALOG: &str = "rackproof";
+pub(crate) const CATALOG: &str = "rackproof";
 /// The watchdog's dependents, scaled to zero in an outage, in the order it scales them down.
-pub const DEPENDENTS: [&str; 3] = [
+pub(crate) const DEPENDENTS: [&str; 3] = [
     "machine-controller-manager",
     "kube-controller-manager",
     "cluster-autoscaler",
 ];
 /// The machine type lab nodes are given.
-pub const MACHINE_TYPE: &str = "lab";
+pub(crate) const MACHINE_TYPE: &str = "lab";
 
 fn int_or_percent(value: IntOrPercent) -> IntOrString {
     match value {
@@ -40,7 +40,7 @@ fn int_or_percent(value: IntOrPercent) -> IntOrString {
 }
 
 /// The pool's update strategy in the API's terms.
-pub fn strategy(strategy: Strategy) -> UpdateStrategy {
+pub(crate) fn strategy(strategy: Strategy) -> UpdateStrategy {
     match strategy {
         Strategy::AutoRollingUpdate => UpdateStrategy::AutoRollingUpdate,
         Strategy::AutoInPlaceUpdate => UpdateStrategy::AutoInPlaceUpdate,
@@ -49,7 +49,7 @@ pub fn strategy(strategy: Strategy) -> UpdateStrategy {
 }
 
 /// The image catalog: every image version of the scenario, in-place updatable from the oldest on.
-pub fn image_catalog(scenario: &Scenario) -> ImageCatalog {
+pub(crate) fn image_catalog(scenario: &Scenario) -> ImageCatalog {
     let oldest = scenario
         .images
         .iter()
@@ -109,7 +109,7 @@ fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
 }
 
 /// The worker pool as the scenario starts it.
-pub fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
+pub(crate) fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
     let pool = &scenario.pool;
     let count = i32::try_from(nodes).unwrap_or(i32::MAX);
     let spec = WorkerPoolSpec {
@@ -146,7 +146,7 @@ pub fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
 }
 
 /// A dependent Deployment of the watchdog, with one replica.
-pub fn dependent(name: &str) -> Deployment {
+pub(crate) fn dependent(name: &str) -> Deployment {
     let labels = BTreeMap::from([("app".to_owned(), name.to_owned())]);
     Deployment {
         metadata: ObjectMeta {

@@ -16,7 +16,7 @@ use rackproof_lab::resource::NodeDescription;
 use rackproof_qemu::{Console, NodeIdentity, QemuMachine};
 use regex::Regex;
 
-use super::lab::Lines;
+use crate::engine::lab::Lines;
 
 /// Which machine a guest lab node runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,7 +27,7 @@ pub enum GuestKind {
 
 /// One node's machine.
 #[derive(Debug)]
-pub enum Guest {
+pub(crate) enum Guest {
     Qemu(Arc<QemuMachine>),
     #[cfg(feature = "libvirt")]
     Libvirt(libvirt::LibvirtGuest),
@@ -36,7 +36,7 @@ pub enum Guest {
 
 /// A rack server of the inventory, held for the run.
 #[derive(Debug)]
-pub struct RackServer {
+pub(crate) struct RackServer {
     /// The client of the server's own BMC.
     pub bmc: SharedMachine,
     /// Its inventory entry.
@@ -57,7 +57,7 @@ const RACK_BOOT_LINE: &str = r"^rackproof-os \S+: init started";
 impl RackServer {
     /// Starts copying `source`'s lines (the backlog of the boot in progress, then each new one)
     /// into a console; `log` is where the source's lines are kept (the file it follows).
-    pub fn new(
+    pub(crate) fn new(
         description: NodeDescription,
         bmc: SharedMachine,
         source: StreamConsole,
@@ -102,7 +102,7 @@ impl Drop for RackServer {
 
 /// A place in a guest's console: waiting "since" it ignores the lines before.
 #[derive(Debug, Clone, Copy)]
-pub enum ConsoleMark {
+pub(crate) enum ConsoleMark {
     Own(rackproof_qemu::Mark),
     #[cfg(feature = "libvirt")]
     Libvirt(rackproof_libvirt::console::Mark),
@@ -118,7 +118,7 @@ enum Serial<'a> {
 impl Guest {
     /// The machine as the BMC drives it: the machine itself for a guest (its emulator fronts
     /// it), the BMC client for a rack server.
-    pub fn power(&self) -> SharedMachine {
+    pub(crate) fn power(&self) -> SharedMachine {
         match self {
             Self::Qemu(machine) => machine.clone(),
             #[cfg(feature = "libvirt")]
@@ -137,7 +137,7 @@ impl Guest {
     }
 
     /// Every console line so far.
-    pub fn lines(&self) -> Vec<String> {
+    pub(crate) fn lines(&self) -> Vec<String> {
         match self.serial() {
             Serial::Own(console) => console.lines(),
             #[cfg(feature = "libvirt")]
@@ -146,7 +146,7 @@ impl Guest {
     }
 
     /// The console's current end.
-    pub fn mark(&self) -> ConsoleMark {
+    pub(crate) fn mark(&self) -> ConsoleMark {
         match self.serial() {
             Serial::Own(console) => ConsoleMark::Own(console.mark()),
             #[cfg(feature = "libvirt")]
@@ -155,7 +155,7 @@ impl Guest {
     }
 
     /// Waits for a console line after `mark` matching `pattern`, at most `timeout`.
-    pub async fn wait_line_since(
+    pub(crate) async fn wait_line_since(
         &self,
         clock: &Clock,
         mark: ConsoleMark,
@@ -167,19 +167,19 @@ impl Guest {
                 .wait_for_since(clock, mark, pattern, timeout)
                 .await
                 .map(|l| l.text)
-                .map_err(|e| super::error_chain(&e)),
+                .map_err(|e| crate::engine::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             (Serial::Libvirt(console), ConsoleMark::Libvirt(mark)) => console
                 .wait_for_since(mark, pattern, timeout)
                 .await
-                .map_err(|e| super::error_chain(&e)),
+                .map_err(|e| crate::engine::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             _ => Err("a console mark of another machine".to_owned()),
         }
     }
 
     /// The console's lines from now on.
-    pub fn subscribe(&self) -> Lines {
+    pub(crate) fn subscribe(&self) -> Lines {
         use tokio::sync::broadcast::error::RecvError;
         match self.serial() {
             Serial::Own(console) => Box::pin(futures::stream::unfold(
@@ -212,7 +212,7 @@ impl Guest {
 
     /// Boots so far: QEMU starts and resets for `qemu`, the firmware's boot-option starts on the
     /// console for `libvirt`, the node OS's `init started` lines for a rack server.
-    pub async fn boots(&self) -> u64 {
+    pub(crate) async fn boots(&self) -> u64 {
         match self {
             Self::Qemu(machine) => machine.boots().await,
             #[cfg(feature = "libvirt")]
@@ -228,12 +228,12 @@ impl Guest {
 
     /// Replaces the identity the guest reads from its next power-on (a rack server's is
     /// delivered over SSH by the lab instead).
-    pub async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
+    pub(crate) async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
         match self {
             Self::Qemu(machine) => machine
                 .set_identity(identity)
                 .await
-                .map_err(|e| super::error_chain(&e)),
+                .map_err(|e| crate::engine::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.set_identity(identity),
             Self::Rack(_) => Err("a rack server's identity is delivered over SSH".to_owned()),
@@ -241,12 +241,12 @@ impl Guest {
     }
 
     /// Gives the node a fresh copy of `disk` (it must be off).
-    pub async fn reimage(&self, disk: &Path) -> Result<(), String> {
+    pub(crate) async fn reimage(&self, disk: &Path) -> Result<(), String> {
         match self {
             Self::Qemu(machine) => machine
                 .reimage(disk)
                 .await
-                .map_err(|e| super::error_chain(&e)),
+                .map_err(|e| crate::engine::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => guest.reimage(disk).await,
             Self::Rack(server) => Err(format!(
@@ -257,9 +257,9 @@ impl Guest {
     }
 
     /// Disconnects (`up: false`) or reconnects the node's network.
-    pub async fn set_link(&self, up: bool) -> Result<(), String> {
+    pub(crate) async fn set_link(&self, up: bool) -> Result<(), String> {
         match self {
-            Self::Qemu(machine) => machine.set_link(up).await.map_err(|e| super::error_chain(&e)),
+            Self::Qemu(machine) => machine.set_link(up).await.map_err(|e| crate::engine::error_chain(&e)),
             #[cfg(feature = "libvirt")]
             Self::Libvirt(_) => Err("network partitions of libvirt domains are not available (the NIC is QEMU's user network, outside libvirt's devices)".to_owned()),
             Self::Rack(_) => Err("network partitions of rack servers are not available (their switch port is outside Rackproof's reach)".to_owned()),
@@ -268,7 +268,7 @@ impl Guest {
 
     /// Stops the machine and removes what it left (QEMU's files; the libvirt domain); a rack
     /// server is powered off through its BMC and stays as it is otherwise.
-    pub async fn shutdown(&self) {
+    pub(crate) async fn shutdown(&self) {
         match self {
             Self::Qemu(machine) => {
                 let _ = machine.shutdown().await;
@@ -276,12 +276,12 @@ impl Guest {
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => {
                 if let Err(e) = guest.machine.teardown().await {
-                    tracing::warn!(error = %super::error_chain(&e), "tearing the libvirt domain down failed");
+                    tracing::warn!(error = %crate::engine::error_chain(&e), "tearing the libvirt domain down failed");
                 }
             }
             Self::Rack(server) => {
                 if let Err(e) = server.bmc.reset(ResetAction::ForceOff).await {
-                    tracing::warn!(node = %server.description.name, error = %super::error_chain(&e), "powering the rack server off failed");
+                    tracing::warn!(node = %server.description.name, error = %crate::engine::error_chain(&e), "powering the rack server off failed");
                 }
             }
         }
@@ -289,7 +289,7 @@ impl Guest {
 }
 
 #[cfg(feature = "libvirt")]
-pub mod libvirt {
+pub(crate) mod libvirt {
     //! A lab node as a libvirt domain (`qemu:///system`): its directory (world-traversable, since
     //! libvirt's QEMU runs as `libvirt-qemu`), a qcow2 copy of the node image, the identity file
     //! handed over through fw_cfg.
@@ -307,7 +307,7 @@ pub mod libvirt {
     const BOOT_LINE: &str = r"^BdsDxe: starting Boot";
 
     #[derive(Debug)]
-    pub struct LibvirtGuest {
+    pub(crate) struct LibvirtGuest {
         pub machine: Arc<LibvirtMachine>,
         disk: PathBuf,
         identity: PathBuf,
@@ -315,7 +315,7 @@ pub mod libvirt {
 
     impl LibvirtGuest {
         /// Defines domain `prefix + node`, powered off, with a copy of `disk` under `dir`.
-        pub async fn define(
+        pub(crate) async fn define(
             node: &str,
             prefix: &str,
             dir: &Path,
@@ -349,7 +349,7 @@ pub mod libvirt {
             let machine = LibvirtMachine::define(config, clock.clone()).await.map_err(|e| {
                 format!(
                     "node {node}: {}; is libvirtd running? `ci/start-libvirtd` installs and starts it",
-                    super::super::error_chain(&e)
+                    crate::engine::error_chain(&e)
                 )
             })?;
             Ok(Self {
@@ -359,7 +359,7 @@ pub mod libvirt {
             })
         }
 
-        pub fn boots(&self) -> u64 {
+        pub(crate) fn boots(&self) -> u64 {
             let pattern = Regex::new(BOOT_LINE).expect("a valid pattern");
             self.machine
                 .console()
@@ -376,17 +376,17 @@ pub mod libvirt {
                     "cannot {what} of domain {} while it is {state}",
                     self.machine.name()
                 )),
-                Err(e) => Err(super::super::error_chain(&e)),
+                Err(e) => Err(crate::engine::error_chain(&e)),
             }
         }
 
-        pub fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
+        pub(crate) fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
             let text = identity.render().map_err(|e| e.to_string())?;
             std::fs::write(&self.identity, text)
                 .map_err(|e| format!("failed to write {}: {e}", self.identity.display()))
         }
 
-        pub async fn reimage(&self, disk: &Path) -> Result<(), String> {
+        pub(crate) async fn reimage(&self, disk: &Path) -> Result<(), String> {
             self.off("replace the disk").await?;
             convert_disk(disk, &self.disk).await
         }

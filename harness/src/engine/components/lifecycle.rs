@@ -134,7 +134,7 @@ partial_of!(LeaseRenewal, Lease);
 const MONITOR_PERIOD: Duration = Duration::from_secs(5);
 
 /// Runs until dropped.
-pub async fn run(client: Client, clock: Clock, grace: Duration) {
+pub(crate) async fn run(client: Client, clock: Clock, grace: Duration) {
     let (nodes, node_writer) = reflector::store::<NodeReadiness>();
     let (leases, lease_writer) = reflector::store::<LeaseRenewal>();
     let node_stream = reflector::reflector(

@@ -6,13 +6,13 @@ use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 
-use super::logs::LineLogs;
-use super::outside::{Outside, kill_group};
-use super::shared::Shared;
+use crate::engine::components::outside::{Outside, kill_group};
+use crate::engine::logs::LineLogs;
+use crate::engine::shared::Shared;
 
 /// A running external component. Dropping it kills its process group.
 #[derive(Debug)]
-pub struct ExternalProcess {
+pub(crate) struct ExternalProcess {
     child: tokio::process::Child,
     pid: u32,
 }
@@ -20,7 +20,7 @@ pub struct ExternalProcess {
 impl ExternalProcess {
     /// Starts `argv` (through `outside`, with the extra variables `env`) as component `name`; its
     /// stdout and stderr go to `logs` under `name`.
-    pub fn start(
+    pub(crate) fn start(
         outside: &Outside,
         argv: &[String],
         env: &[(&str, String)],
@@ -64,7 +64,7 @@ impl ExternalProcess {
     }
 
     /// How it ended, if it has: `exit code N` or `signal`.
-    pub fn exited(&mut self) -> Option<String> {
+    pub(crate) fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
             Ok(Some(status)) => Some(status.code().map_or_else(
                 || "killed by a signal".to_owned(),

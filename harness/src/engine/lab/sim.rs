@@ -16,18 +16,18 @@ use rackproof_lab::console::{ConsoleLine, ConsoleSource};
 use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimMachine};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
 
-use super::lab::Lines;
-use super::provider::OscLocation;
-use super::shared::Shared;
-use super::sim_nodes::{self, AgentGuest};
-use super::timeline::EntryKind;
+use crate::engine::judge::timeline::EntryKind;
+use crate::engine::lab::Lines;
+use crate::engine::lab::provider::OscLocation;
+use crate::engine::lab::sim_nodes::{self, AgentGuest};
+use crate::engine::shared::Shared;
 use crate::scenario::{BmcKind, BmcQuirk, PowerAction, PowerCutPoint, Scenario};
 
 /// How long an armed power cut may take to happen (the update reaching that point).
 const POWER_CUT_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// The epoch every simulated run starts at (virtual time).
-pub const EPOCH: &str = "2026-01-01T00:00:00Z";
+pub(crate) const EPOCH: &str = "2026-01-01T00:00:00Z";
 
 /// One lab node.
 #[derive(Debug)]
@@ -141,7 +141,7 @@ impl SimLab {
             Err(e) => shared.record(
                 Some(name),
                 EntryKind::Lab,
-                format!("power-on failed: {}", super::error_chain(&e)),
+                format!("power-on failed: {}", crate::engine::error_chain(&e)),
             ),
         }
     }
@@ -149,12 +149,12 @@ impl SimLab {
     /// A power action through the node's BMC, recorded in the timeline.
     pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
         let Some(node) = self.node(name) else { return };
-        let reset = super::lab::reset_action(action);
+        let reset = crate::engine::lab::reset_action(action);
         if let Err(e) = node.bmc.reset(reset).await {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("{reset} failed: {}", super::error_chain(&e)),
+                format!("{reset} failed: {}", crate::engine::error_chain(&e)),
             );
         }
     }
@@ -168,7 +168,7 @@ impl SimLab {
             .allow_node_secret(&self.pool, &osc.namespace, &osc.name);
         node.machine
             .reimage(version)
-            .map_err(|e| super::error_chain(&e))?;
+            .map_err(|e| crate::engine::error_chain(&e))?;
         node.guest
             .bind(Some(sim_nodes::agent_config(name, &self.pool, osc)));
         Ok(())
@@ -182,7 +182,7 @@ impl SimLab {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("power-off failed: {}", super::error_chain(&e)),
+                format!("power-off failed: {}", crate::engine::error_chain(&e)),
             );
         }
     }
@@ -261,7 +261,7 @@ impl SimLab {
 
 /// The next console line; lines lost to a slow reader are skipped. `None` once the machine is
 /// gone.
-pub async fn next_line(
+pub(crate) async fn next_line(
     lines: &mut tokio::sync::broadcast::Receiver<ConsoleLine>,
 ) -> Option<ConsoleLine> {
     loop {
@@ -346,7 +346,7 @@ impl SimBmc {
     }
 }
 
-pub fn ipmi_name(action: ResetAction) -> &'static str {
+pub(crate) fn ipmi_name(action: ResetAction) -> &'static str {
     match action {
         ResetAction::On => "power on",
         ResetAction::ForceOff => "power off",

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::conditions::{Check, describe};
-use super::world::World;
+use crate::engine::judge::conditions::{Check, describe};
+use crate::engine::judge::world::World;
 use crate::scenario::Expectation;
 
 /// How an expectation ended.

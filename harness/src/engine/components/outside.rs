@@ -64,7 +64,7 @@ impl Outside {
         let https = server.serve_https(loopback).await.map_err(|e| {
             format!(
                 "serving the API over HTTPS for outside programs failed: {}",
-                super::error_chain(&e)
+                crate::engine::error_chain(&e)
             )
         })?;
         let dir = tempfile::Builder::new()
@@ -74,7 +74,7 @@ impl Outside {
         let kubeconfig = dir.path().join("admin.kubeconfig");
         https
             .write_kubeconfig(&kubeconfig, &User::admin())
-            .map_err(|e| super::error_chain(&e))?;
+            .map_err(|e| crate::engine::error_chain(&e))?;
         let mut env = vec![("KUBECONFIG".to_owned(), kubeconfig.into_os_string())];
         env.extend(
             vars.iter()
@@ -198,7 +198,7 @@ impl Outside {
 }
 
 /// SIGKILLs the process group led by `pid` (a command started by [`Outside::command`]).
-pub fn kill_group(pid: u32) {
+pub(crate) fn kill_group(pid: u32) {
     let Some(pid) = i32::try_from(pid)
         .ok()
         .and_then(rustix::process::Pid::from_raw)

@@ -18,10 +18,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-use super::lab::Lab;
-use super::objects::NAMESPACE;
-use super::shared::Shared;
-use super::timeline::EntryKind;
+use crate::engine::cluster::objects::NAMESPACE;
+use crate::engine::judge::timeline::EntryKind;
+use crate::engine::lab::Lab;
+use crate::engine::shared::Shared;
 
 /// Where a pool's OperatingSystemConfig Secret lives (the Machine's annotation).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +38,7 @@ struct Bindings {
 }
 
 /// Binds Machines to the lab's machines.
-pub struct Provider {
+pub(crate) struct Provider {
     lab: Arc<Lab>,
     /// The admin client (reads the OSC Secret).
     client: Client,
@@ -55,7 +55,7 @@ impl std::fmt::Debug for Provider {
 }
 
 impl Provider {
-    pub fn new(lab: Arc<Lab>, client: Client) -> Arc<Self> {
+    pub(crate) fn new(lab: Arc<Lab>, client: Client) -> Arc<Self> {
         let free = lab.node_names().into_iter().collect();
         Arc::new(Self {
             lab,
@@ -69,7 +69,7 @@ impl Provider {
 
     /// Watches Machines and binds each new one to a free lab machine; powers a machine off when
     /// its Machine goes away. Runs until dropped.
-    pub async fn run(self: Arc<Self>, shared: Shared) {
+    pub(crate) async fn run(self: Arc<Self>, shared: Shared) {
         let api: Api<Machine> = Api::namespaced(self.client.clone(), NAMESPACE);
         let watched: Api<Unmanaged<Machine>> = Api::namespaced(self.client.clone(), NAMESPACE);
         let mut events = unmanaged::watcher(watched, watcher::Config::default())
@@ -180,8 +180,8 @@ impl Provider {
                 osc.namespace, osc.name
             )
         })?;
-        let decoded =
-            inplace_api::osc::secret::decode_secret(&secret).map_err(|e| super::error_chain(&e))?;
+        let decoded = inplace_api::osc::secret::decode_secret(&secret)
+            .map_err(|e| crate::engine::error_chain(&e))?;
         decoded
             .osc
             .spec

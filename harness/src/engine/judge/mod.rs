@@ -1,15 +1,21 @@
 //! The judge: applies each observation to the world, records what changed in the timeline, and
 //! checks invariants and expectations at every change.
 
+pub(crate) mod conditions;
+pub(crate) mod expectations;
+pub(crate) mod invariants;
+pub(crate) mod observe;
+pub mod timeline;
+pub(crate) mod world;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use super::conditions::state_name;
-use super::expectations::Expectations;
-use super::invariants::{InvariantChecker, Violation};
-use super::observe::Observation;
-use super::timeline::{EntryKind, Timeline};
-use super::world::{NodeView, World, is_daemon_or_mirror, lane_phase};
+use crate::engine::judge::expectations::Expectations;
+use crate::engine::judge::invariants::{InvariantChecker, Violation};
+use crate::engine::judge::observe::Observation;
+use crate::engine::judge::timeline::{EntryKind, Timeline};
+use crate::engine::judge::world::{NodeView, World, is_daemon_or_mirror, lane_phase};
 use crate::scenario::{InvariantName, NodeState};
 
 /// Everything judged about one run.
@@ -191,8 +197,11 @@ impl Judge {
                 .push(elapsed, None, EntryKind::ExpectationBroken, broken);
         }
         for (item, was) in self.expectations.items.iter().zip(before) {
-            if was == super::expectations::Verdict::Pending
-                && matches!(item.verdict, super::expectations::Verdict::Met { .. })
+            if was == crate::engine::judge::expectations::Verdict::Pending
+                && matches!(
+                    item.verdict,
+                    crate::engine::judge::expectations::Verdict::Met { .. }
+                )
             {
                 self.timeline.push(
                     elapsed,
@@ -208,7 +217,7 @@ impl Judge {
     pub fn finish(&mut self, elapsed: Duration) {
         self.expectations.finish(elapsed);
         for item in &self.expectations.items {
-            if let super::expectations::Verdict::Broken { at, why } = &item.verdict
+            if let crate::engine::judge::expectations::Verdict::Broken { at, why } = &item.verdict
                 && *at == elapsed
             {
                 self.timeline.push(
@@ -358,7 +367,7 @@ impl Judge {
 }
 
 /// The scenario-file name of an invariant.
-pub fn invariant_name(name: InvariantName) -> &'static str {
+pub(crate) fn invariant_name(name: InvariantName) -> &'static str {
     match name {
         InvariantName::MaxUnavailable => "maxUnavailable",
         InvariantName::DrainedBeforeReady => "drainedBeforeReady",
@@ -367,9 +376,4 @@ pub fn invariant_name(name: InvariantName) -> &'static str {
         InvariantName::WatchdogIgnoresUpdates => "watchdogIgnoresUpdates",
         InvariantName::DependentsRestored => "dependentsRestored",
     }
-}
-
-/// The scenario-file name of a node state (re-exported for the engine's messages).
-pub fn node_state_name(state: NodeState) -> &'static str {
-    state_name(state)
 }

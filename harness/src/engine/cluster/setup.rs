@@ -15,16 +15,16 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::PostParams;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use super::objects::{self, DEPENDENTS, NAMESPACE};
+use crate::engine::cluster::objects::{self, DEPENDENTS, NAMESPACE};
 use crate::scenario::{Scenario, Workload};
 
 /// Namespace of the workload pods.
-pub const WORKLOAD_NAMESPACE: &str = "apps";
+pub(crate) const WORKLOAD_NAMESPACE: &str = "apps";
 
 /// A failed setup request.
 #[derive(Debug, thiserror::Error)]
 #[error("failed to {what}")]
-pub struct SetupError {
+pub(crate) struct SetupError {
     what: String,
     #[source]
     source: kube::Error,
@@ -53,7 +53,7 @@ fn namespace(name: &str) -> Namespace {
 }
 
 /// The cluster as the scenario starts it, before any machine exists.
-pub async fn cluster(
+pub(crate) async fn cluster(
     client: &Client,
     scenario: &Scenario,
     pool_size: u32,
@@ -124,7 +124,7 @@ fn pod(name: String, app: &str, node: &str) -> Pod {
 }
 
 /// The workloads on `nodes`: created once, when the pool's nodes are up.
-pub async fn workloads(
+pub(crate) async fn workloads(
     client: &Client,
     scenario: &Scenario,
     nodes: &[String],
@@ -237,7 +237,7 @@ pub async fn workloads(
 
 /// Waits until every workload pod runs and is Ready (the nodes' kubelets started them), so a
 /// PodDisruptionBudget counts them as healthy before anything is drained.
-pub async fn wait_workloads_running(
+pub(crate) async fn wait_workloads_running(
     client: &Client,
     clock: &rackproof_clock::Clock,
     within: std::time::Duration,

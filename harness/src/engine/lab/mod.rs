@@ -2,19 +2,26 @@
 //! machine provider reach the machines through. Each backend implements the same operations;
 //! what a backend cannot do is refused before the run starts (`run::unsupported`).
 
+pub(crate) mod guest;
+pub(crate) mod images;
+pub(crate) mod provider;
+pub(crate) mod rack;
+pub(crate) mod sim;
+pub(crate) mod sim_nodes;
+
 use std::pin::Pin;
 
 use futures::Stream;
 
-use super::image_lab::ImageLab;
-use super::logs::LineLogs;
-use super::provider::OscLocation;
-use super::shared::Shared;
-use super::sim_lab::SimLab;
+use crate::engine::lab::images::ImageLab;
+use crate::engine::lab::provider::OscLocation;
+use crate::engine::lab::sim::SimLab;
+use crate::engine::logs::LineLogs;
+use crate::engine::shared::Shared;
 use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint};
 
 /// The BMC reset action a scenario's power action takes (every backend alike).
-pub fn reset_action(action: PowerAction) -> rackproof_driver::ResetAction {
+pub(crate) fn reset_action(action: PowerAction) -> rackproof_driver::ResetAction {
     use rackproof_driver::ResetAction;
     match action {
         PowerAction::On => ResetAction::On,
@@ -26,7 +33,7 @@ pub fn reset_action(action: PowerAction) -> rackproof_driver::ResetAction {
 }
 
 /// Console lines of one node, as they are printed.
-pub type Lines = Pin<Box<dyn Stream<Item = String> + Send>>;
+pub(crate) type Lines = Pin<Box<dyn Stream<Item = String> + Send>>;
 
 /// The machines of a run.
 #[derive(Debug)]
@@ -108,7 +115,11 @@ impl Lab {
     ) -> Result<(), String> {
         match self {
             Self::Sim(lab) => {
-                lab.break_next_version(name, &super::sim_nodes::behaviour(boot), versions);
+                lab.break_next_version(
+                    name,
+                    &crate::engine::lab::sim_nodes::behaviour(boot),
+                    versions,
+                );
                 Ok(())
             }
             Self::Images(lab) => lab.break_next_version(name, boot),

@@ -13,7 +13,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use serde::Deserialize;
 
-use super::objects::NAMESPACE;
+use crate::engine::cluster::objects::NAMESPACE;
 
 /// One observed change.
 #[derive(Debug, Clone)]
@@ -124,7 +124,7 @@ where
 }
 
 /// Every observation from now on, merged. Failed watches are retried with backoff.
-pub fn observe(client: &Client) -> impl Stream<Item = Observation> + Send + 'static {
+pub(crate) fn observe(client: &Client) -> impl Stream<Item = Observation> + Send + 'static {
     let config = watcher::Config::default();
     // Nothing here reads managedFields: they are skipped, not decoded (see `inplace_api::unmanaged`).
     let nodes = unmanaged::watcher(Api::<Unmanaged<Node>>::all(client.clone()), config.clone())

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use crate::scenario::NodeState;
 
 /// Node annotation in which the node agent reports the OS version it runs.
-pub const ANNOTATION_OS_VERSION: &str = inplace_agent::heartbeat::ANNOTATION_OS_VERSION;
+pub(crate) const ANNOTATION_OS_VERSION: &str = inplace_agent::heartbeat::ANNOTATION_OS_VERSION;
 
 /// What the harness knows about one node.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -329,7 +329,7 @@ fn count<'a>(views: impl Iterator<Item = &'a NodeView>) -> u32 {
 }
 
 /// DaemonSet pods and mirror (static) pods stay on a node through a drain.
-pub fn is_daemon_or_mirror(pod: &Pod) -> bool {
+pub(crate) fn is_daemon_or_mirror(pod: &Pod) -> bool {
     let mirror = pod
         .metadata
         .annotations
@@ -344,7 +344,7 @@ pub fn is_daemon_or_mirror(pod: &Pod) -> bool {
 }
 
 /// The phase a node is drawn in on the report's swimlanes: one word per node at any instant.
-pub fn lane_phase(view: &NodeView) -> &'static str {
+pub(crate) fn lane_phase(view: &NodeView) -> &'static str {
     if !view.registered {
         return "absent";
     }

@@ -16,12 +16,12 @@ use kube::Client;
 use rackproof_clock::Clock;
 use tokio::task::JoinHandle;
 
-use super::external::ExternalProcess;
-use super::lifecycle;
-use super::logs::LineLogs;
-use super::outside::Outside;
-use super::shared::Shared;
-use super::timeline::EntryKind;
+use crate::engine::components::external::ExternalProcess;
+use crate::engine::components::lifecycle;
+use crate::engine::components::outside::Outside;
+use crate::engine::judge::timeline::EntryKind;
+use crate::engine::logs::LineLogs;
+use crate::engine::shared::Shared;
 use crate::scenario::{Component, Implementation, Scenario};
 
 /// The first restart back-off of a component that ended by itself.
@@ -46,7 +46,7 @@ fn backoff(crashes: u32, ran: Duration) -> (Duration, u32) {
 
 /// A component the supervisor runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Managed {
+pub(crate) enum Managed {
     Orchestrator,
     NodeLifecycle,
     Watchdog,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use super::world::World;
+use crate::engine::judge::world::World;
 use crate::scenario::{InvariantName, Invariants};
 
 /// One broken invariant.
@@ -224,7 +224,7 @@ fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::world::NodeView;
+    use crate::engine::judge::world::NodeView;
 
     fn world(nodes: &[(&str, NodeView)], max_unavailable: u32) -> World {
         World {
@@ -410,12 +410,12 @@ mod tests {
         let mut before = world(&[("a", selected())], 1);
         before.dependents.insert(
             "kcm".into(),
-            crate::engine::world::DependentView { replicas: 1 },
+            crate::engine::judge::world::DependentView { replicas: 1 },
         );
         let mut after = before.clone();
         after.dependents.insert(
             "kcm".into(),
-            crate::engine::world::DependentView { replicas: 0 },
+            crate::engine::judge::world::DependentView { replicas: 0 },
         );
         assert_eq!(
             checker.check(&before, &after)[0].invariant,

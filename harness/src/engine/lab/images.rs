@@ -1,8 +1,8 @@
 //! The lab of the backends whose nodes boot the node OS images of `ci/build-images` (OVMF or a
 //! server's UEFI, systemd-boot, Debian's kernel, the real agent binary): `qemu` and `libvirt`, one
-//! guest per lab node (a QEMU process of our own, or a libvirt domain: [`super::guest`]) behind a
+//! guest per lab node (a QEMU process of our own, or a libvirt domain: [`crate::engine::lab::guest`]) behind a
 //! Redfish or IPMI emulator that the engine drives through the same BMC clients it uses for rack
-//! nodes; and `physical`, rack servers behind their own BMCs ([`super::rack`]), whose nodes reach
+//! nodes; and `physical`, rack servers behind their own BMCs ([`crate::engine::lab::rack`]), whose nodes reach
 //! the servers below at the address their inventory gives.
 //!
 //! What the guests reach on the host side of the user network (`10.0.2.2`):
@@ -34,11 +34,11 @@ use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig, FaultRule, RunningEmulator};
 use regex::Regex;
 
-use super::guest::{Guest, GuestKind};
-use super::lab::Lines;
-use super::provider::OscLocation;
-use super::shared::Shared;
-use super::timeline::EntryKind;
+use crate::engine::judge::timeline::EntryKind;
+use crate::engine::lab::Lines;
+use crate::engine::lab::guest::{Guest, GuestKind};
+use crate::engine::lab::provider::OscLocation;
+use crate::engine::shared::Shared;
 use crate::scenario::{
     BmcKind, BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint, Scenario,
 };
@@ -72,7 +72,7 @@ enum Served {
 
 /// One lab node.
 #[derive(Debug)]
-pub struct ImageNode {
+pub(crate) struct ImageNode {
     pub machine: Guest,
     /// The BMC client (Redfish or IPMI) in front of the machine's emulator.
     bmc: SharedMachine,
@@ -115,7 +115,7 @@ struct Serving {
 
 /// What the backends booting the node images (`qemu`, `libvirt`, `physical`) cannot do for this
 /// scenario, one sentence each (empty: it can run).
-pub fn unsupported(scenario: &Scenario) -> Vec<String> {
+pub(crate) fn unsupported(scenario: &Scenario) -> Vec<String> {
     let mut problems = Vec::new();
     let base = &scenario.pool.os.value;
     let others: Vec<&str> = scenario
@@ -178,7 +178,7 @@ fn variant_suffix(boot: &BootBehaviour, base: &str) -> Result<&'static str, Stri
 
 /// The directory of the workspace (`ci/build-images` lives there): the first ancestor of `start`
 /// (a scenario file, the current directory) that has it, else the one this binary was built from.
-pub fn workspace_root(start: &Path) -> PathBuf {
+pub(crate) fn workspace_root(start: &Path) -> PathBuf {
     let absolute = std::path::absolute(start).unwrap_or_else(|_| start.to_owned());
     absolute
         .ancestors()
@@ -201,7 +201,7 @@ impl ImageLab {
             .map_err(|e| {
                 format!(
                     "building the node images failed: {}",
-                    super::error_chain(&e)
+                    crate::engine::error_chain(&e)
                 )
             })
     }
@@ -230,14 +230,14 @@ impl ImageLab {
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let image_server = ImageServer::serve(images.dir().join("slots"), loopback)
             .await
-            .map_err(|e| super::error_chain(&e))?;
+            .map_err(|e| crate::engine::error_chain(&e))?;
         let https = server
             .serve_https_also_as(loopback, &[HOST_ALIAS])
             .await
             .map_err(|e| {
                 format!(
                     "serving the API over HTTPS failed: {}",
-                    super::error_chain(&e)
+                    crate::engine::error_chain(&e)
                 )
             })?;
         let api_server = format!("https://{HOST_ALIAS}:{}", https.addr().port());
@@ -261,7 +261,9 @@ impl ImageLab {
                 .trim_start_matches("rackproof-qemu-lab-")
                 .to_lowercase()
         );
-        let disk = images.disk(&base).map_err(|e| super::error_chain(&e))?;
+        let disk = images
+            .disk(&base)
+            .map_err(|e| crate::engine::error_chain(&e))?;
 
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
@@ -282,12 +284,12 @@ impl ImageLab {
                     };
                     Guest::Qemu(Arc::new(
                         QemuMachine::create(config, clock.clone())
-                            .map_err(|e| super::error_chain(&e))?,
+                            .map_err(|e| crate::engine::error_chain(&e))?,
                     ))
                 }
                 #[cfg(feature = "libvirt")]
                 GuestKind::Libvirt => Guest::Libvirt(
-                    super::guest::libvirt::LibvirtGuest::define(
+                    crate::engine::lab::guest::libvirt::LibvirtGuest::define(
                         &name,
                         &domain_prefix,
                         dir.path(),
@@ -346,20 +348,20 @@ impl ImageLab {
         let listen = SocketAddr::new(harness.listen, 0);
         let image_server = ImageServer::serve(images.dir().join("slots"), listen)
             .await
-            .map_err(|e| super::error_chain(&e))?;
+            .map_err(|e| crate::engine::error_chain(&e))?;
         let https = server
             .serve_https_also_as(listen, &[harness.address.as_str()])
             .await
             .map_err(|e| {
                 format!(
                     "serving the API over HTTPS failed: {}",
-                    super::error_chain(&e)
+                    crate::engine::error_chain(&e)
                 )
             })?;
         let api_server = format!("https://{}:{}", harness.address, https.addr().port());
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
-            let rack = super::rack::open(inventory, &name, clock).await?;
+            let rack = crate::engine::lab::rack::open(inventory, &name, clock).await?;
             let kind = rack
                 .description
                 .bmc
@@ -387,9 +389,9 @@ impl ImageLab {
             );
         }
         futures::future::try_join_all(
-            nodes
-                .iter()
-                .map(|(name, node)| super::rack::ensure_up(name, &node.machine, clock)),
+            nodes.iter().map(|(name, node)| {
+                crate::engine::lab::rack::ensure_up(name, &node.machine, clock)
+            }),
         )
         .await?;
         let serving = Serving {
@@ -461,8 +463,14 @@ impl ImageLab {
             ..node.identity.clone()
         };
         if let Guest::Rack(server) = &node.machine {
-            return super::rack::provision(server, &node.machine, &identity, version, &self.clock)
-                .await;
+            return crate::engine::lab::rack::provision(
+                server,
+                &node.machine,
+                &identity,
+                version,
+                &self.clock,
+            )
+            .await;
         }
         node.machine.set_identity(&identity).await?;
         let fresh = node
@@ -482,7 +490,7 @@ impl ImageLab {
             let disk = self
                 .images
                 .disk(version)
-                .map_err(|e| super::error_chain(&e))?;
+                .map_err(|e| crate::engine::error_chain(&e))?;
             node.machine.reimage(&disk).await?;
             *node.installed.lock().unwrap_or_else(|p| p.into_inner()) = version.to_owned();
         }
@@ -533,7 +541,7 @@ impl ImageLab {
             .bmc
             .power_state()
             .await
-            .map_err(|e| super::error_chain(&e))?
+            .map_err(|e| crate::engine::error_chain(&e))?
             == PowerState::On
         {
             // Up already if the latest boot reached `up`.
@@ -568,14 +576,14 @@ impl ImageLab {
             node.bmc
                 .reset(ResetAction::On)
                 .await
-                .map_err(|e| super::error_chain(&e))?;
+                .map_err(|e| crate::engine::error_chain(&e))?;
             let deadline = self.clock.instant() + POWER_ON_GRACE;
             while self.clock.instant() < deadline {
                 if node
                     .bmc
                     .power_state()
                     .await
-                    .map_err(|e| super::error_chain(&e))?
+                    .map_err(|e| crate::engine::error_chain(&e))?
                     == PowerState::On
                 {
                     return Ok(());
@@ -594,13 +602,13 @@ impl ImageLab {
     /// A power action through the node's BMC, recorded in the timeline.
     pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
         let Ok(node) = self.node(name) else { return };
-        let reset = super::lab::reset_action(action);
+        let reset = crate::engine::lab::reset_action(action);
         shared.record(Some(name), EntryKind::Bmc, describe(&node.served, reset));
         if let Err(e) = node.bmc.reset(reset).await {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("{reset} failed: {}", super::error_chain(&e)),
+                format!("{reset} failed: {}", crate::engine::error_chain(&e)),
             );
         }
     }
@@ -665,7 +673,10 @@ impl ImageLab {
             shared.record(
                 Some(name),
                 EntryKind::Fault,
-                format!("cutting the power failed: {}", super::error_chain(&e)),
+                format!(
+                    "cutting the power failed: {}",
+                    crate::engine::error_chain(&e)
+                ),
             );
             return false;
         }
@@ -750,7 +761,7 @@ fn describe(served: &Served, action: ResetAction) -> String {
         }
         Served::Ipmi(_) | Served::Rack(LabBmcKind::Ipmi) => format!(
             "ipmi: chassis control {}",
-            super::sim_lab::ipmi_name(action)
+            crate::engine::lab::sim::ipmi_name(action)
         ),
     }
 }
@@ -773,7 +784,7 @@ async fn serve_bmc(
     let shared = machine;
     let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
     let fail = |what: &str, e: &(dyn std::error::Error + 'static)| {
-        format!("node {name}: {what}: {}", super::error_chain(e))
+        format!("node {name}: {what}: {}", crate::engine::error_chain(e))
     };
     let (description, served) = match kind {
         BmcKind::Redfish => {

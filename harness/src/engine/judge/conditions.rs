@@ -2,19 +2,19 @@
 
 use regex::Regex;
 
-use super::world::World;
+use crate::engine::judge::world::World;
 use crate::scenario::{Condition, NodeState};
 
 /// A condition ready to evaluate.
 #[derive(Debug, Clone)]
-pub struct Check {
+pub(crate) struct Check {
     condition: Condition,
     reason: Option<Regex>,
 }
 
 impl Check {
     /// Compiles a condition. Regexes were checked when the scenario loaded.
-    pub fn new(condition: &Condition) -> Self {
+    pub(crate) fn new(condition: &Condition) -> Self {
         let reason = match condition {
             Condition::Node(node) => node.reason.as_deref().and_then(|r| Regex::new(r).ok()),
             _ => None,
@@ -26,7 +26,7 @@ impl Check {
     }
 
     /// Whether the condition holds in `world`.
-    pub fn holds(&self, world: &World) -> bool {
+    pub(crate) fn holds(&self, world: &World) -> bool {
         match &self.condition {
             Condition::Node(node) => {
                 world.node_is(&node.name, node.is)
@@ -59,13 +59,13 @@ impl Check {
     }
 
     /// A short description for reports: `node-3 is failed (reason ~ /timed out/)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         describe(&self.condition)
     }
 }
 
 /// A short description of a condition.
-pub fn describe(condition: &Condition) -> String {
+pub(crate) fn describe(condition: &Condition) -> String {
     match condition {
         Condition::Node(node) => {
             let mut text = format!("{} is {}", node.name.value, state_name(node.is));
@@ -87,7 +87,7 @@ pub fn describe(condition: &Condition) -> String {
 }
 
 /// The scenario-file name of a node state.
-pub fn state_name(state: NodeState) -> &'static str {
+pub(crate) fn state_name(state: NodeState) -> &'static str {
     match state {
         NodeState::Candidate => "candidate",
         NodeState::Selected => "selected",

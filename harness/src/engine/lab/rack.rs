@@ -21,7 +21,7 @@ use rackproof_lab::resource::ConsoleDescription;
 use rackproof_qemu::NodeIdentity;
 use regex::Regex;
 
-use super::guest::{Guest, RackServer};
+use crate::engine::lab::guest::{Guest, RackServer};
 
 /// How long a server may take from power-on to its OS reporting up (POST on real hardware).
 const BOOT_DEADLINE: Duration = Duration::from_secs(900);
@@ -31,7 +31,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(90);
 const FORCE_OFF_GRACE: Duration = Duration::from_secs(30);
 
 /// Reserves, connects and starts following the console of the inventory's node `name`.
-pub async fn open(
+pub(crate) async fn open(
     inventory: &InventoryFile,
     name: &str,
     clock: &Clock,
@@ -40,7 +40,7 @@ pub async fn open(
     let env = Env::process();
     let lock_dir = env.lock_dir().map_err(|e| e.to_string())?;
     let reservation =
-        Reservation::acquire(&lock_dir, name, clock).map_err(|e| super::error_chain(&e))?;
+        Reservation::acquire(&lock_dir, name, clock).map_err(|e| crate::engine::error_chain(&e))?;
     let console = description.console.as_ref().ok_or_else(|| {
         format!(
             "node {name}: no console in inventory {}; a run watches it to see the OS come up",
@@ -50,10 +50,10 @@ pub async fn open(
     physical::ssh_target(&description).map_err(|e| e.to_string())?;
     let source = StreamConsole::open(name, console, clock.clone())
         .await
-        .map_err(|e| super::error_chain(&e))?;
+        .map_err(|e| crate::engine::error_chain(&e))?;
     let bmc = bmc::connect_node(&description, &env, &BmcOptions::default(), clock.clone())
         .await
-        .map_err(|e| super::error_chain(&e))?;
+        .map_err(|e| crate::engine::error_chain(&e))?;
     // What a console wait that timed out points at.
     let log = match console {
         ConsoleDescription::File { path } => path.clone(),
@@ -66,7 +66,7 @@ pub async fn open(
 
 /// Makes sure the server's OS is up: powers it on if it is off, restarts it if it is on but its
 /// console does not show the OS up (stuck, or a boot the run did not see start).
-pub async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), String> {
+pub(crate) async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), String> {
     let bmc = guest.power();
     let up = Regex::new(r"^rackproof-os \S+: up$").expect("a valid pattern");
     let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
@@ -74,7 +74,7 @@ pub async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), S
     let state = bmc
         .power_state()
         .await
-        .map_err(|e| format!("node {name}: {}", super::error_chain(&e)))?;
+        .map_err(|e| format!("node {name}: {}", crate::engine::error_chain(&e)))?;
     let action = match state {
         PowerState::On => {
             let lines = guest.lines();
@@ -93,7 +93,7 @@ pub async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), S
     tracing::info!(node = name, %action, "bringing the rack server up to deliver its identity");
     bmc.reset(action)
         .await
-        .map_err(|e| format!("node {name}: {action}: {}", super::error_chain(&e)))?;
+        .map_err(|e| format!("node {name}: {action}: {}", crate::engine::error_chain(&e)))?;
     guest
         .wait_line_since(clock, mark, &up, BOOT_DEADLINE)
         .await
@@ -101,7 +101,7 @@ pub async fn ensure_up(name: &str, guest: &Guest, clock: &Clock) -> Result<(), S
 }
 
 /// Steps 1–3 of the module docs for one server.
-pub async fn provision(
+pub(crate) async fn provision(
     server: &RackServer,
     guest: &Guest,
     identity: &NodeIdentity,
@@ -112,7 +112,7 @@ pub async fn provision(
     ensure_up(name, guest, clock).await?;
     let delivered = physical::deliver_identity(&server.description, identity, clock)
         .await
-        .map_err(|e| super::error_chain(&e))?;
+        .map_err(|e| crate::engine::error_chain(&e))?;
     if delivered.version != version {
         return Err(format!(
             "node {name} runs OS {}, but the pool starts from {version}; install {version} on it (ci/build-images makes disks/{version}.raw) and run again",
@@ -125,7 +125,7 @@ pub async fn provision(
 /// An ACPI shutdown through the BMC; a forced power-off when the OS does not finish in time.
 async fn shut_down(name: &str, server: &RackServer, clock: &Clock) -> Result<(), String> {
     let fail = |what: &str, e: &(dyn std::error::Error + 'static)| {
-        format!("node {name}: {what}: {}", super::error_chain(e))
+        format!("node {name}: {what}: {}", crate::engine::error_chain(e))
     };
     server
         .bmc

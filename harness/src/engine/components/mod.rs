@@ -1,0 +1,8 @@
+//! The system under test's components as a run starts them: the supervisor that runs the
+//! orchestrator, the watchdog and the node lifecycle stand-in (builtin, or external programs
+//! through the outside door) and follows their Deployments' replicas.
+
+pub(crate) mod external;
+pub(crate) mod lifecycle;
+pub(crate) mod outside;
+pub(crate) mod supervisor;
