@@ -25,6 +25,7 @@ use rackproof_qemu::Images;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use crate::engine::components::outside::Outside;
 use crate::engine::components::supervisor::Supervisor;
+use crate::engine::failure::{LabFailure, StepsEnded};
 use crate::engine::judge::Judge;
 use crate::engine::judge::expectations::Expectations;
 use crate::engine::judge::invariants::InvariantChecker;
@@ -339,10 +340,10 @@ pub async fn run(
     let elapsed = shared.elapsed();
     let mut judge = shared.judge();
     let (verdict, mut failures) = match outcome {
-        Err(lab) => (Verdict::LabFailed, vec![lab]),
-        Ok(step_failure) => {
+        Err(lab) => (Verdict::LabFailed, vec![lab.to_string()]),
+        Ok(ended) => {
             judge.finish(elapsed);
-            let mut failures: Vec<String> = step_failure.into_iter().collect();
+            let mut failures: Vec<String> = ended.failure().into_iter().collect();
             failures.extend(judge.failures());
             (
                 if failures.is_empty() {
@@ -428,8 +429,8 @@ struct RunLogs {
     components: LineLogs,
 }
 
-/// Brings up the lab, runs the steps and waits for the expectations. `Err` is a lab failure;
-/// `Ok(Some(..))` a failed step.
+/// Brings up the lab, runs the steps and waits for the expectations: how the steps ended, or
+/// the lab failure that stopped the run before the system under test could be judged.
 #[expect(
     clippy::too_many_arguments,
     reason = "one call site; the run's parts, named"
@@ -443,33 +444,37 @@ async fn drive(
     shared: &Shared,
     logs: &RunLogs,
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
-) -> Result<Option<String>, String> {
+) -> Result<StepsEnded, LabFailure> {
     let (scenario, backend) = (setting.scenario, setting.backend);
     let size = pool_size(scenario);
     setup::cluster(client, scenario, size)
         .await
-        .map_err(|e| format!("cluster setup failed: {}", crate::engine::error_chain(&e)))?;
-    let (lab, image_server_url) = match (backend, images?) {
+        .map_err(|e| LabFailure::ClusterSetup(crate::engine::error_chain(&e)))?;
+    let (lab, image_server_url) = match (backend, images.map_err(LabFailure::Images)?) {
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
             let kind = if backend == Backend::Libvirt {
                 GuestKind::Libvirt
             } else {
                 GuestKind::Qemu
             };
-            let lab = ImageLab::build(scenario, kind, images, server, clock).await?;
+            let lab = ImageLab::build(scenario, kind, images, server, clock)
+                .await
+                .map_err(LabFailure::Build)?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         (Backend::Physical, Some(images)) => {
-            let inventory = setting
-                .inventory
-                .ok_or("backend physical without an inventory")?;
-            let lab = ImageLab::build_rack(scenario, inventory, images, server, clock).await?;
+            let inventory = setting.inventory.ok_or_else(|| {
+                LabFailure::Build("backend physical without an inventory".to_owned())
+            })?;
+            let lab = ImageLab::build_rack(scenario, inventory, images, server, clock)
+                .await
+                .map_err(LabFailure::Build)?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         _ => (
-            Lab::Sim(SimLab::build(scenario, server, clock, shared)?),
+            Lab::Sim(SimLab::build(scenario, server, clock, shared).map_err(LabFailure::Build)?),
             "http://images.lab/slots".to_owned(),
         ),
     };
@@ -485,8 +490,9 @@ async fn drive(
         namespace: NAMESPACE.to_owned(),
         image_server_url,
         catalog_name: CATALOG.to_owned(),
-        control_plane_version: KubeVersion::parse(control_plane)
-            .map_err(|e| format!("control-plane version {control_plane:?}: {e}"))?,
+        control_plane_version: KubeVersion::parse(control_plane).map_err(|e| {
+            LabFailure::Components(format!("control-plane version {control_plane:?}: {e}"))
+        })?,
         ..inplace_orchestrator::Config::default()
     };
     let watchdog = inplace_watchdog::Config {
@@ -498,7 +504,9 @@ async fn drive(
         node_lease_failure_fraction: scenario.watchdog.node_lease_failure_fraction,
         ..inplace_watchdog::Config::default()
     };
-    let outside = open_outside(setting, server, &orchestrator).await?;
+    let outside = open_outside(setting, server, &orchestrator)
+        .await
+        .map_err(LabFailure::Components)?;
     let supervisor = Supervisor::new(
         client.clone(),
         clock.clone(),
@@ -580,12 +588,11 @@ async fn drive(
                 )
             })
             .collect();
-        return Err(format!(
-            "the pool's {} nodes did not come up within {}; not up: {}",
-            judge.world.pool_size,
-            rackproof_clock::format_duration(BRING_UP),
-            missing.join(", ")
-        ));
+        return Err(LabFailure::NodesNotUp {
+            size: judge.world.pool_size,
+            within: rackproof_clock::format_duration(BRING_UP),
+            not_up: missing,
+        });
     }
     let members: Vec<String> = shared
         .judge()
@@ -600,31 +607,27 @@ async fn drive(
     );
     setup::workloads(client, scenario, &members)
         .await
-        .map_err(|e| {
-            format!(
-                "placing the workloads failed: {}",
-                crate::engine::error_chain(&e)
-            )
-        })?;
-    setup::wait_workloads_running(client, clock, BRING_UP).await?;
+        .map_err(|e| LabFailure::Workloads(crate::engine::error_chain(&e)))?;
+    setup::wait_workloads_running(client, clock, BRING_UP)
+        .await
+        .map_err(LabFailure::Workloads)?;
 
     let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
-    let step_failure = match clock.timeout(limit, steps::run(&ctx)).await {
-        Ok(Ok(())) => None,
-        Ok(Err(failure)) => Some(failure),
-        Err(_) => Some(format!(
-            "the scenario did not finish within its timeout of {}",
-            scenario.timeout
-        )),
+    let ended = match clock.timeout(limit, steps::run(&ctx)).await {
+        Ok(Ok(())) => StepsEnded::Done,
+        Ok(Err(failure)) => StepsEnded::Failed(failure),
+        Err(_) => StepsEnded::TimedOut {
+            timeout: scenario.timeout.to_string(),
+        },
     };
-    if let Some(failure) = &step_failure {
-        shared.record(None, EntryKind::Step, failure.clone());
+    if let Some(failure) = ended.failure() {
+        shared.record(None, EntryKind::Step, failure);
     }
     let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
     shared
         .wait_until(limit, |judge| !judge.expectations.waiting())
         .await;
-    if step_failure.is_none() {
+    if matches!(ended, StepsEnded::Done) {
         settle(scenario, clock, shared).await;
     }
     supervisor
@@ -632,7 +635,7 @@ async fn drive(
         .unwrap_or_else(|p| p.into_inner())
         .stop_all();
     lab.tear_down().await;
-    Ok(step_failure)
+    Ok(ended)
 }
 
 /// Keeps the run going for the scenario's settle period after the last step (within its

@@ -13,6 +13,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 
 use crate::engine::cluster::objects::NAMESPACE;
+use crate::engine::failure::{StepError, StepFailure};
 use crate::engine::faults;
 use crate::engine::judge::conditions::{Check, describe};
 use crate::engine::judge::timeline::EntryKind;
@@ -22,8 +23,8 @@ use crate::scenario::{NodeName, PoolUpdate, RunCommand, Step};
 /// How long the WorkerPool controller may take to accept or refuse a change.
 const VALIDATION_WAIT: Duration = Duration::from_secs(300);
 
-/// Runs every step. The first step that fails ends the sequence with its message.
-pub(crate) async fn run(ctx: &Ctx) -> Result<(), String> {
+/// Runs every step. The first step that fails ends the sequence.
+pub(crate) async fn run(ctx: &Ctx) -> Result<(), StepFailure> {
     for (index, step) in ctx.scenario.steps.iter().enumerate() {
         let number = index + 1;
         ctx.shared.record(
@@ -31,9 +32,11 @@ pub(crate) async fn run(ctx: &Ctx) -> Result<(), String> {
             EntryKind::Step,
             format!("step {number}: {}", summary(step)),
         );
-        one(ctx, step)
-            .await
-            .map_err(|e| format!("step {number} ({}) failed: {e}", summary(step)))?;
+        one(ctx, step).await.map_err(|reason| StepFailure {
+            number,
+            summary: summary(step),
+            reason,
+        })?;
     }
     Ok(())
 }
@@ -84,7 +87,7 @@ pub(crate) fn summary(step: &Step) -> String {
     }
 }
 
-async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
+async fn one(ctx: &Ctx, step: &Step) -> Result<(), StepError> {
     match step {
         Step::Update(update) => update_pool(ctx, update).await,
         Step::Select(nodes) => {
@@ -95,8 +98,8 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
         }
         Step::ClearFailed(nodes) => label_nodes(ctx, nodes, keys::LABEL_UPDATE_RESULT, None).await,
         Step::Scale(count) => {
-            let count_i32 =
-                i32::try_from(*count).map_err(|_| format!("{count} nodes is too many"))?;
+            let count_i32 = i32::try_from(*count)
+                .map_err(|_| StepError::Invalid(format!("{count} nodes is too many")))?;
             patch_pool(
                 ctx,
                 json!({"spec": {"minimum": count_i32, "maximum": count_i32}}),
@@ -118,11 +121,10 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
             {
                 Ok(())
             } else {
-                Err(format!(
-                    "{} did not hold within {}",
-                    check.describe(),
-                    wait.within
-                ))
+                Err(StepError::NotWithin {
+                    condition: check.describe(),
+                    within: wait.within.to_string(),
+                })
             }
         }
         Step::Run(run) => run_command(ctx, run).await,
@@ -135,12 +137,11 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), String> {
 
 /// Runs a `run` step's command through the run's outside door; the step fails on any other exit
 /// code than the expected one.
-async fn run_command(ctx: &Ctx, run: &RunCommand) -> Result<(), String> {
-    let outside = ctx
-        .outside
-        .as_ref()
-        .ok_or("the run opened no outside access for commands")?;
-    let outcome = outside.run_step(run).await?;
+async fn run_command(ctx: &Ctx, run: &RunCommand) -> Result<(), StepError> {
+    let outside = ctx.outside.as_ref().ok_or_else(|| {
+        StepError::Command("the run opened no outside access for commands".to_owned())
+    })?;
+    let outcome = outside.run_step(run).await.map_err(StepError::Command)?;
     let ended = outcome
         .code
         .map_or_else(|| "a signal".to_owned(), |c| format!("exit code {c}"));
@@ -157,10 +158,11 @@ async fn run_command(ctx: &Ctx, run: &RunCommand) -> Result<(), String> {
     if outcome.code == Some(run.expect_exit) {
         Ok(())
     } else {
-        Err(format!(
-            "it ended with {ended}, not the expected exit code {}{output}",
-            run.expect_exit
-        ))
+        Err(StepError::Exit {
+            ended,
+            expected: run.expect_exit,
+            output,
+        })
     }
 }
 
@@ -169,18 +171,21 @@ async fn label_nodes(
     nodes: &[NodeName],
     key: &str,
     value: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let api: Api<Node> = Api::all(ctx.client.clone());
     for node in nodes {
         let patch = json!({"metadata": {"labels": {key: value}}});
         api.patch(&node.value, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map_err(|e| format!("failed to label node {}: {e}", node.value))?;
+            .map_err(|source| StepError::Api {
+                action: format!("label node {}", node.value),
+                source,
+            })?;
     }
     Ok(())
 }
 
-async fn patch_pool(ctx: &Ctx, patch: Value) -> Result<(), String> {
+async fn patch_pool(ctx: &Ctx, patch: Value) -> Result<(), StepError> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
     api.patch(
         &ctx.scenario.pool.name,
@@ -189,19 +194,17 @@ async fn patch_pool(ctx: &Ctx, patch: Value) -> Result<(), String> {
     )
     .await
     .map(|_| ())
-    .map_err(|e| {
-        format!(
-            "failed to change worker pool {}: {e}",
-            ctx.scenario.pool.name
-        )
+    .map_err(|source| StepError::Api {
+        action: format!("change worker pool {}", ctx.scenario.pool.name),
+        source,
     })
 }
 
-async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
+async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), StepError> {
     let control_plane = update.control_plane.as_ref().or(update.kubernetes.as_ref());
     if let Some(version) = control_plane {
         let parsed = KubeVersion::parse(version)
-            .map_err(|e| format!("control-plane version {version:?}: {e}"))?;
+            .map_err(|e| StepError::Invalid(format!("control-plane version {version:?}: {e}")))?;
         let mut supervisor = ctx.supervisor.lock().unwrap_or_else(|p| p.into_inner());
         supervisor.set_control_plane_version(parsed, &ctx.shared);
     }
@@ -258,14 +261,15 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
             Ok(())
         }
         (None, Validation::Refused { reason, message }) => {
-            Err(format!("the pool refused the change: {reason}: {message}"))
+            Err(StepError::Refused { reason, message })
         }
-        (Some(pattern), Validation::Accepted) => Err(format!(
-            "the pool accepted the change; expected a refusal matching /{pattern}/"
-        )),
+        (Some(pattern), Validation::Accepted) => Err(StepError::NotRefused {
+            pattern: pattern.clone(),
+        }),
         (Some(pattern), Validation::Refused { reason, message }) => {
-            let regex = Regex::new(pattern)
-                .map_err(|e| format!("expectRefused {pattern:?} is not a regex: {e}"))?;
+            let regex = Regex::new(pattern).map_err(|e| {
+                StepError::Invalid(format!("expectRefused {pattern:?} is not a regex: {e}"))
+            })?;
             if regex.is_match(&reason) || regex.is_match(&message) {
                 ctx.shared.record(
                     None,
@@ -274,9 +278,11 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), String> {
                 );
                 Ok(())
             } else {
-                Err(format!(
-                    "refused, but neither reason nor message matches /{pattern}/: {reason}: {message}"
-                ))
+                Err(StepError::RefusedOtherwise {
+                    pattern: pattern.clone(),
+                    reason,
+                    message,
+                })
             }
         }
     }
@@ -288,18 +294,21 @@ enum Validation {
     Refused { reason: String, message: String },
 }
 
-async fn current_generation(ctx: &Ctx) -> Result<i64, String> {
+async fn current_generation(ctx: &Ctx) -> Result<i64, StepError> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
     let pool = api
         .get(&ctx.scenario.pool.name)
         .await
-        .map_err(|e| format!("failed to read worker pool {}: {e}", ctx.scenario.pool.name))?;
+        .map_err(|source| StepError::Api {
+            action: format!("read worker pool {}", ctx.scenario.pool.name),
+            source,
+        })?;
     Ok(pool.metadata.generation.unwrap_or(0))
 }
 
 /// Waits until the WorkerPool controller judged a generation newer than `before` (condition
 /// `Valid` with a newer `observedGeneration`).
-async fn wait_validated(ctx: &Ctx, before: i64) -> Result<Validation, String> {
+async fn wait_validated(ctx: &Ctx, before: i64) -> Result<Validation, StepError> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
     let clock = ctx.shared.clock().clone();
     let deadline = clock.instant() + VALIDATION_WAIT;
@@ -308,7 +317,10 @@ async fn wait_validated(ctx: &Ctx, before: i64) -> Result<Validation, String> {
         let pool = api
             .get(&ctx.scenario.pool.name)
             .await
-            .map_err(|e| format!("failed to read worker pool: {e}"))?;
+            .map_err(|source| StepError::Api {
+                action: format!("read worker pool {}", ctx.scenario.pool.name),
+                source,
+            })?;
         let valid = pool.status.as_ref().and_then(|s| {
             s.conditions
                 .iter()
@@ -334,8 +346,8 @@ async fn wait_validated(ctx: &Ctx, before: i64) -> Result<Validation, String> {
         }
         clock.sleep(Duration::from_secs(1)).await;
     }
-    Err(format!(
-        "the orchestrator did not judge the change within {}; last seen: {last}",
-        rackproof_clock::format_duration(VALIDATION_WAIT)
-    ))
+    Err(StepError::NotJudged {
+        within: rackproof_clock::format_duration(VALIDATION_WAIT),
+        last,
+    })
 }

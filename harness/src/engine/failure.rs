@@ -1,0 +1,110 @@
+//! How a run ends short of judging the system under test, as types: a step that did not do what
+//! it says (the verdict is `Failed`) and a lab failure (`LabFailed`). `run::drive` returns them
+//! apart, and the verdict and the CLI's exit code are read from the type.
+
+/// A step that did not do what it says.
+#[derive(Debug, thiserror::Error)]
+#[error("step {number} ({summary}) failed: {reason}")]
+pub(crate) struct StepFailure {
+    /// The step's number in the scenario, from 1.
+    pub(crate) number: usize,
+    /// The step as the timeline shows it.
+    pub(crate) summary: String,
+    pub(crate) reason: StepError,
+}
+
+/// Why a step failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StepError {
+    /// A `waitUntil` condition did not come true in time.
+    #[error("{condition} did not hold within {within}")]
+    NotWithin { condition: String, within: String },
+    /// A request of the step failed at the API server.
+    #[error("failed to {action}: {source}")]
+    Api {
+        action: String,
+        #[source]
+        source: kube::Error,
+    },
+    /// The orchestrator did not judge a pool change in time.
+    #[error("the orchestrator did not judge the change within {within}; last seen: {last}")]
+    NotJudged { within: String, last: String },
+    /// The pool refused a change the scenario meant to make.
+    #[error("the pool refused the change: {reason}: {message}")]
+    Refused { reason: String, message: String },
+    /// The pool accepted a change the scenario expected it to refuse.
+    #[error("the pool accepted the change; expected a refusal matching /{pattern}/")]
+    NotRefused { pattern: String },
+    /// The pool refused, for another reason than the scenario expected.
+    #[error("refused, but neither reason nor message matches /{pattern}/: {reason}: {message}")]
+    RefusedOtherwise {
+        pattern: String,
+        reason: String,
+        message: String,
+    },
+    /// A `run` step's command ended with another exit code than expected.
+    #[error("it ended with {ended}, not the expected exit code {expected}{output}")]
+    Exit {
+        ended: String,
+        expected: i32,
+        output: String,
+    },
+    /// A `run` step's command could not be started or waited for.
+    #[error("{0}")]
+    Command(String),
+    /// A value of the step the loader let through but the run cannot use.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The lab, the cluster or the run's own machinery failed before the system under test could be
+/// judged.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LabFailure {
+    /// The node images could not be found or built.
+    #[error("the node images are not ready: {0}")]
+    Images(String),
+    /// The scenario's objects could not be created.
+    #[error("cluster setup failed: {0}")]
+    ClusterSetup(String),
+    /// The backend could not build the lab's machines.
+    #[error("{0}")]
+    Build(String),
+    /// The components could not be configured or started.
+    #[error("{0}")]
+    Components(String),
+    /// Not every node of the pool registered and became Ready in time.
+    #[error("the pool's {size} nodes did not come up within {within}; not up: {}", not_up.join(", "))]
+    NodesNotUp {
+        size: u32,
+        within: String,
+        not_up: Vec<String>,
+    },
+    /// The workloads could not be placed or did not start.
+    #[error("placing the workloads failed: {0}")]
+    Workloads(String),
+}
+
+/// How the steps ended when the lab held.
+#[derive(Debug)]
+pub(crate) enum StepsEnded {
+    /// Every step did what it says.
+    Done,
+    /// A step failed; the ones after it did not run.
+    Failed(StepFailure),
+    /// The scenario's `timeout` ran out during the steps.
+    TimedOut { timeout: String },
+}
+
+impl StepsEnded {
+    /// What the run's failures list says about it (nothing when the steps were done).
+    pub(crate) fn failure(&self) -> Option<String> {
+        match self {
+            Self::Done => None,
+            Self::Failed(failure) => Some(failure.to_string()),
+            Self::TimedOut { timeout } => Some(format!(
+                "the scenario did not finish within its timeout of {timeout}"
+            )),
+        }
+    }
+}
