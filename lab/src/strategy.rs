@@ -4,6 +4,8 @@
 //! 1. [`NodeControl::power_on_and_wait_until_up`]: already up → returns at once; on but booting →
 //!    waits; off → powers on, and if the BMC accepted the request but the machine stays off (a
 //!    known vendor quirk), asks again, up to `power_on_attempts` times.
+//!    The power-on itself is [`power_on`], which backends without a console of their own here
+//!    (the image lab's guests and rack servers) call directly.
 //! 2. [`NodeControl::power_cycle_and_wait_for_boot`]: power-cycles (or powers on, when off) and
 //!    waits until the Nth boot after that reaches the wanted stage, returning every boot seen.
 
@@ -106,39 +108,10 @@ impl NodeControl {
 
     /// Makes sure the machine is on, asking again if a power-on request is silently ignored.
     async fn ensure_on(&self, options: &WaitOptions) -> Result<(), StrategyError> {
-        for _ in 0..options.power_on_attempts.max(1) {
-            if self
-                .power
-                .power_state()
-                .await
-                .map_err(self.driver("read power state"))?
-                == PowerState::On
-            {
-                return Ok(());
-            }
-            self.power
-                .reset(ResetAction::On)
-                .await
-                .map_err(self.driver("power on"))?;
-            let start = self.clock.instant();
-            while self.clock.since(start) < options.power_on_grace {
-                if self
-                    .power
-                    .power_state()
-                    .await
-                    .map_err(self.driver("read power state"))?
-                    != PowerState::Off
-                {
-                    return Ok(());
-                }
-                self.clock.sleep(Duration::from_secs(1)).await;
-            }
-            tracing::warn!(node = %self.node, "power-on request had no effect, asking again");
-        }
-        Err(StrategyError::PowerOnIgnored {
-            node: self.node.clone(),
-            attempts: options.power_on_attempts.max(1),
+        power_on(&self.node, &*self.power, &self.clock, options, |attempt| {
+            tracing::warn!(node = %self.node, attempt, "power-on request had no effect, asking again");
         })
+        .await
     }
 
     /// Powers the node on if needed and waits until its OS reports it is up; returns the version.
@@ -254,4 +227,60 @@ impl NodeControl {
             boots: tracker.boots().len(),
         }
     }
+}
+
+/// Powers `node` on through `power` and waits until it is no longer off. Already on: returns at
+/// once. A request the BMC accepted while the machine stayed off for `options.power_on_grace` (a
+/// known vendor quirk) is repeated, up to `options.power_on_attempts` requests in all;
+/// `before_retry(n)` is told before the n-th repetition. Every backend powers nodes on through
+/// this one procedure.
+pub async fn power_on(
+    node: &str,
+    power: &dyn Power,
+    clock: &Clock,
+    options: &WaitOptions,
+    mut before_retry: impl FnMut(u32),
+) -> Result<(), StrategyError> {
+    let driver = |action: &str| {
+        let action = action.to_owned();
+        move |source| StrategyError::Driver {
+            node: node.to_owned(),
+            action,
+            source,
+        }
+    };
+    let attempts = options.power_on_attempts.max(1);
+    for attempt in 1..=attempts {
+        if power
+            .power_state()
+            .await
+            .map_err(driver("read power state"))?
+            == PowerState::On
+        {
+            return Ok(());
+        }
+        if attempt > 1 {
+            before_retry(attempt - 1);
+        }
+        power
+            .reset(ResetAction::On)
+            .await
+            .map_err(driver("power on"))?;
+        let start = clock.instant();
+        while clock.since(start) < options.power_on_grace {
+            if power
+                .power_state()
+                .await
+                .map_err(driver("read power state"))?
+                != PowerState::Off
+            {
+                return Ok(());
+            }
+            clock.sleep(Duration::from_secs(1)).await;
+        }
+    }
+    Err(StrategyError::PowerOnIgnored {
+        node: node.to_owned(),
+        attempts,
+    })
 }

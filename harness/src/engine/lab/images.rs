@@ -25,11 +25,12 @@ use std::time::Duration;
 use futures::StreamExt as _;
 use rackproof_apiserver::{ApiServer, HttpsServer, User};
 use rackproof_clock::Clock;
-use rackproof_driver::{PowerState, ResetAction, SharedMachine};
+use rackproof_driver::{DriverError, Power, PowerState, ResetAction, SharedMachine};
 use rackproof_lab::bmc::{self, BmcCredentials, BmcOptions};
 use rackproof_lab::image_server::{ImageFault, ImageServer};
 use rackproof_lab::physical::InventoryFile;
 use rackproof_lab::resource::{BmcDescription, BmcKind as LabBmcKind, CredentialsRef};
+use rackproof_lab::strategy::{self, WaitOptions};
 use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig, FaultRule, RunningEmulator};
 use regex::Regex;
@@ -45,10 +46,6 @@ use crate::scenario::{
 
 /// How long a node may take from power-on to its OS reporting up (TCG on a loaded machine).
 const BOOT_DEADLINE: Duration = Duration::from_secs(600);
-/// After a power-on request, how long the machine may take to report `On`.
-const POWER_ON_GRACE: Duration = Duration::from_secs(10);
-/// Power-on requests before giving up (BMCs that accept and ignore one).
-const POWER_ON_ATTEMPTS: u32 = 3;
 /// The BMC user of the emulators.
 const BMC_USER: &str = "rackproof";
 /// The Redfish path of the one system's reset action.
@@ -566,45 +563,32 @@ impl ImageLab {
             .unwrap_or_default())
     }
 
+    /// Powers the node on through its BMC with the lab's one power-on procedure
+    /// ([`rackproof_lab::strategy::power_on`]); each request and each repetition is a timeline
+    /// entry.
     async fn power_on(&self, name: &str, node: &ImageNode, shared: &Shared) -> Result<(), String> {
-        for attempt in 1..=POWER_ON_ATTEMPTS {
+        let recorded = RecordedBmc { name, node, shared };
+        let options = WaitOptions::default();
+        let retries = options.power_on_attempts.saturating_sub(1);
+        strategy::power_on(name, &recorded, &self.clock, &options, |retry| {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                describe(&node.served, ResetAction::On),
+                format!(
+                    "the BMC accepted power-on but the machine stayed off; asking again ({retry}/{retries})"
+                ),
             );
-            node.bmc
-                .reset(ResetAction::On)
-                .await
-                .map_err(|e| crate::engine::error_chain(&e))?;
-            let deadline = self.clock.instant() + POWER_ON_GRACE;
-            while self.clock.instant() < deadline {
-                if node
-                    .bmc
-                    .power_state()
-                    .await
-                    .map_err(|e| crate::engine::error_chain(&e))?
-                    == PowerState::On
-                {
-                    return Ok(());
-                }
-                self.clock.sleep(Duration::from_millis(500)).await;
-            }
-            if attempt < POWER_ON_ATTEMPTS {
-                shared.record(Some(name), EntryKind::Bmc, format!("the BMC accepted power-on but the machine stayed off; asking again ({attempt}/{POWER_ON_ATTEMPTS})"));
-            }
-        }
-        Err(format!(
-            "still off after {POWER_ON_ATTEMPTS} power-on requests"
-        ))
+        })
+        .await
+        .map_err(|e| crate::engine::error_chain(&e))
     }
 
     /// A power action through the node's BMC, recorded in the timeline.
     pub async fn power(&self, name: &str, action: PowerAction, shared: &Shared) {
         let Ok(node) = self.node(name) else { return };
         let reset = crate::engine::lab::reset_action(action);
-        shared.record(Some(name), EntryKind::Bmc, describe(&node.served, reset));
-        if let Err(e) = node.bmc.reset(reset).await {
+        let recorded = RecordedBmc { name, node, shared };
+        if let Err(e) = recorded.reset(reset).await {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
@@ -763,6 +747,35 @@ fn describe(served: &Served, action: ResetAction) -> String {
             "ipmi: chassis control {}",
             crate::engine::lab::sim::ipmi_name(action)
         ),
+    }
+}
+
+/// A node's BMC client that writes each reset request it sends into the timeline, as the BMC's
+/// log would show it.
+#[derive(Debug)]
+struct RecordedBmc<'a> {
+    name: &'a str,
+    node: &'a ImageNode,
+    shared: &'a Shared,
+}
+
+#[async_trait::async_trait]
+impl Power for RecordedBmc<'_> {
+    async fn power_state(&self) -> Result<PowerState, DriverError> {
+        self.node.bmc.power_state().await
+    }
+
+    async fn reset(&self, action: ResetAction) -> Result<(), DriverError> {
+        self.shared.record(
+            Some(self.name),
+            EntryKind::Bmc,
+            describe(&self.node.served, action),
+        );
+        self.node.bmc.reset(action).await
+    }
+
+    fn allowed_resets(&self) -> Vec<ResetAction> {
+        self.node.bmc.allowed_resets()
     }
 }
 
