@@ -12,7 +12,6 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, Time};
-use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
 };
@@ -374,11 +373,11 @@ where
 
 /// Now as a Lease's `renewTime` (microseconds) and as a condition's timestamp (seconds).
 fn micro_time_now() -> serde_json::Value {
-    serde_json::to_value(MicroTime(Timestamp::now())).unwrap()
+    serde_json::to_value(MicroTime(Clock::wall().now())).unwrap()
 }
 
 fn time_now() -> serde_json::Value {
-    serde_json::to_value(Time(Timestamp::now())).unwrap()
+    serde_json::to_value(Time(Clock::wall().now())).unwrap()
 }
 
 /// A Node that posted `Ready=True`, and its Lease, renewed now.
