@@ -481,15 +481,15 @@ impl Startup {
         for user in identities {
             let token = uuid::Uuid::new_v4().simple().to_string();
             let uid = user.file_stem();
-            match &user {
-                User::Admin => {
-                    token_lines.push_str(&format!("{token},{user},{uid},\"system:masters\"\n"));
-                }
-                User::Node(_) => {
-                    token_lines.push_str(&format!("{token},{user},{uid},\"system:nodes\"\n"));
-                }
+            let group = match &user {
+                User::Admin => Some("system:masters"),
+                User::Node(_) => Some("system:nodes"),
                 // The bootstrap ClusterRoleBinding names the user; it needs no group.
-                User::ControllerManager => token_lines.push_str(&format!("{token},{user},{uid}\n")),
+                User::ControllerManager => None,
+            };
+            match group {
+                Some(group) => token_lines.push_str(&format!("{token},{user},{uid},\"{group}\"\n")),
+                None => token_lines.push_str(&format!("{token},{user},{uid}\n")),
             }
             let kubeconfig = kubeconfig_dir.join(format!("{}.yaml", user.file_stem()));
             write_file(
