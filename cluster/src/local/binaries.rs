@@ -1,8 +1,10 @@
-//! Where the etcd and kube-apiserver binaries come from.
+//! Where the etcd, kube-apiserver and kube-controller-manager binaries come from.
 //!
 //! kube-apiserver: an explicit path in the options, else `RACKPROOF_KUBE_APISERVER`, else the
 //! binary `ci/build-kube-apiserver` printed last:
 //! `${RACKPROOF_CACHE:-$HOME/.cache/rackproof}/kube-apiserver/latest/kube-apiserver`.
+//! kube-controller-manager likewise: an explicit path, else `RACKPROOF_KUBE_CONTROLLER_MANAGER`,
+//! else `…/kube-apiserver/latest/kube-controller-manager` (the same build, next to kube-apiserver).
 //! etcd: an explicit path, else `RACKPROOF_ETCD`, else `etcd` on `PATH` (Debian's `etcd-server`).
 //! A missing binary is an error naming `ci/install-local-control-plane`; nothing is skipped.
 
@@ -20,30 +22,65 @@ pub(crate) fn process_env(name: &str) -> Option<OsString> {
     std::env::var_os(name).filter(|value| !value.is_empty())
 }
 
+/// A binary built by `ci/build-kube-apiserver`, and where to look for it.
+struct Built {
+    program: &'static str,
+    option: &'static str,
+    variable: &'static str,
+    /// The error for a path without an executable: the path, and which setting named it.
+    not_found: fn(PathBuf, String) -> Error,
+}
+
 /// Finds kube-apiserver.
 pub(crate) fn kube_apiserver(explicit: Option<&Path>, env: Env<'_>) -> Result<PathBuf, Error> {
+    let built = Built {
+        program: "kube-apiserver",
+        option: "LocalOptions::kube_apiserver",
+        variable: "RACKPROOF_KUBE_APISERVER",
+        not_found: |path, from| Error::KubeApiserverNotFound { path, from },
+    };
+    find_built(&built, explicit, env)
+}
+
+/// Finds kube-controller-manager.
+pub(crate) fn kube_controller_manager(
+    explicit: Option<&Path>,
+    env: Env<'_>,
+) -> Result<PathBuf, Error> {
+    let built = Built {
+        program: "kube-controller-manager",
+        option: "ControllerManagerOptions::binary",
+        variable: "RACKPROOF_KUBE_CONTROLLER_MANAGER",
+        not_found: |path, from| Error::KubeControllerManagerNotFound { path, from },
+    };
+    find_built(&built, explicit, env)
+}
+
+fn find_built(built: &Built, explicit: Option<&Path>, env: Env<'_>) -> Result<PathBuf, Error> {
     let (path, from) = if let Some(path) = explicit {
-        (path.to_owned(), "LocalOptions::kube_apiserver".to_owned())
-    } else if let Some(path) = env("RACKPROOF_KUBE_APISERVER") {
-        (
-            PathBuf::from(path),
-            "from RACKPROOF_KUBE_APISERVER".to_owned(),
-        )
+        (path.to_owned(), built.option.to_owned())
+    } else if let Some(path) = env(built.variable) {
+        (PathBuf::from(path), format!("from {}", built.variable))
     } else {
         let root = match (env("RACKPROOF_CACHE"), env("HOME")) {
             (Some(cache), _) => PathBuf::from(cache),
             (None, Some(home)) => Path::new(&home).join(".cache/rackproof"),
-            (None, None) => return Err(Error::NoCacheDir),
+            (None, None) => {
+                return Err(Error::NoCacheDir {
+                    program: built.program,
+                    variable: built.variable,
+                });
+            }
         };
         (
-            root.join("kube-apiserver/latest/kube-apiserver"),
+            root.join("kube-apiserver/latest").join(built.program),
             "the cache of ci/build-kube-apiserver".to_owned(),
         )
     };
     if is_executable(&path) {
         Ok(path)
     } else {
-        Err(Error::KubeApiserverNotFound { path, from })
+        Err((built.not_found)(path, from))
     }
 }
 
@@ -169,6 +206,59 @@ mod tests {
             message.contains("ci/install-local-control-plane"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn kube_controller_manager_sits_next_to_kube_apiserver_in_the_cache() {
+        let dir = scratch("kcm-cache");
+        let binary = dir.join("kube-apiserver/latest/kube-controller-manager");
+        executable(&binary);
+        let env = env_of(&[("RACKPROOF_CACHE", &dir)]);
+        assert_eq!(kube_controller_manager(None, &env).unwrap(), binary);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn kube_controller_manager_env_var_wins_over_the_cache() {
+        let dir = scratch("kcm-env");
+        let binary = dir.join("custom-kcm");
+        executable(&binary);
+        let env = env_of(&[
+            ("RACKPROOF_KUBE_CONTROLLER_MANAGER", &binary),
+            ("RACKPROOF_CACHE", Path::new("/nonexistent")),
+        ]);
+        assert_eq!(kube_controller_manager(None, &env).unwrap(), binary);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn missing_kube_controller_manager_names_the_install_command_and_the_path() {
+        let dir = scratch("kcm-missing");
+        // A cache with kube-apiserver only, as builds before kube-controller-manager left it.
+        executable(&dir.join("kube-apiserver/latest/kube-apiserver"));
+        let env = env_of(&[("RACKPROOF_CACHE", &dir)]);
+        let error = kube_controller_manager(None, &env).unwrap_err();
+        assert!(
+            matches!(error, Error::KubeControllerManagerNotFound { .. }),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("ci/install-local-control-plane"),
+            "{message}"
+        );
+        assert!(
+            message.contains("kube-apiserver/latest/kube-controller-manager"),
+            "{message}"
+        );
+        let no_cache = kube_controller_manager(None, &env_of(&[])).unwrap_err();
+        assert!(
+            no_cache
+                .to_string()
+                .contains("RACKPROOF_KUBE_CONTROLLER_MANAGER"),
+            "{no_cache}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-/// The command that installs etcd and builds kube-apiserver.
+/// The command that installs etcd and builds kube-apiserver and kube-controller-manager.
 pub const INSTALL_COMMAND: &str = "ci/install-local-control-plane";
 
 /// Starting, using or stopping a [`LocalControlPlane`](super::LocalControlPlane) failed.
@@ -28,12 +28,68 @@ pub enum Error {
         from: String,
     },
 
+    /// The kube-controller-manager binary is missing.
+    #[error("kube-controller-manager not found at {} ({from}); build it with `{INSTALL_COMMAND}`", path.display())]
+    KubeControllerManagerNotFound {
+        /// The path that was tried.
+        path: PathBuf,
+        /// Which setting named the path.
+        from: String,
+    },
+
     /// No directory for the cache path could be derived.
     #[error(
-        "kube-apiserver not found: neither RACKPROOF_KUBE_APISERVER, RACKPROOF_CACHE nor HOME is set; \
+        "{program} not found: neither {variable}, RACKPROOF_CACHE nor HOME is set; \
          build it with `{INSTALL_COMMAND}`"
     )]
-    NoCacheDir,
+    NoCacheDir {
+        /// `kube-apiserver` or `kube-controller-manager`.
+        program: &'static str,
+        /// The environment variable that would name the binary.
+        variable: &'static str,
+    },
+
+    /// An option of the control plane has a value it cannot run with.
+    #[error("invalid option {option}: {reason}")]
+    InvalidOption {
+        /// The option's field name.
+        option: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+
+    /// The control plane was started without a controller manager, so it cannot start or stop one.
+    #[error(
+        "the control plane has no kube-controller-manager: start it with \
+         `LocalOptions::with_controller_manager`"
+    )]
+    NoControllerManager,
+
+    /// kube-controller-manager did not answer `/healthz` with `ok` in time.
+    #[error(
+        "kube-controller-manager at {url} not healthy after {after:?} ({last_answer}); its log: {}",
+        log.display()
+    )]
+    ControllerManagerNotHealthy {
+        /// How long it was given.
+        after: Duration,
+        /// Its HTTPS URL.
+        url: String,
+        /// The last answer of `/healthz`.
+        last_answer: String,
+        /// Its log file.
+        log: PathBuf,
+    },
+
+    /// No client for kube-controller-manager's `/healthz` could be built.
+    #[error("failed to build a client for kube-controller-manager at {url}")]
+    HealthzClient {
+        /// Its HTTPS URL.
+        url: String,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 
     /// A file or directory of the control plane could not be written or created.
     #[error("failed to write {}", path.display())]
@@ -62,7 +118,7 @@ pub enum Error {
     /// A process could not be started.
     #[error("failed to start {program} ({})", binary.display())]
     Spawn {
-        /// `etcd` or `kube-apiserver`.
+        /// `etcd`, `kube-apiserver` or `kube-controller-manager`.
         program: &'static str,
         /// Its binary.
         binary: PathBuf,
@@ -74,7 +130,7 @@ pub enum Error {
     /// A process exited while the control plane was starting.
     #[error("{program} exited during startup ({status}); its log: {}", log.display())]
     Exited {
-        /// `etcd` or `kube-apiserver`.
+        /// `etcd`, `kube-apiserver` or `kube-controller-manager`.
         program: &'static str,
         /// How it ended.
         status: ExitStatus,
@@ -89,7 +145,7 @@ pub enum Error {
         after: Duration,
         /// What it was still waiting for, with the last answer seen.
         waiting_for: String,
-        /// The directory with both processes' logs.
+        /// The directory with the processes' logs.
         dir: PathBuf,
     },
 
@@ -119,7 +175,7 @@ pub enum Error {
     /// Stopping a process failed.
     #[error("failed to stop {program}")]
     Stop {
-        /// `etcd` or `kube-apiserver`.
+        /// `etcd`, `kube-apiserver` or `kube-controller-manager`.
         program: &'static str,
         /// The underlying error.
         #[source]

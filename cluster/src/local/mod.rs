@@ -1,36 +1,55 @@
 //! The `local` cluster provider: a real Kubernetes control plane on 127.0.0.1.
 //!
-//! etcd (Debian's `etcd-server`) and kube-apiserver v1.20.2 (built by `ci/build-kube-apiserver`
-//! from Debian bookworm's `kubernetes` source package) run as child processes; there is no
-//! controller manager, scheduler or kubelet. It is the fidelity tier in CI and the referee of the
-//! embedded API server's differential tests. Install both with `ci/install-local-control-plane`.
+//! etcd (Debian's `etcd-server`), kube-apiserver v1.20.2 and, when asked for
+//! ([`LocalOptions::with_controller_manager`]), kube-controller-manager v1.20.2 run as child
+//! processes; both Kubernetes binaries are built by `ci/build-kube-apiserver` from Debian
+//! bookworm's `kubernetes` source package. There is no scheduler or kubelet. It is the fidelity
+//! tier in CI and the referee of the embedded API server's differential tests (which run it
+//! without the controller manager, so the API server answers alone). Install it all with
+//! `ci/install-local-control-plane`.
 //!
 //! [`LocalControlPlane::start`]:
 //! 1. finds the binaries ([`LocalOptions::kube_apiserver`], `RACKPROOF_KUBE_APISERVER`, the build
-//!    cache; [`LocalOptions::etcd`], `RACKPROOF_ETCD`, `PATH`): missing ones are an error naming
+//!    cache; [`LocalOptions::etcd`], `RACKPROOF_ETCD`, `PATH`; [`ControllerManagerOptions::binary`],
+//!    `RACKPROOF_KUBE_CONTROLLER_MANAGER`, the build cache): missing ones are an error naming
 //!    `ci/install-local-control-plane`;
-//! 2. creates a private directory (mode 0700) under the system temp dir and generates a CA, a
-//!    serving certificate for 127.0.0.1 and a service-account key pair into it;
-//! 3. writes a token file: `admin` in group `system:masters`, and `system:node:NAME` in group
-//!    `system:nodes` for each of [`LocalOptions::nodes`]; and a kubeconfig per user;
+//! 2. creates a private directory (mode 0700) under the system temp dir and generates a CA,
+//!    serving certificates for 127.0.0.1 (kube-apiserver's, kube-controller-manager's) and a
+//!    service-account key pair into it;
+//! 3. writes a token file: `admin` in group `system:masters`, `system:node:NAME` in group
+//!    `system:nodes` for each of [`LocalOptions::nodes`], and `system:kube-controller-manager`
+//!    when the controller manager runs; and a kubeconfig per user;
 //! 4. starts etcd on free loopback ports with a data dir in the private directory, waits for its
 //!    client port, then starts kube-apiserver (authorization `Node,RBAC` and the
 //!    `NodeRestriction` admission plugin by default, so node identities are restricted as in a
 //!    real cluster);
-//! 5. waits until `/readyz` answers `ok` and the `default` and `kube-node-lease` namespaces exist.
+//! 5. waits until `/readyz` answers `ok` and the `default` and `kube-node-lease` namespaces exist;
+//! 6. if asked for, starts kube-controller-manager with the [`CONTROLLERS`] Rackproof's objects
+//!    meet (node lifecycle, disruption, garbage collector, namespace, service accounts; see
+//!    [`ControllerManagerOptions`] for its grace periods) and waits until its `/healthz` answers
+//!    `ok`. Each controller uses its own service account and the RBAC kube-apiserver bootstraps for
+//!    it, as in a real cluster.
 //!
-//! Guarantees: both processes' output goes to `etcd.log` and `kube-apiserver.log` in the private
-//! directory. When startup fails, both processes are killed and the directory is kept; the error
-//! names it. After [`LocalControlPlane::shutdown`] or a drop, both processes are killed and
-//! reaped and the directory is removed.
+//! Guarantees: the processes' output goes to `etcd.log`, `kube-apiserver.log` and
+//! `kube-controller-manager.log` in the private directory. When startup fails, every process is
+//! killed and the directory is kept; the error names it. The controller manager can be stopped
+//! and started again while the API server runs ([`LocalControlPlane::stop_controller_manager`],
+//! [`LocalControlPlane::start_controller_manager`]), as a Deployment scaled to zero and back
+//! stops and starts it. After [`LocalControlPlane::shutdown`] or a drop, every process is killed
+//! and reaped and the directory is removed.
 //!
-//! Caveats: no controller manager runs, so nothing creates service accounts (the `ServiceAccount`
-//! admission plugin is disabled by default, or pods could not be created), garbage-collects owned
-//! objects, or keeps PodDisruptionBudget status. Ports are found by binding port 0 and releasing
-//! it, so another process could take one in between; startup then fails with the log saying so.
-//! Children are not killed if the owning process is itself killed with SIGKILL.
+//! Caveats: without the controller manager nothing creates service accounts (the
+//! `ServiceAccount` admission plugin is then disabled, or pods could not be created),
+//! garbage-collects owned objects, deletes namespaces' contents, keeps PodDisruptionBudget status
+//! or marks nodes whose Lease lapsed. With it, a pod created in a namespace before its `default`
+//! ServiceAccount has a token is refused, as in a real cluster. No scheduler runs, so pods stay
+//! unscheduled unless they name a node, and nothing but the caller sets their status. Ports are
+//! found by binding port 0 and releasing it, so another process could take one in between;
+//! startup then fails with the log saying so. Children are not killed if the owning process is
+//! itself killed with SIGKILL.
 
 mod binaries;
+mod controller_manager;
 mod error;
 mod kubeconfig;
 mod pki;
@@ -46,6 +65,7 @@ use std::time::Duration;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use rackproof_clock::Clock;
 
+pub use controller_manager::{CONTROLLERS, ControllerManagerOptions};
 pub use error::{Error, INSTALL_COMMAND};
 use pki::Pki;
 use process::Process;
@@ -59,8 +79,9 @@ pub struct LocalOptions {
     pub authorization_mode: String,
     /// kube-apiserver's `--enable-admission-plugins` (default `NodeRestriction`).
     pub enable_admission_plugins: Vec<String>,
-    /// kube-apiserver's `--disable-admission-plugins` (default `ServiceAccount`: no controller
-    /// manager creates the `default` service accounts pods would need).
+    /// kube-apiserver's `--disable-admission-plugins` (default `ServiceAccount`: without a
+    /// controller manager nothing creates the `default` service accounts pods would need;
+    /// [`LocalOptions::with_controller_manager`] enables it again).
     pub disable_admission_plugins: Vec<String>,
     /// kube-apiserver's `--service-cluster-ip-range` (default `10.0.0.0/24`).
     pub service_cluster_ip_range: String,
@@ -72,6 +93,9 @@ pub struct LocalOptions {
     pub kube_apiserver: Option<PathBuf>,
     /// The etcd binary (default: `RACKPROOF_ETCD`, else `etcd` on `PATH`).
     pub etcd: Option<PathBuf>,
+    /// Run kube-controller-manager as well (default: no, so the API server answers alone, as the
+    /// differential tests need). Set it with [`LocalOptions::with_controller_manager`].
+    pub controller_manager: Option<ControllerManagerOptions>,
 }
 
 impl Default for LocalOptions {
@@ -86,6 +110,7 @@ impl Default for LocalOptions {
             startup_timeout: Duration::from_secs(90),
             kube_apiserver: None,
             etcd: None,
+            controller_manager: None,
         }
     }
 }
@@ -100,6 +125,19 @@ impl LocalOptions {
         self.nodes.extend(nodes.into_iter().map(Into::into));
         self
     }
+
+    /// These options with kube-controller-manager running `options`, and with kube-apiserver's
+    /// `ServiceAccount` admission plugin enabled again: the controller manager's service-account
+    /// controllers make the `default` ServiceAccount and its token in every namespace, as in a
+    /// real cluster. A pod created in a namespace before they did is refused (Forbidden while the
+    /// account is missing, ServerTimeout "No API token found … retry after the token is
+    /// automatically created" while its token is), as a real cluster refuses it.
+    pub fn with_controller_manager(mut self, options: ControllerManagerOptions) -> Self {
+        self.disable_admission_plugins
+            .retain(|plugin| plugin != "ServiceAccount");
+        self.controller_manager = Some(options);
+        self
+    }
 }
 
 /// An identity of the control plane's token file.
@@ -109,6 +147,9 @@ pub enum User {
     Admin,
     /// `system:node:NAME`, in group `system:nodes`, for a node of [`LocalOptions::nodes`].
     Node(String),
+    /// `system:kube-controller-manager`, the identity kube-apiserver's bootstrap RBAC binds the
+    /// `system:kube-controller-manager` ClusterRole to; only when a controller manager runs.
+    ControllerManager,
 }
 
 impl User {
@@ -121,6 +162,7 @@ impl User {
         match self {
             Self::Admin => "admin".to_owned(),
             Self::Node(name) => format!("node-{name}"),
+            Self::ControllerManager => "kube-controller-manager".to_owned(),
         }
     }
 }
@@ -130,6 +172,7 @@ impl fmt::Display for User {
         match self {
             Self::Admin => f.write_str("admin"),
             Self::Node(name) => write!(f, "system:node:{name}"),
+            Self::ControllerManager => f.write_str("system:kube-controller-manager"),
         }
     }
 }
@@ -141,6 +184,8 @@ pub struct Pids {
     pub etcd: u32,
     /// kube-apiserver's PID.
     pub kube_apiserver: u32,
+    /// kube-controller-manager's PID, while it runs.
+    pub kube_controller_manager: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -149,8 +194,17 @@ struct Credentials {
     kubeconfig: PathBuf,
 }
 
-/// A running etcd + kube-apiserver on 127.0.0.1; both stop when this is dropped.
+/// kube-controller-manager: how to start it, and the running process if it runs.
+#[derive(Debug)]
+struct ControllerManager {
+    launcher: controller_manager::Launcher,
+    running: Option<controller_manager::Running>,
+}
+
+/// A running etcd + kube-apiserver (+ kube-controller-manager if asked for) on 127.0.0.1; all
+/// stop when this is dropped.
 pub struct LocalControlPlane {
+    controller_manager: Option<ControllerManager>,
     kube_apiserver: Option<Process>,
     etcd: Option<Process>,
     dir: Option<PrivateDir>,
@@ -173,7 +227,8 @@ impl fmt::Debug for LocalControlPlane {
 }
 
 impl LocalControlPlane {
-    /// Starts etcd and kube-apiserver and waits until the API is ready (see the module docs).
+    /// Starts etcd, kube-apiserver and, if asked for, kube-controller-manager, and waits until
+    /// they are ready (see the module docs).
     pub async fn start(options: LocalOptions) -> Result<Self, Error> {
         for node in &options.nodes {
             validate_node_name(node)?;
@@ -181,12 +236,28 @@ impl LocalControlPlane {
         let kube_apiserver =
             binaries::kube_apiserver(options.kube_apiserver.as_deref(), &binaries::process_env)?;
         let etcd = binaries::etcd(options.etcd.as_deref(), &binaries::process_env)?;
+        let kube_controller_manager = match &options.controller_manager {
+            Some(controller_manager) => {
+                controller_manager.validate()?;
+                Some(binaries::kube_controller_manager(
+                    controller_manager.binary.as_deref(),
+                    &binaries::process_env,
+                )?)
+            }
+            None => None,
+        };
         // kube picks rustls' process-wide provider; make it ring whatever else is linked in.
         let _already_installed = rustls::crypto::ring::default_provider().install_default();
 
         let mut dir = PrivateDir::create()?;
-        match Startup::run(&options, &kube_apiserver, &etcd, dir.path()).await {
+        let binaries = StartupBinaries {
+            kube_apiserver,
+            etcd,
+            kube_controller_manager,
+        };
+        match Startup::run(&options, &binaries, dir.path()).await {
             Ok(startup) => Ok(Self {
+                controller_manager: startup.controller_manager,
                 kube_apiserver: Some(startup.kube_apiserver),
                 etcd: Some(startup.etcd),
                 dir: Some(dir),
@@ -241,21 +312,85 @@ impl LocalControlPlane {
     }
 
     /// The control plane's private directory: certificates, tokens, kubeconfigs, etcd data, and
-    /// the logs `etcd.log` and `kube-apiserver.log`.
+    /// the logs `etcd.log`, `kube-apiserver.log` and `kube-controller-manager.log` (every run of
+    /// the controller manager appends to it).
     pub fn dir(&self) -> &Path {
         self.dir.as_ref().map_or(Path::new(""), PrivateDir::path)
     }
 
-    /// The PIDs of etcd and kube-apiserver.
+    /// The PIDs of etcd, kube-apiserver and (while it runs) kube-controller-manager.
     pub fn pids(&self) -> Pids {
         Pids {
             etcd: self.etcd.as_ref().map_or(0, Process::pid),
             kube_apiserver: self.kube_apiserver.as_ref().map_or(0, Process::pid),
+            kube_controller_manager: self
+                .controller_manager
+                .as_ref()
+                .and_then(|manager| manager.running.as_ref())
+                .map(|running| running.process.pid()),
         }
     }
 
-    /// Stops kube-apiserver, then etcd, waits until both are reaped, and removes the directory.
+    /// kube-controller-manager's HTTPS URL (`https://127.0.0.1:PORT`, a new port on each start)
+    /// while it runs.
+    pub fn controller_manager_url(&self) -> Option<&str> {
+        self.controller_manager
+            .as_ref()
+            .and_then(|manager| manager.running.as_ref())
+            .map(|running| running.url.as_str())
+    }
+
+    /// Stops kube-controller-manager (SIGKILL) and waits until it is reaped, leaving etcd and
+    /// kube-apiserver running: what a Deployment scaled to zero does to it. Stopping a stopped
+    /// one does nothing. An error if the control plane was started without one.
+    pub async fn stop_controller_manager(&mut self) -> Result<(), Error> {
+        let manager = self
+            .controller_manager
+            .as_mut()
+            .ok_or(Error::NoControllerManager)?;
+        if let Some(mut running) = manager.running.take() {
+            running.process.stop().await?;
+            tracing::info!(
+                pid = running.process.pid(),
+                "kube-controller-manager stopped"
+            );
+        }
+        Ok(())
+    }
+
+    /// Starts kube-controller-manager again with the options it was started with and waits until
+    /// its `/healthz` answers `ok`; its controllers then resync from the API as after any
+    /// restart. Starting a running one does nothing; one that exited by itself is started anew.
+    /// An error if the control plane was started without one.
+    pub async fn start_controller_manager(&mut self) -> Result<(), Error> {
+        let manager = self
+            .controller_manager
+            .as_mut()
+            .ok_or(Error::NoControllerManager)?;
+        if let Some(running) = manager.running.as_mut() {
+            match running.process.check_running() {
+                Ok(()) => return Ok(()),
+                Err(error) => {
+                    tracing::warn!(%error, "kube-controller-manager had exited; starting it anew");
+                }
+            }
+        }
+        manager.running = None;
+        let timeout = manager.launcher.startup_timeout;
+        manager.running = Some(manager.launcher.start(timeout).await?);
+        Ok(())
+    }
+
+    /// Stops kube-controller-manager, kube-apiserver, then etcd, waits until each is reaped, and
+    /// removes the directory.
     pub async fn shutdown(mut self) -> Result<(), Error> {
+        if let Some(mut running) = self
+            .controller_manager
+            .as_mut()
+            .and_then(|manager| manager.running.take())
+        {
+            running.process.stop().await?;
+        }
         if let Some(mut apiserver) = self.kube_apiserver.take() {
             apiserver.stop().await?;
         }
@@ -276,7 +411,7 @@ impl LocalControlPlane {
                 .keys()
                 .filter_map(|user| match user {
                     User::Node(name) => Some(name.clone()),
-                    User::Admin => None,
+                    User::Admin | User::ControllerManager => None,
                 })
                 .collect(),
         })
@@ -285,7 +420,9 @@ impl LocalControlPlane {
 
 impl Drop for LocalControlPlane {
     fn drop(&mut self) {
-        // kube-apiserver first, so it never sees its etcd vanish; Process' drop kills and reaps.
+        // The controller manager first, then kube-apiserver, so neither sees its server vanish;
+        // Process' drop kills and reaps.
+        drop(self.controller_manager.take());
         drop(self.kube_apiserver.take());
         drop(self.etcd.take());
         if let Some(dir) = self.dir.take()
@@ -296,8 +433,18 @@ impl Drop for LocalControlPlane {
     }
 }
 
+/// The binaries a startup runs.
+#[derive(Debug)]
+struct StartupBinaries {
+    kube_apiserver: PathBuf,
+    etcd: PathBuf,
+    /// Present when a controller manager was asked for.
+    kube_controller_manager: Option<PathBuf>,
+}
+
 /// What a successful startup produced; its processes are killed if it is dropped.
 struct Startup {
+    controller_manager: Option<ControllerManager>,
     kube_apiserver: Process,
     etcd: Process,
     url: String,
@@ -310,8 +457,7 @@ struct Startup {
 impl Startup {
     async fn run(
         options: &LocalOptions,
-        apiserver_bin: &Path,
-        etcd_bin: &Path,
+        binaries: &StartupBinaries,
         dir: &Path,
     ) -> Result<Self, Error> {
         let clock = Clock::wall();
@@ -325,14 +471,26 @@ impl Startup {
         let kubeconfig_dir = dir.join("kubeconfig");
         create_dir(&kubeconfig_dir)?;
         let identities = std::iter::once(User::Admin)
-            .chain(options.nodes.iter().map(|name| User::Node(name.clone())));
+            .chain(options.nodes.iter().map(|name| User::Node(name.clone())))
+            .chain(
+                options
+                    .controller_manager
+                    .as_ref()
+                    .map(|_| User::ControllerManager),
+            );
         for user in identities {
             let token = uuid::Uuid::new_v4().simple().to_string();
-            let (uid, group) = match &user {
-                User::Admin => ("admin".to_owned(), "system:masters"),
-                User::Node(name) => (format!("node-{name}"), "system:nodes"),
+            let uid = user.file_stem();
+            let group = match &user {
+                User::Admin => Some("system:masters"),
+                User::Node(_) => Some("system:nodes"),
+                // The bootstrap ClusterRoleBinding names the user; it needs no group.
+                User::ControllerManager => None,
             };
-            token_lines.push_str(&format!("{token},{user},{uid},\"{group}\"\n"));
+            match group {
+                Some(group) => token_lines.push_str(&format!("{token},{user},{uid},\"{group}\"\n")),
+                None => token_lines.push_str(&format!("{token},{user},{uid}\n")),
+            }
             let kubeconfig = kubeconfig_dir.join(format!("{}.yaml", user.file_stem()));
             write_file(
                 &kubeconfig,
@@ -346,7 +504,7 @@ impl Startup {
         let started = clock.instant();
         let mut etcd = Process::spawn(
             "etcd",
-            etcd_bin,
+            &binaries.etcd,
             &etcd_args(dir, etcd_port, peer_port),
             dir.join("etcd.log"),
         )?;
@@ -365,7 +523,7 @@ impl Startup {
         let args = apiserver_args(options, dir, &pki, &token_file, &etcd_url, apiserver_port);
         let mut kube_apiserver = Process::spawn(
             "kube-apiserver",
-            apiserver_bin,
+            &binaries.kube_apiserver,
             &args,
             dir.join("kube-apiserver.log"),
         )?;
@@ -391,8 +549,34 @@ impl Startup {
             Ok(result) => result?,
             Err(_) => return Err(not_ready(options, waiting_for, dir)),
         }
+        let controller_manager = match (
+            &options.controller_manager,
+            &binaries.kube_controller_manager,
+        ) {
+            (Some(manager_options), Some(binary)) => {
+                let launcher = controller_manager::Launcher {
+                    binary: binary.clone(),
+                    options: manager_options.clone(),
+                    kubeconfig: users
+                        .get(&User::ControllerManager)
+                        .map(|manager| manager.kubeconfig.clone())
+                        .unwrap_or_default(),
+                    pki: pki.clone(),
+                    log: dir.join("kube-controller-manager.log"),
+                    startup_timeout: options.startup_timeout,
+                };
+                let remaining = options.startup_timeout.saturating_sub(clock.since(started));
+                let running = launcher.start(remaining).await?;
+                Some(ControllerManager {
+                    launcher,
+                    running: Some(running),
+                })
+            }
+            _ => None,
+        };
         tracing::info!(%url, etcd = %etcd_url, dir = %dir.display(), "local control plane ready");
         Ok(Self {
+            controller_manager,
             kube_apiserver,
             etcd,
             url,
@@ -670,8 +854,11 @@ mod tests {
         };
         let pki = Pki {
             ca_cert: "/d/ca.crt".into(),
+            ca_der: Vec::new(),
             serving_cert: "/d/s.crt".into(),
             serving_key: "/d/s.key".into(),
+            controller_manager_cert: "/d/cm.crt".into(),
+            controller_manager_key: "/d/cm.key".into(),
             service_account_key: "/d/sa.key".into(),
             service_account_pub: "/d/sa.pub".into(),
         };
@@ -697,6 +884,34 @@ mod tests {
             );
         }
         assert_eq!(args.last().map(String::as_str), Some("--v=4"));
+    }
+
+    #[test]
+    fn with_controller_manager_enables_the_service_account_admission_plugin() {
+        let options = LocalOptions::default();
+        assert!(options.controller_manager.is_none());
+        assert!(
+            options
+                .disable_admission_plugins
+                .contains(&"ServiceAccount".to_owned())
+        );
+        let options = options.with_controller_manager(ControllerManagerOptions::default());
+        assert!(options.controller_manager.is_some());
+        assert!(
+            !options
+                .disable_admission_plugins
+                .contains(&"ServiceAccount".to_owned()),
+            "{:?}",
+            options.disable_admission_plugins
+        );
+    }
+
+    #[test]
+    fn the_controller_manager_user_prints_as_its_bootstrap_rbac_name() {
+        assert_eq!(
+            User::ControllerManager.to_string(),
+            "system:kube-controller-manager"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The control plane's key material: a CA, kube-apiserver's serving certificate (signed by the
-//! CA, valid for 127.0.0.1 and localhost), and the service-account signing key pair. All ECDSA
-//! P-256 (rcgen on ring), written as PEM files into the control plane's directory.
+//! CA, valid for 127.0.0.1 and localhost), kube-controller-manager's serving certificate (signed
+//! by the CA, valid for 127.0.0.1 and localhost), and the service-account signing key pair. All
+//! ECDSA P-256 (rcgen on ring), written as PEM files into the control plane's directory.
 
 use std::path::{Path, PathBuf};
 
@@ -15,13 +16,17 @@ use super::{Error, write_file};
 #[derive(Debug, Clone)]
 pub(crate) struct Pki {
     pub(crate) ca_cert: PathBuf,
+    /// The CA certificate as DER, for clients built without a kubeconfig.
+    pub(crate) ca_der: Vec<u8>,
     pub(crate) serving_cert: PathBuf,
     pub(crate) serving_key: PathBuf,
+    pub(crate) controller_manager_cert: PathBuf,
+    pub(crate) controller_manager_key: PathBuf,
     pub(crate) service_account_key: PathBuf,
     pub(crate) service_account_pub: PathBuf,
 }
 
-/// Names the serving certificate is valid for.
+/// Names kube-apiserver's serving certificate is valid for.
 const SERVING_NAMES: [&str; 6] = [
     "127.0.0.1",
     "localhost",
@@ -54,40 +59,59 @@ pub(crate) fn generate(dir: &Path) -> Result<Pki, Error> {
         .map_err(cert_error("the CA certificate"))?;
     let issuer = Issuer::new(ca_params, ca_key);
 
-    let serving_key = KeyPair::generate().map_err(cert_error("the serving key"))?;
-    let names: Vec<String> = SERVING_NAMES
-        .iter()
-        .map(|name| (*name).to_owned())
-        .collect();
-    let mut serving_params =
-        CertificateParams::new(names).map_err(cert_error("the serving certificate"))?;
-    serving_params
-        .distinguished_name
-        .push(DnType::CommonName, "kube-apiserver");
-    serving_params.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    serving_params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let serving_cert = serving_params
-        .signed_by(&serving_key, &issuer)
-        .map_err(cert_error("the serving certificate"))?;
+    let (serving_cert, serving_key) = serving_pair(&issuer, "kube-apiserver", &SERVING_NAMES)?;
+    let (controller_manager_cert, controller_manager_key) = serving_pair(
+        &issuer,
+        "kube-controller-manager",
+        &["127.0.0.1", "localhost"],
+    )?;
 
     let service_account = KeyPair::generate().map_err(cert_error("the service-account key"))?;
 
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),
+        ca_der: ca_cert.der().to_vec(),
         serving_cert: dir.join("apiserver.crt"),
         serving_key: dir.join("apiserver.key"),
+        controller_manager_cert: dir.join("controller-manager.crt"),
+        controller_manager_key: dir.join("controller-manager.key"),
         service_account_key: dir.join("sa.key"),
         service_account_pub: dir.join("sa.pub"),
     };
     write_file(&pki.ca_cert, &ca_cert.pem())?;
     write_file(&pki.serving_cert, &serving_cert.pem())?;
     write_file(&pki.serving_key, &serving_key.serialize_pem())?;
+    write_file(&pki.controller_manager_cert, &controller_manager_cert.pem())?;
+    write_file(
+        &pki.controller_manager_key,
+        &controller_manager_key.serialize_pem(),
+    )?;
     write_file(&pki.service_account_key, &service_account.serialize_pem())?;
     write_file(&pki.service_account_pub, &service_account.public_key_pem())?;
     Ok(pki)
+}
+
+/// A key pair and a certificate for serving HTTPS as `common_name` on `names`, signed by the CA.
+fn serving_pair(
+    issuer: &Issuer<'_, KeyPair>,
+    common_name: &str,
+    names: &[&str],
+) -> Result<(rcgen::Certificate, KeyPair), Error> {
+    let key = KeyPair::generate().map_err(cert_error("a serving key"))?;
+    let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+    let mut params = CertificateParams::new(names).map_err(cert_error("a serving certificate"))?;
+    params
+        .distinguished_name
+        .push(DnType::CommonName, common_name);
+    params.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params
+        .signed_by(&key, issuer)
+        .map_err(cert_error("a serving certificate"))?;
+    Ok((cert, key))
 }
 
 #[cfg(test)]
@@ -103,6 +127,9 @@ mod tests {
         assert!(read(&pki.ca_cert).starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(read(&pki.serving_cert).starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(read(&pki.serving_key).starts_with("-----BEGIN PRIVATE KEY-----"));
+        assert!(read(&pki.controller_manager_cert).starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(read(&pki.controller_manager_key).starts_with("-----BEGIN PRIVATE KEY-----"));
+        assert!(!pki.ca_der.is_empty());
         assert!(read(&pki.service_account_key).starts_with("-----BEGIN PRIVATE KEY-----"));
         assert!(read(&pki.service_account_pub).starts_with("-----BEGIN PUBLIC KEY-----"));
         std::fs::remove_dir_all(dir).unwrap();

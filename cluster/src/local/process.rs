@@ -1,10 +1,11 @@
-//! A child process of the control plane (etcd or kube-apiserver) with its output in a log file.
+//! A child process of the control plane (etcd, kube-apiserver or kube-controller-manager) with its
+//! output appended to a log file (a restarted process adds to the log of the one before).
 //!
 //! The process is killed (SIGKILL: its data is throwaway) and reaped on [`Process::stop`] and on
 //! drop, so its PID is gone when either returns; `kill_on_drop` backs this up should the drop
 //! itself be skipped by a panic in between.
 
-use std::fs::File;
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -27,7 +28,7 @@ pub(crate) struct Process {
 }
 
 impl Process {
-    /// Starts `binary args…` with stdout and stderr appended to `log`.
+    /// Starts `binary args…` with stdout and stderr appended to `log` (created if missing).
     pub(crate) fn spawn(
         program: &'static str,
         binary: &Path,
@@ -39,10 +40,14 @@ impl Process {
             binary: binary.to_owned(),
             source,
         };
-        let out = File::create(&log).map_err(|source| Error::Write {
-            path: log.clone(),
-            source,
-        })?;
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|source| Error::Write {
+                path: log.clone(),
+                source,
+            })?;
         let err = out.try_clone().map_err(|source| Error::Write {
             path: log.clone(),
             source,
