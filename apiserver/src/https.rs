@@ -96,20 +96,26 @@ impl HttpsServer {
         )
     }
 
-    /// Writes [`HttpsServer::kubeconfig`] for `user` to `path` (mode 0600).
+    /// Writes [`HttpsServer::kubeconfig`] for `user` to `path`, mode 0600 from the first byte:
+    /// a temporary file beside it gets the mode before the credentials are written, then
+    /// replaces `path`.
     pub fn write_kubeconfig(&self, path: &Path, user: &User) -> Result<(), ServeError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::PermissionsExt as _;
         let error = |source| ServeError::Kubeconfig {
             path: path.display().to_string(),
             source,
         };
-        std::fs::write(path, self.kubeconfig(user)).map_err(error)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                .map_err(error)?;
-        }
-        Ok(())
+        let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+        tmp_name.push(".tmp");
+        let tmp = path.with_file_name(tmp_name);
+        let mut file = std::fs::File::create(&tmp).map_err(error)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(error)?;
+        file.write_all(self.kubeconfig(user).as_bytes())
+            .map_err(error)?;
+        drop(file);
+        std::fs::rename(&tmp, path).map_err(error)
     }
 
     /// A kube client for `user` over HTTPS, built from its kubeconfig.

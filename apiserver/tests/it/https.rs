@@ -27,7 +27,17 @@ async fn https_serves_kube_clients_with_tokens_and_node_rules() {
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("admin.kubeconfig");
+    // A world-readable file already there: the credentials replace it, mode 0600, and nothing
+    // else is left behind.
+    std::fs::write(&path, "stale").unwrap();
     https.write_kubeconfig(&path, &User::admin()).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
     let text = std::fs::read_to_string(&path).unwrap();
     let config = kube::Config::from_custom_kubeconfig(
         kube::config::Kubeconfig::from_yaml(&text).unwrap(),

@@ -208,10 +208,12 @@ async fn main() -> anyhow::Result<()> {
         }
         Command::Keygen { private, public } => {
             let pair = SlotKeyPair::generate();
-            inplace_agent::store::write_atomic(&private, pair.private_pem().as_bytes())?;
-            use std::os::unix::fs::PermissionsExt as _;
-            std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600))?;
-            inplace_agent::store::write_atomic(&public, pair.public_pem().as_bytes())?;
+            inplace_agent::store::write_atomic(
+                &private,
+                pair.private_pem().as_bytes(),
+                Some(0o600),
+            )?;
+            inplace_agent::store::write_atomic(&public, pair.public_pem().as_bytes(), Some(0o644))?;
             Ok(())
         }
         Command::SignSlot {

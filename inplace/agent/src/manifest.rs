@@ -409,9 +409,11 @@ pub fn sign_directory(
         SlotManifest::describe(version, &files, boot).map_err(SignError::Manifest)?;
     manifest.sign(key.signing());
     let target = dir.join("manifest.json");
-    crate::store::write_atomic(&target, &manifest.to_json()).map_err(|e| SignError::Write {
-        path: target,
-        detail: e.to_string(),
+    crate::store::write_atomic(&target, &manifest.to_json(), Some(0o644)).map_err(|e| {
+        SignError::Write {
+            path: target,
+            detail: e.to_string(),
+        }
     })?;
     Ok(manifest)
 }

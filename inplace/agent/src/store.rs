@@ -83,8 +83,12 @@ impl DirStore {
 }
 
 /// Writes `data` to `path` atomically: temporary file, fsync, rename, fsync of the renamed file
-/// and of the directory.
-pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StoreError> {
+/// and of the directory. With `mode`, the temporary file gets that mode before any byte is
+/// written, so a secret is never readable by others, not even while it is written or when a
+/// crash leaves the temporary file behind. `None` leaves permissions to the filesystem: the
+/// state partition is FAT, where the mount's `fmask`/`dmask` decide them (the images mount it
+/// 0600/0700) and a chmod is refused.
+pub fn write_atomic(path: &Path, data: &[u8], mode: Option<u32>) -> Result<(), StoreError> {
     fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> StoreError {
         let path = path.to_owned();
         move |source| StoreError::Io {
@@ -97,6 +101,11 @@ pub fn write_atomic(path: &Path, data: &[u8]) -> Result<(), StoreError> {
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
     let mut file = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+    if let Some(mode) = mode {
+        use std::os::unix::fs::PermissionsExt as _;
+        file.set_permissions(std::fs::Permissions::from_mode(mode))
+            .map_err(io("chmod", &tmp))?;
+    }
     file.write_all(data).map_err(io("write", &tmp))?;
     file.sync_all().map_err(io("fsync", &tmp))?;
     drop(file);
@@ -138,7 +147,7 @@ impl StateStore for DirStore {
 
     async fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
         check_key(key)?;
-        write_atomic(&self.dir.join(key), value)
+        write_atomic(&self.dir.join(key), value, None)
     }
 
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
@@ -205,6 +214,29 @@ impl StateStore for MemoryStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_is_never_readable_by_others_not_even_when_its_write_fails() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = tempfile::tempdir().unwrap();
+        // A non-empty directory where the file should go: the rename fails and the temporary
+        // file stays behind, as after a crash between the write and the rename.
+        let target = dir.path().join("token");
+        std::fs::create_dir(&target).unwrap();
+        std::fs::write(target.join("occupied"), b"").unwrap();
+        write_atomic(&target, b"secret", Some(0o600)).unwrap_err();
+        let left = std::fs::metadata(dir.path().join("token.tmp")).unwrap();
+        assert_eq!(
+            left.permissions().mode() & 0o777,
+            0o600,
+            "the secret was written into a file others can read"
+        );
+
+        let file = dir.path().join("key");
+        write_atomic(&file, b"secret", Some(0o600)).unwrap();
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
 
     async fn exercise(store: &dyn StateStore) {
         assert_eq!(store.get("state.json").await.unwrap(), None);

@@ -336,11 +336,15 @@ pub(crate) mod libvirt {
             convert_disk(disk, &guest_disk)
                 .await
                 .map_err(|e| fail("copy the node image", &e))?;
-            std::fs::write(
+            let identity_text = identity
+                .render()
+                .map_err(|e| fail("render its identity", &e))?;
+            // It holds the node's token: 0600 from the first byte (libvirt hands it to its QEMU
+            // user as it does disks).
+            inplace_agent::store::write_atomic(
                 &identity_file,
-                identity
-                    .render()
-                    .map_err(|e| fail("render its identity", &e))?,
+                identity_text.as_bytes(),
+                Some(0o600),
             )
             .map_err(|e| fail("write its identity", &e))?;
             let mut config = MachineConfig::new(node, &node_dir, &guest_disk);

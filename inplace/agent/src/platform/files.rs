@@ -75,21 +75,10 @@ impl FileSink for RootFiles {
                 source,
             })?;
         }
-        write_atomic(&target, data).map_err(|source| FileError::Write {
+        write_atomic(&target, data, Some(mode)).map_err(|source| FileError::Write {
             path: path.to_owned(),
             source,
         })?;
-        use std::os::unix::fs::PermissionsExt as _;
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).map_err(
-            |source| FileError::Write {
-                path: path.to_owned(),
-                source: StoreError::Io {
-                    action: "chmod",
-                    path: target.clone(),
-                    source,
-                },
-            },
-        )?;
         Ok(())
     }
 }

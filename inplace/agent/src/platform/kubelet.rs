@@ -181,13 +181,12 @@ impl Kubelet for SystemdKubelet {
         };
         match std::fs::read(&c.kubeconfig) {
             Ok(current) => {
-                crate::store::write_atomic(&c.bootstrap_kubeconfig, &current).map_err(|e| {
-                    KubeletError::Io {
+                crate::store::write_atomic(&c.bootstrap_kubeconfig, &current, Some(0o600))
+                    .map_err(|e| KubeletError::Io {
                         action: "write",
                         path: c.bootstrap_kubeconfig.clone(),
                         source: std::io::Error::other(e.to_string()),
-                    }
-                })?;
+                    })?;
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 if !c.bootstrap_kubeconfig.exists() {
