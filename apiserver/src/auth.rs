@@ -9,15 +9,13 @@ use serde_json::Value;
 use crate::error::ApiError;
 use crate::pointer::At;
 use crate::request::{Action, Subresource, Target};
-use crate::state::{State, gr, meta_str};
+use crate::state::{State, gr};
 use crate::store::Key;
 
 /// Group of the admin identity; members may do anything.
 pub const MASTERS_GROUP: &str = "system:masters";
 /// Group of node identities.
 pub const NODES_GROUP: &str = "system:nodes";
-/// Node label that names a node's pool (Gardener's worker pool label).
-pub const DEFAULT_POOL_LABEL: &str = "worker.gardener.cloud/pool";
 
 /// An authenticated user.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -67,10 +65,13 @@ impl User {
 }
 
 /// Authentication and authorization settings. `Debug` shows the users, never their tokens.
+#[derive(Default)]
 pub(crate) struct AuthConfig {
     pub(crate) tokens: HashMap<String, User>,
-    pub(crate) pool_label: String,
-    /// Pool label value → the (namespace, name) secrets nodes of that pool may read.
+    /// Node → its pool, as bound by whoever issued the node's identity (never read from an
+    /// object the node may write, such as its own labels).
+    pub(crate) node_pools: BTreeMap<String, String>,
+    /// Pool → the (namespace, name) secrets nodes of that pool may read.
     pub(crate) node_secrets: BTreeMap<String, Vec<(String, String)>>,
 }
 
@@ -81,19 +82,9 @@ impl std::fmt::Debug for AuthConfig {
         f.debug_struct("AuthConfig")
             .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
             .field("users", &users)
-            .field("pool_label", &self.pool_label)
+            .field("node_pools", &self.node_pools)
             .field("node_secrets", &self.node_secrets)
             .finish()
-    }
-}
-
-impl Default for AuthConfig {
-    fn default() -> Self {
-        Self {
-            tokens: HashMap::new(),
-            pool_label: DEFAULT_POOL_LABEL.to_owned(),
-            node_secrets: BTreeMap::new(),
-        }
     }
 }
 
@@ -181,9 +172,11 @@ pub(crate) fn authorize(state: &State, user: &User, action: &Action) -> Result<(
             deny(&format!("node {node:?} can only access pods bound to it"))
         }
         ("", "secrets") => {
-            let pool = node_pool(state, node);
-            let allowed = pool
-                .and_then(|p| state.auth.node_secrets.get(&p))
+            let allowed = state
+                .auth
+                .node_pools
+                .get(node)
+                .and_then(|pool| state.auth.node_secrets.get(pool))
                 .cloned()
                 .unwrap_or_default();
             let wanted = match verb {
@@ -232,20 +225,6 @@ fn pod_node(state: &State, namespace: &str, name: &str) -> Option<String> {
     })?;
     pod.at("/spec/nodeName")
         .and_then(Value::as_str)
-        .map(str::to_owned)
-}
-
-fn node_pool(state: &State, node: &str) -> Option<String> {
-    let object = state.store.get(&Key {
-        gr: gr("", "nodes"),
-        namespace: String::new(),
-        name: node.to_owned(),
-    })?;
-    let _ = meta_str(object, "name");
-    object
-        .at("/metadata/labels")?
-        .get(&state.auth.pool_label)?
-        .as_str()
         .map(str::to_owned)
 }
 

@@ -154,7 +154,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rackproof_clock::Clock;
 
-pub use auth::{DEFAULT_POOL_LABEL, MASTERS_GROUP, NODES_GROUP, User};
+pub use auth::{MASTERS_GROUP, NODES_GROUP, User};
 pub use discovery::KUBERNETES_VERSION;
 pub use error::ApiError;
 pub use https::{HttpsServer, ServeError};
@@ -254,8 +254,8 @@ impl ApiServer {
         self.client(User::node(name))
     }
 
-    /// Lets nodes whose pool label has `pool` read Secret `namespace/name` (the pool's
-    /// OperatingSystemConfig secret).
+    /// Lets the nodes bound to `pool` ([`ApiServer::bind_node_to_pool`]) read Secret
+    /// `namespace/name` (the pool's OperatingSystemConfig secret).
     pub fn allow_node_secret(&self, pool: &str, namespace: &str, name: &str) {
         let mut state = self.core.lock();
         let list = state.auth.node_secrets.entry(pool.to_owned()).or_default();
@@ -265,9 +265,17 @@ impl ApiServer {
         }
     }
 
-    /// Sets the Node label that names a node's pool (default [`DEFAULT_POOL_LABEL`]).
-    pub fn set_pool_label(&self, label: &str) {
-        self.core.lock().auth.pool_label = label.to_owned();
+    /// Binds node `node` to `pool` (replacing an earlier binding): its credential may read what
+    /// [`ApiServer::allow_node_secret`] allows that pool. The binding comes from whoever issues
+    /// the node's identity (the machine provider, as it binds a Machine), as Gardener's node
+    /// authorizer maps node → Machine → pool from objects the node cannot write; the Node's own
+    /// pool label, which the node may change, decides nothing.
+    pub fn bind_node_to_pool(&self, node: &str, pool: &str) {
+        self.core
+            .lock()
+            .auth
+            .node_pools
+            .insert(node.to_owned(), pool.to_owned());
     }
 
     /// Issues a new bearer token for `user` on the HTTPS transport.

@@ -157,6 +157,7 @@ pub(crate) async fn node_rules_hold(admin: kube::Client, node: kube::Client) {
 async fn node_identities_are_restricted() {
     let server = server();
     node_rules_hold(server.admin_client(), server.node_client("n1")).await;
+    server.bind_node_to_pool("n1", "blue");
     server.allow_node_secret("blue", "kube-system", "osc-blue");
     let secrets: Api<Secret> = Api::namespaced(server.node_client("n1"), "kube-system");
     secrets.get("osc-blue").await.unwrap();
@@ -178,4 +179,34 @@ async fn node_identities_are_restricted() {
         "default",
     );
     assert_eq!(code(stranger.list(&ListParams::default()).await).0, 403);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_that_relabels_itself_into_another_pool_reads_only_its_own_pools_secret() {
+    let server = server();
+    let admin = server.admin_client();
+    node_rules_hold(admin.clone(), server.node_client("n1")).await;
+    server.bind_node_to_pool("n1", "blue");
+    server.allow_node_secret("blue", "kube-system", "osc-blue");
+    server.allow_node_secret("green", "kube-system", "osc-green");
+    // n1 may change its own Node's labels; moving itself into pool green changes nothing.
+    let nodes: Api<Node> = Api::all(server.node_client("n1"));
+    nodes
+        .patch(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"worker.gardener.cloud/pool": "green"}}})),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<Secret> = Api::namespaced(server.node_client("n1"), "kube-system");
+    assert_eq!(
+        code(secrets.get("osc-green").await).0,
+        403,
+        "n1 read pool green's secret"
+    );
+    secrets.get("osc-blue").await.unwrap();
+    // A node never bound to a pool reads no pool's secret, whatever its label says.
+    let unbound: Api<Secret> = Api::namespaced(server.node_client("n2"), "kube-system");
+    assert_eq!(code(unbound.get("osc-green").await).0, 403);
 }

@@ -453,6 +453,7 @@ impl ImageLab {
         version: &str,
     ) -> Result<(), String> {
         let node = self.node(name)?;
+        self.server.bind_node_to_pool(name, &self.pool);
         self.server
             .allow_node_secret(&self.pool, &osc.namespace, &osc.name);
         let identity = NodeIdentity {

@@ -164,6 +164,7 @@ impl SimLab {
         let Some(node) = self.node(name) else {
             return Err(format!("no lab node {name}"));
         };
+        self.server.bind_node_to_pool(name, &self.pool);
         self.server
             .allow_node_secret(&self.pool, &osc.namespace, &osc.name);
         node.machine

@@ -435,6 +435,7 @@ impl Sim {
     /// Powers the machine on (first boot), starts the agent and waits until it applied the
     /// initial OSC.
     pub async fn start(&mut self) {
+        self.server.bind_node_to_pool(NODE, POOL);
         self.server.allow_node_secret(POOL, "kube-system", SECRET);
         self.server
             .allow_node_secret(POOL, "kube-system", "node-token");

@@ -140,6 +140,7 @@ async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
         .serve_https_also_as("127.0.0.1:0".parse().unwrap(), &[HOST_ALIAS])
         .await
         .unwrap();
+    server.bind_node_to_pool(NODE, POOL);
     server.allow_node_secret(POOL, NAMESPACE, SECRET);
     let admin = server.admin_client();
     let base_checksum = set_osc(&admin, &osc(BASE_VERSION)).await;
