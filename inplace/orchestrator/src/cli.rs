@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use inplace_api::leader::LeaderElectArgs;
 use inplace_api::version::KubeVersion;
 use rackproof_clock::{Clock, parse_duration};
 
@@ -59,6 +60,10 @@ pub struct Args {
     /// Namespace of the pools' OSC Secrets.
     #[arg(long, default_value = "kube-system")]
     pub osc_namespace: String,
+    /// Leader election (`--leader-elect` and the rest); the Lease defaults to
+    /// `machine-controller-manager` in `--namespace`.
+    #[command(flatten)]
+    pub leader_election: LeaderElectArgs,
 }
 
 fn kube_version(text: &str) -> Result<KubeVersion, String> {
@@ -70,7 +75,11 @@ fn kube_version(text: &str) -> Result<KubeVersion, String> {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     inplace_api::standalone::init_logs();
     let client = inplace_api::standalone::client(args.kubeconfig.as_deref()).await?;
+    let leader_election = args
+        .leader_election
+        .election(crate::LEADER_LEASE_NAME, &args.namespace);
     let config = Config {
+        leader_election,
         namespace: args.namespace,
         sync_period: args.sync_period,
         eviction_retry_interval: args.eviction_retry_interval,
@@ -84,7 +93,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         control_plane_version: args.control_plane_version,
         osc_namespace: args.osc_namespace,
     };
-    tracing::info!(namespace = %config.namespace, control_plane = %config.control_plane_version, image_server = %config.image_server_url, "orchestrator started");
+    tracing::info!(namespace = %config.namespace, leader_election = ?config.leader_election.as_ref().map(|e| (&e.lease_namespace, &e.lease_name, &e.identity)), control_plane = %config.control_plane_version, image_server = %config.image_server_url, "orchestrator started");
     crate::run(client, Clock::wall(), config)
         .await
         .context("orchestrator stopped")

@@ -104,6 +104,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inplace_api::crd::{Machine, MachineDeployment, MachineSet, WorkerPool};
+use inplace_api::leader::Elector;
+pub use inplace_api::leader::LeaderElection;
 use inplace_api::version::KubeVersion;
 use jiff::Timestamp;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -148,7 +150,15 @@ pub struct Config {
     pub control_plane_version: KubeVersion,
     /// WorkerPool controller: namespace of the pools' OSC Secrets (Gardener: the shoot's `kube-system`).
     pub osc_namespace: String,
+    /// Hold this Lease before acting (MCM's `--leader-elect`); `None` acts at once, which is
+    /// right for exactly one instance. Several instances each need an election on the same
+    /// Lease with their own `identity`: only the holder acts, and it stops acting the moment it
+    /// loses the Lease ([`inplace_api::leader`], docs/DESIGN.md "Leader election").
+    pub leader_election: Option<LeaderElection>,
 }
+
+/// The Lease the orchestrator's instances compete for unless told otherwise (MCM's lock name).
+pub const LEADER_LEASE_NAME: &str = "machine-controller-manager";
 
 impl Default for Config {
     fn default() -> Self {
@@ -169,11 +179,16 @@ impl Default for Config {
                 patch: 1,
             },
             osc_namespace: "kube-system".to_owned(),
+            leader_election: None,
         }
     }
 }
 
 /// Runs every controller until the future is dropped. Returns only for an unusable [`Config`].
+///
+/// With [`Config::leader_election`], the controllers run only while this instance holds the
+/// Lease, each term with fresh caches; before that, and after the Lease is lost, the orchestrator
+/// waits (and logs the holder) and writes nothing but its bid for the Lease.
 pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Error> {
     if config.sync_period.is_zero() {
         return Err(Error::Config(
@@ -203,7 +218,21 @@ pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Err
             return Err(Error::Config(format!("the {what} is empty")));
         }
     }
-    runner::run(Context::new(client, clock, config)).await;
+    match config.leader_election.clone() {
+        None => runner::run(Context::new(client, clock, config)).await,
+        Some(election) => {
+            let elector = Elector::new(
+                client.clone(),
+                clock.clone(),
+                election,
+                "inplace-orchestrator",
+            )
+            .map_err(|e| Error::Config(e.to_string()))?;
+            elector
+                .run(|| runner::run(Context::new(client.clone(), clock.clone(), config.clone())))
+                .await;
+        }
+    }
     Ok(())
 }
 
