@@ -37,6 +37,13 @@ pub struct Args {
     /// Eviction refusals per pod before the pod is deleted, for Machines that name none.
     #[arg(long, default_value_t = 10)]
     pub max_evict_retries: u32,
+    /// How long a Machine may stay Pending before it is Failed, for Machines that name none.
+    #[arg(long, default_value = "20m", value_parser = parse_duration)]
+    pub machine_creation_timeout: Duration,
+    /// How long a Machine may stay Unknown (outside an update) before it is Failed, for Machines
+    /// that name none.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub machine_health_timeout: Duration,
     /// How long a node's Lease may go unrenewed before its `Ready=True` is not believed
     /// (kube-controller-manager's `--node-monitor-grace-period`).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
@@ -86,6 +93,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         default_drain_timeout: args.drain_timeout,
         default_in_place_update_timeout: args.in_place_update_timeout,
         default_max_evict_retries: args.max_evict_retries,
+        default_machine_creation_timeout: args.machine_creation_timeout,
+        default_machine_health_timeout: args.machine_health_timeout,
         node_monitor_grace_period: args.node_monitor_grace_period,
         image_server_url: args.image_server_url,
         os_update_command: args.os_update_command,

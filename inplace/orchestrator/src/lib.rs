@@ -68,6 +68,9 @@
 //!   with grace period 0; a drain that fails (an eviction error other than a budget's refusal)
 //!   is forced at once, as GEP-31 asks. A pod whose eviction was refused `maxEvictRetries` times
 //!   is deleted (MCM's drain), see `drain`.
+//! - **Machine health** outside an update follows MCM's `machineCreationTimeout` and
+//!   `machineHealthTimeout` (`health`): `Failed` with the reason, then replaced by its
+//!   MachineSet; suspended while the Machine is under an in-place update.
 //! - **Moving a Machine** uses the owner-reference update (MCM's choice), not the shallow delete.
 //! - **Conditions** are written with read-modify-replace on `nodes/status` carrying the
 //!   resourceVersion; 409 conflicts re-read and retry. Label and cordon changes are JSON merge
@@ -89,6 +92,7 @@ pub mod deployment;
 mod drain;
 mod error;
 mod events;
+mod health;
 mod leases;
 mod machine;
 pub mod machineset;
@@ -132,6 +136,13 @@ pub struct Config {
     pub default_in_place_update_timeout: Duration,
     /// Eviction refusals per pod before the pod is deleted, when the Machine names none (MCM: 10).
     pub default_max_evict_retries: u32,
+    /// How long a Machine may stay `Pending` (its node not joined) before it is `Failed`, when
+    /// the Machine names none (MCM's `machineCreationTimeout`: 20 min; see `health`).
+    pub default_machine_creation_timeout: Duration,
+    /// How long a Machine may stay `Unknown` (its node not Ready) outside an in-place update
+    /// before it is `Failed`, when the Machine names none and does not disable it (MCM's
+    /// `machineHealthTimeout`: 10 min; see `health`).
+    pub default_machine_health_timeout: Duration,
     /// How long a node's Lease (`kube-node-lease`) may go unrenewed before the orchestrator stops
     /// believing the node's `Ready=True`: such a node is neither counted available nor selected
     /// (kube-controller-manager's `--node-monitor-grace-period`, 40 s; see `leases`).
@@ -169,6 +180,8 @@ impl Default for Config {
             default_drain_timeout: Duration::from_secs(2 * 3600),
             default_in_place_update_timeout: Duration::from_secs(20 * 60),
             default_max_evict_retries: 10,
+            default_machine_creation_timeout: Duration::from_secs(20 * 60),
+            default_machine_health_timeout: Duration::from_secs(10 * 60),
             node_monitor_grace_period: Duration::from_secs(40),
             image_server_url: "http://127.0.0.1:8080".to_owned(),
             os_update_command: "/opt/rackproof/bin/rackproof-agent".to_owned(),
@@ -383,6 +396,13 @@ impl Action {
 
     pub(crate) fn after(after: Duration) -> Self {
         Self { after }
+    }
+
+    /// The earlier of two.
+    pub(crate) fn min(self, other: Self) -> Self {
+        Self {
+            after: self.after.min(other.after),
+        }
     }
 
     pub(crate) fn at(ctx: &Context, deadline: Timestamp) -> Self {
