@@ -35,7 +35,8 @@
 //! Failure: the reason is persisted first, then the Node is labelled `update-result=failed` with
 //! `update-failed-reason`. The agent then waits; when a person removes the failed label and the
 //! node is `ReadyForUpdate` again, it starts over with a fresh retry budget (GEP-31: "the
-//! update-failed label should be removed from the node").
+//! update-failed label should be removed from the node"). A plan that needs no drain starts over
+//! as soon as the label is gone: no `ReadyForUpdate` ever comes for it.
 
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -598,11 +599,15 @@ impl Agent {
             }
             let still_marked =
                 node::label(node, keys::LABEL_UPDATE_RESULT) == Some(keys::UPDATE_RESULT_FAILED);
-            if still_marked || !node::ready_for_update(node) {
+            // A plan without drain never gets `ReadyForUpdate` (no one drains for it): the
+            // removed mark alone starts it over.
+            let needs_drain = plan.needs_drain();
+            if still_marked || (needs_drain && !node::ready_for_update(node)) {
                 return Ok(Outcome::Failed(reason));
             }
             tracing::info!(
-                "the failed mark was removed and the node is ready for update again; starting over"
+                needs_drain,
+                "the failed mark was removed (and the node is ready for update, if the plan needs a drain); starting over"
             );
             let plan = self.plan_mut(state);
             plan.failure = None;

@@ -460,3 +460,69 @@ async fn reservations_moved_with_an_unchanged_sum_reach_the_kubelet_without_a_dr
     assert!(sim.attempts().is_empty());
     assert_eq!(sim.reboots, 0);
 }
+
+/// Issue 27, bug 2: an update that needs no drain fails (a file write); a person removes the
+/// failed mark. No `ReadyForUpdate` comes for a change without drain, so the agent carries the
+/// same plan out again at once.
+#[tokio::test(start_paused = true)]
+async fn a_failed_update_without_drain_is_carried_out_again_once_the_mark_is_removed() {
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    let before = sim.node().await.unwrap();
+    let old_checksum =
+        annotation(&before, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned);
+    sim.files.refuse_writes(true);
+    let mut changed = osc("1.0.0", "1.30.4", None, None);
+    changed.spec.files = vec![inplace_api::osc::File::inline(
+        "/etc/motd",
+        Some(0o644),
+        b"changed\n",
+    )];
+    sim.set_osc(&changed).await;
+    let failed = sim
+        .wait_for(
+            |n| n.is_some_and(|n| label(n, keys::LABEL_UPDATE_RESULT) == Some("failed")),
+            LIMIT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(label(&failed, keys::LABEL_UPDATE_RESULT), Some("failed"));
+    sim.files.refuse_writes(false);
+
+    // A person removes the failed mark; nothing else changes on the node.
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(sim.client.clone());
+    let unmark = serde_json::json!({"metadata": {
+        "labels": {keys::LABEL_UPDATE_RESULT: null},
+        "annotations": {keys::ANNOTATION_UPDATE_FAILED_REASON: null},
+    }});
+    nodes
+        .patch(
+            NODE,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&unmark),
+        )
+        .await
+        .unwrap();
+    let node = sim
+        .wait_for(
+            |n| {
+                n.is_some_and(|n| {
+                    annotation(n, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned)
+                        != old_checksum
+                })
+            },
+            LIMIT,
+        )
+        .await
+        .unwrap();
+    assert_ne!(
+        annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC).map(str::to_owned),
+        old_checksum,
+        "the update was carried out after the mark was removed"
+    );
+    assert_eq!(
+        sim.files.get("/etc/motd").as_deref(),
+        Some(&b"changed\n"[..])
+    );
+    assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), None);
+}

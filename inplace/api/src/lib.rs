@@ -42,6 +42,7 @@ pub mod crd;
 pub mod events;
 pub mod hash;
 pub mod keys;
+pub mod leader;
 pub mod osc;
 pub mod pool;
 pub mod quantity;

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use inplace_api::leader::LeaderElectArgs;
 use inplace_api::version::KubeVersion;
 use rackproof_clock::{Clock, parse_duration};
 
@@ -36,6 +37,13 @@ pub struct Args {
     /// Eviction refusals per pod before the pod is deleted, for Machines that name none.
     #[arg(long, default_value_t = 10)]
     pub max_evict_retries: u32,
+    /// How long a Machine may stay Pending before it is Failed, for Machines that name none.
+    #[arg(long, default_value = "20m", value_parser = parse_duration)]
+    pub machine_creation_timeout: Duration,
+    /// How long a Machine may stay Unknown (outside an update) before it is Failed, for Machines
+    /// that name none.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub machine_health_timeout: Duration,
     /// How long a node's Lease may go unrenewed before its `Ready=True` is not believed
     /// (kube-controller-manager's `--node-monitor-grace-period`).
     #[arg(long, default_value = "40s", value_parser = parse_duration)]
@@ -59,6 +67,10 @@ pub struct Args {
     /// Namespace of the pools' OSC Secrets.
     #[arg(long, default_value = "kube-system")]
     pub osc_namespace: String,
+    /// Leader election (`--leader-elect` and the rest); the Lease defaults to
+    /// `machine-controller-manager` in `--namespace`.
+    #[command(flatten)]
+    pub leader_election: LeaderElectArgs,
 }
 
 fn kube_version(text: &str) -> Result<KubeVersion, String> {
@@ -70,13 +82,19 @@ fn kube_version(text: &str) -> Result<KubeVersion, String> {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     inplace_api::standalone::init_logs();
     let client = inplace_api::standalone::client(args.kubeconfig.as_deref()).await?;
+    let leader_election = args
+        .leader_election
+        .election(crate::LEADER_LEASE_NAME, &args.namespace);
     let config = Config {
+        leader_election,
         namespace: args.namespace,
         sync_period: args.sync_period,
         eviction_retry_interval: args.eviction_retry_interval,
         default_drain_timeout: args.drain_timeout,
         default_in_place_update_timeout: args.in_place_update_timeout,
         default_max_evict_retries: args.max_evict_retries,
+        default_machine_creation_timeout: args.machine_creation_timeout,
+        default_machine_health_timeout: args.machine_health_timeout,
         node_monitor_grace_period: args.node_monitor_grace_period,
         image_server_url: args.image_server_url,
         os_update_command: args.os_update_command,
@@ -84,7 +102,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         control_plane_version: args.control_plane_version,
         osc_namespace: args.osc_namespace,
     };
-    tracing::info!(namespace = %config.namespace, control_plane = %config.control_plane_version, image_server = %config.image_server_url, "orchestrator started");
+    tracing::info!(namespace = %config.namespace, leader_election = ?config.leader_election.as_ref().map(|e| (&e.lease_namespace, &e.lease_name, &e.identity)), control_plane = %config.control_plane_version, image_server = %config.image_server_url, "orchestrator started");
     crate::run(client, Clock::wall(), config)
         .await
         .context("orchestrator stopped")

@@ -68,6 +68,9 @@
 //!   with grace period 0; a drain that fails (an eviction error other than a budget's refusal)
 //!   is forced at once, as GEP-31 asks. A pod whose eviction was refused `maxEvictRetries` times
 //!   is deleted (MCM's drain), see `drain`.
+//! - **Machine health** outside an update follows MCM's `machineCreationTimeout` and
+//!   `machineHealthTimeout` (`health`): `Failed` with the reason, then replaced by its
+//!   MachineSet; suspended while the Machine is under an in-place update.
 //! - **Moving a Machine** uses the owner-reference update (MCM's choice), not the shallow delete.
 //! - **Conditions** are written with read-modify-replace on `nodes/status` carrying the
 //!   resourceVersion; 409 conflicts re-read and retry. Label and cordon changes are JSON merge
@@ -89,6 +92,7 @@ pub mod deployment;
 mod drain;
 mod error;
 mod events;
+mod health;
 mod leases;
 mod machine;
 pub mod machineset;
@@ -104,6 +108,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use inplace_api::crd::{Machine, MachineDeployment, MachineSet, WorkerPool};
+use inplace_api::leader::Elector;
+pub use inplace_api::leader::LeaderElection;
 use inplace_api::version::KubeVersion;
 use jiff::Timestamp;
 use kube::{Api, Client, Resource, ResourceExt};
@@ -130,6 +136,13 @@ pub struct Config {
     pub default_in_place_update_timeout: Duration,
     /// Eviction refusals per pod before the pod is deleted, when the Machine names none (MCM: 10).
     pub default_max_evict_retries: u32,
+    /// How long a Machine may stay `Pending` (its node not joined) before it is `Failed`, when
+    /// the Machine names none (MCM's `machineCreationTimeout`: 20 min; see `health`).
+    pub default_machine_creation_timeout: Duration,
+    /// How long a Machine may stay `Unknown` (its node not Ready) outside an in-place update
+    /// before it is `Failed`, when the Machine names none and does not disable it (MCM's
+    /// `machineHealthTimeout`: 10 min; see `health`).
+    pub default_machine_health_timeout: Duration,
     /// How long a node's Lease (`kube-node-lease`) may go unrenewed before the orchestrator stops
     /// believing the node's `Ready=True`: such a node is neither counted available nor selected
     /// (kube-controller-manager's `--node-monitor-grace-period`, 40 s; see `leases`).
@@ -148,7 +161,15 @@ pub struct Config {
     pub control_plane_version: KubeVersion,
     /// WorkerPool controller: namespace of the pools' OSC Secrets (Gardener: the shoot's `kube-system`).
     pub osc_namespace: String,
+    /// Hold this Lease before acting (MCM's `--leader-elect`); `None` acts at once, which is
+    /// right for exactly one instance. Several instances each need an election on the same
+    /// Lease with their own `identity`: only the holder acts, and it stops acting the moment it
+    /// loses the Lease ([`inplace_api::leader`], docs/DESIGN.md "Leader election").
+    pub leader_election: Option<LeaderElection>,
 }
+
+/// The Lease the orchestrator's instances compete for unless told otherwise (MCM's lock name).
+pub const LEADER_LEASE_NAME: &str = "machine-controller-manager";
 
 impl Default for Config {
     fn default() -> Self {
@@ -159,6 +180,8 @@ impl Default for Config {
             default_drain_timeout: Duration::from_secs(2 * 3600),
             default_in_place_update_timeout: Duration::from_secs(20 * 60),
             default_max_evict_retries: 10,
+            default_machine_creation_timeout: Duration::from_secs(20 * 60),
+            default_machine_health_timeout: Duration::from_secs(10 * 60),
             node_monitor_grace_period: Duration::from_secs(40),
             image_server_url: "http://127.0.0.1:8080".to_owned(),
             os_update_command: "/opt/rackproof/bin/rackproof-agent".to_owned(),
@@ -169,11 +192,16 @@ impl Default for Config {
                 patch: 1,
             },
             osc_namespace: "kube-system".to_owned(),
+            leader_election: None,
         }
     }
 }
 
 /// Runs every controller until the future is dropped. Returns only for an unusable [`Config`].
+///
+/// With [`Config::leader_election`], the controllers run only while this instance holds the
+/// Lease, each term with fresh caches; before that, and after the Lease is lost, the orchestrator
+/// waits (and logs the holder) and writes nothing but its bid for the Lease.
 pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Error> {
     if config.sync_period.is_zero() {
         return Err(Error::Config(
@@ -203,7 +231,21 @@ pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Err
             return Err(Error::Config(format!("the {what} is empty")));
         }
     }
-    runner::run(Context::new(client, clock, config)).await;
+    match config.leader_election.clone() {
+        None => runner::run(Context::new(client, clock, config)).await,
+        Some(election) => {
+            let elector = Elector::new(
+                client.clone(),
+                clock.clone(),
+                election,
+                "inplace-orchestrator",
+            )
+            .map_err(|e| Error::Config(e.to_string()))?;
+            elector
+                .run(|| runner::run(Context::new(client.clone(), clock.clone(), config.clone())))
+                .await;
+        }
+    }
     Ok(())
 }
 
@@ -354,6 +396,13 @@ impl Action {
 
     pub(crate) fn after(after: Duration) -> Self {
         Self { after }
+    }
+
+    /// The earlier of two.
+    pub(crate) fn min(self, other: Self) -> Self {
+        Self {
+            after: self.after.min(other.after),
+        }
     }
 
     pub(crate) fn at(ctx: &Context, deadline: Timestamp) -> Self {

@@ -25,7 +25,7 @@ use crate::events::Kind;
 use crate::nodeops::{self, NodePatch, PhaseChange, in_place_condition, is_ready, label};
 use crate::plan::UpdateResult;
 use crate::step::{InPlacePhase, NodeFacts, Reason, Step, next_step};
-use crate::{Action, Context};
+use crate::{Action, Context, health};
 
 /// Reconciles `machine` against its Node as read at the start of this pass (`nodes`, by name).
 pub(crate) async fn reconcile(
@@ -57,18 +57,20 @@ pub(crate) async fn reconcile(
                 "machine waits for a machine provider to bind a node",
             )
             .await;
+            return Ok(Action::idle(ctx));
         }
-        return Ok(Action::idle(ctx));
+        return unhealthy(machine, None, ctx).await;
     };
     let Some(node) = nodes.get(&node_name).map(|n| &**n) else {
-        return Ok(Action::idle(ctx));
+        return unhealthy(machine, Some(&node_name), ctx).await;
     };
     let ready = is_ready(node);
     let current = machine.phase().cloned();
     // Health phases outside an update.
     let in_place = current.as_ref().is_some_and(MachinePhase::is_in_place);
     let mut change = None;
-    if !in_place {
+    // `Failed` (a health timeout) is final: the MachineSet replaces the Machine.
+    if !in_place && current != Some(MachinePhase::Failed) {
         let want = if ready {
             MachinePhase::Running
         } else if matches!(current, None | Some(MachinePhase::Pending)) {
@@ -90,18 +92,36 @@ pub(crate) async fn reconcile(
             ));
         }
     }
+    let under_update = label(node, LABEL_SELECTED_FOR_UPDATE).is_some();
+    let mut failure = None;
+    let mut health_due = None;
+    if change.is_none() && !in_place {
+        match health::judge(
+            machine,
+            Some(&node_name),
+            under_update,
+            timeouts(machine, ctx)?,
+            now,
+        ) {
+            health::Verdict::Fine => {}
+            health::Verdict::Due(at) => health_due = Some(Action::at(ctx, at)),
+            health::Verdict::Failed(failed, reason) => {
+                failure = Some(reason);
+                change = Some(failed);
+            }
+        }
+    }
     let mirrored = nodeops::mirrored_conditions(node);
     let conditions_differ = machine.status.as_ref().map(|s| &s.conditions) != Some(&mirrored);
     if change.is_some() || conditions_differ {
         nodeops::update_machine_status(ctx, machine, change.as_ref(), Some(&mirrored), now).await?;
         if let Some(change) = &change {
-            ctx.event_machine(
-                machine,
-                Kind::Normal,
-                change.phase.as_str(),
-                &change.description,
-            )
-            .await;
+            let (kind, reason) = match failure {
+                Some(reason) => (Kind::Warning, reason),
+                None => (Kind::Normal, change.phase.as_str()),
+            };
+            ctx.event_machine(machine, kind, reason, &change.description)
+                .await;
         }
     }
 
@@ -122,7 +142,40 @@ pub(crate) async fn reconcile(
         machine,
     )?;
     let step = next_step(&facts, now, drain_timeout, update_timeout);
-    run_step(step, machine, node, ctx).await
+    let action = run_step(step, machine, node, ctx).await?;
+    Ok(health_due.map_or(action, |due| action.min(due)))
+}
+
+/// The creation and health timeouts of `machine` (its own, else the configured defaults).
+fn timeouts(machine: &Machine, ctx: &Context) -> Result<health::Timeouts, Error> {
+    Ok(health::Timeouts {
+        creation: ctx.duration(
+            machine.spec.creation_timeout.as_deref(),
+            ctx.config.default_machine_creation_timeout,
+            machine,
+        )?,
+        health: ctx.duration(
+            machine.spec.health_timeout.as_deref(),
+            ctx.config.default_machine_health_timeout,
+            machine,
+        )?,
+    })
+}
+
+/// A Machine without a Node (none bound, or its Node not registered): `Failed` once its creation
+/// timeout ran out (`health`), else looked at again then.
+async fn unhealthy(machine: &Machine, node: Option<&str>, ctx: &Context) -> Result<Action, Error> {
+    let now = ctx.clock.now();
+    match health::judge(machine, node, false, timeouts(machine, ctx)?, now) {
+        health::Verdict::Fine => Ok(Action::idle(ctx)),
+        health::Verdict::Due(at) => Ok(Action::at(ctx, at).min(Action::idle(ctx))),
+        health::Verdict::Failed(change, reason) => {
+            nodeops::update_machine_status(ctx, machine, Some(&change), None, now).await?;
+            ctx.event_machine(machine, Kind::Warning, reason, &change.description)
+                .await;
+            Ok(Action::soon())
+        }
+    }
 }
 
 fn phase(

@@ -12,7 +12,9 @@
 //!    are not yet counted in the replicas (MCM's rule).
 //! 4. Machines whose MCM settings (timeouts, `maxEvictRetries`) differ from the set's template
 //!    get the template's (`settings`).
-//! 5. Deleting a Machine also deletes its Node object; the machine provider powers the machine off
+//! 5. A Machine in phase `Failed` (a creation or health timeout, `health`) is deleted, and
+//!    step 2 creates its replacement.
+//! 6. Deleting a Machine also deletes its Node object; the machine provider powers the machine off
 //!    when its Machine disappears.
 
 use std::collections::BTreeSet;
@@ -58,17 +60,38 @@ pub(crate) async fn reconcile(set: &MachineSet, ctx: &Context) -> Result<Action,
     )))?;
     let all: Vec<&Machine> = all.iter().map(|m| &**m).collect();
     let machines = owned(&all, &uid);
-    let active: Vec<&Machine> = machines
+    let mut active: Vec<&Machine> = machines
         .iter()
         .copied()
         .filter(|m| m.metadata.deletion_timestamp.is_none())
         .collect();
+    let mut changed = false;
+    // A Machine a health timeout failed is replaced (MCM's MachineSet does the same; `health`).
+    let (failed, healthy): (Vec<&Machine>, Vec<&Machine>) = active
+        .into_iter()
+        .partition(|m| m.phase() == Some(&MachinePhase::Failed));
+    active = healthy;
+    for machine in failed {
+        delete_machine(machine, ctx).await?;
+        let why = machine
+            .status
+            .as_ref()
+            .map(|s| s.last_operation.description.as_str())
+            .unwrap_or_default();
+        ctx.event_set(
+            set,
+            Kind::Warning,
+            "MachineDeleted",
+            &format!("deleted failed machine {}: {why}", machine.name_any()),
+        )
+        .await;
+        changed = true;
+    }
     let replicas = set.spec.replicas.max(0) as usize;
     let scale_up_disabled = set
         .labels()
         .get(LABEL_SCALE_UP_DISABLED)
         .is_some_and(|v| v == "true");
-    let mut changed = false;
     if active.len() < replicas && !scale_up_disabled {
         let mut taken: BTreeSet<String> = all.iter().map(|m| m.name_any()).collect();
         for _ in active.len()..replicas {

@@ -298,7 +298,7 @@ fn with_condition(node: &mut Node, value: Option<(&str, &str)>, now: Timestamp) 
 }
 
 /// A change to a Machine's status.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PhaseChange {
     pub(crate) phase: MachinePhase,
     pub(crate) description: String,

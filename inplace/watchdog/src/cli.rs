@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use anyhow::Context as _;
+use inplace_api::leader::LeaderElectArgs;
 use rackproof_clock::{Clock, parse_duration};
 
 use crate::Config;
@@ -45,6 +46,10 @@ pub struct Args {
     /// InPlaceUpdate condition reasons that take a node out of the probe.
     #[arg(long, value_delimiter = ',', default_values_t = Config::default().in_place_reasons)]
     pub in_place_reason: Vec<String>,
+    /// Leader election (`--leader-elect` and the rest); the Lease defaults to
+    /// `dependency-watchdog-prober` in `--namespace`.
+    #[command(flatten)]
+    pub leader_election: LeaderElectArgs,
 }
 
 /// Logs to stderr (filtered by `RUST_LOG`, default `info`) and probes until the future is
@@ -52,7 +57,11 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     inplace_api::standalone::init_logs();
     let client = inplace_api::standalone::client(args.kubeconfig.as_deref()).await?;
+    let leader_election = args
+        .leader_election
+        .election(crate::LEADER_LEASE_NAME, &args.namespace);
     let config = Config {
+        leader_election,
         machine_namespace: args
             .machine_namespace
             .unwrap_or_else(|| args.namespace.clone()),

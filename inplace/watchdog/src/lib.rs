@@ -54,6 +54,8 @@ pub mod scale;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use inplace_api::leader::Elector;
+pub use inplace_api::leader::LeaderElection;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference};
@@ -94,7 +96,15 @@ pub struct Config {
     pub throttle_backoff: Duration,
     /// Name of the status ConfigMap in [`Config::namespace`].
     pub status_config_map: String,
+    /// Hold this Lease before probing and scaling (DWD's and MCM's leader election); `None` acts
+    /// at once, which is right for exactly one instance. Several instances each need an election
+    /// on the same Lease with their own `identity`: only the holder probes, scales and writes the
+    /// status, and it stops the moment it loses the Lease ([`inplace_api::leader`]).
+    pub leader_election: Option<LeaderElection>,
 }
+
+/// The Lease the watchdog's instances compete for unless told otherwise.
+pub const LEADER_LEASE_NAME: &str = "dependency-watchdog-prober";
 
 impl Default for Config {
     fn default() -> Self {
@@ -117,6 +127,7 @@ impl Default for Config {
             in_place_reasons: vec!["ReadyForUpdate".to_owned(), "UpdateFailed".to_owned()],
             throttle_backoff: Duration::from_secs(10),
             status_config_map: "dependency-watchdog-status".to_owned(),
+            leader_election: None,
         }
     }
 }
@@ -139,15 +150,36 @@ impl Config {
 }
 
 /// Probes until the future is dropped. Returns only for an unusable [`Config`].
+///
+/// With [`Config::leader_election`], probes run only while this instance holds the Lease (the
+/// Machine watch, a read, runs throughout); each term starts with no remembered decision.
 pub async fn run(client: Client, clock: Clock, config: Config) -> Result<(), Error> {
     config.validate()?;
+    let elector = match config.leader_election.clone() {
+        Some(election) => Some(
+            Elector::new(
+                client.clone(),
+                clock.clone(),
+                election,
+                "dependency-watchdog",
+            )
+            .map_err(|e| Error::Config(e.to_string()))?,
+        ),
+        None => None,
+    };
     let machines = Machines::new(&config.machine_namespace);
-    let watchdog = Watchdog::new(client.clone(), clock, config, &machines);
+    let probes = async {
+        let term = || Watchdog::new(client.clone(), clock.clone(), config.clone(), &machines).run();
+        match elector {
+            Some(elector) => elector.run(term).await,
+            None => term().await,
+        }
+    };
     // Biased: the watch first, so a probe sees every Machine event delivered before it.
     tokio::select! {
         biased;
-        _ = machines.follow(client) => {}
-        _ = watchdog.run() => {}
+        _ = machines.follow(client.clone()) => {}
+        _ = probes => {}
     }
     Ok(())
 }

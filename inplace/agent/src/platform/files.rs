@@ -90,6 +90,8 @@ type StoredFile = (Vec<u8>, u32);
 #[derive(Debug, Clone, Default)]
 pub struct MemoryFiles {
     files: Arc<Mutex<BTreeMap<String, StoredFile>>>,
+    /// Every write fails while set (a disk that refuses writes).
+    refusing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl MemoryFiles {
@@ -107,6 +109,12 @@ impl MemoryFiles {
             .map(|(data, _)| data.clone())
     }
 
+    /// Makes every write fail (as a full or read-only disk does) until called with `false`.
+    pub fn refuse_writes(&self, refusing: bool) {
+        self.refusing
+            .store(refusing, std::sync::atomic::Ordering::SeqCst);
+    }
+
     /// Every path written.
     pub fn paths(&self) -> Vec<String> {
         self.files
@@ -122,6 +130,16 @@ impl MemoryFiles {
 impl FileSink for MemoryFiles {
     async fn write(&self, path: &str, data: &[u8], mode: u32) -> Result<(), FileError> {
         check(path)?;
+        if self.refusing.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(FileError::Write {
+                path: path.to_owned(),
+                source: StoreError::Io {
+                    action: "write",
+                    path: path.into(),
+                    source: std::io::Error::other("the disk refuses writes"),
+                },
+            });
+        }
         self.files
             .lock()
             .expect("files lock")
