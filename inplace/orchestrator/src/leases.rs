@@ -22,57 +22,12 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use jiff::Timestamp;
-use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::ListParams;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
-use serde::Deserialize;
 
-/// The namespace of the kubelets' node Leases.
-pub(crate) const NODE_LEASE_NAMESPACE: &str = "kube-node-lease";
-
-/// A node Lease as the orchestrator reads it: its name and when it was renewed.
-#[derive(Debug, Clone, Deserialize)]
-pub(crate) struct NodeLease {
-    #[serde(deserialize_with = "inplace_api::unmanaged::metadata")]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: Option<NodeLeaseSpec>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NodeLeaseSpec {
-    #[serde(default)]
-    renew_time: Option<MicroTime>,
-}
-
-impl NodeLease {
-    fn renewed(&self) -> Option<Timestamp> {
-        self.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
-    }
-}
-
-impl k8s_openapi::Resource for NodeLease {
-    const API_VERSION: &'static str = <Lease as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Lease as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Lease as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Lease as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Lease as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Lease as k8s_openapi::Resource>::Scope;
-}
-
-impl k8s_openapi::Metadata for NodeLease {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+pub(crate) use inplace_api::node_lease::{NODE_LEASE_NAMESPACE, NodeLease};
 
 /// When each node's Lease was last renewed (`None`: a Lease without a renew time).
 pub(crate) type Renewals = HashMap<String, Option<Timestamp>>;
@@ -153,7 +108,7 @@ impl Leases {
                 Arc::new(
                     list.items
                         .iter()
-                        .map(|l| (l.metadata.name.clone().unwrap_or_default(), l.renewed()))
+                        .map(|l| (l.name().to_owned(), l.renewed()))
                         .collect(),
                 )
             }
@@ -208,15 +163,7 @@ mod tests {
     }
 
     fn lease(name: &str, renewed: Option<i64>) -> NodeLease {
-        NodeLease {
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                ..ObjectMeta::default()
-            },
-            spec: Some(NodeLeaseSpec {
-                renew_time: renewed.map(|s| MicroTime(at(s))),
-            }),
-        }
+        NodeLease::new(name, renewed.map(at), None)
     }
 
     #[test]

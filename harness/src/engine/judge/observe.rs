@@ -2,16 +2,14 @@
 //! change into one stream of observations, in the order the API server delivered them.
 
 use futures::{Stream, StreamExt, stream};
+use inplace_api::node_lease::{NODE_LEASE_NAMESPACE, NodeLease};
 use inplace_api::unmanaged::{self, Unmanaged};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
-use serde::Deserialize;
 
 use crate::engine::cluster::objects::NAMESPACE;
 
@@ -42,64 +40,11 @@ pub enum Observation {
     WatchError(String),
 }
 
-/// A node Lease as the judge reads it: name, renew time and duration (nothing else decoded:
-/// every kubelet renews its Lease every 10 s).
-#[derive(Debug, Clone, Deserialize)]
-struct NodeLease {
-    #[serde(deserialize_with = "inplace_api::unmanaged::metadata")]
-    metadata: ObjectMeta,
-    #[serde(default)]
-    spec: Option<NodeLeaseSpec>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct NodeLeaseSpec {
-    #[serde(default)]
-    renew_time: Option<MicroTime>,
-    #[serde(default)]
-    lease_duration_seconds: Option<i32>,
-}
-
-impl NodeLease {
-    /// When the Lease expires; a Lease never renewed expired at once (the epoch).
-    fn expiry(&self) -> Timestamp {
-        let spec = self.spec.clone().unwrap_or_default();
-        let Some(renewed) = spec.renew_time else {
-            return Timestamp::UNIX_EPOCH;
-        };
-        let duration = u64::try_from(spec.lease_duration_seconds.unwrap_or(40)).unwrap_or(0);
-        renewed
-            .0
-            .checked_add(std::time::Duration::from_secs(duration))
-            .unwrap_or(Timestamp::MAX)
-    }
-
-    fn lease_observation(self) -> Observation {
-        let expiry = self.expiry();
-        Observation::Lease {
-            node: self.metadata.name.unwrap_or_default(),
-            expiry: Some(expiry),
-        }
-    }
-}
-
-impl k8s_openapi::Resource for NodeLease {
-    const API_VERSION: &'static str = <Lease as k8s_openapi::Resource>::API_VERSION;
-    const GROUP: &'static str = <Lease as k8s_openapi::Resource>::GROUP;
-    const KIND: &'static str = <Lease as k8s_openapi::Resource>::KIND;
-    const VERSION: &'static str = <Lease as k8s_openapi::Resource>::VERSION;
-    const URL_PATH_SEGMENT: &'static str = <Lease as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-    type Scope = <Lease as k8s_openapi::Resource>::Scope;
-}
-
-impl k8s_openapi::Metadata for NodeLease {
-    type Ty = ObjectMeta;
-    fn metadata(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn metadata_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+/// A node Lease's new expiry (renew time plus duration).
+fn lease_observation(lease: NodeLease) -> Observation {
+    Observation::Lease {
+        node: lease.name().to_owned(),
+        expiry: Some(lease.expiry()),
     }
 }
 
@@ -137,7 +82,7 @@ pub(crate) fn observe(client: &Client) -> impl Stream<Item = Observation> + Send
     )
     .default_backoff();
     let leases = watcher::watcher(
-        Api::<NodeLease>::namespaced(client.clone(), "kube-node-lease"),
+        Api::<NodeLease>::namespaced(client.clone(), NODE_LEASE_NAMESPACE),
         config.clone(),
     )
     .default_backoff();
@@ -168,9 +113,9 @@ pub(crate) fn observe(client: &Client) -> impl Stream<Item = Observation> + Send
         )
         .boxed(),
         flatten(events, kube_event, |_| None).boxed(),
-        flatten(leases, NodeLease::lease_observation, |l: NodeLease| {
+        flatten(leases, lease_observation, |l: NodeLease| {
             Some(Observation::Lease {
-                node: l.metadata.name.unwrap_or_default(),
+                node: l.name().to_owned(),
                 expiry: None,
             })
         })
