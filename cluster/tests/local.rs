@@ -17,7 +17,8 @@ use kube::api::{
 };
 use rackproof_clock::Clock;
 use rackproof_cluster::local::{
-    ControllerManagerOptions, Error, LocalControlPlane, LocalOptions, User,
+    ControllerManagerOptions, Decision, Error, LocalControlPlane, LocalOptions, NodeAuthorizer,
+    User,
 };
 use serde_json::json;
 
@@ -241,6 +242,75 @@ async fn a_node_identity_may_write_its_own_node_and_lease_only() {
     let admin_kubeconfig =
         std::fs::read_to_string(plane.kubeconfig(&User::Admin).unwrap()).unwrap();
     assert!(admin_kubeconfig.contains(plane.url()), "{admin_kubeconfig}");
+}
+
+#[tokio::test]
+async fn a_node_reads_a_secret_only_when_the_node_authorizer_allows_it() {
+    // The authorizer allows node-a one Secret; the Node authorizer alone would allow none.
+    let authorizer = NodeAuthorizer::new(|access| async move {
+        let wanted = (
+            access.user.as_str(),
+            access.resource.as_str(),
+            access.namespace.as_str(),
+            access.name.as_str(),
+        );
+        if wanted == ("system:node:node-a", "secrets", "lab", "osc-a")
+            && matches!(access.verb.as_str(), "get" | "list" | "watch")
+        {
+            Decision::Allow
+        } else {
+            Decision::NoOpinion(format!("{} has no Machine naming this Secret", access.user))
+        }
+    });
+    let options = LocalOptions {
+        node_authorizer: Some(authorizer),
+        ..LocalOptions::default().with_nodes(["node-a", "node-b"])
+    };
+    let plane = start(options).await;
+    let namespaces: Api<Namespace> = Api::all(plane.client());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &from_json(json!({ "metadata": { "name": "lab" } })),
+        )
+        .await
+        .unwrap();
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(plane.client(), "lab");
+    for name in ["osc-a", "osc-b"] {
+        secrets
+            .create(
+                &PostParams::default(),
+                &from_json(json!({ "metadata": { "name": name }, "stringData": { "k": name } })),
+            )
+            .await
+            .unwrap();
+    }
+    let as_node = |name: &'static str| {
+        let plane = &plane;
+        async move {
+            let client = plane.client_as(&User::node(name)).await.unwrap();
+            Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client, "lab")
+        }
+    };
+    let node_a = as_node("node-a").await;
+    let read = node_a.get("osc-a").await.unwrap();
+    assert!(read.data.unwrap_or_default().contains_key("k"));
+    let by_name = ListParams::default().fields("metadata.name=osc-a");
+    assert_eq!(node_a.list(&by_name).await.unwrap().items.len(), 1);
+
+    let other_pool = node_a.get("osc-b").await.unwrap_err();
+    assert_eq!(status_code(&other_pool), Some(403), "{other_pool}");
+    assert!(
+        other_pool
+            .to_string()
+            .contains("has no Machine naming this Secret"),
+        "the webhook's reason reaches the caller: {other_pool}"
+    );
+    let all = node_a.list(&ListParams::default()).await.unwrap_err();
+    assert_eq!(status_code(&all), Some(403), "{all}");
+    let node_b = as_node("node-b").await;
+    let foreign = node_b.get("osc-a").await.unwrap_err();
+    assert_eq!(status_code(&foreign), Some(403), "{foreign}");
 }
 
 #[tokio::test]

@@ -54,6 +54,7 @@ mod error;
 mod kubeconfig;
 mod pki;
 mod process;
+mod webhook;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -69,6 +70,7 @@ pub use controller_manager::{CONTROLLERS, ControllerManagerOptions};
 pub use error::{Error, INSTALL_COMMAND};
 use pki::Pki;
 use process::Process;
+pub use webhook::{AccessRequest, Decision, NodeAuthorizer};
 
 /// How the control plane is started. `LocalOptions::default()` suits most tests.
 #[derive(Debug, Clone)]
@@ -85,6 +87,12 @@ pub struct LocalOptions {
     pub disable_admission_plugins: Vec<String>,
     /// kube-apiserver's `--service-cluster-ip-range` (default `10.0.0.0/24`).
     pub service_cluster_ip_range: String,
+    /// More names kube-apiserver's serving certificate is valid for, beside 127.0.0.1,
+    /// `localhost` and the `kubernetes.default…` names (e.g. the name guests reach the host by).
+    pub serving_names: Vec<String>,
+    /// The authorization webhook kube-apiserver consults after its Node authorizer (the mode
+    /// becomes `Node,Webhook,RBAC`); see [`NodeAuthorizer`]. Default: none.
+    pub node_authorizer: Option<NodeAuthorizer>,
     /// More kube-apiserver flags, appended last (`--flag=value`).
     pub extra_apiserver_args: Vec<String>,
     /// How long startup may take until `/readyz` says `ok` (default 90 s).
@@ -106,6 +114,8 @@ impl Default for LocalOptions {
             enable_admission_plugins: vec!["NodeRestriction".to_owned()],
             disable_admission_plugins: vec!["ServiceAccount".to_owned()],
             service_cluster_ip_range: "10.0.0.0/24".to_owned(),
+            serving_names: Vec::new(),
+            node_authorizer: None,
             extra_apiserver_args: Vec::new(),
             startup_timeout: Duration::from_secs(90),
             kube_apiserver: None,
@@ -206,6 +216,7 @@ struct ControllerManager {
 pub struct LocalControlPlane {
     controller_manager: Option<ControllerManager>,
     kube_apiserver: Option<Process>,
+    webhook: Option<webhook::WebhookServer>,
     etcd: Option<Process>,
     dir: Option<PrivateDir>,
     url: String,
@@ -259,6 +270,7 @@ impl LocalControlPlane {
             Ok(startup) => Ok(Self {
                 controller_manager: startup.controller_manager,
                 kube_apiserver: Some(startup.kube_apiserver),
+                webhook: startup.webhook,
                 etcd: Some(startup.etcd),
                 dir: Some(dir),
                 url: startup.url,
@@ -394,6 +406,7 @@ impl LocalControlPlane {
         if let Some(mut apiserver) = self.kube_apiserver.take() {
             apiserver.stop().await?;
         }
+        drop(self.webhook.take());
         if let Some(mut etcd) = self.etcd.take() {
             etcd.stop().await?;
         }
@@ -424,6 +437,7 @@ impl Drop for LocalControlPlane {
         // Process' drop kills and reaps.
         drop(self.controller_manager.take());
         drop(self.kube_apiserver.take());
+        drop(self.webhook.take());
         drop(self.etcd.take());
         if let Some(dir) = self.dir.take()
             && let Err(error) = dir.remove()
@@ -446,6 +460,7 @@ struct StartupBinaries {
 struct Startup {
     controller_manager: Option<ControllerManager>,
     kube_apiserver: Process,
+    webhook: Option<webhook::WebhookServer>,
     etcd: Process,
     url: String,
     etcd_url: String,
@@ -461,7 +476,7 @@ impl Startup {
         dir: &Path,
     ) -> Result<Self, Error> {
         let clock = Clock::wall();
-        let pki = pki::generate(dir)?;
+        let pki = pki::generate(dir, &options.serving_names)?;
         let [etcd_port, peer_port, apiserver_port] = free_ports()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let url = format!("https://127.0.0.1:{apiserver_port}");
@@ -520,6 +535,30 @@ impl Startup {
             Err(_) => return Err(not_ready(options, waiting_for, dir)),
         }
 
+        let webhook = match &options.node_authorizer {
+            Some(authorizer) => {
+                let token = uuid::Uuid::new_v4().simple().to_string();
+                let read = |path: &Path| {
+                    std::fs::read_to_string(path).map_err(|source| Error::Write {
+                        path: path.to_owned(),
+                        source,
+                    })
+                };
+                let server = webhook::WebhookServer::start(
+                    authorizer.clone(),
+                    &read(&pki.webhook_cert)?,
+                    &read(&pki.webhook_key)?,
+                    token.clone(),
+                )
+                .await?;
+                write_file(
+                    &dir.join(WEBHOOK_KUBECONFIG),
+                    &kubeconfig::render(server.url(), &pki.ca_cert, "kube-apiserver", &token),
+                )?;
+                Some(server)
+            }
+            None => None,
+        };
         let args = apiserver_args(options, dir, &pki, &token_file, &etcd_url, apiserver_port);
         let mut kube_apiserver = Process::spawn(
             "kube-apiserver",
@@ -578,6 +617,7 @@ impl Startup {
         Ok(Self {
             controller_manager,
             kube_apiserver,
+            webhook,
             etcd,
             url,
             etcd_url,
@@ -631,7 +671,7 @@ fn apiserver_args(
         format!("--client-ca-file={}", path(&pki.ca_cert)),
         format!("--etcd-servers={etcd_url}"),
         format!("--token-auth-file={}", path(token_file)),
-        format!("--authorization-mode={}", options.authorization_mode),
+        format!("--authorization-mode={}", authorization_mode(options)),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
         format!(
             "--service-account-key-file={}",
@@ -650,6 +690,19 @@ fn apiserver_args(
         "--allow-privileged=true".to_owned(),
         "--profiling=false".to_owned(),
     ];
+    if options.node_authorizer.is_some() {
+        args.extend([
+            format!(
+                "--authorization-webhook-config-file={}",
+                path(&dir.join(WEBHOOK_KUBECONFIG))
+            ),
+            "--authorization-webhook-version=v1".to_owned(),
+            // A node asks for its Secret right after its Machine is bound: a denial is kept
+            // only briefly, so the binding is seen at the next try.
+            "--authorization-webhook-cache-authorized-ttl=10s".to_owned(),
+            "--authorization-webhook-cache-unauthorized-ttl=1s".to_owned(),
+        ]);
+    }
     if !options.enable_admission_plugins.is_empty() {
         args.push(format!(
             "--enable-admission-plugins={}",
@@ -726,6 +779,28 @@ async fn client_from_kubeconfig(path: PathBuf) -> Result<kube::Client, Error> {
 }
 
 /// Three distinct free ports on 127.0.0.1 (bound together, then released).
+/// The webhook's kubeconfig for kube-apiserver, in the control plane's directory.
+const WEBHOOK_KUBECONFIG: &str = "authorization-webhook.kubeconfig";
+
+/// The authorization mode: the options', with `Webhook` after `Node` when a node authorizer is
+/// served (so the Node authorizer answers first, the webhook what it has no opinion on, then RBAC).
+fn authorization_mode(options: &LocalOptions) -> String {
+    if options.node_authorizer.is_none() {
+        return options.authorization_mode.clone();
+    }
+    let mut modes: Vec<&str> = options
+        .authorization_mode
+        .split(',')
+        .filter(|mode| *mode != "Webhook")
+        .collect();
+    let at = modes
+        .iter()
+        .position(|mode| *mode == "Node")
+        .map_or(0, |i| i + 1);
+    modes.insert(at, "Webhook");
+    modes.join(",")
+}
+
 fn free_ports() -> Result<[u16; 3], Error> {
     let bind =
         || TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).map_err(Error::FreePort);
@@ -859,6 +934,8 @@ mod tests {
             serving_key: "/d/s.key".into(),
             controller_manager_cert: "/d/cm.crt".into(),
             controller_manager_key: "/d/cm.key".into(),
+            webhook_cert: "/d/w.crt".into(),
+            webhook_key: "/d/w.key".into(),
             service_account_key: "/d/sa.key".into(),
             service_account_pub: "/d/sa.pub".into(),
         };

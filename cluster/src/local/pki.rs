@@ -22,6 +22,9 @@ pub(crate) struct Pki {
     pub(crate) serving_key: PathBuf,
     pub(crate) controller_manager_cert: PathBuf,
     pub(crate) controller_manager_key: PathBuf,
+    /// The authorization webhook's serving pair (127.0.0.1).
+    pub(crate) webhook_cert: PathBuf,
+    pub(crate) webhook_key: PathBuf,
     pub(crate) service_account_key: PathBuf,
     pub(crate) service_account_pub: PathBuf,
 }
@@ -40,8 +43,9 @@ fn cert_error(what: &'static str) -> impl FnOnce(rcgen::Error) -> Error {
     move |source| Error::Certificate { what, source }
 }
 
-/// Generates the key material into `dir`.
-pub(crate) fn generate(dir: &Path) -> Result<Pki, Error> {
+/// Generates the key material into `dir`; kube-apiserver's certificate is valid for
+/// `extra_names` too.
+pub(crate) fn generate(dir: &Path, extra_names: &[String]) -> Result<Pki, Error> {
     let ca_key = KeyPair::generate().map_err(cert_error("the CA key"))?;
     let mut ca_params =
         CertificateParams::new(Vec::<String>::new()).map_err(cert_error("the CA certificate"))?;
@@ -59,7 +63,13 @@ pub(crate) fn generate(dir: &Path) -> Result<Pki, Error> {
         .map_err(cert_error("the CA certificate"))?;
     let issuer = Issuer::new(ca_params, ca_key);
 
-    let (serving_cert, serving_key) = serving_pair(&issuer, "kube-apiserver", &SERVING_NAMES)?;
+    let names: Vec<&str> = SERVING_NAMES
+        .into_iter()
+        .chain(extra_names.iter().map(String::as_str))
+        .collect();
+    let (serving_cert, serving_key) = serving_pair(&issuer, "kube-apiserver", &names)?;
+    let (webhook_cert, webhook_key) =
+        serving_pair(&issuer, "rackproof-authorization-webhook", &["127.0.0.1"])?;
     let (controller_manager_cert, controller_manager_key) = serving_pair(
         &issuer,
         "kube-controller-manager",
@@ -75,6 +85,8 @@ pub(crate) fn generate(dir: &Path) -> Result<Pki, Error> {
         serving_key: dir.join("apiserver.key"),
         controller_manager_cert: dir.join("controller-manager.crt"),
         controller_manager_key: dir.join("controller-manager.key"),
+        webhook_cert: dir.join("webhook.crt"),
+        webhook_key: dir.join("webhook.key"),
         service_account_key: dir.join("sa.key"),
         service_account_pub: dir.join("sa.pub"),
     };
@@ -86,6 +98,8 @@ pub(crate) fn generate(dir: &Path) -> Result<Pki, Error> {
         &pki.controller_manager_key,
         &controller_manager_key.serialize_pem(),
     )?;
+    write_file(&pki.webhook_cert, &webhook_cert.pem())?;
+    write_file(&pki.webhook_key, &webhook_key.serialize_pem())?;
     write_file(&pki.service_account_key, &service_account.serialize_pem())?;
     write_file(&pki.service_account_pub, &service_account.public_key_pem())?;
     Ok(pki)
@@ -122,7 +136,7 @@ mod tests {
     fn writes_pem_files_for_every_piece() {
         let dir = std::env::temp_dir().join(format!("rackproof-pki-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
-        let pki = generate(&dir).unwrap();
+        let pki = generate(&dir, &["host.lab".to_owned()]).unwrap();
         let read = |path: &Path| std::fs::read_to_string(path).unwrap();
         assert!(read(&pki.ca_cert).starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(read(&pki.serving_cert).starts_with("-----BEGIN CERTIFICATE-----"));
