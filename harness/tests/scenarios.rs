@@ -1,5 +1,6 @@
-//! The scenario matrix under `cargo nextest`: one test per scenario in `scenarios/` and backend
-//! it names (`sim::auto-happy-path`, …). A test passes when the run's verdict is `passed`; its
+//! The scenario matrix under `cargo nextest`: one test per scenario in `scenarios/`, backend and
+//! cluster it names (`sim::auto-happy-path` on the embedded API server,
+//! `qemu-local::hang-timeout` against a local control plane, …). A test passes when the run's verdict is `passed`; its
 //! failure message lists what broke and where the artifacts (report, timeline, consoles) are.
 //!
 //! A `physical::` test runs on a rack of QEMU nodes behind BMC emulators, exactly what
@@ -45,9 +46,18 @@ fn trials() -> Vec<Trial> {
                 continue;
             }
         };
-        for backend in loaded.scenario.backends.clone() {
-            let loaded = loaded.clone();
-            let name = format!("{}::{}", backend.as_str(), loaded.name);
+        let runs = loaded.scenario.backends.iter().flat_map(|backend| {
+            loaded
+                .scenario
+                .clusters
+                .iter()
+                .map(move |cluster| (*backend, cluster.cluster()))
+        });
+        for (backend, cluster) in runs.collect::<Vec<_>>() {
+            let mut loaded = loaded.clone();
+            loaded.scenario.cluster = cluster;
+            let label = artifacts::run_label(backend, &loaded.scenario.cluster);
+            let name = format!("{label}::{}", loaded.name);
             trials.push(Trial::test(name, move || {
                 // `rackproof` on the PATH of `run` steps and external components is this build's.
                 let tools_dir = Path::new(env!("CARGO_BIN_EXE_rackproof"))
@@ -71,10 +81,8 @@ fn trials() -> Vec<Trial> {
                 }
                 let result = result?;
                 let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rackproof-runs");
-                let report = artifacts::run_dir(&root, &loaded.name, backend.as_str())
-                    .and_then(|dir| {
-                        artifacts::write_all(&dir, &loaded.name, backend.as_str(), &result)
-                    })
+                let report = artifacts::run_dir(&root, &loaded.name, &label)
+                    .and_then(|dir| artifacts::write_all(&dir, &loaded.name, &label, &result))
                     .map_err(|e| Failed::from(e.to_string()))?;
                 match result.verdict {
                     Verdict::Passed => Ok(()),

@@ -87,6 +87,9 @@ pub struct LocalOptions {
     pub disable_admission_plugins: Vec<String>,
     /// kube-apiserver's `--service-cluster-ip-range` (default `10.0.0.0/24`).
     pub service_cluster_ip_range: String,
+    /// Where kube-apiserver listens (default 127.0.0.1; `0.0.0.0` for every interface, as a
+    /// physical rack's nodes need). Its URL names this address, or 127.0.0.1 when unspecified.
+    pub listen: std::net::IpAddr,
     /// More names kube-apiserver's serving certificate is valid for, beside 127.0.0.1,
     /// `localhost` and the `kubernetes.default…` names (e.g. the name guests reach the host by).
     pub serving_names: Vec<String>,
@@ -114,6 +117,7 @@ impl Default for LocalOptions {
             enable_admission_plugins: vec!["NodeRestriction".to_owned()],
             disable_admission_plugins: vec!["ServiceAccount".to_owned()],
             service_cluster_ip_range: "10.0.0.0/24".to_owned(),
+            listen: Ipv4Addr::LOCALHOST.into(),
             serving_names: Vec::new(),
             node_authorizer: None,
             extra_apiserver_args: Vec::new(),
@@ -476,10 +480,12 @@ impl Startup {
         dir: &Path,
     ) -> Result<Self, Error> {
         let clock = Clock::wall();
-        let pki = pki::generate(dir, &options.serving_names)?;
+        let mut names = options.serving_names.clone();
+        names.push(reach(options.listen).to_string());
+        let pki = pki::generate(dir, &names)?;
         let [etcd_port, peer_port, apiserver_port] = free_ports()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
-        let url = format!("https://127.0.0.1:{apiserver_port}");
+        let url = format!("https://{}:{apiserver_port}", reach(options.listen));
 
         let mut users = BTreeMap::new();
         let mut token_lines = String::new();
@@ -661,8 +667,8 @@ fn apiserver_args(
 ) -> Vec<String> {
     let path = |path: &Path| path.display().to_string();
     let mut args = vec![
-        "--bind-address=127.0.0.1".to_owned(),
-        "--advertise-address=127.0.0.1".to_owned(),
+        format!("--bind-address={}", options.listen),
+        format!("--advertise-address={}", reach(options.listen)),
         format!("--secure-port={port}"),
         "--insecure-port=0".to_owned(),
         format!("--cert-dir={}", path(&dir.join("cert"))),
@@ -779,6 +785,15 @@ async fn client_from_kubeconfig(path: PathBuf) -> Result<kube::Client, Error> {
 }
 
 /// Three distinct free ports on 127.0.0.1 (bound together, then released).
+/// The address a server listening on `listen` is reached at from this machine.
+fn reach(listen: std::net::IpAddr) -> std::net::IpAddr {
+    if listen.is_unspecified() {
+        Ipv4Addr::LOCALHOST.into()
+    } else {
+        listen
+    }
+}
+
 /// The webhook's kubeconfig for kube-apiserver, in the control plane's directory.
 const WEBHOOK_KUBECONFIG: &str = "authorization-webhook.kubeconfig";
 

@@ -10,7 +10,7 @@ use rackproof_clock::{Clock, format_duration};
 use super::exit;
 use crate::engine::{self, Verdict, artifacts};
 use crate::load;
-use crate::scenario::Backend;
+use crate::scenario::{Backend, Cluster};
 
 /// Scenario paths.
 #[derive(Debug, clap::Args)]
@@ -29,10 +29,15 @@ pub(crate) struct RunArgs {
     /// Run on this backend instead of the scenario's `lab.backend`.
     #[arg(long, value_parser = parse_backend)]
     backend: Option<Backend>,
+    /// Run against this cluster instead of the scenario's `cluster`: `embedded` (Rackproof's own
+    /// API server) or `local` (etcd, kube-apiserver and kube-controller-manager on this machine).
+    #[arg(long, value_parser = parse_cluster)]
+    cluster: Option<Cluster>,
     /// The rack's inventory for backend `physical`, instead of the scenario's `lab.inventory`.
     #[arg(long)]
     inventory: Option<PathBuf>,
-    /// Where each run's artifacts go (`<dir>/<scenario>/<backend>/`).
+    /// Where each run's artifacts go (`<dir>/<scenario>/<backend>/`, `<backend>-local/` on a
+    /// local cluster).
     #[arg(long, default_value = "target/rackproof-runs")]
     artifacts: PathBuf,
     /// Print every timeline entry as it happens (the live progress of a run).
@@ -54,6 +59,19 @@ fn parse_backend(text: &str) -> Result<Backend, String> {
     })
 }
 
+fn parse_cluster(text: &str) -> Result<Cluster, String> {
+    match text {
+        "embedded" => Ok(Cluster::Embedded),
+        "local" => Ok(Cluster::Local),
+        _ => match text.strip_prefix("kubeconfig=") {
+            Some(path) if !path.is_empty() => Ok(Cluster::Kubeconfig(PathBuf::from(path))),
+            _ => Err(format!(
+                "unknown cluster {text:?}; expected embedded, local or kubeconfig=PATH"
+            )),
+        },
+    }
+}
+
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
     let files = match discover(&args.paths) {
         Ok(files) => files,
@@ -62,7 +80,22 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     let mut loaded = Vec::new();
     for file in &files {
         match load::load(file) {
-            Ok(scenario) => loaded.push(scenario),
+            Ok(mut scenario) => {
+                if let Some(cluster) = &args.cluster {
+                    if let Some(kind) = cluster.kind()
+                        && !scenario.scenario.clusters.contains(&kind)
+                    {
+                        println!(
+                            "○ {} skipped: not meant for cluster {} (its `clusters` do not name it)",
+                            scenario.name,
+                            kind.as_str()
+                        );
+                        continue;
+                    }
+                    scenario.scenario.cluster = cluster.clone();
+                }
+                loaded.push(scenario);
+            }
             Err(e) => {
                 eprintln!("{e}\n");
                 return ExitCode::from(exit::USAGE);
@@ -73,7 +106,8 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
     let wall = Clock::wall();
     for scenario in &loaded {
         let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
-        println!("▶ {} on {}", scenario.name, backend.as_str());
+        let label = artifacts::run_label(backend, &scenario.scenario.cluster);
+        println!("▶ {} on {label}", scenario.name);
         let started = wall.instant();
         let tools_dir = std::env::current_exe()
             .ok()
@@ -95,8 +129,8 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             }
         };
         let took = wall.since(started);
-        let report = artifacts::run_dir(&args.artifacts, &scenario.name, backend.as_str())
-            .and_then(|dir| artifacts::write_all(&dir, &scenario.name, backend.as_str(), &result));
+        let report = artifacts::run_dir(&args.artifacts, &scenario.name, &label)
+            .and_then(|dir| artifacts::write_all(&dir, &scenario.name, &label, &result));
         match result.verdict {
             Verdict::Passed => passed += 1,
             Verdict::Failed => failed += 1,

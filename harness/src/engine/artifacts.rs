@@ -209,6 +209,16 @@ pub enum RerenderError {
     Write(#[from] ArtifactError),
 }
 
+/// The artifacts folder's name for a run on `backend` against `cluster`.
+pub fn run_label(backend: crate::scenario::Backend, cluster: &crate::scenario::Cluster) -> String {
+    match cluster {
+        crate::scenario::Cluster::Embedded => backend.as_str().to_owned(),
+        crate::scenario::Cluster::Local => format!("{}-local", backend.as_str()),
+        crate::scenario::Cluster::Kind => format!("{}-kind", backend.as_str()),
+        crate::scenario::Cluster::Kubeconfig(_) => format!("{}-kubeconfig", backend.as_str()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;

@@ -64,6 +64,9 @@ pub(crate) enum LabFailure {
     /// The node images could not be found or built.
     #[error("the node images are not ready: {0}")]
     Images(String),
+    /// The cluster (a local control plane) could not be started.
+    #[error("{0}")]
+    ClusterStart(String),
     /// The scenario's objects could not be created.
     #[error("cluster setup failed: {0}")]
     ClusterSetup(String),

@@ -23,6 +23,16 @@ impl LineLogs {
             .push(format!("[{at}] {line}"));
     }
 
+    /// Appends lines stamped elsewhere (a process's own log file) to `source`'s log.
+    pub fn extend(&self, source: &str, lines: Vec<String>) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(source.to_owned())
+            .or_default()
+            .extend(lines);
+    }
+
     /// Every source's lines, leaving the logs empty.
     pub fn take(&self) -> BTreeMap<String, Vec<String>> {
         std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))

@@ -1,8 +1,10 @@
-//! One scenario run with the embedded API server, from bring-up to verdict. On `sim` it runs in
+//! One scenario run, from bring-up to verdict. With the embedded API server on `sim` it runs in
 //! virtual time (tokio's paused clock on a single thread), so a run of hours takes seconds and the
-//! same seed gives the same timeline; on `qemu` it runs in real time against QEMU guests.
+//! same seed gives the same timeline; on `qemu` (and with a `local` control plane, or external
+//! components, on any backend) it runs in real time.
 //!
-//! 1. The API server starts with the scenario's objects (`cluster::setup`).
+//! 1. The cluster starts (`cluster::api`: the embedded server or a local control plane) with the
+//!    scenario's objects (`cluster::setup`).
 //! 2. The lab's machines are built powered off (`lab::sim` or `lab::images`); the components
 //!    start under the `components::supervisor`; the machine provider (`lab::provider`) binds the orchestrator's Machines
 //!    to lab machines and powers them on; their agents register the Nodes.
@@ -18,10 +20,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use inplace_api::version::KubeVersion;
 use kube::Client;
-use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
 use rackproof_qemu::Images;
 
+use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use crate::engine::components::outside::Outside;
 use crate::engine::components::supervisor::Supervisor;
@@ -125,8 +127,10 @@ impl Ctx {
 pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
     let name = backend.as_str();
     let mut problems = Vec::new();
-    if scenario.cluster != Cluster::Embedded {
-        problems.push(format!("the engine runs {name} scenarios with the embedded API server only (`cluster: embedded`)"));
+    match &scenario.cluster {
+        Cluster::Embedded | Cluster::Local => {}
+        Cluster::Kind => problems.push("`cluster: kind` needs Docker and kind, which Rackproof does not drive; use `cluster: local` (a real kube-apiserver and kube-controller-manager on this machine)".to_owned()),
+        Cluster::Kubeconfig(path) => problems.push(format!("`cluster: {{kubeconfig: {}}}` (an existing cluster) is not supported yet; use `cluster: local` (a real kube-apiserver and kube-controller-manager on this machine)", path.display())),
     }
     if let Implementation::Command(_) = &scenario.components.agent {
         problems.push(format!(
@@ -196,11 +200,14 @@ fn fault_actions(scenario: &Scenario) -> impl Iterator<Item = &FaultAction> {
         }))
 }
 
-/// Whether a run of `scenario` on `backend` runs on virtual time: `sim`, unless a component is an
-/// external program (a process outside the run cannot follow a virtual clock, so such a run
-/// simulates its machines on the wall clock).
+/// Whether a run of `scenario` on `backend` runs on virtual time: `sim` with the embedded API
+/// server, unless a component is an external program (a process outside the run, kube-apiserver
+/// among them, cannot follow a virtual clock, so such a run simulates its machines on the wall
+/// clock).
 pub fn on_virtual_time(scenario: &Scenario, backend: Backend) -> bool {
-    backend == Backend::Sim && !runs_external_components(scenario)
+    backend == Backend::Sim
+        && scenario.cluster == Cluster::Embedded
+        && !runs_external_components(scenario)
 }
 
 /// Whether a component is an external program.
@@ -282,12 +289,6 @@ pub async fn run(
     } else {
         Clock::wall()
     };
-    let server = ApiServer::with_watch_window(
-        clock.clone(),
-        rackproof_apiserver::DEFAULT_WATCH_WINDOW,
-        scenario.seed,
-    );
-    let client = server.admin_client();
     let world = initial_world(&scenario);
     let (nodes, max_unavailable) = (
         world.nodes.keys().cloned().collect::<Vec<_>>(),
@@ -325,12 +326,23 @@ pub async fn run(
         tools_dir: options.tools_dir.as_deref(),
         inventory: inventory.as_ref(),
     };
-    let outcome = drive(
-        &setting, images, &server, &client, &clock, &shared, &logs, &mut tasks,
-    )
-    .await;
+    let cluster = start_cluster(&setting, &clock).await;
+    let outcome = match &cluster {
+        Ok(cluster) => {
+            drive(
+                &setting, images, cluster, &clock, &shared, &logs, &mut tasks,
+            )
+            .await
+        }
+        Err(e) => Err(LabFailure::ClusterStart(e.clone())),
+    };
     for task in &tasks {
         task.abort();
+    }
+    if let Ok(cluster) = &cluster {
+        for (name, lines) in cluster.shut_down().await {
+            component_logs.extend(&name, lines);
+        }
     }
     let _ = stop_progress.send(());
     if let Some(progress) = progress {
@@ -423,6 +435,30 @@ pub fn rack_inventory(
     Ok(inventory)
 }
 
+/// The scenario's cluster: the embedded server on the run's clock, or a local control plane that
+/// the lab's nodes reach where they reach this machine.
+async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluster, String> {
+    let scenario = setting.scenario;
+    match scenario.cluster {
+        Cluster::Local => {
+            let loopback = std::net::IpAddr::from(std::net::Ipv4Addr::LOCALHOST);
+            match (
+                setting.backend,
+                setting.inventory.and_then(|i| i.inventory.harness.as_ref()),
+            ) {
+                (Backend::Physical, Some(harness)) => {
+                    ApiCluster::local(scenario, harness.listen, &[harness.address.as_str()]).await
+                }
+                (Backend::Qemu | Backend::Libvirt, _) => {
+                    ApiCluster::local(scenario, loopback, &[rackproof_qemu::HOST_ALIAS]).await
+                }
+                _ => ApiCluster::local(scenario, loopback, &[]).await,
+            }
+        }
+        _ => Ok(ApiCluster::embedded(clock, scenario.seed)),
+    }
+}
+
 /// Where a run's text output goes: node consoles and external components.
 struct RunLogs {
     consoles: LineLogs,
@@ -438,8 +474,7 @@ struct RunLogs {
 async fn drive(
     setting: &Setting<'_>,
     images: Result<Option<Images>, String>,
-    server: &ApiServer,
-    client: &Client,
+    cluster: &ApiCluster,
     clock: &Clock,
     shared: &Shared,
     logs: &RunLogs,
@@ -447,6 +482,7 @@ async fn drive(
 ) -> Result<StepsEnded, LabFailure> {
     let (scenario, backend) = (setting.scenario, setting.backend);
     let size = pool_size(scenario);
+    let client = &cluster.client();
     setup::cluster(client, scenario, size)
         .await
         .map_err(|e| LabFailure::ClusterSetup(crate::engine::error_chain(&e)))?;
@@ -457,7 +493,7 @@ async fn drive(
             } else {
                 GuestKind::Qemu
             };
-            let lab = ImageLab::build(scenario, kind, images, server, clock)
+            let lab = ImageLab::build(scenario, kind, images, cluster, clock)
                 .await
                 .map_err(LabFailure::Build)?;
             let url = lab.image_server_url();
@@ -467,14 +503,18 @@ async fn drive(
             let inventory = setting.inventory.ok_or_else(|| {
                 LabFailure::Build("backend physical without an inventory".to_owned())
             })?;
-            let lab = ImageLab::build_rack(scenario, inventory, images, server, clock)
+            let lab = ImageLab::build_rack(scenario, inventory, images, cluster, clock)
                 .await
                 .map_err(LabFailure::Build)?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         _ => (
-            Lab::Sim(SimLab::build(scenario, server, clock, shared).map_err(LabFailure::Build)?),
+            Lab::Sim(
+                SimLab::build(scenario, cluster, clock, shared)
+                    .await
+                    .map_err(LabFailure::Build)?,
+            ),
             "http://images.lab/slots".to_owned(),
         ),
     };
@@ -504,7 +544,7 @@ async fn drive(
         node_lease_failure_fraction: scenario.watchdog.node_lease_failure_fraction,
         ..inplace_watchdog::Config::default()
     };
-    let outside = open_outside(setting, server, &orchestrator)
+    let outside = open_outside(setting, cluster, &orchestrator)
         .await
         .map_err(LabFailure::Components)?;
     let supervisor = Supervisor::new(
@@ -515,6 +555,7 @@ async fn drive(
         watchdog,
         outside.clone(),
         logs.components.clone(),
+        cluster.controller_manager(),
     );
     let supervisor = Arc::new(Mutex::new(supervisor));
     let ctx = Arc::new(Ctx {
@@ -664,7 +705,7 @@ async fn settle(scenario: &Scenario, clock: &Clock, shared: &Shared) {
 /// be found.
 async fn open_outside(
     setting: &Setting<'_>,
-    server: &ApiServer,
+    cluster: &ApiCluster,
     orchestrator: &inplace_orchestrator::Config,
 ) -> Result<Option<Arc<Outside>>, String> {
     let commands = outside_commands(setting.scenario);
@@ -677,7 +718,7 @@ async fn open_outside(
         ("IMAGE_SERVER_URL", orchestrator.image_server_url.as_str()),
         ("CATALOG", CATALOG),
     ];
-    let outside = Outside::open(server, setting.file, setting.tools_dir, &vars).await?;
+    let outside = Outside::open(cluster, setting.file, setting.tools_dir, &vars).await?;
     for argv in commands {
         outside.check(argv)?;
     }

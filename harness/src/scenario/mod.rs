@@ -66,9 +66,14 @@ pub struct Scenario {
     pub settle: Span,
     /// The machines.
     pub lab: Lab,
-    /// Where the Kubernetes API comes from.
+    /// Where the Kubernetes API comes from when the command line does not say.
     #[serde(default)]
     pub cluster: Cluster,
+    /// The clusters this scenario is meant to run against (default `[embedded]`): the test suite
+    /// runs it against each, and `rackproof run --cluster NAME` runs only the scenarios naming
+    /// NAME. A `local` run is on the wall clock, so scenarios meant for it use short timeouts.
+    #[serde(default = "default_clusters")]
+    pub clusters: Vec<ClusterKind>,
     /// Which implementation of each component runs.
     #[serde(default)]
     pub components: Components,
@@ -94,6 +99,10 @@ pub struct Scenario {
     /// The safety invariants checked at every observed change (all on unless disabled here).
     #[serde(default)]
     pub invariants: Invariants,
+}
+
+fn default_clusters() -> Vec<ClusterKind> {
+    vec![ClusterKind::Embedded]
 }
 
 fn default_backends() -> Vec<Backend> {
@@ -229,6 +238,46 @@ pub enum Cluster {
     Kind,
     /// An existing cluster, from a kubeconfig file.
     Kubeconfig(PathBuf),
+}
+
+impl Cluster {
+    /// Its kind, as `clusters` lists it (`None`: a kind no scenario can be marked for yet).
+    pub fn kind(&self) -> Option<ClusterKind> {
+        match self {
+            Self::Embedded => Some(ClusterKind::Embedded),
+            Self::Local => Some(ClusterKind::Local),
+            Self::Kind | Self::Kubeconfig(_) => None,
+        }
+    }
+}
+
+/// A cluster a scenario is meant for.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize, JsonSchema,
+)]
+#[serde(rename_all = "camelCase")]
+pub enum ClusterKind {
+    /// Rackproof's embedded API server.
+    Embedded,
+    /// A local control plane: etcd, kube-apiserver and kube-controller-manager.
+    Local,
+}
+
+impl ClusterKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Embedded => "embedded",
+            Self::Local => "local",
+        }
+    }
+
+    /// The cluster a run against this kind uses.
+    pub fn cluster(self) -> Cluster {
+        match self {
+            Self::Embedded => Cluster::Embedded,
+            Self::Local => Cluster::Local,
+        }
+    }
 }
 
 /// Which implementation of each component runs.

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{DeleteParams, EvictParams, ListParams};
+use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use crate::error::{Error, status_code};
@@ -107,12 +107,54 @@ pub(crate) struct Retries {
     pub(crate) now: Timestamp,
 }
 
+/// The API version of the Eviction bodies the server reads: `policy/v1` from Kubernetes 1.22,
+/// `policy/v1beta1` before (a 1.20 server refuses a `policy/v1` Eviction as a bad request, which
+/// would turn every drain into a forced one). Asked once, from discovery.
+pub(crate) async fn eviction_version(client: &Client) -> Result<&'static str, Error> {
+    match client.list_api_group_resources("policy/v1").await {
+        Ok(list)
+            if list
+                .resources
+                .iter()
+                .any(|r| r.name == "poddisruptionbudgets") =>
+        {
+            Ok("policy/v1")
+        }
+        Ok(_) => Ok("policy/v1beta1"),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok("policy/v1beta1"),
+        Err(source) => Err(Error::Kube {
+            action: "discover the policy API's versions".to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Evicts `namespace/name` with an Eviction of `version` (see [`eviction_version`]).
+async fn evict(client: &Client, namespace: &str, name: &str, version: &str) -> kube::Result<()> {
+    let body = serde_json::json!({
+        "apiVersion": version,
+        "kind": "Eviction",
+        "metadata": { "name": name, "namespace": namespace },
+    });
+    let request = http::Request::post(format!(
+        "/api/v1/namespaces/{namespace}/pods/{name}/eviction"
+    ))
+    .header(http::header::CONTENT_TYPE, "application/json")
+    .body(serde_json::to_vec(&body).map_err(kube::Error::SerdeError)?)
+    .map_err(kube::Error::HttpError)?;
+    client
+        .request::<serde_json::Value>(request)
+        .await
+        .map(|_| ())
+}
+
 pub(crate) async fn drain_round(
     client: &Client,
     node: &str,
     force: bool,
     retries: Retries,
     refusals: &mut Refusals,
+    eviction: &str,
 ) -> Result<Round, Error> {
     let pods: Api<Pod> = Api::all(client.clone());
     // The server picks the node's pods (as `kubectl drain` asks): the other nodes' pods are
@@ -152,7 +194,7 @@ pub(crate) async fn drain_round(
         {
             continue;
         }
-        match api.evict(&name, &EvictParams::default()).await {
+        match evict(client, &namespace, &name, eviction).await {
             Ok(_) => {
                 refusals.remove(&key);
                 round.evicted.push(key);

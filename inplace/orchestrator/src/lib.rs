@@ -256,6 +256,8 @@ pub(crate) struct Context {
     pub(crate) config: Config,
     recorder: Recorder,
     pub(crate) refusals: Arc<Mutex<drain::Refusals>>,
+    /// The Eviction API version the server reads, asked at the first drain.
+    pub(crate) eviction: tokio::sync::OnceCell<&'static str>,
     /// What the watches delivered of the MachineSets, Machines and Nodes (see `cache`).
     pub(crate) caches: Caches,
     /// The node Leases, for availability (see `leases`).
@@ -275,6 +277,7 @@ impl Context {
             config,
             recorder,
             refusals: Arc::new(Mutex::new(Default::default())),
+            eviction: tokio::sync::OnceCell::new(),
             caches: Caches::default(),
             leases: leases::Leases::default(),
             halts: Default::default(),

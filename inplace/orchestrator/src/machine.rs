@@ -279,7 +279,11 @@ async fn run_step(
                     interval: ctx.config.eviction_retry_interval,
                     now,
                 };
-                drain_round(client, &node_name, force, retries, &mut refusals).await?
+                let eviction = ctx
+                    .eviction
+                    .get_or_try_init(|| crate::drain::eviction_version(client))
+                    .await?;
+                drain_round(client, &node_name, force, retries, &mut refusals, eviction).await?
             };
             for pod in &round.evicted {
                 ctx.event_machine(

@@ -12,7 +12,7 @@ use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec}
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 
 use crate::engine::cluster::objects::{self, DEPENDENTS, NAMESPACE};
@@ -40,6 +40,36 @@ where
             what: what.into(),
             source,
         })
+}
+
+/// How long a pod's creation is retried while its namespace's `default` ServiceAccount or its
+/// token does not exist yet (a real cluster's controller manager makes them just after the
+/// namespace; kube-apiserver's ServiceAccount admission refuses pods until then).
+const SERVICE_ACCOUNT_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Creates `pod`, retrying while the namespace's service account is not ready (see
+/// [`SERVICE_ACCOUNT_WAIT`]).
+async fn create_pod(api: &Api<Pod>, pod: &Pod, what: String) -> Result<Pod, SetupError> {
+    let deadline = tokio::time::Instant::now() + SERVICE_ACCOUNT_WAIT;
+    loop {
+        match create(api, pod, what.clone()).await {
+            Err(SetupError {
+                source: kube::Error::Api(status),
+                ..
+            }) if service_account_not_ready(&status.message)
+                && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// kube-apiserver's ServiceAccount admission refusals while the account or its token is missing.
+fn service_account_not_ready(message: &str) -> bool {
+    message.contains("error looking up service account")
+        || message.contains("No API token found for service account")
 }
 
 fn namespace(name: &str) -> Namespace {
@@ -123,6 +153,41 @@ fn pod(name: String, app: &str, node: &str) -> Pod {
     }
 }
 
+/// Creates `pdb` as `policy/v1`, or as `policy/v1beta1` where the server has no `policy/v1`
+/// (Kubernetes before 1.21; the spec's fields used here are the same).
+async fn create_pdb(client: &Client, pdb: &PodDisruptionBudget) -> Result<(), SetupError> {
+    let name = pdb.metadata.name.clone().unwrap_or_default();
+    let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    match api.create(&PostParams::default(), pdb).await {
+        Err(kube::Error::Api(status)) if status.code == 404 => {
+            let resource = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget"),
+                "poddisruptionbudgets",
+            );
+            let mut value = serde_json::to_value(pdb).unwrap_or_default();
+            value["apiVersion"] = "policy/v1beta1".into();
+            let object: DynamicObject = serde_json::from_value(value).map_err(|e| SetupError {
+                what: format!("create PodDisruptionBudget {name} as policy/v1beta1"),
+                source: kube::Error::SerdeError(e),
+            })?;
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), WORKLOAD_NAMESPACE, &resource);
+            create(
+                &api,
+                &object,
+                format!("create PodDisruptionBudget {name} (policy/v1beta1)"),
+            )
+            .await
+            .map(|_| ())
+        }
+        Err(source) => Err(SetupError {
+            what: format!("create PodDisruptionBudget {name}"),
+            source,
+        }),
+        Ok(_) => Ok(()),
+    }
+}
+
 /// The workloads on `nodes`: created once, when the pool's nodes are up.
 pub(crate) async fn workloads(
     client: &Client,
@@ -151,13 +216,12 @@ pub(crate) async fn workloads(
                         }),
                         ..PodDisruptionBudget::default()
                     };
-                    let api = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
-                    create(&api, &pdb, format!("create PodDisruptionBudget {}", w.name)).await?;
+                    create_pdb(client, &pdb).await?;
                 }
                 for node in nodes {
                     for i in 1..=w.per_node {
                         let pod = pod(format!("{}-{node}-{i}", w.name), &w.name, node);
-                        create(&pods, &pod, format!("create pod {} on {node}", w.name)).await?;
+                        create_pod(&pods, &pod, format!("create pod {} on {node}", w.name)).await?;
                     }
                 }
             }
@@ -204,7 +268,7 @@ pub(crate) async fn workloads(
                 for node in nodes {
                     let mut pod = pod(format!("{}-{node}", w.name), &w.name, node);
                     pod.metadata.owner_references = Some(vec![owner.clone()]);
-                    create(
+                    create_pod(
                         &pods,
                         &pod,
                         format!("create DaemonSet pod {} on {node}", w.name),
@@ -222,7 +286,7 @@ pub(crate) async fn workloads(
                             ..Volume::default()
                         }]);
                     }
-                    create(
+                    create_pod(
                         &pods,
                         &pod,
                         format!("create pod {} with local storage on {node}", w.name),

@@ -1,6 +1,6 @@
 //! The door a run opens for programs outside its process: `run` steps and components given as
-//! external commands. The embedded API server is served over HTTPS on 127.0.0.1 with an admin
-//! kubeconfig, and every program starts in the scenario file's directory, in a process group of
+//! external commands. The cluster's API is reached over HTTPS on 127.0.0.1 with an admin
+//! kubeconfig (the embedded server is served for them; a local control plane is already), and every program starts in the scenario file's directory, in a process group of
 //! its own (so a kill reaches its children too), with:
 //!
 //! - `KUBECONFIG`: the admin kubeconfig;
@@ -20,7 +20,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use rackproof_apiserver::{ApiServer, HttpsServer, User};
+use rackproof_apiserver::HttpsServer;
+
+use crate::engine::cluster::api::ApiCluster;
 use rackproof_clock::Clock;
 
 use crate::scenario::RunCommand;
@@ -33,7 +35,8 @@ const OUTPUT_LINES: usize = 6;
 /// The HTTPS endpoint, kubeconfig and environment programs of a run get.
 #[derive(Debug)]
 pub struct Outside {
-    _https: HttpsServer,
+    /// The embedded server's listener the kubeconfig names (a local control plane has its own).
+    _https: Option<HttpsServer>,
     dir: tempfile::TempDir,
     env: Vec<(String, OsString)>,
     /// The programs' `PATH`, split.
@@ -54,27 +57,17 @@ impl Outside {
     /// Serves `server` over HTTPS and writes the admin kubeconfig. `scenario_file`'s directory is
     /// where programs start; `tools_dir` goes first on their `PATH`; `vars` are the
     /// `RACKPROOF_*` variables (name without the prefix, value).
-    pub async fn open(
-        server: &ApiServer,
+    pub(crate) async fn open(
+        cluster: &ApiCluster,
         scenario_file: &Path,
         tools_dir: Option<&Path>,
         vars: &[(&str, &str)],
     ) -> Result<Self, String> {
-        let loopback = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
-        let https = server.serve_https(loopback).await.map_err(|e| {
-            format!(
-                "serving the API over HTTPS for outside programs failed: {}",
-                crate::engine::error_chain(&e)
-            )
-        })?;
         let dir = tempfile::Builder::new()
             .prefix("rackproof-outside-")
             .tempdir()
             .map_err(|e| format!("failed to create a directory for the run's kubeconfig: {e}"))?;
-        let kubeconfig = dir.path().join("admin.kubeconfig");
-        https
-            .write_kubeconfig(&kubeconfig, &User::admin())
-            .map_err(|e| crate::engine::error_chain(&e))?;
+        let (kubeconfig, https) = cluster.outside_kubeconfig(dir.path()).await?;
         let mut env = vec![("KUBECONFIG".to_owned(), kubeconfig.into_os_string())];
         env.extend(
             vars.iter()

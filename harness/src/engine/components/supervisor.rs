@@ -1,7 +1,8 @@
 //! The supervisor of the control-plane components of a run: the orchestrator (as
 //! `machine-controller-manager`), the node lifecycle controller (as `kube-controller-manager`) and
 //! the dependency watchdog. Each is Rackproof's own as an in-process task, or an external program
-//! the scenario names (`command: [...]`), run as a process. A component runs while its Deployment
+//! the scenario names (`command: [...]`), run as a process; on a `local` cluster the node
+//! lifecycle controller is the real kube-controller-manager, switched off and on. A component runs while its Deployment
 //! has replicas (so when the watchdog scales machine-controller-manager to zero, the orchestrator
 //! really stops) and it is not killed by a fault; a kill with `restartAfter` starts it again then.
 //! A component that ends by itself is restarted after a back-off that doubles from 10 s to 5 min,
@@ -16,6 +17,7 @@ use kube::Client;
 use rackproof_clock::Clock;
 use tokio::task::JoinHandle;
 
+use crate::engine::cluster::api::ControllerManagerSwitch;
 use crate::engine::components::external::ExternalProcess;
 use crate::engine::components::lifecycle;
 use crate::engine::components::outside::Outside;
@@ -85,6 +87,8 @@ impl Managed {
 enum Running {
     Task(JoinHandle<()>),
     Process(ExternalProcess),
+    /// The local control plane's kube-controller-manager, switched on.
+    ControllerManager(ControllerManagerSwitch),
 }
 
 impl Running {
@@ -93,6 +97,8 @@ impl Running {
         match self {
             Self::Task(task) => task.is_finished().then(|| "stopped".to_owned()),
             Self::Process(process) => process.exited(),
+            // Its own process supervision is the control plane's; it is only switched here.
+            Self::ControllerManager(_) => None,
         }
     }
 
@@ -100,6 +106,7 @@ impl Running {
         match self {
             Self::Task(task) => task.abort(),
             Self::Process(process) => drop(process),
+            Self::ControllerManager(switch) => switch.stop(),
         }
     }
 }
@@ -134,6 +141,9 @@ pub struct Supervisor {
     outside: Option<Arc<Outside>>,
     /// The output of the external programs.
     logs: LineLogs,
+    /// The real kube-controller-manager, which replaces the node lifecycle controller (a `local`
+    /// cluster).
+    controller_manager: Option<ControllerManagerSwitch>,
 }
 
 impl std::fmt::Debug for Supervisor {
@@ -147,7 +157,7 @@ impl std::fmt::Debug for Supervisor {
 impl Supervisor {
     /// The components the scenario runs (those set to `off` never start). External programs start
     /// through `outside` (which the run opens when the scenario names any) and print into `logs`.
-    pub fn new(
+    pub(crate) fn new(
         client: Client,
         clock: Clock,
         scenario: &Scenario,
@@ -155,6 +165,7 @@ impl Supervisor {
         watchdog: inplace_watchdog::Config,
         outside: Option<Arc<Outside>>,
         logs: LineLogs,
+        controller_manager: Option<ControllerManagerSwitch>,
     ) -> Self {
         let mut slots = BTreeMap::new();
         for (managed, implementation) in [
@@ -188,6 +199,17 @@ impl Supervisor {
             slots,
             outside,
             logs,
+            controller_manager,
+        }
+    }
+
+    /// What the timeline calls `component`.
+    fn name(&self, component: Managed) -> &'static str {
+        match component {
+            Managed::NodeLifecycle if self.controller_manager.is_some() => {
+                "kube-controller-manager"
+            }
+            _ => component.name(),
         }
     }
 
@@ -206,6 +228,7 @@ impl Supervisor {
             let scaled_up = component
                 .deployment()
                 .is_none_or(|d| replicas.get(d).is_none_or(|r| *r > 0));
+            let name = self.name(component);
             let slot = self.slots.get_mut(&component).expect("slot exists");
             if let Some(Some(at)) = slot.killed
                 && elapsed >= at
@@ -220,7 +243,7 @@ impl Supervisor {
                 slot.not_before = elapsed + backoff;
                 let text = format!(
                     "{} ended by itself ({how}); restarting in {}",
-                    component.name(),
+                    name,
                     rackproof_clock::format_duration(backoff)
                 );
                 shared.record(None, EntryKind::Component, text);
@@ -235,11 +258,7 @@ impl Supervisor {
                         slot.running = Some(started);
                         slot.started = true;
                         slot.started_at = elapsed;
-                        shared.record(
-                            None,
-                            EntryKind::Component,
-                            format!("{} {why}", component.name()),
-                        );
+                        shared.record(None, EntryKind::Component, format!("{name} {why}"));
                     }
                     Err(e) => {
                         let slot = self.slots.get_mut(&component).expect("slot exists");
@@ -247,7 +266,7 @@ impl Supervisor {
                         shared.record(
                             None,
                             EntryKind::Component,
-                            format!("{} could not start: {e}", component.name()),
+                            format!("{name} could not start: {e}"),
                         );
                     }
                 }
@@ -267,17 +286,24 @@ impl Supervisor {
                         component.deployment().unwrap_or_default()
                     )
                 };
-                shared.record(
-                    None,
-                    EntryKind::Component,
-                    format!("{} {why}", component.name()),
-                );
+                shared.record(None, EntryKind::Component, format!("{name} {why}"));
             }
         }
     }
 
     /// Starts `component`: its external program if the scenario names one, else its task.
     fn start(&self, component: Managed, shared: &Shared) -> Result<Running, String> {
+        if let (Managed::NodeLifecycle, Some(switch)) = (component, &self.controller_manager) {
+            let shared = shared.clone();
+            switch.start(move |e| {
+                shared.record(
+                    None,
+                    EntryKind::Component,
+                    format!("kube-controller-manager could not start: {e}"),
+                );
+            });
+            return Ok(Running::ControllerManager(switch.clone()));
+        }
         let Some(argv) = self.slots.get(&component).and_then(|s| s.command.as_ref()) else {
             return Ok(Running::Task(self.spawn(component)));
         };

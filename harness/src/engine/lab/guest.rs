@@ -20,7 +20,7 @@ use crate::engine::lab::Lines;
 
 /// Which machine a guest lab node runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GuestKind {
+pub(crate) enum GuestKind {
     Qemu,
     Libvirt,
 }

@@ -23,7 +23,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use rackproof_apiserver::{ApiServer, HttpsServer, User};
 use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, Power, PowerState, ResetAction, SharedMachine};
 use rackproof_lab::bmc::{self, BmcCredentials, BmcOptions};
@@ -35,6 +34,7 @@ use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig, FaultRule, RunningEmulator};
 use regex::Regex;
 
+use crate::engine::cluster::api::{ApiCluster, NodeEndpoint};
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::lab::Lines;
 use crate::engine::lab::guest::{Guest, GuestKind};
@@ -86,8 +86,8 @@ pub struct ImageLab {
     nodes: BTreeMap<String, ImageNode>,
     images: Images,
     image_server: ImageServer,
-    server: ApiServer,
-    _https: HttpsServer,
+    cluster: ApiCluster,
+    _https: NodeEndpoint,
     clock: Clock,
     pool: String,
     /// The version the images' slots and broken variants are built for.
@@ -103,7 +103,7 @@ pub struct ImageLab {
 /// What a lab serves its nodes, and where they reach it.
 struct Serving {
     image_server: ImageServer,
-    https: HttpsServer,
+    https: NodeEndpoint,
     /// This machine's address as the nodes see it.
     node_address: String,
     /// CA files of the Redfish emulators (none in front of rack servers).
@@ -216,11 +216,11 @@ impl ImageLab {
 
     /// Starts the HTTPS endpoint and the image server over `images` (from [`Self::images`]), and
     /// prepares every node, a guest of `kind`, powered off with the base version installed.
-    pub async fn build(
+    pub(crate) async fn build(
         scenario: &Scenario,
         kind: GuestKind,
         images: Images,
-        server: &ApiServer,
+        cluster: &ApiCluster,
         clock: &Clock,
     ) -> Result<Self, String> {
         let base = scenario.pool.os.value.clone();
@@ -228,16 +228,8 @@ impl ImageLab {
         let image_server = ImageServer::serve(images.dir().join("slots"), loopback)
             .await
             .map_err(|e| crate::engine::error_chain(&e))?;
-        let https = server
-            .serve_https_also_as(loopback, &[HOST_ALIAS])
-            .await
-            .map_err(|e| {
-                format!(
-                    "serving the API over HTTPS failed: {}",
-                    crate::engine::error_chain(&e)
-                )
-            })?;
-        let api_server = format!("https://{HOST_ALIAS}:{}", https.addr().port());
+        let https = cluster.node_endpoint(loopback, &[HOST_ALIAS]).await?;
+        let api_server = format!("https://{HOST_ALIAS}:{}", https.port);
         let dir = tempfile::Builder::new()
             .prefix("rackproof-qemu-lab-")
             .tempdir()
@@ -268,8 +260,8 @@ impl ImageLab {
                 node: name.clone(),
                 pool: scenario.pool.name.clone(),
                 api_server: api_server.clone(),
-                token: server.issue_token(User::node(&name)),
-                ca_pem: https.ca_pem().to_owned(),
+                token: cluster.node_token(&name)?,
+                ca_pem: https.ca_pem.clone(),
                 kubelet_version: scenario.pool.kubernetes.value.clone(),
                 ..NodeIdentity::default()
             };
@@ -322,17 +314,17 @@ impl ImageLab {
             node_address: HOST_ALIAS.to_owned(),
             dir: Some(dir),
         };
-        Self::assemble(scenario, nodes, images, serving, server, clock)
+        Self::assemble(scenario, nodes, images, serving, cluster, clock)
     }
 
     /// The lab of backend `physical`: the scenario's nodes from `inventory`, each reserved and
     /// brought up (all at once) so provisioning can reach it over SSH. The API server and the
     /// image server listen where the inventory's `harness` says, and the nodes address them there.
-    pub async fn build_rack(
+    pub(crate) async fn build_rack(
         scenario: &Scenario,
         inventory: &InventoryFile,
         images: Images,
-        server: &ApiServer,
+        cluster: &ApiCluster,
         clock: &Clock,
     ) -> Result<Self, String> {
         let harness = inventory.inventory.harness.as_ref().ok_or_else(|| {
@@ -346,16 +338,10 @@ impl ImageLab {
         let image_server = ImageServer::serve(images.dir().join("slots"), listen)
             .await
             .map_err(|e| crate::engine::error_chain(&e))?;
-        let https = server
-            .serve_https_also_as(listen, &[harness.address.as_str()])
-            .await
-            .map_err(|e| {
-                format!(
-                    "serving the API over HTTPS failed: {}",
-                    crate::engine::error_chain(&e)
-                )
-            })?;
-        let api_server = format!("https://{}:{}", harness.address, https.addr().port());
+        let https = cluster
+            .node_endpoint(listen, &[harness.address.as_str()])
+            .await?;
+        let api_server = format!("https://{}:{}", harness.address, https.port);
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
             let rack = crate::engine::lab::rack::open(inventory, &name, clock).await?;
@@ -368,8 +354,8 @@ impl ImageLab {
                 node: name.clone(),
                 pool: scenario.pool.name.clone(),
                 api_server: api_server.clone(),
-                token: server.issue_token(User::node(&name)),
-                ca_pem: https.ca_pem().to_owned(),
+                token: cluster.node_token(&name)?,
+                ca_pem: https.ca_pem.clone(),
                 kubelet_version: scenario.pool.kubernetes.value.clone(),
                 ..NodeIdentity::default()
             };
@@ -397,7 +383,7 @@ impl ImageLab {
             node_address: harness.address.clone(),
             dir: None,
         };
-        Self::assemble(scenario, nodes, images, serving, server, clock)
+        Self::assemble(scenario, nodes, images, serving, cluster, clock)
     }
 
     /// The lab from its nodes and servers, the scenario's broken builds handed to every node.
@@ -406,14 +392,14 @@ impl ImageLab {
         nodes: BTreeMap<String, ImageNode>,
         images: Images,
         serving: Serving,
-        server: &ApiServer,
+        cluster: &ApiCluster,
         clock: &Clock,
     ) -> Result<Self, String> {
         let lab = Self {
             nodes,
             images,
             image_server: serving.image_server,
-            server: server.clone(),
+            cluster: cluster.clone(),
             _https: serving.https,
             clock: clock.clone(),
             pool: scenario.pool.name.clone(),
@@ -453,9 +439,7 @@ impl ImageLab {
         version: &str,
     ) -> Result<(), String> {
         let node = self.node(name)?;
-        self.server.bind_node_to_pool(name, &self.pool);
-        self.server
-            .allow_node_secret(&self.pool, &osc.namespace, &osc.name);
+        self.cluster.confine_node(name, &self.pool, osc);
         let identity = NodeIdentity {
             osc_secret: format!("{}/{}", osc.namespace, osc.name),
             ..node.identity.clone()

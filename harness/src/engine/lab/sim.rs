@@ -9,13 +9,13 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use inplace_agent::manifest::SlotKeyPair;
-use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::console::{ConsoleLine, ConsoleSource};
 use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimMachine};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
 
+use crate::engine::cluster::api::ApiCluster;
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::lab::Lines;
 use crate::engine::lab::provider::OscLocation;
@@ -55,16 +55,16 @@ pub fn boot_timing(scenario: &Scenario) -> BootTiming {
 #[derive(Debug)]
 pub struct SimLab {
     pub nodes: BTreeMap<String, SimNode>,
-    server: ApiServer,
+    cluster: ApiCluster,
     clock: Clock,
     pool: String,
 }
 
 impl SimLab {
     /// Builds every lab node, powered off, with the pool's starting OS installed.
-    pub fn build(
+    pub(crate) async fn build(
         scenario: &Scenario,
-        server: &ApiServer,
+        cluster: &ApiCluster,
         clock: &Clock,
         shared: &Shared,
     ) -> Result<Self, String> {
@@ -76,7 +76,7 @@ impl SimLab {
         for name in scenario.lab.node_names() {
             let guest = Arc::new(AgentGuest::new(
                 &name,
-                server.node_client(&name),
+                cluster.node_client(&name).await?,
                 &scenario.pool.kubernetes,
                 source.clone(),
                 key.public(),
@@ -108,7 +108,7 @@ impl SimLab {
         }
         Ok(Self {
             nodes,
-            server: server.clone(),
+            cluster: cluster.clone(),
             clock: clock.clone(),
             pool: scenario.pool.name.clone(),
         })
@@ -164,9 +164,7 @@ impl SimLab {
         let Some(node) = self.node(name) else {
             return Err(format!("no lab node {name}"));
         };
-        self.server.bind_node_to_pool(name, &self.pool);
-        self.server
-            .allow_node_secret(&self.pool, &osc.namespace, &osc.name);
+        self.cluster.confine_node(name, &self.pool, osc);
         node.machine
             .reimage(version)
             .map_err(|e| crate::engine::error_chain(&e))?;

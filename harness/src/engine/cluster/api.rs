@@ -1,0 +1,323 @@
+//! The run's Kubernetes API, as the scenario's `cluster` picks it:
+//! - `embedded`: Rackproof's own API server, in the process and on the run's clock;
+//! - `local`: a real control plane (etcd, kube-apiserver and kube-controller-manager v1.20.2, see
+//!   [`rackproof_cluster::local`]) on this machine, on the wall clock. Node credentials are
+//!   confined as in a real cluster: Node authorizer and NodeRestriction, and the authorization
+//!   webhook of [`node_authorizer`](super::node_authorizer) for the pool's OSC Secret.
+//!
+//! The rest of the engine asks this for clients, node credentials, the endpoint nodes reach and
+//! the controller manager's switch, and never which kind it has.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use kube::Client;
+use rackproof_apiserver::{ApiServer, HttpsServer, User};
+use rackproof_clock::Clock;
+use rackproof_cluster::local::{self, ControllerManagerOptions, LocalControlPlane, LocalOptions};
+
+use crate::engine::cluster::node_authorizer;
+use crate::engine::lab::provider::OscLocation;
+use crate::scenario::Scenario;
+
+/// The local control plane's processes whose logs become `components/<name>.log`.
+const LOGS: [&str; 3] = ["kube-apiserver", "kube-controller-manager", "etcd"];
+
+/// The run's API: the embedded server or a local control plane.
+#[derive(Clone)]
+pub(crate) enum ApiCluster {
+    Embedded(ApiServer),
+    Local(Arc<LocalCluster>),
+}
+
+impl std::fmt::Debug for ApiCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Embedded(_) => f.write_str("ApiCluster::Embedded"),
+            Self::Local(local) => write!(f, "ApiCluster::Local({})", local.dir.display()),
+        }
+    }
+}
+
+/// A running local control plane and what the run reads from it once.
+pub(crate) struct LocalCluster {
+    /// Locked to stop and start kube-controller-manager, and to shut down.
+    plane: Arc<tokio::sync::Mutex<Option<LocalControlPlane>>>,
+    client: Client,
+    port: u16,
+    ca_pem: String,
+    /// Node → bearer token.
+    node_tokens: BTreeMap<String, String>,
+    /// Node → its kubeconfig (in the control plane's directory).
+    node_kubeconfigs: BTreeMap<String, PathBuf>,
+    admin_kubeconfig: PathBuf,
+    /// The control plane's directory, with its processes' logs.
+    dir: PathBuf,
+}
+
+/// Where nodes reach the API: the port on the address they were given, and the CA to trust.
+#[derive(Debug)]
+pub(crate) struct NodeEndpoint {
+    pub(crate) port: u16,
+    pub(crate) ca_pem: String,
+    /// The embedded server's HTTPS listener, served while this lives.
+    _https: Option<HttpsServer>,
+}
+
+/// Switches the real kube-controller-manager off and on, in the order asked (the control plane's
+/// lock is fair, so switches take effect in the order they were made).
+#[derive(Clone)]
+pub(crate) struct ControllerManagerSwitch(Arc<tokio::sync::Mutex<Option<LocalControlPlane>>>);
+
+impl std::fmt::Debug for ControllerManagerSwitch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ControllerManagerSwitch")
+    }
+}
+
+impl ControllerManagerSwitch {
+    /// Starts it (no-op when it runs); reports a failure into `failed`.
+    pub(crate) fn start(&self, failed: impl FnOnce(String) + Send + 'static) {
+        let plane = self.0.clone();
+        tokio::spawn(async move {
+            if let Some(plane) = plane.lock().await.as_mut()
+                && let Err(e) = plane.start_controller_manager().await
+            {
+                failed(crate::engine::error_chain(&e));
+            }
+        });
+    }
+
+    /// Stops it (no-op when it is stopped).
+    pub(crate) fn stop(&self) {
+        let plane = self.0.clone();
+        tokio::spawn(async move {
+            if let Some(plane) = plane.lock().await.as_mut()
+                && let Err(e) = plane.stop_controller_manager().await
+            {
+                tracing::warn!(error = %crate::engine::error_chain(&e), "stopping kube-controller-manager failed");
+            }
+        });
+    }
+}
+
+impl ApiCluster {
+    /// The embedded server on `clock`.
+    pub(crate) fn embedded(clock: &Clock, seed: u64) -> Self {
+        Self::Embedded(ApiServer::with_watch_window(
+            clock.clone(),
+            rackproof_apiserver::DEFAULT_WATCH_WINDOW,
+            seed,
+        ))
+    }
+
+    /// A local control plane with identities for the scenario's nodes, kube-apiserver listening
+    /// on `listen` with a certificate also valid for `names` (how nodes address this machine),
+    /// and kube-controller-manager with the scenario's node-monitor grace period.
+    pub(crate) async fn local(
+        scenario: &Scenario,
+        listen: std::net::IpAddr,
+        names: &[&str],
+    ) -> Result<Self, String> {
+        let grace = scenario.watchdog.kcm_node_monitor_grace_duration.get();
+        let controller_manager = ControllerManagerOptions {
+            node_monitor_grace_period: grace,
+            node_monitor_period: (grace / 8).max(std::time::Duration::from_millis(500)),
+            ..ControllerManagerOptions::default()
+        };
+        let admin = Arc::new(std::sync::OnceLock::new());
+        let options = LocalOptions {
+            listen,
+            serving_names: names.iter().map(|n| (*n).to_owned()).collect(),
+            node_authorizer: Some(node_authorizer::authorizer(admin.clone())),
+            ..LocalOptions::default()
+                .with_nodes(scenario.lab.node_names())
+                .with_controller_manager(controller_manager)
+        };
+        let plane = LocalControlPlane::start(options).await.map_err(|e| {
+            format!(
+                "starting the local control plane failed: {}",
+                crate::engine::error_chain(&e)
+            )
+        })?;
+        let client = plane.client();
+        let _ = admin.set(client.clone());
+        let port = plane
+            .url()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| format!("kube-apiserver's URL {} has no port", plane.url()))?;
+        let ca_pem = std::fs::read_to_string(plane.ca_cert()).map_err(|e| {
+            format!(
+                "reading the control plane's CA {} failed: {e}",
+                plane.ca_cert().display()
+            )
+        })?;
+        let mut node_tokens = BTreeMap::new();
+        let mut node_kubeconfigs = BTreeMap::new();
+        for node in scenario.lab.node_names() {
+            let user = local::User::node(&node);
+            let token = plane.token(&user).map_err(|e| e.to_string())?.to_owned();
+            node_kubeconfigs.insert(
+                node.clone(),
+                plane.kubeconfig(&user).map_err(|e| e.to_string())?,
+            );
+            node_tokens.insert(node, token);
+        }
+        let admin_kubeconfig = plane
+            .kubeconfig(&local::User::Admin)
+            .map_err(|e| e.to_string())?;
+        let dir = plane.dir().to_owned();
+        Ok(Self::Local(Arc::new(LocalCluster {
+            plane: Arc::new(tokio::sync::Mutex::new(Some(plane))),
+            client,
+            port,
+            ca_pem,
+            node_tokens,
+            node_kubeconfigs,
+            admin_kubeconfig,
+            dir,
+        })))
+    }
+
+    /// An administrator's client.
+    pub(crate) fn client(&self) -> Client {
+        match self {
+            Self::Embedded(server) => server.admin_client(),
+            Self::Local(local) => local.client.clone(),
+        }
+    }
+
+    /// A client with node `name`'s credential (in-process nodes of backend `sim`).
+    pub(crate) async fn node_client(&self, name: &str) -> Result<Client, String> {
+        match self {
+            Self::Embedded(server) => Ok(server.node_client(name)),
+            Self::Local(local) => {
+                let path = local.node_kubeconfigs.get(name).ok_or_else(|| {
+                    format!("the local control plane has no identity for node {name}")
+                })?;
+                let kubeconfig = kube::config::Kubeconfig::read_from(path)
+                    .map_err(|e| format!("reading {}: {e}", path.display()))?;
+                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                    .await
+                    .map_err(|e| format!("node {name}'s kubeconfig: {e}"))?;
+                Client::try_from(config).map_err(|e| format!("node {name}'s client: {e}"))
+            }
+        }
+    }
+
+    /// Node `name`'s bearer token, for a node that reaches the API over HTTPS.
+    pub(crate) fn node_token(&self, name: &str) -> Result<String, String> {
+        match self {
+            Self::Embedded(server) => Ok(server.issue_token(User::node(name))),
+            Self::Local(local) => {
+                local.node_tokens.get(name).cloned().ok_or_else(|| {
+                    format!("the local control plane has no identity for node {name}")
+                })
+            }
+        }
+    }
+
+    /// The HTTPS endpoint nodes reach on `listen`, with a certificate valid for `names`. A local
+    /// control plane already listens where it was started.
+    pub(crate) async fn node_endpoint(
+        &self,
+        listen: SocketAddr,
+        names: &[&str],
+    ) -> Result<NodeEndpoint, String> {
+        match self {
+            Self::Embedded(server) => {
+                let https = server
+                    .serve_https_also_as(listen, names)
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "serving the API over HTTPS failed: {}",
+                            crate::engine::error_chain(&e)
+                        )
+                    })?;
+                Ok(NodeEndpoint {
+                    port: https.addr().port(),
+                    ca_pem: https.ca_pem().to_owned(),
+                    _https: Some(https),
+                })
+            }
+            Self::Local(local) => Ok(NodeEndpoint {
+                port: local.port,
+                ca_pem: local.ca_pem.clone(),
+                _https: None,
+            }),
+        }
+    }
+
+    /// The provider bound node `name` to a Machine of `pool` whose OSC is `osc`. The embedded
+    /// server is told; a local control plane's webhook reads it from the Machine.
+    pub(crate) fn confine_node(&self, name: &str, pool: &str, osc: &OscLocation) {
+        if let Self::Embedded(server) = self {
+            server.bind_node_to_pool(name, pool);
+            server.allow_node_secret(pool, &osc.namespace, &osc.name);
+        }
+    }
+
+    /// An admin kubeconfig in `dir` for programs outside the run, and the listener it names (the
+    /// embedded server's, served while it lives).
+    pub(crate) async fn outside_kubeconfig(
+        &self,
+        dir: &Path,
+    ) -> Result<(PathBuf, Option<HttpsServer>), String> {
+        match self {
+            Self::Embedded(server) => {
+                let loopback = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
+                let https = server.serve_https(loopback).await.map_err(|e| {
+                    format!(
+                        "serving the API over HTTPS for outside programs failed: {}",
+                        crate::engine::error_chain(&e)
+                    )
+                })?;
+                let kubeconfig = dir.join("admin.kubeconfig");
+                https
+                    .write_kubeconfig(&kubeconfig, &User::admin())
+                    .map_err(|e| crate::engine::error_chain(&e))?;
+                Ok((kubeconfig, Some(https)))
+            }
+            Self::Local(local) => Ok((local.admin_kubeconfig.clone(), None)),
+        }
+    }
+
+    /// The real kube-controller-manager's switch; `None` on the embedded server, whose node
+    /// lifecycle is Rackproof's stand-in.
+    pub(crate) fn controller_manager(&self) -> Option<ControllerManagerSwitch> {
+        match self {
+            Self::Embedded(_) => None,
+            Self::Local(local) => Some(ControllerManagerSwitch(local.plane.clone())),
+        }
+    }
+
+    /// Stops a local control plane (every process reaped, its directory removed) and returns its
+    /// processes' logs, a list of lines per process (nothing for the embedded server).
+    pub(crate) async fn shut_down(&self) -> Vec<(String, Vec<String>)> {
+        let Self::Local(local) = self else {
+            return Vec::new();
+        };
+        let Some(plane) = local.plane.lock().await.take() else {
+            return Vec::new();
+        };
+        let logs = LOGS
+            .iter()
+            .filter_map(|name| {
+                let text = std::fs::read_to_string(local.dir.join(format!("{name}.log"))).ok()?;
+                Some((
+                    (*name).to_owned(),
+                    text.lines().map(str::to_owned).collect(),
+                ))
+            })
+            .collect();
+        if let Err(e) = plane.shutdown().await {
+            tracing::warn!(error = %crate::engine::error_chain(&e), "shutting the local control plane down failed");
+        }
+        logs
+    }
+}
