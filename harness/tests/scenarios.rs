@@ -46,16 +46,9 @@ fn trials() -> Vec<Trial> {
                 continue;
             }
         };
-        let runs = loaded.scenario.backends.iter().flat_map(|backend| {
-            loaded
-                .scenario
-                .clusters
-                .iter()
-                .map(move |cluster| (*backend, cluster.cluster()))
-        });
-        for (backend, cluster) in runs.collect::<Vec<_>>() {
+        for (backend, cluster) in loaded.scenario.runs() {
             let mut loaded = loaded.clone();
-            loaded.scenario.cluster = cluster;
+            loaded.scenario.cluster = cluster.cluster();
             let label = artifacts::run_label(backend, &loaded.scenario.cluster);
             let name = format!("{label}::{}", loaded.name);
             trials.push(Trial::test(name, move || {

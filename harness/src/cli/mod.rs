@@ -37,7 +37,7 @@ enum Command {
     Run(scenarios::RunArgs),
     /// Check scenario files without running them.
     Validate(scenarios::PathsArgs),
-    /// List scenarios with the backends each runs on.
+    /// List scenarios with the runs the test suite makes of each (`sim`, `sim-local`, `qemu-local`, …).
     List(scenarios::PathsArgs),
     /// Print the JSON Schema of scenario files.
     Schema,

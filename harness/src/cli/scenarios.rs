@@ -215,13 +215,13 @@ pub(crate) fn list(paths: &[PathBuf]) -> ExitCode {
     for file in &files {
         match load::load(file) {
             Ok(loaded) => {
-                let backends: Vec<&str> = loaded
+                let runs: Vec<String> = loaded
                     .scenario
-                    .backends
-                    .iter()
-                    .map(|b| b.as_str())
+                    .runs()
+                    .into_iter()
+                    .map(|(backend, cluster)| artifacts::run_label(backend, &cluster.cluster()))
                     .collect();
-                println!("{:<40} {}", loaded.name, backends.join(","));
+                println!("{:<40} {}", loaded.name, runs.join(","));
             }
             Err(e) => {
                 eprintln!("{e}\n");

@@ -240,6 +240,26 @@ pub enum Cluster {
     Kubeconfig(PathBuf),
 }
 
+impl Scenario {
+    /// The runs the test suite makes of this scenario, as (backend, cluster): on `sim`, one per
+    /// cluster it lists; on a real-time backend (qemu, libvirt, physical), one against `local`
+    /// when it lists it (the run is in real time anyway, and a real control plane is the better
+    /// referee), else against the embedded server.
+    pub fn runs(&self) -> Vec<(Backend, ClusterKind)> {
+        let mut runs = Vec::new();
+        for backend in &self.backends {
+            if *backend == Backend::Sim {
+                runs.extend(self.clusters.iter().map(|c| (*backend, *c)));
+            } else if self.clusters.contains(&ClusterKind::Local) {
+                runs.push((*backend, ClusterKind::Local));
+            } else {
+                runs.push((*backend, ClusterKind::Embedded));
+            }
+        }
+        runs
+    }
+}
+
 impl Cluster {
     /// Its kind, as `clusters` lists it (`None`: a kind no scenario can be marked for yet).
     pub fn kind(&self) -> Option<ClusterKind> {

@@ -66,3 +66,92 @@ async fn decide(client: &Client, access: &AccessRequest) -> Decision {
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use kube::api::PostParams;
+    use rackproof_apiserver::ApiServer;
+    use rackproof_clock::Clock;
+    use serde_json::json;
+
+    use super::*;
+
+    fn secret_read(node: &str, verb: &str, namespace: &str, name: &str) -> AccessRequest {
+        AccessRequest {
+            user: format!("system:node:{node}"),
+            groups: vec!["system:nodes".to_owned(), "system:authenticated".to_owned()],
+            verb: verb.to_owned(),
+            resource: "secrets".to_owned(),
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            ..AccessRequest::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_node_reads_only_the_secret_its_machine_names() {
+        let server = ApiServer::new(Clock::wall());
+        let client = server.admin_client();
+        for crd in inplace_api::crd::crds() {
+            Api::all(client.clone())
+                .create(&PostParams::default(), &crd)
+                .await
+                .unwrap();
+        }
+        let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": NAMESPACE}})).unwrap(),
+            )
+            .await
+            .unwrap();
+        let machine: Machine = serde_json::from_value(json!({
+            "apiVersion": "machine.sapcloud.io/v1alpha1",
+            "kind": "Machine",
+            "metadata": {
+                "name": "workers-abc-0",
+                "namespace": NAMESPACE,
+                "labels": { MACHINE_LABEL_NODE: "node-1" },
+                "annotations": { ANNOTATION_OSC_SECRET: "kube-system/osc-workers" }
+            },
+            "spec": {}
+        }))
+        .unwrap();
+        Api::<Machine>::namespaced(client.clone(), NAMESPACE)
+            .create(&PostParams::default(), &machine)
+            .await
+            .unwrap();
+
+        let allowed = decide(
+            &client,
+            &secret_read("node-1", "get", "kube-system", "osc-workers"),
+        )
+        .await;
+        assert_eq!(allowed, Decision::Allow);
+        let watched = decide(
+            &client,
+            &secret_read("node-1", "watch", "kube-system", "osc-workers"),
+        )
+        .await;
+        assert_eq!(watched, Decision::Allow);
+        for (node, verb, name) in [
+            ("node-1", "get", "osc-other-pool"),
+            ("node-2", "get", "osc-workers"),
+            ("node-1", "list", ""),
+            ("node-1", "update", "osc-workers"),
+        ] {
+            let decision = decide(&client, &secret_read(node, verb, "kube-system", name)).await;
+            assert!(
+                matches!(decision, Decision::NoOpinion(_)),
+                "{node} {verb} {name:?}: {decision:?}"
+            );
+        }
+        let mut not_a_node = secret_read("node-1", "get", "kube-system", "osc-workers");
+        not_a_node.groups = vec!["system:authenticated".to_owned()];
+        assert!(matches!(
+            decide(&client, &not_a_node).await,
+            Decision::NoOpinion(_)
+        ));
+    }
+}
