@@ -269,6 +269,8 @@ mod tests {
             serving_key: "/d/s.key".into(),
             controller_manager_cert: "/d/cm.crt".into(),
             controller_manager_key: "/d/cm.key".into(),
+            webhook_cert: "/d/w.crt".into(),
+            webhook_key: "/d/w.key".into(),
             service_account_key: "/d/sa.key".into(),
             service_account_pub: "/d/sa.pub".into(),
         }

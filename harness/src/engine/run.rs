@@ -467,10 +467,6 @@ struct RunLogs {
 
 /// Brings up the lab, runs the steps and waits for the expectations: how the steps ended, or
 /// the lab failure that stopped the run before the system under test could be judged.
-#[expect(
-    clippy::too_many_arguments,
-    reason = "one call site; the run's parts, named"
-)]
 async fn drive(
     setting: &Setting<'_>,
     images: Result<Option<Images>, String>,
@@ -646,7 +642,7 @@ async fn drive(
         EntryKind::Lab,
         format!("the pool's {} nodes are up", members.len()),
     );
-    setup::workloads(client, scenario, &members)
+    setup::workloads(client, clock, scenario, &members)
         .await
         .map_err(|e| LabFailure::Workloads(crate::engine::error_chain(&e)))?;
     setup::wait_workloads_running(client, clock, BRING_UP)

@@ -312,6 +312,38 @@ mod tests {
         assert_eq!(classify(&pod()), PodClass::Evict);
     }
 
+    /// kube-apiserver 1.20 (the local control plane's) reads only `policy/v1beta1` Evictions; a
+    /// `policy/v1` body was a 400 there, which forced every drain past its budgets.
+    #[tokio::test]
+    async fn a_round_evicts_on_a_server_without_policy_v1() {
+        use rackproof_cluster::local::{LocalControlPlane, LocalOptions};
+        let plane = LocalControlPlane::start(LocalOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let client = plane.client();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "a1"},
+            "spec": {"nodeName": "a", "containers": [{"name": "c", "image": "i"}]},
+        }))
+        .expect("a pod");
+        pods.create(&kube::api::PostParams::default(), &pod)
+            .await
+            .expect("created");
+        let version = eviction_version(&client).await.expect("discovery");
+        assert_eq!(version, "policy/v1beta1");
+        let retries = Retries {
+            max: 3,
+            interval: Duration::from_secs(20),
+            now: Timestamp::UNIX_EPOCH,
+        };
+        let round = drain_round(&client, "a", false, retries, &mut Refusals::new(), version)
+            .await
+            .expect("a round");
+        assert!(round.forced.is_none(), "{:?}", round.forced);
+        assert_eq!(round.evicted, ["default/a1"]);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_round_touches_only_the_pods_of_its_node() {
         let server = rackproof_apiserver::ApiServer::new(rackproof_clock::Clock::simulated(
@@ -339,9 +371,16 @@ mod tests {
             interval: Duration::from_secs(20),
             now: Timestamp::UNIX_EPOCH,
         };
-        let round = drain_round(&client, "a", true, retries, &mut Refusals::new())
-            .await
-            .expect("a round");
+        let round = drain_round(
+            &client,
+            "a",
+            true,
+            retries,
+            &mut Refusals::new(),
+            "policy/v1",
+        )
+        .await
+        .expect("a round");
         assert_eq!(round.deleted, ["default/a1", "default/a2"]);
         let left: Vec<String> = pods
             .list(&ListParams::default())

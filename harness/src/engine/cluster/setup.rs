@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
+use rackproof_clock::Clock;
 
 use crate::engine::cluster::objects::{self, DEPENDENTS, NAMESPACE};
 use crate::scenario::{Scenario, Workload};
@@ -49,17 +50,22 @@ const SERVICE_ACCOUNT_WAIT: std::time::Duration = std::time::Duration::from_secs
 
 /// Creates `pod`, retrying while the namespace's service account is not ready (see
 /// [`SERVICE_ACCOUNT_WAIT`]).
-async fn create_pod(api: &Api<Pod>, pod: &Pod, what: String) -> Result<Pod, SetupError> {
-    let deadline = tokio::time::Instant::now() + SERVICE_ACCOUNT_WAIT;
+async fn create_pod(
+    api: &Api<Pod>,
+    clock: &Clock,
+    pod: &Pod,
+    what: String,
+) -> Result<Pod, SetupError> {
+    let started = clock.instant();
     loop {
         match create(api, pod, what.clone()).await {
             Err(SetupError {
                 source: kube::Error::Api(status),
                 ..
             }) if service_account_not_ready(&status.message)
-                && tokio::time::Instant::now() < deadline =>
+                && clock.since(started) < SERVICE_ACCOUNT_WAIT =>
             {
-                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                clock.sleep(std::time::Duration::from_millis(500)).await;
             }
             other => return other,
         }
@@ -191,6 +197,7 @@ async fn create_pdb(client: &Client, pdb: &PodDisruptionBudget) -> Result<(), Se
 /// The workloads on `nodes`: created once, when the pool's nodes are up.
 pub(crate) async fn workloads(
     client: &Client,
+    clock: &Clock,
     scenario: &Scenario,
     nodes: &[String],
 ) -> Result<(), SetupError> {
@@ -221,7 +228,13 @@ pub(crate) async fn workloads(
                 for node in nodes {
                     for i in 1..=w.per_node {
                         let pod = pod(format!("{}-{node}-{i}", w.name), &w.name, node);
-                        create_pod(&pods, &pod, format!("create pod {} on {node}", w.name)).await?;
+                        create_pod(
+                            &pods,
+                            clock,
+                            &pod,
+                            format!("create pod {} on {node}", w.name),
+                        )
+                        .await?;
                     }
                 }
             }
@@ -270,6 +283,7 @@ pub(crate) async fn workloads(
                     pod.metadata.owner_references = Some(vec![owner.clone()]);
                     create_pod(
                         &pods,
+                        clock,
                         &pod,
                         format!("create DaemonSet pod {} on {node}", w.name),
                     )
@@ -288,6 +302,7 @@ pub(crate) async fn workloads(
                     }
                     create_pod(
                         &pods,
+                        clock,
                         &pod,
                         format!("create pod {} with local storage on {node}", w.name),
                     )

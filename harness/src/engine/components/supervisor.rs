@@ -157,6 +157,10 @@ impl std::fmt::Debug for Supervisor {
 impl Supervisor {
     /// The components the scenario runs (those set to `off` never start). External programs start
     /// through `outside` (which the run opens when the scenario names any) and print into `logs`.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one call site; the run's parts, named"
+    )]
     pub(crate) fn new(
         client: Client,
         clock: Clock,
