@@ -76,7 +76,12 @@ pub(crate) fn label_value_problem(value: &str) -> Option<String> {
 }
 
 /// Validates `object` (after defaulting) as kube-apiserver would; 422 with the causes otherwise.
-pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiError> {
+/// Validates `object` for a create (`old` None) or an update of `old`.
+pub(crate) fn validate(
+    resource: &Resource,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     let name = object
         .at("/metadata/name")
         .and_then(Value::as_str)
@@ -193,6 +198,12 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
     if let Some(root) = &resource.schema {
         schema::validate(object, root, "", &mut causes);
     }
+    if let Some(old) = old
+        && resource.group.is_empty()
+        && resource.kind == "Node"
+    {
+        causes.extend(node_update_problems(object, old));
+    }
     if causes.is_empty() {
         Ok(())
     } else {
@@ -203,6 +214,52 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
             causes,
         ))
     }
+}
+
+/// kube-apiserver's `ValidateNodeUpdate` rules for fields only a cloud provider or the IPAM
+/// controller sets, for every user: `spec.podCIDRs` and `spec.providerID` may go from unset to a
+/// value, never change after.
+fn node_update_problems(new: &Value, old: &Value) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    let cidrs = |node: &Value| -> Vec<Value> {
+        node.at("/spec/podCIDRs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old_cidrs, new_cidrs) = (cidrs(old), cidrs(new));
+    if !old_cidrs.is_empty() {
+        // kube-apiserver compares the lists entry by entry and reports each changed entry.
+        let changed = if old_cidrs.len() == new_cidrs.len() {
+            old_cidrs
+                .iter()
+                .zip(&new_cidrs)
+                .filter(|(a, b)| a != b)
+                .count()
+        } else {
+            1
+        };
+        for _ in 0..changed {
+            causes.push((
+                "spec.podCIDRs".into(),
+                "Forbidden: node updates may not change podCIDR except from \"\" to valid".into(),
+            ));
+        }
+    }
+    let provider = |node: &Value| {
+        node.at("/spec/providerID")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let old_provider = provider(old);
+    if !old_provider.is_empty() && old_provider != provider(new) {
+        causes.push((
+            "spec.providerID".into(),
+            "Forbidden: node updates may not change providerID except from \"\" to valid".into(),
+        ));
+    }
+    causes
 }
 
 fn validate_pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<(String, String)>) {
@@ -297,6 +354,34 @@ fn default_pod_spec(spec: &mut Value) {
     }
 }
 
+/// `spec.podCIDR` and `spec.podCIDRs` as kube-apiserver's v1 conversion keeps them: a
+/// non-empty `podCIDRs` wins and `podCIDR` becomes its first entry; else a `podCIDR` alone
+/// becomes the one entry of `podCIDRs`.
+fn sync_pod_cidrs(node: &mut Value) {
+    let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let first = spec
+        .get("podCIDRs")
+        .and_then(Value::as_array)
+        .and_then(|list| list.first())
+        .cloned();
+    match first {
+        Some(first) => {
+            spec.insert("podCIDR".to_owned(), first);
+        }
+        None => {
+            if let Some(cidr) = spec
+                .get("podCIDR")
+                .filter(|c| c.as_str().is_some_and(|c| !c.is_empty()))
+                .cloned()
+            {
+                spec.insert("podCIDRs".to_owned(), Value::Array(vec![cidr]));
+            }
+        }
+    }
+}
+
 /// Defaults every write gets (create and update).
 pub(crate) fn default(resource: &Resource, object: &mut Value) {
     match (resource.group.as_str(), resource.kind.as_str()) {
@@ -310,6 +395,7 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
         }
         // NodeStatus' structs without omitempty: always written, zero-valued if unset.
         ("", "Node") if object.get("status").is_none_or(Value::is_object) => {
+            sync_pod_cidrs(object);
             set_default(
                 object,
                 "/status/daemonEndpoints/kubeletEndpoint/Port",
