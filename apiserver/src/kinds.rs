@@ -259,7 +259,40 @@ fn node_update_problems(new: &Value, old: &Value) -> Vec<(String, String)> {
             "Forbidden: node updates may not change providerID except from \"\" to valid".into(),
         ));
     }
+    // Any other spec change, and a change of the two above once set, is refused as a whole
+    // (kube-apiserver's last check, on the field path `[]`).
+    let mut allowed = vec!["unschedulable", "taints", "configSource", "podCIDR"];
+    if old_cidrs.is_empty() {
+        allowed.push("podCIDRs");
+    }
+    if old_provider.is_empty() {
+        allowed.push("providerID");
+    }
+    if protected_spec(new, &allowed) != protected_spec(old, &allowed) {
+        causes.push((
+            "[]".into(),
+            "Forbidden: node updates may only change labels, taints, or capacity (or configSource, if the DynamicKubeletConfig feature gate is enabled)".into(),
+        ));
+    }
     causes
+}
+
+/// A Node's spec without the fields in `allowed` and without empty values (Go's zero values
+/// and absent fields compare equal).
+fn protected_spec(node: &Value, allowed: &[&str]) -> serde_json::Map<String, Value> {
+    node.get("spec")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| {
+            !allowed.contains(&key.as_str())
+                && !matches!(value, Value::Null | Value::Bool(false))
+                && value.as_str() != Some("")
+                && value.as_array().is_none_or(|list| !list.is_empty())
+                && value.as_object().is_none_or(|map| !map.is_empty())
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 fn validate_pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<(String, String)>) {
@@ -354,9 +387,9 @@ fn default_pod_spec(spec: &mut Value) {
     }
 }
 
-/// `spec.podCIDR` and `spec.podCIDRs` as kube-apiserver's v1 conversion keeps them: a
-/// non-empty `podCIDRs` wins and `podCIDR` becomes its first entry; else a `podCIDR` alone
-/// becomes the one entry of `podCIDRs`.
+/// `spec.podCIDR` and `spec.podCIDRs` as kube-apiserver v1.20's conversion keeps them (found
+/// by the differential suite): a `podCIDR` that is not `podCIDRs`' first entry wins and becomes
+/// its one entry; without `podCIDR`, it becomes `podCIDRs`' first entry.
 fn sync_pod_cidrs(node: &mut Value) {
     let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) else {
         return;
@@ -366,19 +399,18 @@ fn sync_pod_cidrs(node: &mut Value) {
         .and_then(Value::as_array)
         .and_then(|list| list.first())
         .cloned();
-    match first {
-        Some(first) => {
+    let single = spec
+        .get("podCIDR")
+        .filter(|c| c.as_str().is_some_and(|c| !c.is_empty()))
+        .cloned();
+    match (single, first) {
+        (Some(single), first) if first.as_ref() != Some(&single) => {
+            spec.insert("podCIDRs".to_owned(), Value::Array(vec![single]));
+        }
+        (None, Some(first)) => {
             spec.insert("podCIDR".to_owned(), first);
         }
-        None => {
-            if let Some(cidr) = spec
-                .get("podCIDR")
-                .filter(|c| c.as_str().is_some_and(|c| !c.is_empty()))
-                .cloned()
-            {
-                spec.insert("podCIDRs".to_owned(), Value::Array(vec![cidr]));
-            }
-        }
+        _ => {}
     }
 }
 

@@ -121,6 +121,8 @@
 //! - V5: v1.20 records in `managedFields` what a write sets in the part its endpoint ignores
 //!   (status through the main resource, spec through `status`) and drops what such a write
 //!   removes; this server, like Kubernetes 1.22+, ignores both.
+//! - R18: a Node write that sets `spec.podCIDR` gets a `managedFields` entry (`f:podCIDR`,
+//!   `f:podCIDRs`, ...); v1.20 records none for it.
 //! - V6: NodeRestriction also refuses a node's change of its own Node's `ownerReferences`
 //!   (403), as later Kubernetes does; v1.20 allows it.
 

@@ -353,7 +353,7 @@ async fn nobody_may_change_a_nodes_provider_id_or_pod_cidr_once_set() {
             .await,
         "spec.providerID",
     );
-    let change_cidrs = json!({"spec": {"podCIDRs": ["10.0.2.0/24"]}});
+    let change_cidrs = json!({"spec": {"podCIDR": "10.0.2.0/24", "podCIDRs": ["10.0.2.0/24"]}});
     invalid(
         nodes
             .patch("n1", &PatchParams::default(), &Patch::Merge(change_cidrs))
@@ -368,6 +368,22 @@ async fn nobody_may_change_a_nodes_provider_id_or_pod_cidr_once_set() {
     invalid(
         nodes.replace("n1", &PostParams::default(), &replaced).await,
         "spec.podCIDRs",
+    );
+    // podCIDRs alone, disagreeing with podCIDR: podCIDR wins (as v1.20 converts), no change.
+    let ignored = json!({"spec": {"podCIDRs": ["10.0.4.0/24"]}});
+    assert_eq!(
+        patch_node(&admin, "n1", ignored).await,
+        (200, String::new())
+    );
+    let stored = nodes.get("n1").await.unwrap().spec.unwrap();
+    assert_eq!(stored.pod_cidrs, Some(vec!["10.0.1.0/24".to_owned()]));
+    // Any other spec field but unschedulable and taints is refused as a whole.
+    let other = json!({"spec": {"externalID": "x"}});
+    invalid(
+        nodes
+            .patch("n1", &PatchParams::default(), &Patch::Merge(other))
+            .await,
+        "[]",
     );
     let unset = json!({"spec": {"providerID": null}});
     invalid(
