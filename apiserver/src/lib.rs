@@ -84,7 +84,8 @@
 //!   knows only the built-in classes `system-node-critical` and `system-cluster-critical`
 //!   (PriorityClasses are not served; other names get 403). There is no ServiceAccount
 //!   admission (no `serviceAccountName` default or token volume), LimitRanger or ResourceQuota.
-//! - Validation covers names, labels, pod containers, workload selectors and CRD schemas
+//! - Validation covers names, labels, pod containers, workload selectors, Node updates
+//!   (`providerID`, `podCIDRs` and the rest of the spec as v1.20) and CRD schemas
 //!   (type, required, enum, bounds, lengths; no `pattern`, `format` or CEL rules). Pod spec
 //!   immutability is not enforced.
 //! - CRD schemas are decoded and validated as kube-apiserver v1.20 does for
