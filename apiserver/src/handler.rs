@@ -16,6 +16,7 @@ use crate::error::{ApiError, success_status};
 use crate::fields::{self, Scope, Shape, Writer};
 use crate::kinds;
 use crate::metrics::Labels;
+use crate::node_restriction;
 use crate::patch::{self, PatchType};
 use crate::pdb;
 use crate::pointer::At;
@@ -218,6 +219,7 @@ fn dispatch(
                 .watching(&target.resource.group, &target.resource.plural);
             let stream = watch::start(
                 core.clone(),
+                &ctx.user,
                 target.resource.clone(),
                 target.namespace.clone(),
                 options,
@@ -639,6 +641,9 @@ fn create(
     }
     let name = meta_str(&body, "name").unwrap_or_default().to_owned();
     auth::check_node_body(&ctx.user, target, Some(&name))?;
+    if is_node(&resource) {
+        node_restriction::admit_create(&ctx.user, &name, &body)?;
+    }
     let k = key(&resource, &namespace, &name);
     if !name.is_empty() && state.store.get(&k).is_some() {
         return Err(ApiError::already_exists(
@@ -680,7 +685,7 @@ fn create(
         object["status"] = crate::crd::accepted_status(&object, now);
     }
     kinds::finish(&resource, &mut object);
-    kinds::validate(&resource, &object)?;
+    kinds::validate(&resource, &object, None)?;
     if options.dry_run {
         return Ok(Reply::Json(201, present(&resource, &object)));
     }
@@ -834,6 +839,11 @@ fn write_over(
         Some(Value::Object(_)) => {}
         Some(_) => return Err(ApiError::bad_request("metadata must be an object")),
     }
+    // Admission sees the object as the request made it, before the resourceVersion check
+    // and the strategies (as kube-apiserver's mutating admission does).
+    if is_node(&resource) {
+        node_restriction::admit_update(&ctx.user, target.name(), &incoming, old)?;
+    }
     if let Some(rv) = meta_str(&incoming, "resourceVersion").filter(|rv| !rv.is_empty())
         && Some(rv) != meta_str(old, "resourceVersion")
     {
@@ -939,7 +949,7 @@ fn write_over(
             + 1;
         new["metadata"]["generation"] = json!(generation);
     }
-    kinds::validate(&resource, &new)?;
+    kinds::validate(&resource, &new, Some(old))?;
     let k = key(&resource, target.namespace(), target.name());
     if same_ignoring_bookkeeping(old, &new) {
         return Ok(Written::Stored(k, old.clone()));
@@ -949,6 +959,11 @@ fn write_over(
     }
     let stored = state.write(&resource, &k, new, now)?;
     Ok(Written::Stored(k, stored))
+}
+
+/// Whether `resource` is the core group's Node.
+fn is_node(resource: &Resource) -> bool {
+    resource.group.is_empty() && resource.plural == "nodes"
 }
 
 /// `old` with its metadata replaced by `meta` (when given; else `old`'s without `managedFields`,

@@ -1,13 +1,21 @@
 //! The HTTPS transport: the same axum app on 127.0.0.1 behind TLS, authenticating bearer
 //! tokens, plus kubeconfigs for its users. The listener stops when the [`HttpsServer`] is
 //! dropped.
+//!
+//! Bounded ([`HttpsLimits`]): a connection that has not finished its TLS handshake within
+//! `tls_handshake_timeout`, or an HTTP/1 request whose header has not all arrived within
+//! `header_read_timeout`, is closed; past `max_connections` open connections, a new one is
+//! closed as soon as it is accepted; an HTTP/2 connection carries at most 250 concurrent
+//! streams, as kube-apiserver's.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
 use base64::Engine;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -18,6 +26,44 @@ use crate::auth::User;
 use crate::tls::{self, TlsError};
 use crate::transport::{self, Authenticated};
 use crate::{ApiServer, Core};
+
+/// How long a client may take over its TLS handshake, unless [`HttpsLimits`] says otherwise:
+/// kube-apiserver bounds the handshake by its header-read timeout, 32 s.
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// How long a client may take to send a request's header, unless [`HttpsLimits`] says
+/// otherwise: kube-apiserver's `ReadHeaderTimeout`, 32 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(32);
+
+/// Connections served at once, unless [`HttpsLimits`] says otherwise. kube-apiserver has no
+/// such cap (it limits requests in flight); this one keeps clients that open connections and
+/// hold them from using up the process's file descriptors and memory. kube-rs opens one
+/// connection per concurrent HTTP/1 request, a watch among them, so a node agent holds a few.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1000;
+
+/// HTTP/2 streams one connection may carry at once: kube-apiserver's default.
+const MAX_CONCURRENT_STREAMS: u32 = 250;
+
+/// Bounds on the HTTPS server's connections (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HttpsLimits {
+    /// Time from accepting a connection to the end of its TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// Time to receive an HTTP/1 request's whole header.
+    pub header_read_timeout: Duration,
+    /// Connections served at once; further ones are closed when accepted.
+    pub max_connections: usize,
+}
+
+impl Default for HttpsLimits {
+    fn default() -> Self {
+        Self {
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
 
 /// Starting the HTTPS server or writing a kubeconfig failed.
 #[derive(Debug, thiserror::Error)]
@@ -142,6 +188,7 @@ pub(crate) async fn serve(
     server: ApiServer,
     addr: SocketAddr,
     extra_names: &[&str],
+    limits: HttpsLimits,
 ) -> Result<HttpsServer, ServeError> {
     let pki = tls::generate(extra_names)?;
     let listener = TcpListener::bind(addr)
@@ -152,7 +199,7 @@ pub(crate) async fn serve(
         .map_err(|source| ServeError::Bind { addr, source })?;
     let acceptor = TlsAcceptor::from(pki.server_config.clone());
     let core = server.core.clone();
-    let task = tokio::spawn(accept_loop(listener, acceptor, core));
+    let task = tokio::spawn(accept_loop(listener, acceptor, core, limits));
     Ok(HttpsServer {
         server,
         addr: bound,
@@ -161,20 +208,50 @@ pub(crate) async fn serve(
     })
 }
 
-async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, core: Arc<Core>) {
+async fn accept_loop(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    core: Arc<Core>,
+    limits: HttpsLimits,
+) {
     let router = transport::app(core.clone());
+    let places = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(MAX_CONCURRENT_STREAMS);
+    let builder = Arc::new(builder);
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
+                let Ok(place) = places.clone().try_acquire_owned() else {
+                    tracing::warn!(%peer, max_connections = limits.max_connections, "refused a connection: the server holds as many as it may");
+                    drop(stream);
+                    continue;
+                };
                 let acceptor = acceptor.clone();
                 let router = router.clone();
                 let core = core.clone();
+                let builder = builder.clone();
                 connections.spawn(async move {
-                    let Ok(tls) = acceptor.accept(stream).await else {
-                        tracing::debug!(%peer, "TLS handshake failed");
-                        return;
+                    let _place = place;
+                    let tls = match tokio::time::timeout(limits.tls_handshake_timeout, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(error)) => {
+                            tracing::debug!(%peer, %error, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(%peer, timeout = ?limits.tls_handshake_timeout, "TLS handshake timed out");
+                            return;
+                        }
                     };
                     let service = tower::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
                         let router = router.clone();
@@ -184,7 +261,6 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, core: Arc<Cor
                         let request = request.map(axum::body::Body::new);
                         tower::ServiceExt::oneshot(router, request)
                     });
-                    let builder = auto::Builder::new(TokioExecutor::new());
                     if let Err(error) = builder.serve_connection_with_upgrades(TokioIo::new(tls), TowerToHyperService::new(service)).await {
                         tracing::debug!(%peer, %error, "connection ended with an error");
                     }

@@ -76,7 +76,12 @@ pub(crate) fn label_value_problem(value: &str) -> Option<String> {
 }
 
 /// Validates `object` (after defaulting) as kube-apiserver would; 422 with the causes otherwise.
-pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiError> {
+/// Validates `object` for a create (`old` None) or an update of `old`.
+pub(crate) fn validate(
+    resource: &Resource,
+    object: &Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
     let name = object
         .at("/metadata/name")
         .and_then(Value::as_str)
@@ -193,6 +198,12 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
     if let Some(root) = &resource.schema {
         schema::validate(object, root, "", &mut causes);
     }
+    if let Some(old) = old
+        && resource.group.is_empty()
+        && resource.kind == "Node"
+    {
+        causes.extend(node_update_problems(object, old));
+    }
     if causes.is_empty() {
         Ok(())
     } else {
@@ -203,6 +214,85 @@ pub(crate) fn validate(resource: &Resource, object: &Value) -> Result<(), ApiErr
             causes,
         ))
     }
+}
+
+/// kube-apiserver's `ValidateNodeUpdate` rules for fields only a cloud provider or the IPAM
+/// controller sets, for every user: `spec.podCIDRs` and `spec.providerID` may go from unset to a
+/// value, never change after.
+fn node_update_problems(new: &Value, old: &Value) -> Vec<(String, String)> {
+    let mut causes = Vec::new();
+    let cidrs = |node: &Value| -> Vec<Value> {
+        node.at("/spec/podCIDRs")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old_cidrs, new_cidrs) = (cidrs(old), cidrs(new));
+    if !old_cidrs.is_empty() {
+        // kube-apiserver compares the lists entry by entry and reports each changed entry.
+        let changed = if old_cidrs.len() == new_cidrs.len() {
+            old_cidrs
+                .iter()
+                .zip(&new_cidrs)
+                .filter(|(a, b)| a != b)
+                .count()
+        } else {
+            1
+        };
+        for _ in 0..changed {
+            causes.push((
+                "spec.podCIDRs".into(),
+                "Forbidden: node updates may not change podCIDR except from \"\" to valid".into(),
+            ));
+        }
+    }
+    let provider = |node: &Value| {
+        node.at("/spec/providerID")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let old_provider = provider(old);
+    if !old_provider.is_empty() && old_provider != provider(new) {
+        causes.push((
+            "spec.providerID".into(),
+            "Forbidden: node updates may not change providerID except from \"\" to valid".into(),
+        ));
+    }
+    // Any other spec change, and a change of the two above once set, is refused as a whole
+    // (kube-apiserver's last check, on the field path `[]`).
+    let mut allowed = vec!["unschedulable", "taints", "configSource", "podCIDR"];
+    if old_cidrs.is_empty() {
+        allowed.push("podCIDRs");
+    }
+    if old_provider.is_empty() {
+        allowed.push("providerID");
+    }
+    if protected_spec(new, &allowed) != protected_spec(old, &allowed) {
+        causes.push((
+            "[]".into(),
+            "Forbidden: node updates may only change labels, taints, or capacity (or configSource, if the DynamicKubeletConfig feature gate is enabled)".into(),
+        ));
+    }
+    causes
+}
+
+/// A Node's spec without the fields in `allowed` and without empty values (Go's zero values
+/// and absent fields compare equal).
+fn protected_spec(node: &Value, allowed: &[&str]) -> serde_json::Map<String, Value> {
+    node.get("spec")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(key, value)| {
+            !allowed.contains(&key.as_str())
+                && !matches!(value, Value::Null | Value::Bool(false))
+                && value.as_str() != Some("")
+                && value.as_array().is_none_or(|list| !list.is_empty())
+                && value.as_object().is_none_or(|map| !map.is_empty())
+        })
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect()
 }
 
 fn validate_pod_spec(spec: Option<&Value>, path: &str, causes: &mut Vec<(String, String)>) {
@@ -297,6 +387,33 @@ fn default_pod_spec(spec: &mut Value) {
     }
 }
 
+/// `spec.podCIDR` and `spec.podCIDRs` as kube-apiserver v1.20's conversion keeps them (found
+/// by the differential suite): a `podCIDR` that is not `podCIDRs`' first entry wins and becomes
+/// its one entry; without `podCIDR`, it becomes `podCIDRs`' first entry.
+fn sync_pod_cidrs(node: &mut Value) {
+    let Some(spec) = node.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let first = spec
+        .get("podCIDRs")
+        .and_then(Value::as_array)
+        .and_then(|list| list.first())
+        .cloned();
+    let single = spec
+        .get("podCIDR")
+        .filter(|c| c.as_str().is_some_and(|c| !c.is_empty()))
+        .cloned();
+    match (single, first) {
+        (Some(single), first) if first.as_ref() != Some(&single) => {
+            spec.insert("podCIDRs".to_owned(), Value::Array(vec![single]));
+        }
+        (None, Some(first)) => {
+            spec.insert("podCIDR".to_owned(), first);
+        }
+        _ => {}
+    }
+}
+
 /// Defaults every write gets (create and update).
 pub(crate) fn default(resource: &Resource, object: &mut Value) {
     match (resource.group.as_str(), resource.kind.as_str()) {
@@ -310,6 +427,7 @@ pub(crate) fn default(resource: &Resource, object: &mut Value) {
         }
         // NodeStatus' structs without omitempty: always written, zero-valued if unset.
         ("", "Node") if object.get("status").is_none_or(Value::is_object) => {
+            sync_pod_cidrs(object);
             set_default(
                 object,
                 "/status/daemonEndpoints/kubeletEndpoint/Port",

@@ -84,7 +84,8 @@
 //!   knows only the built-in classes `system-node-critical` and `system-cluster-critical`
 //!   (PriorityClasses are not served; other names get 403). There is no ServiceAccount
 //!   admission (no `serviceAccountName` default or token volume), LimitRanger or ResourceQuota.
-//! - Validation covers names, labels, pod containers, workload selectors and CRD schemas
+//! - Validation covers names, labels, pod containers, workload selectors, Node updates
+//!   (`providerID`, `podCIDRs` and the rest of the spec as v1.20) and CRD schemas
 //!   (type, required, enum, bounds, lengths; no `pattern`, `format` or CEL rules). Pod spec
 //!   immutability is not enforced.
 //! - CRD schemas are decoded and validated as kube-apiserver v1.20 does for
@@ -101,6 +102,10 @@
 //!   `tolerations` are atomic lists as in Kubernetes.
 //! - PUT creates a missing object only for Leases and Events (as their strategies allow).
 //! - Watches without `timeoutSeconds` end after 30 minutes; bookmarks come every 60 seconds.
+//! - Watch bounds ([`WatchLimits`]): a watch queues up to [`DEFAULT_WATCH_BUFFER`] events and
+//!   is closed when its queue is full (kube-apiserver queues 10 and waits a while before
+//!   closing); a user outside `system:masters` may hold [`DEFAULT_MAX_WATCHES_PER_USER`]
+//!   watches at once, then gets 429 (kube-apiserver has no such cap).
 //! - Namespace deletion deletes the namespace's content at once (pods gracefully) and removes
 //!   the namespace when it is empty, without a `finalize` subresource.
 //! - Authorization knows two kinds of identity: `system:masters` (everything) and nodes
@@ -117,6 +122,10 @@
 //! - V5: v1.20 records in `managedFields` what a write sets in the part its endpoint ignores
 //!   (status through the main resource, spec through `status`) and drops what such a write
 //!   removes; this server, like Kubernetes 1.22+, ignores both.
+//! - R18: a Node write that sets `spec.podCIDR` gets a `managedFields` entry (`f:podCIDR`,
+//!   `f:podCIDRs`, ...); v1.20 records none for it.
+//! - V6: NodeRestriction also refuses a node's change of its own Node's `ownerReferences`
+//!   (403), as later Kubernetes does; v1.20 allows it.
 
 mod access_review;
 mod apply;
@@ -133,6 +142,7 @@ mod health;
 mod https;
 mod kinds;
 mod metrics;
+mod node_restriction;
 mod openapi;
 mod patch;
 mod pdb;
@@ -157,9 +167,13 @@ use rackproof_clock::Clock;
 pub use auth::{MASTERS_GROUP, NODES_GROUP, User};
 pub use discovery::KUBERNETES_VERSION;
 pub use error::ApiError;
-pub use https::{HttpsServer, ServeError};
+pub use https::{
+    DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_MAX_CONNECTIONS, DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+    HttpsLimits, HttpsServer, ServeError,
+};
 pub use tls::TlsError;
 pub use transport::MAX_BODY_BYTES;
+pub use watch::{DEFAULT_MAX_WATCHES_PER_USER, DEFAULT_WATCH_BUFFER, WatchLimits};
 
 /// Events kept per resource for watches unless [`ApiServer::with_watch_window`] says otherwise.
 pub const DEFAULT_WATCH_WINDOW: usize = 10_000;
@@ -291,7 +305,17 @@ impl ApiServer {
     /// generated CA; bearer tokens from [`ApiServer::issue_token`] or
     /// [`HttpsServer::kubeconfig`] authenticate. Dropping the handle stops serving.
     pub async fn serve_https(&self, addr: std::net::SocketAddr) -> Result<HttpsServer, ServeError> {
-        https::serve(self.clone(), addr, &[]).await
+        https::serve(self.clone(), addr, &[], HttpsLimits::default()).await
+    }
+
+    /// [`ApiServer::serve_https_also_as`] with connection bounds other than the defaults.
+    pub async fn serve_https_with_limits(
+        &self,
+        addr: std::net::SocketAddr,
+        extra_names: &[&str],
+        limits: HttpsLimits,
+    ) -> Result<HttpsServer, ServeError> {
+        https::serve(self.clone(), addr, extra_names, limits).await
     }
 
     /// [`ApiServer::serve_https`] with a certificate that also names `extra_names` (DNS names or
@@ -301,7 +325,14 @@ impl ApiServer {
         addr: std::net::SocketAddr,
         extra_names: &[&str],
     ) -> Result<HttpsServer, ServeError> {
-        https::serve(self.clone(), addr, extra_names).await
+        https::serve(self.clone(), addr, extra_names, HttpsLimits::default()).await
+    }
+
+    /// Sets the bounds on watches (see [`WatchLimits`]; the defaults are
+    /// [`DEFAULT_WATCH_BUFFER`] and [`DEFAULT_MAX_WATCHES_PER_USER`]). Watches already open keep
+    /// their queue size and count against the new per-user cap.
+    pub fn set_watch_limits(&self, limits: WatchLimits) {
+        self.core.lock().watches.limits = limits;
     }
 
     /// The current global resourceVersion.

@@ -2,7 +2,8 @@
 //! server does: requests by verb, group, resource and code (`apiserver_request_total`), their
 //! latency by verb, group and resource (`apiserver_request_duration_seconds`, a histogram, on the
 //! server's clock, so virtual time in a simulation), and the watches open now by group and
-//! resource (`apiserver_registered_watchers`). Served to administrators only.
+//! resource (`apiserver_registered_watchers`), and the watches closed because they fell behind
+//! (`apiserver_terminated_watchers_total`). Served to administrators only.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,6 +39,7 @@ struct Counts {
     requests: BTreeMap<(Labels, u16), u64>,
     durations: BTreeMap<Labels, Histogram>,
     watchers: BTreeMap<(String, String), i64>,
+    terminated: BTreeMap<(String, String), u64>,
 }
 
 /// The server's counters. Cheap to share; every request records into it once.
@@ -77,6 +79,15 @@ impl Metrics {
             metrics: self.clone(),
             key,
         }
+    }
+
+    /// Counts a watch closed because it fell behind (see `watch`, step 6).
+    pub(crate) fn terminated_watch(&self, group: &str, resource: &str) {
+        *self
+            .counts()
+            .terminated
+            .entry((group.to_owned(), resource.to_owned()))
+            .or_default() += 1;
     }
 
     /// The text exposition.
@@ -126,6 +137,16 @@ impl Metrics {
             let _ = writeln!(
                 out,
                 "apiserver_registered_watchers{{group=\"{}\",resource=\"{}\"}} {n}",
+                escape(group),
+                escape(resource)
+            );
+        }
+        out.push_str("# HELP apiserver_terminated_watchers_total Counter of watchers closed due to unresponsiveness broken by resource type.\n");
+        out.push_str("# TYPE apiserver_terminated_watchers_total counter\n");
+        for ((group, resource), n) in &counts.terminated {
+            let _ = writeln!(
+                out,
+                "apiserver_terminated_watchers_total{{group=\"{}\",resource=\"{}\"}} {n}",
                 escape(group),
                 escape(resource)
             );

@@ -26,6 +26,7 @@ pub(crate) struct State {
     pub(crate) store: Store,
     pub(crate) registry: Registry,
     pub(crate) auth: AuthConfig,
+    pub(crate) watches: crate::watch::WatchBook,
     random: u64,
 }
 
@@ -77,6 +78,7 @@ impl State {
             store: Store::new(window),
             registry: Registry::builtin(),
             auth: AuthConfig::default(),
+            watches: crate::watch::WatchBook::default(),
             random: seed ^ 0x9e37_79b9_7f4a_7c15,
         };
         let namespaces = state

@@ -117,7 +117,7 @@ struct Watcher {
     gr: GroupResource,
     pin: Option<(&'static str, String)>,
     matches: Matcher,
-    sender: tokio::sync::mpsc::UnboundedSender<Delivery>,
+    sender: tokio::sync::mpsc::Sender<Delivery>,
 }
 
 /// The registered watches, by resource and pinned field value. Ordered maps: the delivery order
@@ -195,8 +195,11 @@ impl Watchers {
             let Some(watcher) = self.all.get(&id) else {
                 continue;
             };
+            // A full queue means the watch fell behind: it is dropped here, which ends its
+            // stream once the queued events are out, as kube-apiserver closes a watcher it
+            // cannot deliver to; the client lists again.
             if let Some(kind) = event.seen_as(&*watcher.matches)
-                && watcher.sender.send((kind, event.clone())).is_err()
+                && watcher.sender.try_send((kind, event.clone())).is_err()
             {
                 gone.push(id);
             }
@@ -505,13 +508,14 @@ impl Store {
     /// Registers a watch of `gr` with filter `matches`, indexed by `pin` (one of
     /// [`INDEXED_FIELDS`] and the value the filter requires it to have), if given: every event
     /// recorded from now on that the filter sees goes to `sender`. Returns the id for
-    /// [`Store::unwatch`].
+    /// [`Store::unwatch`]. When `sender`'s queue is full at an event, the watch is dropped (its
+    /// sender with it, so its receiver ends after the queued events).
     pub(crate) fn watch(
         &mut self,
         gr: &GroupResource,
         pin: Option<(&'static str, String)>,
         matches: Matcher,
-        sender: tokio::sync::mpsc::UnboundedSender<Delivery>,
+        sender: tokio::sync::mpsc::Sender<Delivery>,
     ) -> u64 {
         self.watchers.add(Watcher {
             gr: gr.clone(),

@@ -190,8 +190,22 @@ fn encoded_response(code: u16, body: bytes::Bytes) -> Response {
     response
 }
 
+/// The error's Status; with `Retry-After` when its details say how long to wait, as
+/// kube-apiserver sends it.
 pub(crate) fn error_response(error: &ApiError) -> Response {
-    json_response(error.code, &error.status())
+    let mut response = json_response(error.code, &error.status());
+    let retry_after = error
+        .details
+        .as_ref()
+        .and_then(|details| details.get("retryAfterSeconds"))
+        .and_then(serde_json::Value::as_u64)
+        .filter(|seconds| *seconds > 0);
+    if let Some(seconds) = retry_after {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+    }
+    response
 }
 
 /// A `kube::Client` talking to `core` through an in-memory tower service, as `user`. It calls

@@ -16,6 +16,12 @@
 //! 5. The stream ends after `timeoutSeconds`, read as kube-apiserver reads it: absent or 0 →
 //!    30 minutes; negative → at once; beyond what Go's `time.Duration` holds (about 292 years)
 //!    → clamped to that; beyond int64 → 400 when the request is parsed.
+//! 6. Bounded ([`WatchLimits`]): each watch queues at most `buffer` events the client has not
+//!    taken yet; a watch whose queue is full when an event comes is closed (its stream ends
+//!    after the queued events, with no ERROR event), as kube-apiserver closes a watcher that
+//!    does not keep up, and counted in `apiserver_terminated_watchers_total`. Clients list and
+//!    watch again (kube-rs' watcher does). A user outside `system:masters` holds at most
+//!    `per_user` watches at once; one more gets 429 TooManyRequests with `Retry-After: 1`.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -25,9 +31,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::Stream;
 use serde_json::{Value, json};
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 use crate::Core;
+use crate::auth::User;
 use crate::error::ApiError;
 use crate::pointer::At;
 use crate::registry::Resource;
@@ -39,6 +46,90 @@ const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
 /// The longest watch: the most seconds a Go `time.Duration` (int64 nanoseconds) holds, which
 /// is what kube-apiserver turns `timeoutSeconds` into.
 const MAX_TIMEOUT: Duration = Duration::from_secs(i64::MAX.unsigned_abs() / 1_000_000_000);
+
+/// Events a watch may hold that its client has not taken yet, unless
+/// [`crate::ApiServer::set_watch_limits`] says otherwise: as many as the event log keeps per
+/// resource by default ([`crate::DEFAULT_WATCH_WINDOW`]), since a watch further behind could
+/// not resume from its resourceVersion either. Queued events are shared with the log and other
+/// watches, so a stalled watch holds about one event log's worth at most. (kube-apiserver
+/// queues 10 per watcher and then blocks its dispatcher up to a deadline before closing the
+/// watcher; this server delivers under its one lock, so it queues more and never blocks.)
+pub const DEFAULT_WATCH_BUFFER: usize = 10_000;
+
+/// Concurrent watches one user outside `system:masters` may hold, unless
+/// [`crate::ApiServer::set_watch_limits`] says otherwise. kube-apiserver has no such cap (its
+/// flow control leaves watches out of its concurrency limits); a node agent holds a handful,
+/// a kubelet a few dozen. `system:masters` is exempt, as from kube-apiserver's flow control.
+pub const DEFAULT_MAX_WATCHES_PER_USER: usize = 100;
+
+/// The seconds a client refused for too many watches is told to wait (`Retry-After`), as
+/// kube-apiserver tells clients it refuses for too many requests.
+const RETRY_AFTER_SECONDS: u64 = 1;
+
+/// Bounds on watches (module docs, step 6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLimits {
+    /// Events queued per watch before it is closed for falling behind (at least 1).
+    pub buffer: usize,
+    /// Concurrent watches per user outside `system:masters`.
+    pub per_user: usize,
+}
+
+impl Default for WatchLimits {
+    fn default() -> Self {
+        Self {
+            buffer: DEFAULT_WATCH_BUFFER,
+            per_user: DEFAULT_MAX_WATCHES_PER_USER,
+        }
+    }
+}
+
+/// The watch limits in force and the watches each user holds now.
+#[derive(Debug, Default)]
+pub(crate) struct WatchBook {
+    pub(crate) limits: WatchLimits,
+    open: std::collections::HashMap<String, usize>,
+}
+
+impl WatchBook {
+    /// Takes one of `user`'s watch places, or 429 when it holds `per_user` already.
+    fn take(&mut self, user: &User) -> Result<Option<String>, ApiError> {
+        if user.is_admin() {
+            return Ok(None);
+        }
+        let open = self.open.entry(user.name.clone()).or_default();
+        if *open >= self.limits.per_user {
+            return Err(ApiError::too_many_requests(format!(
+                "user {:?} already holds {} watches, the most one user may hold at once; close one or try again later",
+                user.name, self.limits.per_user
+            ))
+            .with_details(json!({"retryAfterSeconds": RETRY_AFTER_SECONDS})));
+        }
+        *open += 1;
+        Ok(Some(user.name.clone()))
+    }
+
+    fn give_back(&mut self, user: &str) {
+        if let Some(open) = self.open.get_mut(user) {
+            *open = open.saturating_sub(1);
+            if *open == 0 {
+                self.open.remove(user);
+            }
+        }
+    }
+}
+
+/// One of a user's watch places ([`WatchBook::take`]), given back when dropped.
+struct UserSlot {
+    core: Arc<Core>,
+    user: String,
+}
+
+impl Drop for UserSlot {
+    fn drop(&mut self) {
+        self.core.lock().watches.give_back(&self.user);
+    }
+}
 
 /// How long a watch lasts for `timeoutSeconds` (see the module docs, step 5).
 fn watch_timeout(seconds: Option<i64>) -> Duration {
@@ -70,7 +161,9 @@ struct Cursor {
     rv: u64,
     bookmarks: bool,
     pending: VecDeque<Bytes>,
-    events: Option<UnboundedReceiver<Delivery>>,
+    events: Option<Receiver<Delivery>>,
+    /// The user's place among its concurrent watches, given back with the stream.
+    _slot: Option<UserSlot>,
     deadline: tokio::time::Instant,
     next_bookmark: tokio::time::Instant,
     done: bool,
@@ -113,6 +206,7 @@ fn matcher(namespace: Option<String>, options: &ListOptions) -> Matcher {
 /// Starts a watch; errors in the request itself (bad resourceVersion) are returned at once.
 pub(crate) fn start(
     core: Arc<Core>,
+    user: &User,
     resource: Arc<Resource>,
     namespace: Option<String>,
     options: ListOptions,
@@ -144,6 +238,7 @@ pub(crate) fn start(
         bookmarks: options.bookmarks,
         pending: VecDeque::new(),
         events: None,
+        _slot: None,
         // Even a clamped timeout can pass the end of the monotonic clock's range.
         deadline: now.checked_add(timeout).unwrap_or(now + DEFAULT_TIMEOUT),
         next_bookmark: now + BOOKMARK_EVERY,
@@ -151,6 +246,11 @@ pub(crate) fn start(
     };
     let gr = resource.group_resource();
     let mut state = core.lock();
+    cursor._slot = state.watches.take(user)?.map(|user| UserSlot {
+        core: core.clone(),
+        user,
+    });
+    let buffer = state.watches.limits.buffer.max(1);
     cursor.rv = state.store.resource_version();
     match since {
         None => {
@@ -184,7 +284,7 @@ pub(crate) fn start(
         },
     }
     if !cursor.done {
-        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let (sender, receiver) = tokio::sync::mpsc::channel(buffer);
         cursor.registration.id = Some(state.store.watch(&gr, pin, matches, sender));
         cursor.events = Some(receiver);
     }
@@ -206,7 +306,17 @@ pub(crate) fn start(
                         cursor.rv = event.rv;
                         cursor.pending.push_back(event_line(kind, &cursor.resource, &event));
                     }
-                    None => cursor.done = true,
+                    None => {
+                        // Only the store drops a live watch's sender: it fell behind.
+                        cursor.done = true;
+                        let core = &cursor.registration.core;
+                        core.metrics.terminated_watch(&cursor.resource.group, &cursor.resource.plural);
+                        tracing::info!(
+                            resource = %cursor.resource.plural,
+                            rv = cursor.rv,
+                            "closed a watch that fell behind; its client lists again"
+                        );
+                    }
                 },
                 () = tokio::time::sleep_until(cursor.deadline) => cursor.done = true,
                 () = tokio::time::sleep_until(cursor.next_bookmark) => {

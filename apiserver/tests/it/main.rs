@@ -2,6 +2,7 @@
 //! transport, in virtual time.
 
 mod access_review;
+mod bounds;
 mod compat;
 mod crd;
 mod crud;

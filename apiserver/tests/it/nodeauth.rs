@@ -210,3 +210,186 @@ async fn a_node_that_relabels_itself_into_another_pool_reads_only_its_own_pools_
     let unbound: Api<Secret> = Api::namespaced(server.node_client("n2"), "kube-system");
     assert_eq!(code(unbound.get("osc-green").await).0, 403);
 }
+
+/// A merge patch of node `name`'s Node by `client`: the HTTP code and the Status reason of a
+/// refusal (`""` on success).
+async fn patch_node(client: &kube::Client, name: &str, patch: serde_json::Value) -> (u16, String) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    match nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+    {
+        Ok(_) => (200, String::new()),
+        Err(error) => code::<()>(Err(error)),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_may_not_change_its_taints_kubernetes_labels_or_owner_references() {
+    let server = server();
+    let admin = server.admin_client();
+    let node = server.node_client("n1");
+    let nodes: Api<Node> = Api::all(node.clone());
+    // Registering: kubelet labels pass, others in kubernetes.io / k8s.io do not.
+    let register = |labels: serde_json::Value| -> Node {
+        serde_json::from_value(json!({"metadata": {"name": "n1", "labels": labels}})).unwrap()
+    };
+    for label in [
+        "node-role.kubernetes.io/worker",
+        "node-restriction.kubernetes.io/pool",
+        "kubernetes.io/role",
+        "example.k8s.io/x",
+    ] {
+        let refused = nodes
+            .create(&PostParams::default(), &register(json!({ label: "x" })))
+            .await;
+        assert_eq!(code(refused), (403, "Forbidden".to_owned()), "{label}");
+    }
+    nodes
+        .create(
+            &PostParams::default(),
+            &register(json!({"kubernetes.io/hostname": "n1", "node.kubernetes.io/instance-type": "rack", "worker.gardener.cloud/pool": "blue"})),
+        )
+        .await
+        .unwrap();
+
+    // The agent's own labels, kubelet labels and annotations stay the node's to write.
+    for patch in [
+        json!({"metadata": {"labels": {"worker.gardener.cloud/pool": "green"}}}),
+        json!({"metadata": {"labels": {"node.machine.sapcloud.io/update-result": "successful"}}}),
+        json!({"metadata": {"labels": {"kubernetes.io/os": "linux", "topology.kubernetes.io/zone": "z1"}}}),
+        json!({"metadata": {"labels": {"kubelet.kubernetes.io/x": "y", "node.kubernetes.io/y": "z"}}}),
+        json!({"metadata": {"annotations": {"node-agent.gardener.cloud/updating-os-version": "2"}}}),
+        json!({"spec": {"unschedulable": true}}),
+    ] {
+        assert_eq!(
+            patch_node(&node, "n1", patch.clone()).await,
+            (200, String::new()),
+            "{patch}"
+        );
+    }
+
+    // Taints (the not-ready taint of registration among them), other Kubernetes labels and
+    // ownerReferences are not.
+    for patch in [
+        json!({"spec": {"taints": null}}),
+        json!({"spec": {"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}, {"key": "mine", "effect": "NoSchedule"}]}}),
+        json!({"metadata": {"labels": {"node-role.kubernetes.io/master": ""}}}),
+        json!({"metadata": {"labels": {"node-restriction.kubernetes.io/pool": "a"}}}),
+        json!({"metadata": {"labels": {"kubernetes.io/hostname": null, "k8s.io/x": "y"}}}),
+        json!({"metadata": {"ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "c", "uid": "u-1"}]}}),
+    ] {
+        assert_eq!(
+            patch_node(&node, "n1", patch.clone()).await,
+            (403, "Forbidden".to_owned()),
+            "{patch}"
+        );
+    }
+    // Nor through the status subresource.
+    let status = nodes
+        .patch_status(
+            "n1",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"node-role.kubernetes.io/master": ""}}})),
+        )
+        .await;
+    assert_eq!(code(status), (403, "Forbidden".to_owned()));
+
+    // The admin may do all of it; a forbidden label the node did not change stays allowed.
+    let admin_patch = json!({"metadata": {"labels": {"node-role.kubernetes.io/worker": ""}}, "spec": {"taints": [{"key": "dedicated", "effect": "NoSchedule"}]}});
+    assert_eq!(
+        patch_node(&admin, "n1", admin_patch).await,
+        (200, String::new())
+    );
+    assert_eq!(
+        patch_node(
+            &node,
+            "n1",
+            json!({"metadata": {"labels": {"worker.gardener.cloud/pool": "blue"}}})
+        )
+        .await,
+        (200, String::new())
+    );
+    let stored = Api::<Node>::all(admin).get("n1").await.unwrap();
+    let taints = stored.spec.unwrap().taints.unwrap();
+    assert_eq!(taints.len(), 1, "{taints:?}");
+    assert!(stored.metadata.owner_references.is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn nobody_may_change_a_nodes_provider_id_or_pod_cidr_once_set() {
+    let server = server();
+    let admin = server.admin_client();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "n1"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    // From unset to a value: allowed (the cloud provider, the IPAM controller).
+    let set = json!({"spec": {"providerID": "rackproof://n1", "podCIDR": "10.0.1.0/24"}});
+    assert_eq!(patch_node(&admin, "n1", set).await, (200, String::new()));
+    let stored = nodes.get("n1").await.unwrap().spec.unwrap();
+    assert_eq!(stored.pod_cidrs, Some(vec!["10.0.1.0/24".to_owned()]));
+
+    let invalid = |result: kube::Result<Node>, field: &str| match result {
+        Err(kube::Error::Api(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (422, "Invalid"));
+            let causes = status.details.map(|d| d.causes).unwrap_or_default();
+            assert!(
+                causes
+                    .iter()
+                    .any(|c| c.field == field && c.reason == "FieldValueForbidden"),
+                "{causes:?}"
+            );
+        }
+        other => panic!("expected 422 on {field}, got {other:?}"),
+    };
+    let change_provider = json!({"spec": {"providerID": "rackproof://other"}});
+    invalid(
+        nodes
+            .patch(
+                "n1",
+                &PatchParams::default(),
+                &Patch::Merge(change_provider),
+            )
+            .await,
+        "spec.providerID",
+    );
+    let change_cidrs = json!({"spec": {"podCIDR": "10.0.2.0/24", "podCIDRs": ["10.0.2.0/24"]}});
+    invalid(
+        nodes
+            .patch("n1", &PatchParams::default(), &Patch::Merge(change_cidrs))
+            .await,
+        "spec.podCIDRs",
+    );
+    // A replacement naming only the old podCIDR field changes podCIDRs with it.
+    let mut replaced = nodes.get("n1").await.unwrap();
+    let spec = replaced.spec.as_mut().unwrap();
+    spec.pod_cidr = Some("10.0.3.0/24".to_owned());
+    spec.pod_cidrs = None;
+    invalid(
+        nodes.replace("n1", &PostParams::default(), &replaced).await,
+        "spec.podCIDRs",
+    );
+    // podCIDRs alone, disagreeing with podCIDR: podCIDR wins (as v1.20 converts), no change.
+    let ignored = json!({"spec": {"podCIDRs": ["10.0.4.0/24"]}});
+    assert_eq!(
+        patch_node(&admin, "n1", ignored).await,
+        (200, String::new())
+    );
+    let stored = nodes.get("n1").await.unwrap().spec.unwrap();
+    assert_eq!(stored.pod_cidrs, Some(vec!["10.0.1.0/24".to_owned()]));
+    // Any other spec field but unschedulable and taints is refused as a whole.
+    let other = json!({"spec": {"externalID": "x"}});
+    invalid(
+        nodes
+            .patch("n1", &PatchParams::default(), &Patch::Merge(other))
+            .await,
+        "[]",
+    );
+    let unset = json!({"spec": {"providerID": null}});
+    invalid(
+        nodes
+            .patch("n1", &PatchParams::default(), &Patch::Merge(unset))
+            .await,
+        "spec.providerID",
+    );
+}
