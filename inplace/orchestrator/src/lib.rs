@@ -96,6 +96,7 @@ mod health;
 mod leases;
 mod machine;
 pub mod machineset;
+pub mod maintenance;
 mod nodeops;
 mod plan;
 mod runner;
