@@ -43,6 +43,7 @@ pub mod events;
 pub mod hash;
 pub mod keys;
 pub mod leader;
+pub mod maintenance;
 pub mod node_lease;
 pub mod osc;
 pub mod pool;

@@ -120,7 +120,8 @@ impl ImageVersion {
             .join(".")
     }
 
-    fn part(&self, index: usize) -> u64 {
+    /// The `index`th number (0 = major, 1 = minor, 2 = patch), zero where absent.
+    pub fn part(&self, index: usize) -> u64 {
         self.parts.get(index).copied().unwrap_or(0)
     }
 }

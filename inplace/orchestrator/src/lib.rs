@@ -3,7 +3,8 @@
 //! controller, and a Machine controller that walks each node through selection, drain, the node
 //! agent's update and its result — and, in front of them, a WorkerPool controller ([`workerpool`],
 //! in the role of gardenlet and the worker extension) that validates pool changes and renders each
-//! pool into its MachineDeployment and its OperatingSystemConfig Secret.
+//! pool into its MachineDeployment and its OperatingSystemConfig Secret. Beside them, run on its
+//! own, the [`maintenance`] controller moves pool versions in each pool's daily maintenance window.
 //!
 //! # Running it
 //!
@@ -96,6 +97,7 @@ mod health;
 mod leases;
 mod machine;
 pub mod machineset;
+pub mod maintenance;
 mod nodeops;
 mod plan;
 mod runner;

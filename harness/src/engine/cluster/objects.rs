@@ -92,6 +92,7 @@ pub(crate) fn image_catalog(scenario: &Scenario) -> ImageCatalog {
         },
         machine_images: vec![CatalogImage {
             name: IMAGE_NAME.to_owned(),
+            update_strategy: None,
             versions,
         }],
     };
@@ -139,6 +140,7 @@ pub(crate) fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
             ..MachineControllerManagerSettings::default()
         }),
         credentials_rotation: None,
+        maintenance: None,
     };
     let mut object = WorkerPool::new(&pool.name, spec);
     object.metadata.namespace = Some(NAMESPACE.to_owned());

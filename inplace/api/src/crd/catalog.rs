@@ -12,6 +12,7 @@
 //!     - { version: 1.31.1, classification: supported }
 //!   machineImages:
 //!   - name: gardenlinux
+//!     updateStrategy: minor
 //!     versions:
 //!     - version: 1632.0.0
 //!       inPlaceUpdates: { supported: true, minVersionForUpdate: 1630.0.0 }
@@ -97,9 +98,45 @@ pub struct VersionEntry {
 pub struct CatalogImage {
     /// Image name, e.g. `gardenlinux`.
     pub name: String,
+    /// How far an automatic (maintenance) update of this image may move; `major` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<ImageUpdateStrategy>,
     /// Its versions.
     #[serde(default)]
     pub versions: Vec<ImageVersionEntry>,
+}
+
+impl CatalogImage {
+    /// The image's update strategy, `major` when absent (Gardener's default).
+    pub fn update_strategy(&self) -> ImageUpdateStrategy {
+        self.update_strategy.unwrap_or_default()
+    }
+}
+
+/// How far an automatic update of a machine image may move (the CloudProfile's
+/// `machineImages[].updateStrategy`): the first number of an image version is its major, the
+/// second its minor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ImageUpdateStrategy {
+    /// Only to a higher patch of the same major.minor.
+    Patch,
+    /// Only within the same major.
+    Minor,
+    /// To any higher version.
+    #[default]
+    Major,
+}
+
+impl ImageUpdateStrategy {
+    /// The wire value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Patch => "patch",
+            Self::Minor => "minor",
+            Self::Major => "major",
+        }
+    }
 }
 
 /// One machine image version.
@@ -129,6 +166,20 @@ pub struct InPlaceUpdateSupport {
     /// no in-place update to this version is possible.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_version_for_update: Option<String>,
+}
+
+impl VersionEntry {
+    /// The classification, `supported` when absent (Gardener's default).
+    pub fn classification(&self) -> Classification {
+        self.classification.unwrap_or(Classification::Supported)
+    }
+}
+
+impl ImageVersionEntry {
+    /// The classification, `supported` when absent (Gardener's default).
+    pub fn classification(&self) -> Classification {
+        self.classification.unwrap_or(Classification::Supported)
+    }
 }
 
 /// Logical state of a version; `expired` is not a classification but follows from the

@@ -16,8 +16,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 pub use catalog::{
-    CatalogImage, Classification, ImageCatalog, ImageCatalogSpec, ImageVersionEntry,
-    InPlaceUpdateSupport, KubernetesVersions, VersionEntry, is_expired,
+    CatalogImage, Classification, ImageCatalog, ImageCatalogSpec, ImageUpdateStrategy,
+    ImageVersionEntry, InPlaceUpdateSupport, KubernetesVersions, VersionEntry, is_expired,
 };
 pub use kubelet::{EvictionHard, KubeletConfig, Reserved};
 pub use machine::{CurrentStatus, Machine, MachineSpec, MachineStatus};
@@ -34,9 +34,10 @@ pub use machineset::{MachineSet, MachineSetCondition, MachineSetSpec, MachineSet
 pub use workerpool::{
     Annotations, CredentialsRotation, Cri, DEFAULT_CRI, DEFAULT_MACHINE_DRAIN_TIMEOUT,
     DEFAULT_MACHINE_HEALTH_TIMEOUT, DEFAULT_MAX_EVICT_RETRIES, InPlaceUpdatesStatus,
-    MachineControllerManagerSettings, MachineImage, NodeLocalDns, PendingWorkerUpdates,
-    PoolKubernetes, PoolMachine, RotationTimes, SystemComponents, Volume, WorkerPool,
-    WorkerPoolSpec, WorkerPoolStatus,
+    LastMaintenance, MAINTENANCE_FAILED, MAINTENANCE_SUCCEEDED, MachineControllerManagerSettings,
+    MachineImage, Maintenance, MaintenanceAutoUpdate, MaintenanceTimeWindow, NodeLocalDns,
+    PendingWorkerUpdates, PoolKubernetes, PoolMachine, RotationTimes, SystemComponents, Volume,
+    WorkerPool, WorkerPoolSpec, WorkerPoolStatus,
 };
 
 /// Every CustomResourceDefinition of this crate.

@@ -352,6 +352,54 @@ fn catalog_lookups_compare_versions_numerically() {
 }
 
 #[test]
+fn image_update_strategy_reads_and_defaults_to_major() {
+    let yaml = r#"
+machineImages:
+- name: gardenlinux
+  updateStrategy: patch
+  versions: [{ version: 1632.0.0 }]
+- name: suse-chost
+  versions: [{ version: 15.3.20220818 }]
+"#;
+    let catalog: ImageCatalogSpec = serde_saphyr::from_str(yaml).unwrap();
+    assert_eq!(
+        catalog.machine_images[0].update_strategy(),
+        ImageUpdateStrategy::Patch
+    );
+    assert_eq!(
+        catalog.machine_images[1].update_strategy(),
+        ImageUpdateStrategy::Major,
+        "Gardener's default is major"
+    );
+    // Absent stays absent on the wire, so existing catalogs round-trip unchanged.
+    let json = serde_json::to_value(&catalog).unwrap();
+    assert_eq!(json["machineImages"][0]["updateStrategy"], "patch");
+    assert!(json["machineImages"][1].get("updateStrategy").is_none());
+    let bad = serde_saphyr::from_str::<ImageCatalogSpec>(
+        "machineImages: [{ name: x, updateStrategy: sometimes, versions: [] }]",
+    );
+    assert!(bad.is_err(), "an unknown strategy is refused");
+    let schema = serde_json::to_value(ImageCatalog::crd()).unwrap();
+    let images = &schema["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        ["properties"]["machineImages"]["items"]["properties"];
+    assert_eq!(
+        images["updateStrategy"]["enum"],
+        serde_json::json!(["patch", "minor", "major"])
+    );
+}
+
+#[test]
+fn version_classification_defaults_to_supported() {
+    let catalog: ImageCatalogSpec = serde_saphyr::from_str(GEP_CATALOG).unwrap();
+    let v = |s| crate::version::ImageVersion::parse(s).unwrap();
+    let unclassified = catalog
+        .image_version("gardenlinux", &v("1443.7.0"))
+        .unwrap();
+    assert_eq!(unclassified.classification, None);
+    assert_eq!(unclassified.classification(), Classification::Supported);
+}
+
+#[test]
 fn expiration_date_itself_counts_as_expired() {
     let date = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         "2022-11-30T23:59:59Z".parse().unwrap(),
@@ -382,4 +430,30 @@ fn print_columns_are_all_declared() {
         ["Ready", "Desired", "Up-to-date"]
     );
     assert_eq!(columns(Machine::crd()), ["Status", "Node"]);
+}
+
+#[test]
+fn maintenance_settings_read_with_gardener_defaults() {
+    let yaml = format!(
+        "{}maintenance:\n  timeWindow: {{ begin: 220000+0100, end: 230000+0100 }}\n  autoUpdate: {{ machineImageVersion: false }}\n",
+        crate::testing::POOL.trim_start()
+    );
+    let spec: WorkerPoolSpec = serde_saphyr::from_str(&yaml).unwrap();
+    let maintenance = spec.maintenance.as_ref().unwrap();
+    assert!(maintenance.window().unwrap().is_ok());
+    assert!(maintenance.auto_update_kubernetes(), "true when absent");
+    assert!(!maintenance.auto_update_machine_image());
+    assert!(!maintenance.confine_spec_update_rollout());
+    let status: WorkerPoolStatus = serde_json::from_value(serde_json::json!({
+        "lastMaintenance": {
+            "description": "All maintenance operations successful.",
+            "state": "Succeeded",
+            "triggeredTime": "2023-07-28T09:07:27Z"
+        }
+    }))
+    .unwrap();
+    assert_eq!(
+        status.last_maintenance.unwrap().state,
+        MAINTENANCE_SUCCEEDED
+    );
 }

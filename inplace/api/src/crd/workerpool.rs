@@ -82,6 +82,10 @@ pub struct WorkerPoolSpec {
     /// When the last credentials rotations were initiated (Gardener keeps these in the Shoot status).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_rotation: Option<CredentialsRotation>,
+    /// The daily maintenance window and what may happen in it (the Shoot's `spec.maintenance`);
+    /// without it the pool gets no maintenance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<Maintenance>,
 }
 
 impl WorkerPoolSpec {
@@ -106,6 +110,76 @@ impl WorkerPoolSpec {
             .as_ref()
             .and_then(|s| s.node_local_dns.as_ref())
             .is_some_and(|d| d.enabled)
+    }
+}
+
+/// The pool's maintenance settings (the Shoot's `spec.maintenance`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Maintenance {
+    /// When maintenance may happen, daily; without it, never.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_window: Option<MaintenanceTimeWindow>,
+    /// Which versions move automatically to higher ones (expired versions move regardless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_update: Option<MaintenanceAutoUpdate>,
+    /// Whether a person's spec change waits for the window before it is rolled out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine_spec_update_rollout: Option<bool>,
+}
+
+/// A daily window, `begin` and `end` written `HHMMSS+ZZZZ` (e.g. `220000+0100`), 30 minutes to
+/// 6 hours long; `end` before `begin` crosses midnight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MaintenanceTimeWindow {
+    /// Start of the window.
+    pub begin: String,
+    /// End of the window.
+    pub end: String,
+}
+
+/// Opt-ins to automatic version updates; each is `true` when absent, as in Gardener.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MaintenanceAutoUpdate {
+    /// Move the pool's Kubernetes version to the newest patch of its minor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes_version: Option<bool>,
+    /// Move the machine image to the newest version its `updateStrategy` allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine_image_version: Option<bool>,
+}
+
+impl Maintenance {
+    /// The parsed window, `None` without one.
+    pub fn window(
+        &self,
+    ) -> Option<Result<crate::maintenance::TimeWindow, crate::maintenance::TimeWindowError>> {
+        self.time_window
+            .as_ref()
+            .map(|w| crate::maintenance::TimeWindow::parse(&w.begin, &w.end))
+    }
+
+    /// Whether the pool opted in to automatic Kubernetes patch updates.
+    pub fn auto_update_kubernetes(&self) -> bool {
+        self.auto_update
+            .as_ref()
+            .and_then(|a| a.kubernetes_version)
+            .unwrap_or(true)
+    }
+
+    /// Whether the pool opted in to automatic machine image updates.
+    pub fn auto_update_machine_image(&self) -> bool {
+        self.auto_update
+            .as_ref()
+            .and_then(|a| a.machine_image_version)
+            .unwrap_or(true)
+    }
+
+    /// Whether spec changes wait for the window.
+    pub fn confine_spec_update_rollout(&self) -> bool {
+        self.confine_spec_update_rollout.unwrap_or(false)
     }
 }
 
@@ -274,7 +348,30 @@ pub struct WorkerPoolStatus {
     /// Name of the Secret that carries the pool's OperatingSystemConfig.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_agent_secret_name: Option<String>,
+    /// What the last maintenance did (the Shoot's `status.lastMaintenance`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_maintenance: Option<LastMaintenance>,
 }
+
+/// The outcome of the last maintenance of a pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LastMaintenance {
+    /// What was done, one sentence per operation.
+    pub description: String,
+    /// `Succeeded` or `Failed`.
+    pub state: String,
+    /// Why an operation failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_reason: Option<String>,
+    /// When the maintenance ran.
+    pub triggered_time: Time,
+}
+
+/// [`LastMaintenance::state`] when every operation succeeded.
+pub const MAINTENANCE_SUCCEEDED: &str = "Succeeded";
+/// [`LastMaintenance::state`] when one failed.
+pub const MAINTENANCE_FAILED: &str = "Failed";
 
 impl WorkerPoolStatus {
     /// Whether an in-place update of the pool is still pending (listed under either strategy).

@@ -14,6 +14,7 @@
 //! | [`ANNOTATION_UPDATING_OS_VERSION`] | Node | agent | the OS version it is about to boot into |
 //! | [`ANNOTATION_CHECKSUM_APPLIED_OSC`] | Node | agent | checksum of the last OSC applied completely |
 //! | [`ANNOTATION_OPERATION`] = [`OPERATION_FORCE_IN_PLACE_UPDATE`] | WorkerPool | a person | allow an update while one is in progress |
+//! | [`ANNOTATION_MAINTENANCE_OPERATION`] | WorkerPool | a person | run the operation in the next maintenance window, then remove the annotation |
 //!
 //! The GEP text still names older forms (`ready-for-update` label, `update-successful` /
 //! `update-failed` labels, `update-failure-message` annotation, `shoot.gardener.cloud/force-in-place-update`);
@@ -78,6 +79,16 @@ pub const SCALE_DOWN_DISABLED_VALUE: &str = "true";
 pub const ANNOTATION_OPERATION: &str = "gardener.cloud/operation";
 /// [`ANNOTATION_OPERATION`] value that allows a new update while one is still in progress.
 pub const OPERATION_FORCE_IN_PLACE_UPDATE: &str = "force-in-place-update";
+
+/// Operation annotation on the pool carried out in its next maintenance time window and then
+/// removed (Gardener: on the Shoot).
+pub const ANNOTATION_MAINTENANCE_OPERATION: &str = "maintenance.gardener.cloud/operation";
+/// Operation: initiate the rotation of the certificate authorities and the ServiceAccount key.
+pub const OPERATION_ROTATE_CREDENTIALS_START: &str = "rotate-credentials-start";
+/// Operation: initiate the rotation of the certificate authorities.
+pub const OPERATION_ROTATE_CA_START: &str = "rotate-ca-start";
+/// Operation: initiate the rotation of the ServiceAccount signing key.
+pub const OPERATION_ROTATE_SERVICE_ACCOUNT_KEY_START: &str = "rotate-serviceaccount-key-start";
 
 /// Node annotation: the OS version the agent attempted to boot into (gardener-node-agent's key).
 pub const ANNOTATION_UPDATING_OS_VERSION: &str = "node-agent.gardener.cloud/updating-os-version";

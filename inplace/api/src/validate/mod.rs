@@ -17,6 +17,8 @@
 //! 6. New versions (on create, or when changed) are in the catalog ([`Rule::UnknownVersion`]) and not
 //!    expired at `now` ([`Rule::Expired`]).
 //! 7. An in-place pool's image version has `inPlaceUpdates.supported: true` ([`Rule::InPlaceNotSupported`]).
+//! 15. The maintenance time window parses (`HHMMSS+ZZZZ`) and lasts 30 minutes to 6 hours
+//!     ([`Rule::MaintenanceWindow`]).
 //!
 //! Rules on a change ([`validate_pool_update`]):
 //!

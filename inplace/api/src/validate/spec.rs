@@ -1,4 +1,4 @@
-//! Rules 1–3: pool size, surge and unavailability, MCM settings.
+//! Rules 1–3 and 15: pool size, surge and unavailability, MCM settings, the maintenance window.
 
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
@@ -35,6 +35,35 @@ pub(super) fn check(spec: &WorkerPoolSpec, out: &mut Vec<Violation>) {
         ));
     }
     mcm_settings(spec, out);
+    maintenance_window(spec, out);
+}
+
+/// Rule 15: the window parses and lasts 30 minutes to 6 hours.
+fn maintenance_window(spec: &WorkerPoolSpec, out: &mut Vec<Violation>) {
+    use crate::maintenance::TimeWindowError;
+    let Some(Err(error)) = spec.maintenance.as_ref().and_then(|m| m.window()) else {
+        return;
+    };
+    let (path, fix) = match &error {
+        TimeWindowError::Malformed { field: "begin", .. } => (
+            "spec.maintenance.timeWindow.begin",
+            "write the time like 220000+0100",
+        ),
+        TimeWindowError::Malformed { .. } => (
+            "spec.maintenance.timeWindow.end",
+            "write the time like 230000+0100",
+        ),
+        TimeWindowError::Length { .. } => (
+            "spec.maintenance.timeWindow",
+            "make the window 30 minutes to 6 hours long, e.g. begin 220000+0100 and end 230000+0100",
+        ),
+    };
+    out.push(Violation::new(
+        Rule::MaintenanceWindow,
+        path,
+        error.to_string(),
+        fix,
+    ));
 }
 
 /// The value as a number or percentage, `None` when absent or invalid (invalid is reported).

@@ -239,3 +239,42 @@ fn violations_read_as_one_error() {
     );
     assert!(err.has(Rule::PoolSize) && !err.has(Rule::Expired));
 }
+
+#[test]
+fn maintenance_window_must_parse_and_last_thirty_minutes_to_six_hours() {
+    use crate::crd::{Maintenance, MaintenanceTimeWindow};
+    let env = Env::new();
+    let window = |begin: &str, end: &str| {
+        spec_with(|s| {
+            s.maintenance = Some(Maintenance {
+                time_window: Some(MaintenanceTimeWindow {
+                    begin: begin.to_owned(),
+                    end: end.to_owned(),
+                }),
+                ..Maintenance::default()
+            })
+        })
+    };
+    env.create(&window("230000+0100", "010000+0100")).unwrap();
+    let v = only(
+        env.create(&window("2300+0100", "010000+0100")),
+        Rule::MaintenanceWindow,
+    );
+    assert_eq!(v[0].field, "spec.maintenance.timeWindow.begin");
+    assert!(v[0].problem.contains("HHMMSS+ZZZZ"), "{}", v[0].problem);
+    let v = only(
+        env.create(&window("220000+0100", "230000+0200")),
+        Rule::MaintenanceWindow,
+    );
+    assert_eq!(v[0].field, "spec.maintenance.timeWindow");
+    assert_eq!(
+        v[0].to_string(),
+        "spec.maintenance.timeWindow: the window from 220000+0100 to 230000+0200 lasts 0 minutes, not 30 minutes to 6 hours; make the window 30 minutes to 6 hours long, e.g. begin 220000+0100 and end 230000+0100"
+    );
+    // A change is checked too.
+    let v = only(
+        env.update(&spec(), &window("220000+0000", "050000+0000")),
+        Rule::MaintenanceWindow,
+    );
+    assert_eq!(v.len(), 1);
+}

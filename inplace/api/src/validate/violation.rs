@@ -42,6 +42,8 @@ pub enum Rule {
     Expired,
     /// A new update while one is in progress, without the force-in-place-update operation.
     UpdateInProgress,
+    /// The maintenance time window does not parse, or is not 30 minutes to 6 hours long.
+    MaintenanceWindow,
 }
 
 /// One broken rule.

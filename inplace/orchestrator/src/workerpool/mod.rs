@@ -40,7 +40,12 @@
 //!    `status.inPlaceUpdates.pendingWorkerUpdates` (`autoInPlaceUpdate` / `manualInPlaceUpdate`),
 //!    a Manual pool has `ManualInPlaceWorkersUpdated=False`, and validation refuses a further
 //!    node-relevant change unless forced.
-//! 5. **The halt**: the MachineDeployment's `InPlaceUpdateHalted` condition is mirrored into the
+//! 5. **Confined changes.** With `spec.maintenance.confineSpecUpdateRollout` and a usable window,
+//!    a spec that differs from the accepted one outside the window is neither validated nor
+//!    rendered: condition [`CONDITION_SPEC_UPDATE_CONFINED`]`=True` says when the window begins, and
+//!    the pool is looked at again then (the `maintenance` controller's own changes, made in the
+//!    window, are taken at once).
+//! 6. **The halt**: the MachineDeployment's `InPlaceUpdateHalted` condition is mirrored into the
 //!    pool conditions.
 
 mod render;
@@ -78,10 +83,17 @@ pub const ANNOTATION_ACCEPTED_CONTROL_PLANE: &str = "rackproof.dev/accepted-cont
 /// Pool condition: whether the current spec was accepted.
 pub const CONDITION_VALID: &str = "Valid";
 
+/// Pool condition: `True` while a spec change waits for the maintenance window
+/// (`confineSpecUpdateRollout`).
+pub const CONDITION_SPEC_UPDATE_CONFINED: &str = "SpecUpdateConfined";
+
 /// What validation decided about the pool's current spec.
 enum Decision {
     /// The spec is the accepted one.
     Unchanged,
+    /// The spec changed, but the pool confines changes to its maintenance window, which begins at
+    /// the given instant; the accepted spec stays in force.
+    Confined(jiff::Timestamp),
     Accepted,
     Refused(Violations),
 }
@@ -146,6 +158,7 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
 
     let decision = match &accepted {
         Some(old) if *old == pool.spec && !control_plane_moved => Decision::Unchanged,
+        Some(_) if let Some(next) = confined_until(&pool.spec, now) => Decision::Confined(next),
         _ => {
             let vctx = ValidationContext {
                 control_plane_version: config.control_plane_version,
@@ -167,7 +180,27 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     };
 
     let mut pool_now = pool.clone();
+    if !matches!(decision, Decision::Confined(_)) {
+        status::remove_condition(&mut status.conditions, CONDITION_SPEC_UPDATE_CONFINED);
+    }
+    let mut action = Action::idle(ctx);
     match &decision {
+        Decision::Confined(next) => {
+            let message = format!(
+                "the spec of generation {} waits for the maintenance window, which begins at {next}",
+                generation.unwrap_or(0)
+            );
+            status::set_condition(
+                &mut status.conditions,
+                CONDITION_SPEC_UPDATE_CONFINED,
+                "True",
+                "WaitingForMaintenanceWindow",
+                &message,
+                generation,
+                now,
+            );
+            action = action.min(Action::at(ctx, *next));
+        }
         Decision::Unchanged => {
             if recorded_control_plane.is_none() {
                 pool_now = store_accepted(pool, &control_plane, Force::Keep, ctx).await?;
@@ -335,7 +368,18 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
     );
     status.observed_generation = generation;
     write_status(&pool_now, status, ctx).await?;
-    Ok(Action::idle(ctx))
+    Ok(action)
+}
+
+/// With `confineSpecUpdateRollout` and a usable window that is not open at `now`: when it opens.
+/// Changes are taken in the whole window, so one the maintenance makes near its end still lands.
+fn confined_until(spec: &WorkerPoolSpec, now: jiff::Timestamp) -> Option<jiff::Timestamp> {
+    let maintenance = spec.maintenance.as_ref()?;
+    if !maintenance.confine_spec_update_rollout() {
+        return None;
+    }
+    let window = maintenance.window()?.ok()?;
+    (!window.contains(now)).then(|| window.next_begin(now))
 }
 
 /// The accepted spec from the annotation, if present and readable.
