@@ -2,7 +2,7 @@
 
 /// mimalloc rather than the system allocator: a simulated rollout allocates and frees millions of
 /// small JSON values, and glibc's malloc spent a third of the 1,000-node benchmark consolidating
-/// its free lists (docs/DESIGN.md, "Allocator").
+/// its free lists (docs/performance.md, "Allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

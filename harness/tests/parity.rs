@@ -2,7 +2,7 @@
 //! `scenarios/` meant for both `embedded` and `local` runs on `sim` against each, and the two
 //! runs must agree on the verdict and on each node's sequence of states (timings aside: one run
 //! is in virtual time, the other on the wall clock). A difference fails the test with both
-//! sequences; it is fixed in the embedded server or written down in docs/DESIGN.md as deliberate.
+//! sequences; it is fixed in the embedded server or written down in docs/engine.md as deliberate.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -166,7 +166,7 @@ pub struct Config {
     /// Hold this Lease before acting (MCM's `--leader-elect`); `None` acts at once, which is
     /// right for exactly one instance. Several instances each need an election on the same
     /// Lease with their own `identity`: only the holder acts, and it stops acting the moment it
-    /// loses the Lease ([`inplace_api::leader`], docs/DESIGN.md "Leader election").
+    /// loses the Lease ([`inplace_api::leader`], docs/protocols.md "Leader election").
     pub leader_election: Option<LeaderElection>,
 }
 

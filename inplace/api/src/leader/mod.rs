@@ -6,7 +6,7 @@
 //! durations); [`LeaderElectArgs`] is the same as command-line flags, named as MCM names them
 //! (`--leader-elect`, `--leader-elect-lease-duration`, …); [`Elector::run`] waits for the Lease,
 //! runs the component's acting future while it leads, and cancels that future the moment it
-//! stops leading. The protocol and its guarantee are in `docs/DESIGN.md` ("Leader election") and
+//! stops leading. The protocol and its guarantee are in `docs/protocols.md` ("Leader election") and
 //! in [`elector`].
 
 mod elector;
