@@ -102,6 +102,34 @@ impl BmcTools {
     }
 }
 
+/// How long [`Daemon::kill`] waits for the killed group's members to be gone.
+const GROUP_EXIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Whether a process of group `pgid` is still alive (a zombie has exited: only its reaper has
+/// yet to collect it).
+fn group_has_live_members(pgid: u32) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let is_pid = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|s| s.parse::<u32>().is_ok());
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // pid (comm) state ppid pgrp …; comm may hold spaces, so split after its ')'.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        is_pid
+            && fields.first() != Some(&"Z")
+            && fields.get(2).and_then(|g| g.parse::<u32>().ok()) == Some(pgid)
+    })
+}
+
 /// A child process in its own process group, killed with the group.
 #[derive(Debug)]
 struct Daemon {
@@ -142,10 +170,20 @@ impl Daemon {
         !matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// SIGKILL to the whole group (the tool and anything it forked), then reap the leader.
+    /// SIGKILL to the whole group (the tool and anything it forked), reap the leader, and wait
+    /// until no member of the group is left running (a forked child dies on its own schedule after
+    /// the signal; its reaper is not us), at most [`GROUP_EXIT_WAIT`].
     async fn kill(&mut self) {
+        let group = self.child.id();
         self.kill_group();
         let _ = self.child.wait().await;
+        if let Some(group) = group {
+            let clock = Clock::wall();
+            let started = clock.instant();
+            while group_has_live_members(group) && clock.since(started) < GROUP_EXIT_WAIT {
+                clock.sleep(Duration::from_millis(20)).await;
+            }
+        }
     }
 
     fn kill_group(&mut self) {
