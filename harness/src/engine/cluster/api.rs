@@ -50,8 +50,6 @@ pub(crate) struct LocalCluster {
     ca_pem: String,
     /// Node → bearer token.
     node_tokens: BTreeMap<String, String>,
-    /// Node → its kubeconfig (in the control plane's directory).
-    node_kubeconfigs: BTreeMap<String, PathBuf>,
     admin_kubeconfig: PathBuf,
     /// The control plane's directory, with its processes' logs.
     dir: PathBuf,
@@ -157,14 +155,9 @@ impl ApiCluster {
             )
         })?;
         let mut node_tokens = BTreeMap::new();
-        let mut node_kubeconfigs = BTreeMap::new();
         for node in scenario.lab.node_names() {
             let user = local::User::node(&node);
             let token = plane.token(&user).map_err(|e| e.to_string())?.to_owned();
-            node_kubeconfigs.insert(
-                node.clone(),
-                plane.kubeconfig(&user).map_err(|e| e.to_string())?,
-            );
             node_tokens.insert(node, token);
         }
         let admin_kubeconfig = plane
@@ -177,7 +170,6 @@ impl ApiCluster {
             port,
             ca_pem,
             node_tokens,
-            node_kubeconfigs,
             admin_kubeconfig,
             dir,
         })))
@@ -196,15 +188,16 @@ impl ApiCluster {
         match self {
             Self::Embedded(server) => Ok(server.node_client(name)),
             Self::Local(local) => {
-                let path = local.node_kubeconfigs.get(name).ok_or_else(|| {
-                    format!("the local control plane has no identity for node {name}")
-                })?;
-                let kubeconfig = kube::config::Kubeconfig::read_from(path)
-                    .map_err(|e| format!("reading {}: {e}", path.display()))?;
-                let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+                let plane = local.plane.lock().await;
+                let plane = plane
+                    .as_ref()
+                    .ok_or("the local control plane was shut down")?;
+                plane
+                    .client_as(&local::User::node(name))
                     .await
-                    .map_err(|e| format!("node {name}'s kubeconfig: {e}"))?;
-                Client::try_from(config).map_err(|e| format!("node {name}'s client: {e}"))
+                    .map_err(|e| {
+                        format!("node {name}'s client: {}", crate::engine::error_chain(&e))
+                    })
             }
         }
     }
