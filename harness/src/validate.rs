@@ -9,8 +9,8 @@ use std::collections::BTreeSet;
 use crate::diagnostic::{Diagnostic, did_you_mean};
 use crate::load::LoadedScenario;
 use crate::scenario::{
-    Backend, Component, Condition, Expectation, FaultAction, Located, NodeName, Position, Step,
-    Strategy, Trigger,
+    Backend, Component, Condition, Expectation, FaultAction, LeaderCondition, Located, NodeName,
+    Position, Step, Strategy, Trigger,
 };
 
 /// Every problem found, in file order of discovery.
@@ -22,6 +22,7 @@ pub(crate) fn check(loaded: &LoadedScenario) -> Vec<Diagnostic> {
     };
     checker.name();
     checker.lab();
+    checker.components();
     checker.images();
     checker.pool();
     checker.steps();
@@ -133,6 +134,23 @@ impl Checker<'_> {
                 "`backends` is empty",
                 "list where this scenario runs, e.g. `backends: [sim]`",
             );
+        }
+    }
+
+    fn components(&mut self) {
+        let replicas = &self.loaded.scenario.components.replicas;
+        match replicas.value {
+            0 => self.at(
+                replicas.at,
+                "`components.replicas` is 0",
+                "give 1 to 3 instances; to run no orchestrator or watchdog, set it to `off`",
+            ),
+            1..=3 => {}
+            n => self.at(
+                replicas.at,
+                format!("`components.replicas` is {n}"),
+                "give 1 to 3: a second instance shows the takeover, a third a takeover after a takeover",
+            ),
         }
     }
 
@@ -306,11 +324,51 @@ impl Checker<'_> {
     }
 
     fn condition(&mut self, condition: &Condition) {
-        if let Condition::Node(node) = condition {
-            self.known_node(&node.name);
-            if let Some(reason) = &node.reason {
-                self.regex(reason, node.name.at, "`reason`");
+        match condition {
+            Condition::Node(node) => {
+                self.known_node(&node.name);
+                if let Some(reason) = &node.reason {
+                    self.regex(reason, node.name.at, "`reason`");
+                }
             }
+            Condition::Leader(leader) => self.leader(leader),
+            _ => {}
+        }
+    }
+
+    /// `leader.is` names an instance the run has: `<component>-<1..replicas>`.
+    fn leader(&mut self, leader: &LeaderCondition) {
+        let component = match leader.of {
+            Component::Orchestrator => "orchestrator",
+            Component::Watchdog => "watchdog",
+            Component::Agent => {
+                return self.at(
+                    leader.is.at,
+                    "the agent does not elect a leader",
+                    "use `of: orchestrator` or `of: watchdog`",
+                );
+            }
+        };
+        let replicas = self.loaded.scenario.components.replicas.value;
+        if replicas < 2 {
+            return self.at(
+                leader.is.at,
+                format!(
+                    "`leader` needs several instances, but `components.replicas` is {replicas}"
+                ),
+                "set `components: { replicas: 2 }`",
+            );
+        }
+        let names: Vec<String> = (1..=replicas).map(|i| format!("{component}-{i}")).collect();
+        if !names.contains(&leader.is.value) {
+            self.at(
+                leader.is.at,
+                format!(
+                    "{:?} is not an instance of the {component}",
+                    leader.is.value
+                ),
+                format!("the instances are {}", names.join(", ")),
+            );
         }
     }
 

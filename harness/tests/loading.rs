@@ -469,3 +469,43 @@ fn a_key_given_twice_is_explained_for_a_scenario_author() {
     assert!(!stderr.contains("DuplicateKeyPolicy"), "{stderr}");
     assert!(!stderr.contains("Options"), "{stderr}");
 }
+
+#[test]
+fn replicas_and_leaders_are_refused_where_they_are_written_with_the_instances_there_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "none.yaml",
+        &format!("lab: {{ nodes: 3 }}\ncomponents: {{ replicas: 0 }}\n{BODY}"),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("none.yaml:2:25: `components.replicas` is 0"),
+        "{text}"
+    );
+    assert!(text.contains("set it to `off`"), "{text}");
+
+    let leader = "expect:\n  - eventually: { that: { leader: { of: watchdog, is: watchdog-3 } }, within: 1m }\n";
+    let file = write(
+        dir.path(),
+        "leader.yaml",
+        &format!("lab: {{ nodes: 3 }}\ncomponents: {{ replicas: 2 }}\n{BODY}{leader}"),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("leader.yaml:12:55: \"watchdog-3\" is not an instance of the watchdog"),
+        "{text}"
+    );
+    assert!(text.contains("watchdog-1, watchdog-2"), "{text}");
+
+    let file = write(
+        dir.path(),
+        "single.yaml",
+        &format!("lab: {{ nodes: 3 }}\n{BODY}{leader}"),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("`leader` needs several instances, but `components.replicas` is 1"),
+        "{text}"
+    );
+}

@@ -5,8 +5,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
 use regex::Regex;
 
+use crate::engine::cluster::objects::NAMESPACE;
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::run::Ctx;
 use crate::scenario::{Component, Fault, FaultAction, PowerAction, Trigger};
@@ -222,16 +225,11 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                     }
                 }
                 component => {
-                    shared.record(
-                        None,
-                        EntryKind::Fault,
-                        format!("{component:?} killed, {again}").to_lowercase(),
-                    );
-                    let elapsed = shared.elapsed();
-                    ctx.supervisor
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .kill(component, restart, elapsed);
+                    let text = match kill_component(ctx, component, restart).await {
+                        Ok(name) => format!("{name} killed, {again}"),
+                        Err(why) => format!("{component:?} kill: {why}").to_lowercase(),
+                    };
+                    shared.record(None, EntryKind::Fault, text);
                     ctx.reconcile();
                 }
             }
@@ -283,4 +281,38 @@ impl PowerCutLanes {
             .or_default()
             .clone()
     }
+}
+
+/// Kills the instance of `component` that leads (the only one, when one runs); returns its name,
+/// or why none was killed.
+async fn kill_component(
+    ctx: &Ctx,
+    component: Component,
+    restart: Option<Duration>,
+) -> Result<String, String> {
+    let lease = ctx.supervisor().leader_lease(component);
+    let index = match lease {
+        None => 1,
+        Some(lease) => {
+            let leases: Api<Lease> = Api::namespaced(ctx.client.clone(), NAMESPACE);
+            let holder = leases
+                .get_opt(lease)
+                .await
+                .map_err(|e| format!("reading the Lease {lease}: {e}"))?
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .ok_or_else(|| format!("no instance holds the Lease {lease} yet"))?;
+            ctx.supervisor()
+                .instance_named(component, &holder)
+                .ok_or_else(|| {
+                    format!(
+                        "the Lease {lease} is held by {holder:?}, not by an instance of this run"
+                    )
+                })?
+        }
+    };
+    let elapsed = ctx.shared.elapsed();
+    ctx.supervisor()
+        .kill(component, index, restart, elapsed)
+        .ok_or_else(|| "the scenario runs none".to_owned())
 }

@@ -113,13 +113,15 @@ impl std::fmt::Debug for Ctx {
 }
 
 impl Ctx {
+    /// The supervisor, locked (a panic elsewhere while it was held does not stop the run).
+    pub fn supervisor(&self) -> std::sync::MutexGuard<'_, Supervisor> {
+        self.supervisor.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Lets the supervisor match the components to the world now.
     pub fn reconcile(&self) {
         let elapsed = self.shared.elapsed();
-        self.supervisor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .reconcile(&self.shared, elapsed);
+        self.supervisor().reconcile(&self.shared, elapsed);
     }
 }
 
@@ -261,7 +263,7 @@ fn initial_world(scenario: &Scenario) -> World {
         target_kubernetes: scenario.pool.kubernetes.value.clone(),
         max_unavailable: scenario.pool.max_unavailable.resolve(size, true),
         pool_size: size,
-        update_requested: false,
+        updates_requested: 0,
         manual: *scenario.pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
         dependents: dependents
             .iter()
@@ -271,6 +273,7 @@ fn initial_world(scenario: &Scenario) -> World {
         outage: Default::default(),
         powered_off: Default::default(),
         lease_expiry: Default::default(),
+        leaders: Default::default(),
         now: None,
     }
 }

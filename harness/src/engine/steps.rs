@@ -205,7 +205,7 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), StepError> {
     if let Some(version) = control_plane {
         let parsed = KubeVersion::parse(version)
             .map_err(|e| StepError::Invalid(format!("control-plane version {version:?}: {e}")))?;
-        let mut supervisor = ctx.supervisor.lock().unwrap_or_else(|p| p.into_inner());
+        let mut supervisor = ctx.supervisor();
         supervisor.set_control_plane_version(parsed, &ctx.shared);
     }
     let now = jiff::fmt::temporal::DateTimePrinter::new()
@@ -251,7 +251,7 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), StepError> {
     match (&update.expect_refused, verdict) {
         (None, Validation::Accepted) => {
             let mut judge = ctx.shared.judge();
-            judge.world.update_requested = true;
+            judge.world.updates_requested += 1;
             if let Some(os) = &update.os {
                 judge.world.target_os = os.value.clone();
             }

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{NodeName, Span};
+use super::{Component, Located, NodeName, Span};
 
 /// Where a node is in its in-place update, as the orchestrator and agent record it on the Node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
@@ -47,6 +47,19 @@ pub enum Condition {
     DependentsScaledDown,
     /// The dependents run with their original replicas.
     DependentsRunning,
+    /// An instance leads its component: it holds the component's leader Lease (with
+    /// `components.replicas` above 1).
+    Leader(LeaderCondition),
+}
+
+/// Which instance leads a component.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LeaderCondition {
+    /// `orchestrator` or `watchdog`.
+    pub of: Component,
+    /// The instance, as the timeline names it: `orchestrator-2`.
+    pub is: Located<String>,
 }
 
 /// One node in a state.
@@ -141,4 +154,8 @@ pub enum InvariantName {
     WatchdogIgnoresUpdates,
     /// After a real outage ends, the dependents run with their original replicas again.
     DependentsRestored,
+    /// No node is selected again for an update it already finished successfully: once a node
+    /// is done with the pool's current update, only a new update (an `update` step) selects it
+    /// again.
+    SelectedOnce,
 }

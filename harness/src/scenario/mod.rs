@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 pub use duration::Span;
 pub use expect::{
     Condition, CountCondition, DisabledInvariant, Eventually, Expectation, InvariantName,
-    Invariants, NodeCondition, NodeState, NodesCondition, Timed,
+    Invariants, LeaderCondition, NodeCondition, NodeState, NodesCondition, Timed,
 };
 pub use fault::{
     BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction,
@@ -301,7 +301,7 @@ impl ClusterKind {
 }
 
 /// Which implementation of each component runs.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, Serialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Components {
     #[serde(default)]
@@ -310,6 +310,28 @@ pub struct Components {
     pub agent: Implementation,
     #[serde(default)]
     pub watchdog: Implementation,
+    /// How many instances of the orchestrator and of the watchdog run at once (1 to 3, default
+    /// 1). With more than one, every instance holds its component's Lease before it acts (leader
+    /// election, as machine-controller-manager and dependency-watchdog run with several
+    /// replicas); the timeline names them `orchestrator-1`, `orchestrator-2`, …, and a `kill` of
+    /// the component kills the instance that leads.
+    #[serde(default = "one_replica")]
+    pub replicas: Located<u32>,
+}
+
+impl Default for Components {
+    fn default() -> Self {
+        Self {
+            orchestrator: Implementation::default(),
+            agent: Implementation::default(),
+            watchdog: Implementation::default(),
+            replicas: one_replica(),
+        }
+    }
+}
+
+fn one_replica() -> Located<u32> {
+    Located::new(1)
 }
 
 /// One component's implementation.

@@ -12,12 +12,14 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use inplace_api::leader::LeaderElection;
 use inplace_api::version::KubeVersion;
 use kube::Client;
 use rackproof_clock::Clock;
 use tokio::task::JoinHandle;
 
 use crate::engine::cluster::api::ControllerManagerSwitch;
+use crate::engine::cluster::objects::NAMESPACE;
 use crate::engine::components::external::ExternalProcess;
 use crate::engine::components::lifecycle;
 use crate::engine::components::outside::Outside;
@@ -63,12 +65,12 @@ impl Managed {
         }
     }
 
-    /// The name of its log in the artifacts (`components/<name>.log`).
-    fn log_name(self) -> &'static str {
+    /// The Lease its instances hold while they lead, when several run.
+    fn lease(self) -> Option<&'static str> {
         match self {
-            Self::Orchestrator => "orchestrator",
-            Self::NodeLifecycle => "node-lifecycle",
-            Self::Watchdog => "watchdog",
+            Self::Orchestrator => Some(inplace_orchestrator::LEADER_LEASE_NAME),
+            Self::Watchdog => Some(inplace_watchdog::LEADER_LEASE_NAME),
+            Self::NodeLifecycle => None,
         }
     }
 
@@ -111,6 +113,14 @@ impl Running {
     }
 }
 
+/// One running copy of a component: `index` counts from 1; with one instance it is 1 and the
+/// instance goes by the component's name, with several by `<name>-<index>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Instance {
+    pub(crate) component: Managed,
+    pub(crate) index: u32,
+}
+
 #[derive(Debug, Default)]
 struct Slot {
     /// The external program, if the scenario names one.
@@ -136,7 +146,9 @@ pub struct Supervisor {
     orchestrator: inplace_orchestrator::Config,
     watchdog: inplace_watchdog::Config,
     kcm_grace: Duration,
-    slots: BTreeMap<Managed, Slot>,
+    /// How many instances of the orchestrator and of the watchdog run.
+    replicas: u32,
+    slots: BTreeMap<Instance, Slot>,
     /// Where external programs get their kubeconfig and environment.
     outside: Option<Arc<Outside>>,
     /// The output of the external programs.
@@ -171,28 +183,30 @@ impl Supervisor {
         logs: LineLogs,
         controller_manager: Option<ControllerManagerSwitch>,
     ) -> Self {
+        let replicas = scenario.components.replicas.value.max(1);
         let mut slots = BTreeMap::new();
-        for (managed, implementation) in [
+        for (component, implementation) in [
             (Managed::Orchestrator, &scenario.components.orchestrator),
             (Managed::Watchdog, &scenario.components.watchdog),
         ] {
-            match implementation {
-                Implementation::Builtin => {
-                    slots.insert(managed, Slot::default());
-                }
-                Implementation::Command(argv) => {
-                    slots.insert(
-                        managed,
-                        Slot {
-                            command: Some(argv.clone()),
-                            ..Slot::default()
-                        },
-                    );
-                }
-                Implementation::Off => {}
+            let command = match implementation {
+                Implementation::Builtin => None,
+                Implementation::Command(argv) => Some(argv.clone()),
+                Implementation::Off => continue,
+            };
+            for index in 1..=replicas {
+                let slot = Slot {
+                    command: command.clone(),
+                    ..Slot::default()
+                };
+                slots.insert(Instance { component, index }, slot);
             }
         }
-        slots.insert(Managed::NodeLifecycle, Slot::default());
+        let lifecycle = Instance {
+            component: Managed::NodeLifecycle,
+            index: 1,
+        };
+        slots.insert(lifecycle, Slot::default());
         let kcm_grace = scenario.watchdog.kcm_node_monitor_grace_duration.get();
         Self {
             client,
@@ -200,6 +214,7 @@ impl Supervisor {
             orchestrator,
             watchdog,
             kcm_grace,
+            replicas,
             slots,
             outside,
             logs,
@@ -207,14 +222,24 @@ impl Supervisor {
         }
     }
 
-    /// What the timeline calls `component`.
-    fn name(&self, component: Managed) -> &'static str {
-        match component {
+    /// What the timeline calls `instance`: the component's name, with its index when several run.
+    fn name(&self, instance: Instance) -> String {
+        let name = match instance.component {
             Managed::NodeLifecycle if self.controller_manager.is_some() => {
                 "kube-controller-manager"
             }
-            _ => component.name(),
+            component => component.name(),
+        };
+        if self.elects(instance.component) {
+            format!("{name}-{}", instance.index)
+        } else {
+            name.to_owned()
         }
+    }
+
+    /// Whether `component` runs several instances that elect a leader.
+    fn elects(&self, component: Managed) -> bool {
+        self.replicas > 1 && component.lease().is_some()
     }
 
     /// Starts or stops each component to match the dependents' replicas and the kills, at
@@ -227,13 +252,14 @@ impl Supervisor {
             .iter()
             .map(|(n, d)| (n.clone(), d.replicas))
             .collect();
-        let managed: Vec<Managed> = self.slots.keys().copied().collect();
-        for component in managed {
+        let instances: Vec<Instance> = self.slots.keys().copied().collect();
+        for instance in instances {
+            let component = instance.component;
             let scaled_up = component
                 .deployment()
                 .is_none_or(|d| replicas.get(d).is_none_or(|r| *r > 0));
-            let name = self.name(component);
-            let slot = self.slots.get_mut(&component).expect("slot exists");
+            let name = self.name(instance);
+            let slot = self.slots.get_mut(&instance).expect("slot exists");
             if let Some(Some(at)) = slot.killed
                 && elapsed >= at
             {
@@ -256,16 +282,16 @@ impl Supervisor {
             let running = slot.running.is_some();
             if want && !running && elapsed >= slot.not_before {
                 let why = if slot.started { "restarted" } else { "started" };
-                match self.start(component, shared) {
+                match self.start(instance, shared) {
                     Ok(started) => {
-                        let slot = self.slots.get_mut(&component).expect("slot exists");
+                        let slot = self.slots.get_mut(&instance).expect("slot exists");
                         slot.running = Some(started);
                         slot.started = true;
                         slot.started_at = elapsed;
                         shared.record(None, EntryKind::Component, format!("{name} {why}"));
                     }
                     Err(e) => {
-                        let slot = self.slots.get_mut(&component).expect("slot exists");
+                        let slot = self.slots.get_mut(&instance).expect("slot exists");
                         slot.not_before = elapsed + MAX_BACKOFF;
                         shared.record(
                             None,
@@ -275,10 +301,7 @@ impl Supervisor {
                     }
                 }
             } else if !want && running {
-                if let Some(running) = self
-                    .slots
-                    .get_mut(&component)
-                    .and_then(|s| s.running.take())
+                if let Some(running) = self.slots.get_mut(&instance).and_then(|s| s.running.take())
                 {
                     running.stop();
                 }
@@ -295,8 +318,9 @@ impl Supervisor {
         }
     }
 
-    /// Starts `component`: its external program if the scenario names one, else its task.
-    fn start(&self, component: Managed, shared: &Shared) -> Result<Running, String> {
+    /// Starts `instance`: its external program if the scenario names one, else its task.
+    fn start(&self, instance: Instance, shared: &Shared) -> Result<Running, String> {
+        let component = instance.component;
         if let (Managed::NodeLifecycle, Some(switch)) = (component, &self.controller_manager) {
             let shared = shared.clone();
             switch.start(move |e| {
@@ -308,14 +332,14 @@ impl Supervisor {
             });
             return Ok(Running::ControllerManager(switch.clone()));
         }
-        let Some(argv) = self.slots.get(&component).and_then(|s| s.command.as_ref()) else {
-            return Ok(Running::Task(self.spawn(component)));
+        let Some(argv) = self.slots.get(&instance).and_then(|s| s.command.as_ref()) else {
+            return Ok(Running::Task(self.spawn(instance)));
         };
         let outside = self
             .outside
             .as_ref()
             .ok_or("no outside access was opened for external programs")?;
-        let env = match component {
+        let mut env = match component {
             Managed::Orchestrator => vec![(
                 "RACKPROOF_CONTROL_PLANE_VERSION",
                 self.orchestrator.control_plane_version.to_string(),
@@ -337,22 +361,35 @@ impl Supervisor {
             ],
             Managed::NodeLifecycle => Vec::new(),
         };
-        ExternalProcess::start(
-            outside,
-            argv,
-            &env,
-            component.log_name(),
-            &self.logs,
-            shared,
-        )
-        .map(Running::Process)
+        let name = self.name(instance);
+        if let Some(election) = self.election(instance) {
+            env.push(("RACKPROOF_LEADER_ELECT", "true".to_owned()));
+            env.push(("RACKPROOF_LEADER_ELECT_IDENTITY", election.identity));
+        }
+        ExternalProcess::start(outside, argv, &env, &name, &self.logs, shared).map(Running::Process)
     }
 
-    fn spawn(&self, component: Managed) -> JoinHandle<()> {
+    /// The leader election `instance` takes part in when several instances run: its component's
+    /// Lease in the run's namespace, its timeline name as its identity, MCM's durations.
+    fn election(&self, instance: Instance) -> Option<LeaderElection> {
+        let lease = instance
+            .component
+            .lease()
+            .filter(|_| self.elects(instance.component))?;
+        let mut election = LeaderElection::new(lease, NAMESPACE);
+        election.identity = self.name(instance);
+        Some(election)
+    }
+
+    fn spawn(&self, instance: Instance) -> JoinHandle<()> {
         let (client, clock) = (self.client.clone(), self.clock.clone());
-        match component {
+        let election = self.election(instance);
+        match instance.component {
             Managed::Orchestrator => {
-                let config = self.orchestrator.clone();
+                let config = inplace_orchestrator::Config {
+                    leader_election: election,
+                    ..self.orchestrator.clone()
+                };
                 tokio::spawn(async move {
                     if let Err(e) = inplace_orchestrator::run(client, clock, config).await {
                         tracing::error!(error = %e, "the orchestrator stopped");
@@ -360,7 +397,10 @@ impl Supervisor {
                 })
             }
             Managed::Watchdog => {
-                let config = self.watchdog.clone();
+                let config = inplace_watchdog::Config {
+                    leader_election: election,
+                    ..self.watchdog.clone()
+                };
                 tokio::spawn(async move {
                     if let Err(e) = inplace_watchdog::run(client, clock, config).await {
                         tracing::error!(error = %e, "the watchdog stopped");
@@ -374,40 +414,62 @@ impl Supervisor {
         }
     }
 
-    /// Fault: kills `component` now; it starts again `restart_after` later (never, if absent).
+    /// The Lease whose holder leads `component`'s instances, when several run (what a `kill`
+    /// must read to find the leader).
+    pub fn leader_lease(&self, component: Component) -> Option<&'static str> {
+        let managed = managed(component)?;
+        managed.lease().filter(|_| self.elects(managed))
+    }
+
+    /// The instance of `component` whose timeline name (and election identity) is `identity`.
+    pub fn instance_named(&self, component: Component, identity: &str) -> Option<u32> {
+        let managed = managed(component)?;
+        self.slots
+            .keys()
+            .find(|i| i.component == managed && self.name(**i) == identity)
+            .map(|i| i.index)
+    }
+
+    /// Fault: kills instance `index` of `component` now (the only one, when one runs); it starts
+    /// again `restart_after` later (never, if absent). Returns its timeline name, or `None` when
+    /// the scenario runs no such instance.
     pub fn kill(
         &mut self,
         component: Component,
+        index: u32,
         restart_after: Option<Duration>,
         elapsed: Duration,
-    ) -> bool {
-        let managed = match component {
-            Component::Orchestrator => Managed::Orchestrator,
-            Component::Watchdog => Managed::Watchdog,
-            Component::Agent => return false,
+    ) -> Option<String> {
+        let instance = Instance {
+            component: managed(component)?,
+            index,
         };
-        let Some(slot) = self.slots.get_mut(&managed) else {
-            return false;
-        };
+        let name = self.name(instance);
+        let slot = self.slots.get_mut(&instance)?;
         slot.killed = Some(restart_after.map(|d| elapsed + d));
-        true
+        Some(name)
     }
 
     /// The control plane was upgraded: the orchestrator restarts with the new version (it is a
     /// fixed setting of the orchestrator).
     pub fn set_control_plane_version(&mut self, version: KubeVersion, shared: &Shared) {
         self.orchestrator.control_plane_version = version;
-        if let Some(running) = self
+        let orchestrators: Vec<Instance> = self
             .slots
-            .get_mut(&Managed::Orchestrator)
-            .and_then(|s| s.running.take())
-        {
-            running.stop();
-            shared.record(
-                None,
-                EntryKind::Component,
-                format!("orchestrator stopped for the control-plane upgrade to {version}"),
-            );
+            .keys()
+            .filter(|i| i.component == Managed::Orchestrator)
+            .copied()
+            .collect();
+        for instance in orchestrators {
+            let name = self.name(instance);
+            if let Some(running) = self.slots.get_mut(&instance).and_then(|s| s.running.take()) {
+                running.stop();
+                shared.record(
+                    None,
+                    EntryKind::Component,
+                    format!("{name} stopped for the control-plane upgrade to {version}"),
+                );
+            }
         }
     }
 
@@ -418,6 +480,20 @@ impl Supervisor {
                 running.stop();
             }
         }
+    }
+}
+
+/// The leader Lease of the component a scenario names (none for the agent).
+pub(crate) fn leader_lease(component: Component) -> Option<&'static str> {
+    managed(component).and_then(Managed::lease)
+}
+
+/// The supervised component a scenario's `kill` names (the agent is the lab's).
+fn managed(component: Component) -> Option<Managed> {
+    match component {
+        Component::Orchestrator => Some(Managed::Orchestrator),
+        Component::Watchdog => Some(Managed::Watchdog),
+        Component::Agent => None,
     }
 }
 

@@ -2,6 +2,7 @@
 
 use regex::Regex;
 
+use crate::engine::components::supervisor::leader_lease;
 use crate::engine::judge::world::World;
 use crate::scenario::{Condition, NodeState};
 
@@ -55,6 +56,8 @@ impl Check {
             Condition::RolloutHalted => world.rollout_halted(),
             Condition::DependentsScaledDown => world.dependents_scaled_down(),
             Condition::DependentsRunning => world.dependents_running(),
+            Condition::Leader(leader) => leader_lease(leader.of)
+                .is_some_and(|lease| world.leaders.get(lease) == Some(&leader.is.value)),
         }
     }
 
@@ -83,6 +86,7 @@ pub(crate) fn describe(condition: &Condition) -> String {
         Condition::DependentsRunning => {
             "the watchdog's dependents run with their replicas".to_owned()
         }
+        Condition::Leader(leader) => format!("{} leads", leader.is.value),
     }
 }
 

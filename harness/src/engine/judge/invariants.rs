@@ -1,7 +1,8 @@
 //! The safety invariants, checked on every observed change by comparing the world before and
-//! after it. A violation names the invariant, the node and what was seen.
+//! after it (and, for `selectedOnce`, what each node finished before). A violation names the
+//! invariant, the node and what was seen.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::engine::judge::world::World;
 use crate::scenario::{InvariantName, Invariants};
@@ -18,6 +19,9 @@ pub struct Violation {
 #[derive(Debug, Clone)]
 pub struct InvariantChecker {
     enabled: BTreeSet<InvariantKey>,
+    /// Each node that finished an update successfully, and the round it finished
+    /// ([`World::updates_requested`] then).
+    finished_round: BTreeMap<String, u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -31,16 +35,18 @@ fn key(name: InvariantName) -> InvariantKey {
         InvariantName::CleanAfterSuccess => 3,
         InvariantName::WatchdogIgnoresUpdates => 4,
         InvariantName::DependentsRestored => 5,
+        InvariantName::SelectedOnce => 6,
     })
 }
 
-const ALL: [InvariantName; 6] = [
+const ALL: [InvariantName; 7] = [
     InvariantName::MaxUnavailable,
     InvariantName::DrainedBeforeReady,
     InvariantName::FailedStaysCordoned,
     InvariantName::CleanAfterSuccess,
     InvariantName::WatchdogIgnoresUpdates,
     InvariantName::DependentsRestored,
+    InvariantName::SelectedOnce,
 ];
 
 impl InvariantChecker {
@@ -53,6 +59,7 @@ impl InvariantChecker {
                 .map(|n| key(*n))
                 .filter(|k| !disabled.contains(k))
                 .collect(),
+            finished_round: BTreeMap::new(),
         }
     }
 
@@ -62,7 +69,7 @@ impl InvariantChecker {
 
     /// The violations that the change from `before` to `after` shows. `before` may hold only the
     /// nodes that changed: only those are compared.
-    pub fn check(&self, before: &World, after: &World) -> Vec<Violation> {
+    pub fn check(&mut self, before: &World, after: &World) -> Vec<Violation> {
         let mut found = Vec::new();
         if self.on(InvariantName::MaxUnavailable) && !after.manual {
             max_unavailable(before, after, &mut found);
@@ -110,6 +117,24 @@ impl InvariantChecker {
                 });
             }
             let finished = was.candidate && !now.candidate && !now.failed();
+            if finished {
+                self.finished_round
+                    .insert(name.clone(), after.updates_requested);
+            }
+            if self.on(InvariantName::SelectedOnce)
+                && !was.selected
+                && now.selected
+                && self.finished_round.get(name) == Some(&after.updates_requested)
+            {
+                found.push(Violation {
+                    invariant: InvariantName::SelectedOnce,
+                    node: node.clone(),
+                    message: format!(
+                        "{name} was selected again for the update it had already finished (update {})",
+                        after.updates_requested
+                    ),
+                });
+            }
             if self.on(InvariantName::CleanAfterSuccess) && finished {
                 let mut leftovers = Vec::new();
                 if now.selected {
@@ -259,7 +284,7 @@ mod tests {
 
     #[test]
     fn selecting_a_second_node_at_max_unavailable_one_is_a_violation() {
-        let checker = InvariantChecker::new(&Invariants::default());
+        let mut checker = InvariantChecker::new(&Invariants::default());
         let before = world(&[("a", selected()), ("b", ready())], 1);
         let after = world(&[("a", selected()), ("b", selected())], 1);
         let violations = checker.check(&before, &after);
@@ -274,7 +299,7 @@ mod tests {
 
     #[test]
     fn a_not_ready_node_counts_against_the_next_selection() {
-        let checker = InvariantChecker::new(&Invariants::default());
+        let mut checker = InvariantChecker::new(&Invariants::default());
         let dead = NodeView {
             ready: false,
             ..ready()
@@ -286,7 +311,7 @@ mod tests {
 
     #[test]
     fn a_node_down_in_the_lab_counts_against_the_next_selection_whatever_its_condition_says() {
-        let checker = InvariantChecker::new(&Invariants::default());
+        let mut checker = InvariantChecker::new(&Invariants::default());
         let now: jiff::Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         let mut before = world(&[("a", ready()), ("b", ready()), ("c", ready())], 1);
         before.now = Some(now);
@@ -326,7 +351,7 @@ mod tests {
 
     #[test]
     fn ready_for_update_before_the_drain_finished_is_a_violation() {
-        let checker = InvariantChecker::new(&Invariants::default());
+        let mut checker = InvariantChecker::new(&Invariants::default());
         let before = world(&[("a", selected())], 1);
         let mut early = selected();
         early.in_place_reason = Some(inplace_api::keys::REASON_READY_FOR_UPDATE.into());
@@ -352,7 +377,7 @@ mod tests {
         };
         let before = world(&[("a", failed)], 1);
         let after = world(&[("a", uncordoned)], 1);
-        let all = InvariantChecker::new(&Invariants::default());
+        let mut all = InvariantChecker::new(&Invariants::default());
         assert!(
             all.check(&before, &after)
                 .iter()
@@ -373,7 +398,7 @@ mod tests {
 
     #[test]
     fn leftover_labels_after_success_are_a_violation() {
-        let checker = InvariantChecker::new(&Invariants::default());
+        let mut checker = InvariantChecker::new(&Invariants::default());
         let before = world(
             &[(
                 "a",
@@ -406,7 +431,7 @@ mod tests {
 
     #[test]
     fn a_scale_down_without_an_outage_is_a_violation() {
-        let checker = InvariantChecker::new(&Invariants::default());
+        let mut checker = InvariantChecker::new(&Invariants::default());
         let mut before = world(&[("a", selected())], 1);
         before.dependents.insert(
             "kcm".into(),
@@ -423,5 +448,45 @@ mod tests {
         );
         after.outage.insert("b".into());
         assert!(checker.check(&before, &after).is_empty());
+    }
+
+    #[test]
+    fn selecting_a_node_again_for_the_update_it_finished_is_a_violation_but_not_for_the_next() {
+        let mut checker = InvariantChecker::new(&Invariants::default());
+        let done = NodeView {
+            os_version: Some("1.1.0".into()),
+            candidate: false,
+            ..ready()
+        };
+        let reselected = NodeView {
+            selected: true,
+            unschedulable: true,
+            ..done.clone()
+        };
+        let mut round = |view_before: &NodeView, view_after: &NodeView, updates: u32| {
+            let mut before = world(&[("a", view_before.clone())], 1);
+            before.updates_requested = updates;
+            let mut after = world(&[("a", view_after.clone())], 1);
+            after.updates_requested = updates;
+            checker.check(&before, &after)
+        };
+        assert!(
+            round(&selected(), &done, 1).is_empty(),
+            "a finishes update 1"
+        );
+        let again = round(&done, &reselected, 1);
+        assert!(
+            again
+                .iter()
+                .any(|v| v.invariant == InvariantName::SelectedOnce
+                    && v.node.as_deref() == Some("a")),
+            "{again:?}"
+        );
+        assert!(
+            round(&done, &reselected, 2)
+                .iter()
+                .all(|v| v.invariant != InvariantName::SelectedOnce),
+            "update 2 may select it"
+        );
     }
 }

@@ -98,7 +98,8 @@ impl Judge {
             Observation::Deployment(_) => Vec::new(),
             Observation::WatchError(_)
             | Observation::KubeEvent { .. }
-            | Observation::Lease { .. } => Vec::new(),
+            | Observation::Lease { .. }
+            | Observation::Leader { .. } => Vec::new(),
         };
         let before = match &observation {
             Observation::Node(_)
@@ -109,6 +110,18 @@ impl Judge {
             Observation::Lease { node, expiry } => {
                 self.lease(node.clone(), *expiry);
                 return;
+            }
+            Observation::Leader { lease, holder } => {
+                if self.world.leaders.get(lease) == holder.as_ref() {
+                    return;
+                }
+                let text = match holder {
+                    Some(holder) => format!("{holder} leads (holds the Lease {lease})"),
+                    None => format!("nobody holds the Lease {lease}"),
+                };
+                self.timeline
+                    .push(elapsed, None, EntryKind::Component, text);
+                self.world.with_only(&[])
             }
             Observation::WatchError(e) => {
                 self.timeline.push(
@@ -334,6 +347,13 @@ impl Judge {
                 view.replicas = replicas;
                 true
             }
+            Observation::Leader { lease, holder } => {
+                match holder {
+                    Some(holder) => self.world.leaders.insert(lease, holder),
+                    None => self.world.leaders.remove(&lease),
+                };
+                true
+            }
             Observation::WatchError(_)
             | Observation::KubeEvent { .. }
             | Observation::Lease { .. } => false,
@@ -375,5 +395,6 @@ pub(crate) fn invariant_name(name: InvariantName) -> &'static str {
         InvariantName::CleanAfterSuccess => "cleanAfterSuccess",
         InvariantName::WatchdogIgnoresUpdates => "watchdogIgnoresUpdates",
         InvariantName::DependentsRestored => "dependentsRestored",
+        InvariantName::SelectedOnce => "selectedOnce",
     }
 }

@@ -1,11 +1,13 @@
-//! Watches what the harness judges — Nodes, Pods, node Leases, the watchdog's dependents — and turns every
-//! change into one stream of observations, in the order the API server delivered them.
+//! Watches what the harness judges — Nodes, Pods, node Leases, the watchdog's dependents, the
+//! components' leader Leases — and turns every change into one stream of observations, in the
+//! order the API server delivered them.
 
 use futures::{Stream, StreamExt, stream};
 use inplace_api::node_lease::{NODE_LEASE_NAMESPACE, NodeLease};
 use inplace_api::unmanaged::{self, Unmanaged};
 use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Event as KubeEvent, Node, Pod};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -35,6 +37,12 @@ pub enum Observation {
     Lease {
         node: String,
         expiry: Option<Timestamp>,
+    },
+    /// A component's leader Lease (in the run's namespace) names its holder (`None`: nobody, or
+    /// the Lease went).
+    Leader {
+        lease: String,
+        holder: Option<String>,
     },
     /// A watch failed; it is retried with backoff by the stream itself.
     WatchError(String),
@@ -86,6 +94,11 @@ pub(crate) fn observe(client: &Client) -> impl Stream<Item = Observation> + Send
         config.clone(),
     )
     .default_backoff();
+    let leaders = unmanaged::watcher(
+        Api::<Unmanaged<Lease>>::namespaced(client.clone(), NAMESPACE),
+        config.clone(),
+    )
+    .default_backoff();
     let events = unmanaged::watcher(Api::<Unmanaged<KubeEvent>>::all(client.clone()), config)
         .default_backoff();
     stream::select_all([
@@ -113,6 +126,23 @@ pub(crate) fn observe(client: &Client) -> impl Stream<Item = Observation> + Send
         )
         .boxed(),
         flatten(events, kube_event, |_| None).boxed(),
+        flatten(
+            leaders,
+            |l: Lease| Observation::Leader {
+                lease: l.name_any(),
+                holder: l
+                    .spec
+                    .and_then(|s| s.holder_identity)
+                    .filter(|h| !h.is_empty()),
+            },
+            |l: Lease| {
+                Some(Observation::Leader {
+                    lease: l.name_any(),
+                    holder: None,
+                })
+            },
+        )
+        .boxed(),
         flatten(leases, lease_observation, |l: NodeLease| {
             Some(Observation::Lease {
                 node: l.name().to_owned(),

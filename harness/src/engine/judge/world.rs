@@ -123,8 +123,9 @@ pub struct World {
     /// The pool's target OS version and Kubernetes version.
     pub target_os: String,
     pub target_kubernetes: String,
-    /// A step asked for an update (before that, no node is `updated`).
-    pub update_requested: bool,
+    /// How many updates of the pool steps asked for and validation accepted (before the first,
+    /// no node is `updated`; each starts a new round in which a node is updated at most once).
+    pub updates_requested: u32,
     /// `maxUnavailable`, resolved to a count.
     pub max_unavailable: u32,
     /// The pool's node count (the MachineDeployment's replicas).
@@ -142,6 +143,8 @@ pub struct World {
     pub powered_off: BTreeSet<String>,
     /// When each node's Lease expires (its renew time plus its duration), as last observed.
     pub lease_expiry: BTreeMap<String, Timestamp>,
+    /// Who holds each component's leader Lease, by Lease name (absent: nobody).
+    pub leaders: BTreeMap<String, String>,
     /// The time of the last observation (the judge's "now").
     pub now: Option<Timestamp>,
 }
@@ -156,7 +159,7 @@ impl World {
                 .collect(),
             target_os: self.target_os.clone(),
             target_kubernetes: self.target_kubernetes.clone(),
-            update_requested: self.update_requested,
+            updates_requested: self.updates_requested,
             max_unavailable: self.max_unavailable,
             pool_size: self.pool_size,
             manual: self.manual,
@@ -165,6 +168,7 @@ impl World {
             outage: self.outage.clone(),
             powered_off: self.powered_off.clone(),
             lease_expiry: BTreeMap::new(),
+            leaders: self.leaders.clone(),
             now: self.now,
         }
     }
@@ -215,7 +219,7 @@ impl World {
             NodeState::Ready => view.registered && view.ready,
             NodeState::NotReady => !(view.registered && view.ready),
             NodeState::Updated => {
-                self.update_requested
+                self.updates_requested > 0
                     && view.registered
                     && view.ready
                     && !view.candidate
