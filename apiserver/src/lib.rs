@@ -292,6 +292,12 @@ impl ApiServer {
             .insert(node.to_owned(), pool.to_owned());
     }
 
+    /// Every bearer token this server accepts (those [`ApiServer::issue_token`] issued, and the
+    /// kubeconfigs' of [`HttpsServer`]), for a caller that makes sure none of them leaks.
+    pub fn bearer_tokens(&self) -> Vec<String> {
+        self.core.lock().auth.tokens.keys().cloned().collect()
+    }
+
     /// Issues a new bearer token for `user` on the HTTPS transport.
     pub fn issue_token(&self, user: User) -> String {
         use rand::Rng;

@@ -3,6 +3,9 @@
 //! `qemu-local::hang-timeout` against a local control plane, …). A test passes when the run's verdict is `passed`; its
 //! failure message lists what broke and where the artifacts (report, timeline, consoles) are.
 //!
+//! Every run is also checked for leaked credentials: no bearer token or BMC password the run made
+//! (nor the emulated rack's BMC passwords) may appear in any file of its artifacts.
+//!
 //! A `physical::` test runs on a rack of QEMU nodes behind BMC emulators, exactly what
 //! `rackproof lab bmc-serve --machine qemu` starts: the run sees only the inventory it writes
 //! (Redfish or IPMI endpoints, console files, SSH with a pinned host key, the harness address), as
@@ -69,14 +72,35 @@ fn trials() -> Vec<Trial> {
                 options.inventory = rack.as_ref().map(|r| r.inventory.clone());
                 let result = engine::run_scenario_with(&loaded, backend, options)
                     .map_err(|e| Failed::from(e.to_string()));
+                let mut credentials = None;
                 if let Some(rack) = rack {
+                    credentials = Some(rack.passwords());
                     rack.stop();
                 }
-                let result = result?;
+                let mut result = result?;
+                result
+                    .credentials
+                    .extend(credentials.transpose()?.unwrap_or_default());
                 let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("rackproof-runs");
-                let report = artifacts::run_dir(&root, &loaded.name, &label)
-                    .and_then(|dir| artifacts::write_all(&dir, &loaded.name, &label, &result))
+                let dir = artifacts::run_dir(&root, &loaded.name, &label)
                     .map_err(|e| Failed::from(e.to_string()))?;
+                let report = artifacts::write_all(&dir, &loaded.name, &label, &result)
+                    .map_err(|e| Failed::from(e.to_string()))?;
+                let leaks = result
+                    .credentials
+                    .leaks_under(&dir)
+                    .map_err(|e| Failed::from(format!("reading the artifacts: {e}")))?;
+                if !leaks.is_empty() {
+                    return Err(Failed::from(format!(
+                        "a credential of the run ({} in all) appears in {}",
+                        result.credentials.len(),
+                        leaks
+                            .iter()
+                            .map(|p| p.display().to_string())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )));
+                }
                 match result.verdict {
                     Verdict::Passed => Ok(()),
                     verdict => Err(Failed::from(format!(
@@ -152,6 +176,20 @@ impl EmulatedRack {
             inventory,
             _dir: dir,
         })
+    }
+
+    /// The BMC passwords of the rack's nodes (each credentials file: user name, then password).
+    fn passwords(&self) -> Result<Vec<String>, Failed> {
+        self.server
+            .nodes
+            .iter()
+            .map(|node| {
+                let text = std::fs::read_to_string(&node.credentials_file).map_err(|e| {
+                    Failed::from(format!("{}: {e}", node.credentials_file.display()))
+                })?;
+                Ok(text.lines().nth(1).unwrap_or_default().to_owned())
+            })
+            .collect()
     }
 
     /// Quits every guest.

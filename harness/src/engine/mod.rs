@@ -6,6 +6,7 @@
 pub mod artifacts;
 pub(crate) mod cluster;
 pub(crate) mod components;
+pub mod credentials;
 pub(crate) mod failure;
 pub(crate) mod faults;
 pub(crate) mod judge;

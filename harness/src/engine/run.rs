@@ -27,6 +27,7 @@ use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use crate::engine::components::outside::Outside;
 use crate::engine::components::supervisor::Supervisor;
+use crate::engine::credentials::Credentials;
 use crate::engine::failure::{LabFailure, StepsEnded};
 use crate::engine::judge::Judge;
 use crate::engine::judge::expectations::Expectations;
@@ -88,6 +89,8 @@ pub struct RunResult {
     pub component_logs: BTreeMap<String, Vec<String>>,
     /// Each expectation and how it ended.
     pub expectations: Vec<(String, String)>,
+    /// The credentials the run made (tokens, BMC passwords): none may appear in its artifacts.
+    pub credentials: Credentials,
 }
 
 /// What the tasks of a run act through.
@@ -342,7 +345,9 @@ pub async fn run(
     for task in &tasks {
         task.abort();
     }
+    let mut credentials = shared.credentials();
     if let Ok(cluster) = &cluster {
+        credentials.extend(cluster.credentials());
         for (name, lines) in cluster.shut_down().await {
             component_logs.extend(&name, lines);
         }
@@ -401,6 +406,7 @@ pub async fn run(
         consoles: consoles.take(),
         component_logs: component_logs.take(),
         expectations,
+        credentials,
     }
 }
 
@@ -517,6 +523,7 @@ async fn drive(
             "http://images.lab/slots".to_owned(),
         ),
     };
+    shared.keep_credentials(lab.credentials());
     let lab = Arc::new(lab);
     tasks.extend(lab.capture_consoles(&logs.consoles, shared));
 

@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use rackproof_clock::Clock;
 use tokio::sync::watch;
 
+use crate::engine::credentials::Credentials;
 use crate::engine::judge::Judge;
 use crate::engine::judge::observe::Observation;
 use crate::engine::judge::timeline::EntryKind;
@@ -19,6 +20,8 @@ pub struct Shared {
     clock: Clock,
     start: Timestamp,
     changes: Arc<watch::Sender<u64>>,
+    /// The credentials the lab made, for the run's result.
+    credentials: Arc<Mutex<Credentials>>,
 }
 
 impl Shared {
@@ -31,7 +34,24 @@ impl Shared {
             clock,
             start,
             changes: Arc::new(changes),
+            credentials: Arc::default(),
         }
+    }
+
+    /// Keeps credentials the run made (so its artifacts can be checked for them).
+    pub fn keep_credentials(&self, values: impl IntoIterator<Item = String>) {
+        self.credentials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(values);
+    }
+
+    /// The credentials kept so far.
+    pub fn credentials(&self) -> Credentials {
+        self.credentials
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn clock(&self) -> &Clock {

@@ -50,6 +50,8 @@ pub(crate) struct LocalCluster {
     ca_pem: String,
     /// Node → bearer token.
     node_tokens: BTreeMap<String, String>,
+    /// The administrator's bearer token (in `admin_kubeconfig`).
+    admin_token: String,
     admin_kubeconfig: PathBuf,
     /// The control plane's directory, with its processes' logs.
     dir: PathBuf,
@@ -163,6 +165,10 @@ impl ApiCluster {
         let admin_kubeconfig = plane
             .kubeconfig(&local::User::Admin)
             .map_err(|e| e.to_string())?;
+        let admin_token = plane
+            .token(&local::User::Admin)
+            .map_err(|e| e.to_string())?
+            .to_owned();
         let dir = plane.dir().to_owned();
         Ok(Self::Local(Arc::new(LocalCluster {
             plane: Arc::new(tokio::sync::Mutex::new(Some(plane))),
@@ -170,6 +176,7 @@ impl ApiCluster {
             port,
             ca_pem,
             node_tokens,
+            admin_token,
             admin_kubeconfig,
             dir,
         })))
@@ -277,6 +284,19 @@ impl ApiCluster {
                 Ok((kubeconfig, Some(https)))
             }
             Self::Local(local) => Ok((local.admin_kubeconfig.clone(), None)),
+        }
+    }
+
+    /// The bearer tokens this cluster accepts for the run's users (nodes, the administrator).
+    pub(crate) fn credentials(&self) -> Vec<String> {
+        match self {
+            Self::Embedded(server) => server.bearer_tokens(),
+            Self::Local(local) => local
+                .node_tokens
+                .values()
+                .chain([&local.admin_token])
+                .cloned()
+                .collect(),
         }
     }
 

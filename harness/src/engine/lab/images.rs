@@ -59,11 +59,14 @@ enum Served {
     Redfish {
         emulator: Emulator,
         _running: RunningEmulator,
+        /// The emulator's password (a credential of the run).
+        password: String,
     },
-    Ipmi(
-        #[expect(dead_code, reason = "held so the emulator keeps serving")]
-        rackproof_ipmi::IpmiEmulator,
-    ),
+    Ipmi {
+        _emulator: rackproof_ipmi::IpmiEmulator,
+        /// The emulator's password (a credential of the run).
+        password: String,
+    },
     Rack(LabBmcKind),
 }
 
@@ -424,6 +427,22 @@ impl ImageLab {
         self.nodes.keys().cloned().collect()
     }
 
+    /// The credentials this lab made or holds: each node's bearer token and its BMC emulator's
+    /// password (a rack's BMC passwords are the inventory's, not the run's).
+    pub fn credentials(&self) -> Vec<String> {
+        let mut credentials = Vec::new();
+        for node in self.nodes.values() {
+            credentials.push(node.identity.token.clone());
+            match &node.served {
+                Served::Redfish { password, .. } | Served::Ipmi { password, .. } => {
+                    credentials.push(password.clone());
+                }
+                Served::Rack(_) => {}
+            }
+        }
+        credentials
+    }
+
     fn node(&self, name: &str) -> Result<&ImageNode, String> {
         self.nodes
             .get(name)
@@ -728,7 +747,7 @@ fn describe(served: &Served, action: ResetAction) -> String {
         Served::Redfish { .. } | Served::Rack(LabBmcKind::Redfish) => {
             format!("redfish: POST ComputerSystem.Reset {{ResetType: {action}}}")
         }
-        Served::Ipmi(_) | Served::Rack(LabBmcKind::Ipmi) => format!(
+        Served::Ipmi { .. } | Served::Rack(LabBmcKind::Ipmi) => format!(
             "ipmi: chassis control {}",
             crate::engine::lab::sim::ipmi_name(action)
         ),
@@ -806,6 +825,7 @@ async fn serve_bmc(
                 Served::Redfish {
                     emulator,
                     _running: running,
+                    password: password.clone(),
                 },
             )
         }
@@ -822,7 +842,11 @@ async fn serve_bmc(
             .map_err(|e| fail("start the IPMI emulator", &e))?;
             let description =
                 bmc_description(LabBmcKind::Ipmi, emulator.local_addr().to_string(), None);
-            (description, Served::Ipmi(emulator))
+            let served = Served::Ipmi {
+                _emulator: emulator,
+                password: password.clone(),
+            };
+            (description, served)
         }
     };
     let client = bmc::connect(

@@ -43,6 +43,14 @@ pub enum Lab {
 }
 
 impl Lab {
+    /// The credentials the lab made (none on `sim`, whose nodes and BMCs live in this process).
+    pub fn credentials(&self) -> Vec<String> {
+        match self {
+            Self::Sim(_) => Vec::new(),
+            Self::Images(lab) => lab.credentials(),
+        }
+    }
+
     /// Every lab node's name.
     pub fn node_names(&self) -> Vec<String> {
         match self {
