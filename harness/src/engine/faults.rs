@@ -168,6 +168,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 EntryKind::Fault,
                 format!("network cut for {}", partition.duration),
             );
+            shared.judge().world.outage.insert(node.to_owned());
             if let Err(e) = ctx.lab.set_link(node, false).await {
                 shared.record(
                     Some(node),
@@ -178,7 +179,10 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
             }
             shared.clock().sleep(partition.duration.get()).await;
             match ctx.lab.set_link(node, true).await {
-                Ok(()) => shared.record(Some(node), EntryKind::Fault, "network back"),
+                Ok(()) => {
+                    shared.judge().world.outage.remove(node);
+                    shared.record(Some(node), EntryKind::Fault, "network back");
+                }
                 Err(e) => shared.record(
                     Some(node),
                     EntryKind::Fault,

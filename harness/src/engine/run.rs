@@ -146,16 +146,7 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
         problems.push(format!("the {name} backend's nodes run the builtin agent; `agent: off` leaves them without a kubelet"));
     }
     match backend {
-        Backend::Sim => {
-            for action in fault_actions(scenario) {
-                if let FaultAction::Partition(p) = action {
-                    problems.push(format!(
-                        "a network partition of {} needs QEMU's set_link (backend qemu)",
-                        p.node.value
-                    ));
-                }
-            }
-        }
+        Backend::Sim => {}
         Backend::Qemu => {
             problems.extend(boot_timing_unsupported(scenario));
             problems.extend(images::unsupported(scenario));

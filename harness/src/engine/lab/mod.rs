@@ -4,6 +4,7 @@
 
 pub(crate) mod guest;
 pub(crate) mod images;
+pub(crate) mod link;
 pub(crate) mod provider;
 pub(crate) mod rack;
 pub(crate) mod sim;
@@ -194,9 +195,7 @@ impl Lab {
     /// Fault: disconnects (`up: false`) or reconnects the node's network.
     pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
         match self {
-            Self::Sim(_) => {
-                Err("network partitions need QEMU's set_link (backend qemu)".to_owned())
-            }
+            Self::Sim(lab) => lab.set_link(name, up),
             Self::Images(lab) => lab.set_link(name, up).await,
         }
     }

@@ -186,6 +186,15 @@ impl SimLab {
         }
     }
 
+    /// Cuts (`up: false`) or restores node `name`'s network (fault `partition`).
+    pub fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
+        let node = self
+            .node(name)
+            .ok_or_else(|| format!("no lab node {name}"))?;
+        node.guest.link.set(up);
+        Ok(())
+    }
+
     /// The node's console lines from now on.
     pub fn console(&self, name: &str) -> Option<Lines> {
         let (_, lines) = self.node(name)?.machine.subscribe();

@@ -23,6 +23,7 @@ use inplace_boot::MemEsp;
 use rackproof_clock::Clock;
 use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle};
 
+use crate::engine::lab::link::Link;
 use crate::scenario::{BootBehaviour, ImageServerAnswer, Scenario};
 
 pub(crate) use crate::engine::lab::provider::OscLocation;
@@ -90,11 +91,13 @@ pub(crate) fn image_server(
 /// A bad answer of the image server and how many more requests get it (`None`: all).
 type ServerFault = (ImageServerAnswer, Option<u32>);
 
-/// The image server as one node sees it: the lab's server, through a switch that cuts the
-/// node's power in the middle of the next download (fault `powerCut: {during: download}`).
+/// The image server as one node sees it: the lab's server, through the node's network link
+/// (fault `partition`) and a switch that cuts the node's power in the middle of the next
+/// download (fault `powerCut: {during: download}`).
 #[derive(Debug, Clone)]
 pub struct NodeSource {
     inner: MemorySource,
+    link: Link,
     cut_next_download: Arc<AtomicBool>,
     machine: Arc<Mutex<Option<SimHandle>>>,
     /// A bad answer for the next requests.
@@ -102,9 +105,10 @@ pub struct NodeSource {
 }
 
 impl NodeSource {
-    fn new(inner: MemorySource) -> Self {
+    fn new(inner: MemorySource, link: Link) -> Self {
         Self {
             inner,
+            link,
             cut_next_download: Arc::default(),
             machine: Arc::default(),
             fault: Arc::default(),
@@ -143,6 +147,12 @@ impl ArtifactSource for NodeSource {
             std::future::pending::<()>().await;
         }
         let url = inplace_agent::osupdate::source::artifact_url(base, version, name);
+        if self.link.is_down() {
+            return Err(FetchError::Network {
+                url,
+                detail: Link::unreachable().to_string(),
+            });
+        }
         match self.take_fault() {
             None => self.inner.fetch(base, version, name).await,
             Some(ImageServerAnswer::Unreachable) => Err(FetchError::Network {
@@ -217,6 +227,8 @@ pub struct AgentGuest {
     pub files: MemoryFiles,
     pub source: NodeSource,
     pub public_key: VerifyingKey,
+    /// The node's network: the agent, the kubelet and the downloads go through it.
+    pub(crate) link: Link,
 }
 
 impl AgentGuest {
@@ -229,6 +241,8 @@ impl AgentGuest {
         source: MemorySource,
         public_key: VerifyingKey,
     ) -> Self {
+        let link = Link::default();
+        let client = link.client(client);
         Self {
             node: node.to_owned(),
             binding: Arc::default(),
@@ -239,8 +253,9 @@ impl AgentGuest {
                 disk: Arc::default(),
             },
             files: MemoryFiles::new(),
-            source: NodeSource::new(source),
+            source: NodeSource::new(source, link.clone()),
             public_key,
+            link,
         }
     }
 
