@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{NodeName, Span};
+use super::{Located, MaintenanceState, NodeName, Span};
 
 /// Where a node is in its in-place update, as the orchestrator and agent record it on the Node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
@@ -47,6 +47,35 @@ pub enum Condition {
     DependentsScaledDown,
     /// The dependents run with their original replicas.
     DependentsRunning,
+    /// The WorkerPool's spec names these versions (whoever wrote them: a step or a maintenance).
+    PoolVersion(PoolVersion),
+    /// The pool's `status.lastMaintenance` is in this state.
+    LastMaintenance(MaintenanceCondition),
+}
+
+/// The pool's versions as its spec names them; the ones given must all match.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolVersion {
+    /// The OS image version.
+    #[serde(default)]
+    pub os: Option<Located<String>>,
+    /// The pool's Kubernetes version.
+    #[serde(default)]
+    pub kubernetes: Option<Located<String>>,
+}
+
+/// The outcome of the pool's last maintenance.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MaintenanceCondition {
+    pub state: MaintenanceState,
+    /// The failure reason matches this regex (a substring is enough).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The description matches this regex.
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 /// One node in a state.
@@ -94,6 +123,10 @@ pub enum Expectation {
 pub struct Eventually {
     pub that: Condition,
     pub within: Span,
+    /// The condition must not hold before this long after the start (e.g. a maintenance window's
+    /// begin): holding earlier breaks the expectation.
+    #[serde(default)]
+    pub not_before: Option<Span>,
 }
 
 /// The time between two conditions first holding.

@@ -1,6 +1,7 @@
 //! The supervisor of the control-plane components of a run: the orchestrator (as
-//! `machine-controller-manager`), the node lifecycle controller (as `kube-controller-manager`) and
-//! the dependency watchdog. Each is Rackproof's own as an in-process task, or an external program
+//! `machine-controller-manager`), the node lifecycle controller (as `kube-controller-manager`),
+//! the dependency watchdog, and, for a pool with maintenance settings, the maintenance controller
+//! (as gardener-controller-manager). Each is Rackproof's own as an in-process task, or an external program
 //! the scenario names (`command: [...]`), run as a process; on a `local` cluster the node
 //! lifecycle controller is the real kube-controller-manager, switched off and on. A component runs while its Deployment
 //! has replicas (so when the watchdog scales machine-controller-manager to zero, the orchestrator
@@ -52,6 +53,9 @@ pub(crate) enum Managed {
     Orchestrator,
     NodeLifecycle,
     Watchdog,
+    /// The maintenance controller (gardener-controller-manager's role), for a pool with
+    /// maintenance settings.
+    Maintenance,
 }
 
 impl Managed {
@@ -60,6 +64,7 @@ impl Managed {
             Self::Orchestrator => "orchestrator",
             Self::NodeLifecycle => "node lifecycle controller",
             Self::Watchdog => "watchdog",
+            Self::Maintenance => "maintenance controller",
         }
     }
 
@@ -69,6 +74,7 @@ impl Managed {
             Self::Orchestrator => "orchestrator",
             Self::NodeLifecycle => "node-lifecycle",
             Self::Watchdog => "watchdog",
+            Self::Maintenance => "maintenance",
         }
     }
 
@@ -77,7 +83,7 @@ impl Managed {
         match self {
             Self::Orchestrator => Some("machine-controller-manager"),
             Self::NodeLifecycle => Some("kube-controller-manager"),
-            Self::Watchdog => None,
+            Self::Watchdog | Self::Maintenance => None,
         }
     }
 }
@@ -193,6 +199,9 @@ impl Supervisor {
             }
         }
         slots.insert(Managed::NodeLifecycle, Slot::default());
+        if scenario.pool.maintenance.is_some() {
+            slots.insert(Managed::Maintenance, Slot::default());
+        }
         let kcm_grace = scenario.watchdog.kcm_node_monitor_grace_duration.get();
         Self {
             client,
@@ -335,7 +344,7 @@ impl Supervisor {
                     self.watchdog.node_lease_failure_fraction.to_string(),
                 ),
             ],
-            Managed::NodeLifecycle => Vec::new(),
+            Managed::NodeLifecycle | Managed::Maintenance => Vec::new(),
         };
         ExternalProcess::start(
             outside,
@@ -371,6 +380,16 @@ impl Supervisor {
                 let grace = self.kcm_grace;
                 tokio::spawn(lifecycle::run(client, clock, grace))
             }
+            Managed::Maintenance => {
+                let config = self.orchestrator.clone();
+                tokio::spawn(async move {
+                    if let Err(e) =
+                        inplace_orchestrator::maintenance::run(client, clock, config).await
+                    {
+                        tracing::error!(error = %e, "the maintenance controller stopped");
+                    }
+                })
+            }
         }
     }
 
@@ -393,21 +412,26 @@ impl Supervisor {
         true
     }
 
-    /// The control plane was upgraded: the orchestrator restarts with the new version (it is a
-    /// fixed setting of the orchestrator).
+    /// The control plane was upgraded: the orchestrator and the maintenance controller restart
+    /// with the new version (it is a fixed setting of both).
     pub fn set_control_plane_version(&mut self, version: KubeVersion, shared: &Shared) {
         self.orchestrator.control_plane_version = version;
-        if let Some(running) = self
-            .slots
-            .get_mut(&Managed::Orchestrator)
-            .and_then(|s| s.running.take())
-        {
-            running.stop();
-            shared.record(
-                None,
-                EntryKind::Component,
-                format!("orchestrator stopped for the control-plane upgrade to {version}"),
-            );
+        for component in [Managed::Orchestrator, Managed::Maintenance] {
+            if let Some(running) = self
+                .slots
+                .get_mut(&component)
+                .and_then(|s| s.running.take())
+            {
+                running.stop();
+                shared.record(
+                    None,
+                    EntryKind::Component,
+                    format!(
+                        "{} stopped for the control-plane upgrade to {version}",
+                        component.name()
+                    ),
+                );
+            }
         }
     }
 

@@ -15,8 +15,9 @@ use crate::engine::judge::expectations::Expectations;
 use crate::engine::judge::invariants::{InvariantChecker, Violation};
 use crate::engine::judge::observe::Observation;
 use crate::engine::judge::timeline::{EntryKind, Timeline};
-use crate::engine::judge::world::{NodeView, World, is_daemon_or_mirror, lane_phase};
+use crate::engine::judge::world::{NodeView, PoolView, World, is_daemon_or_mirror, lane_phase};
 use crate::scenario::{InvariantName, NodeState};
+use inplace_api::crd::{WorkerPool, WorkerPoolSpec};
 
 /// Everything judged about one run.
 #[derive(Debug)]
@@ -95,7 +96,7 @@ impl Judge {
                 .cloned()
                 .into_iter()
                 .collect(),
-            Observation::Deployment(_) => Vec::new(),
+            Observation::Deployment(_) | Observation::Pool(_) => Vec::new(),
             Observation::WatchError(_)
             | Observation::KubeEvent { .. }
             | Observation::Lease { .. } => Vec::new(),
@@ -108,6 +109,10 @@ impl Judge {
             | Observation::Deployment(_) => self.world.with_only(&touched),
             Observation::Lease { node, expiry } => {
                 self.lease(node.clone(), *expiry);
+                return;
+            }
+            Observation::Pool(pool) => {
+                self.pool(pool, elapsed);
                 return;
             }
             Observation::WatchError(e) => {
@@ -182,6 +187,73 @@ impl Judge {
             self.violations.push((elapsed, violation));
         }
         self.judge_expectations(elapsed);
+    }
+
+    /// Applies a WorkerPool change: its versions and last maintenance, in the timeline as they
+    /// change, and the rollout's target when the pool's controller accepted new versions.
+    fn pool(&mut self, pool: &WorkerPool, elapsed: Duration) {
+        // The target first: the controller accepts a spec in a write of its own, which changes
+        // nothing the view shows.
+        if let Some(accepted) = accepted_spec(pool) {
+            let os = accepted.machine.image.version.clone();
+            let kubernetes = accepted.kubernetes_version().map(str::to_owned);
+            if os != self.world.target_os {
+                self.world.target_os = os;
+                self.world.update_requested = true;
+            }
+            if let Some(kubernetes) = kubernetes
+                && kubernetes != self.world.target_kubernetes
+            {
+                self.world.target_kubernetes = kubernetes;
+                self.world.update_requested = true;
+            }
+        }
+        let next = PoolView::from_pool(pool);
+        let was = std::mem::replace(&mut self.world.pool, next.clone());
+        if was != next {
+            self.pool_timeline(pool, &was, &next, elapsed);
+        }
+        self.judge_expectations(elapsed);
+    }
+
+    /// Records what changed in the pool's view: its versions, its last maintenance.
+    fn pool_timeline(
+        &mut self,
+        pool: &WorkerPool,
+        was: &PoolView,
+        next: &PoolView,
+        elapsed: Duration,
+    ) {
+        let name = pool.metadata.name.as_deref().unwrap_or("?");
+        if (was.os.is_some() || was.kubernetes.is_some())
+            && (was.os != next.os || was.kubernetes != next.kubernetes)
+        {
+            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+            self.timeline.push(
+                elapsed,
+                None,
+                EntryKind::Event,
+                format!(
+                    "WorkerPool/{name} names os {} (was {}), kubernetes {} (was {})",
+                    show(&next.os),
+                    show(&was.os),
+                    show(&next.kubernetes),
+                    show(&was.kubernetes)
+                ),
+            );
+        }
+        if let Some(last) = &next.last_maintenance
+            && was.last_maintenance.as_ref() != Some(last)
+        {
+            let mut text = format!(
+                "WorkerPool/{name} lastMaintenance {} (triggered {}): {}",
+                last.state, last.triggered, last.description
+            );
+            if let Some(reason) = &last.failure_reason {
+                text.push_str(&format!(" — failure: {reason}"));
+            }
+            self.timeline.push(elapsed, None, EntryKind::Event, text);
+        }
     }
 
     /// Evaluates expectations at `elapsed` (also called when time passes without changes).
@@ -336,7 +408,8 @@ impl Judge {
             }
             Observation::WatchError(_)
             | Observation::KubeEvent { .. }
-            | Observation::Lease { .. } => false,
+            | Observation::Lease { .. }
+            | Observation::Pool(_) => false,
         }
     }
 
@@ -364,6 +437,17 @@ impl Judge {
             }
         }
     }
+}
+
+/// The spec the pool's controller last accepted (the versions a rollout goes to), if it
+/// records one.
+fn accepted_spec(pool: &WorkerPool) -> Option<WorkerPoolSpec> {
+    let text = pool
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(inplace_orchestrator::workerpool::ANNOTATION_ACCEPTED_SPEC)?;
+    serde_json::from_str(text).ok()
 }
 
 /// The scenario-file name of an invariant.

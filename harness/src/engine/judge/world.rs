@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use inplace_api::crd::WorkerPool;
 use inplace_api::keys;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -115,6 +116,47 @@ pub struct DependentView {
     pub replicas: i32,
 }
 
+/// What the harness knows about the WorkerPool: the versions its spec names and its last
+/// maintenance.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolView {
+    /// `spec.machine.image.version`.
+    pub os: Option<String>,
+    /// `spec.kubernetes.version`.
+    pub kubernetes: Option<String>,
+    /// `status.lastMaintenance`.
+    pub last_maintenance: Option<MaintenanceView>,
+}
+
+/// A pool's `status.lastMaintenance`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceView {
+    pub state: String,
+    pub description: String,
+    pub failure_reason: Option<String>,
+    pub triggered: Timestamp,
+}
+
+impl PoolView {
+    /// Builds the view from a WorkerPool.
+    pub fn from_pool(pool: &WorkerPool) -> Self {
+        Self {
+            os: Some(pool.spec.machine.image.version.clone()),
+            kubernetes: pool.spec.kubernetes_version().map(str::to_owned),
+            last_maintenance: pool
+                .status
+                .as_ref()
+                .and_then(|s| s.last_maintenance.as_ref())
+                .map(|m| MaintenanceView {
+                    state: m.state.clone(),
+                    description: m.description.clone(),
+                    failure_reason: m.failure_reason.clone(),
+                    triggered: m.triggered_time.0,
+                }),
+        }
+    }
+}
+
 /// The whole observed state.
 #[derive(Debug, Clone, Default)]
 pub struct World {
@@ -144,6 +186,8 @@ pub struct World {
     pub lease_expiry: BTreeMap<String, Timestamp>,
     /// The time of the last observation (the judge's "now").
     pub now: Option<Timestamp>,
+    /// The WorkerPool as last observed.
+    pub pool: PoolView,
 }
 
 impl World {
@@ -166,6 +210,7 @@ impl World {
             powered_off: self.powered_off.clone(),
             lease_expiry: BTreeMap::new(),
             now: self.now,
+            pool: self.pool.clone(),
         }
     }
 
