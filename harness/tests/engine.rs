@@ -396,3 +396,20 @@ fn two_power_cuts_on_one_node_are_two_cuts() {
         .count();
     assert_eq!(back, 2, "the timeline reports what happened");
 }
+
+#[test]
+fn a_clock_start_is_refused_on_the_wall_clock() {
+    let mut loaded = scenario("clock: { start: \"2026-03-02T21:00:00Z\" }\n");
+    let error = engine::run_scenario(&loaded, Backend::Qemu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`clock.start` (2026-03-02T21:00:00Z)") && error.contains("wall clock"),
+        "{error}"
+    );
+    loaded.scenario.cluster = rackproof_harness::scenario::Cluster::Local;
+    let error = engine::run_scenario(&loaded, Backend::Sim)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`clock.start`"), "{error}");
+}
