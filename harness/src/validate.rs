@@ -239,11 +239,42 @@ impl Checker<'_> {
                 format!("set `lab.nodes` to {} and `pool.size` to {size}", size + surge),
             );
         }
+        if let Some(maintenance) = &pool.maintenance {
+            self.time_window(&maintenance.time_window);
+        }
+        for entry in &self.loaded.scenario.catalog.kubernetes {
+            if let Err(e) = inplace_api::version::KubeVersion::parse(&entry.version) {
+                self.at(
+                    entry.version.at,
+                    format!(
+                        "catalog Kubernetes version {:?} is not a version: {e}",
+                        entry.version.value
+                    ),
+                    "write MAJOR.MINOR.PATCH, e.g. \"1.34.2\"",
+                );
+            }
+        }
         let fraction = self.loaded.scenario.watchdog.node_lease_failure_fraction;
         if !(fraction > 0.0 && fraction <= 1.0) {
             self.top(
                 format!("`watchdog.nodeLeaseFailureFraction` is {fraction}"),
                 "use a fraction in (0, 1], e.g. 0.6",
+            );
+        }
+    }
+
+    /// The window as the maintenance controller reads it, refused where it is written.
+    fn time_window(&mut self, window: &crate::scenario::TimeWindow) {
+        use inplace_api::maintenance::{TimeWindow, TimeWindowError};
+        if let Err(e) = TimeWindow::parse(&window.begin, &window.end) {
+            let at = match &e {
+                TimeWindowError::Malformed { field: "end", .. } => window.end.at,
+                _ => window.begin.at,
+            };
+            self.at(
+                at,
+                format!("maintenance window: {e}"),
+                "write each end as HHMMSS+ZZZZ (hours, minutes, seconds and the offset to UTC), 30 minutes to 6 hours apart, e.g. `timeWindow: { begin: \"220000+0000\", end: \"230000+0000\" }`",
             );
         }
     }
@@ -278,7 +309,7 @@ impl Checker<'_> {
                 Step::ClearFailed(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
                 Step::WaitUntil(wait) => self.condition(&wait.until),
                 Step::Fault(action) => self.fault_action(action),
-                Step::Scale(_) | Step::Sleep(_) | Step::Run(_) => {}
+                Step::Scale(_) | Step::Sleep(_) | Step::Run(_) | Step::MaintenanceOperation(_) => {}
             }
         }
     }
@@ -324,6 +355,10 @@ impl Checker<'_> {
     }
 
     fn condition(&mut self, condition: &Condition) {
+        let somewhere = Position {
+            source: 1,
+            ..Position::default()
+        };
         match condition {
             Condition::Node(node) => {
                 self.known_node(&node.name);
@@ -332,6 +367,25 @@ impl Checker<'_> {
                 }
             }
             Condition::Leader(leader) => self.leader(leader),
+            Condition::PoolVersion(version) => {
+                if let Some(os) = &version.os {
+                    self.known_version(os, "`poolVersion.os`");
+                }
+                if version.os.is_none() && version.kubernetes.is_none() {
+                    self.top(
+                        "`poolVersion` names no version",
+                        "give `os`, `kubernetes` or both, e.g. `poolVersion: { os: \"1.1.0\" }`",
+                    );
+                }
+            }
+            Condition::LastMaintenance(m) => {
+                if let Some(reason) = &m.reason {
+                    self.regex(reason, somewhere, "`lastMaintenance.reason`");
+                }
+                if let Some(description) = &m.description {
+                    self.regex(description, somewhere, "`lastMaintenance.description`");
+                }
+            }
             _ => {}
         }
     }
@@ -375,7 +429,19 @@ impl Checker<'_> {
     fn expectations(&mut self) {
         for expectation in &self.loaded.scenario.expect {
             match expectation {
-                Expectation::Eventually(e) => self.condition(&e.that),
+                Expectation::Eventually(e) => {
+                    self.condition(&e.that);
+                    if e.not_before.is_some_and(|n| n > e.within) {
+                        self.top(
+                            format!(
+                                "`eventually` has notBefore {} after within {}",
+                                e.not_before.unwrap_or_default(),
+                                e.within
+                            ),
+                            "`notBefore` must not be later than `within`",
+                        );
+                    }
+                }
                 Expectation::Never(c) => self.condition(c),
                 Expectation::Timed(t) => {
                     self.condition(&t.from);

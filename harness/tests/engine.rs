@@ -133,7 +133,7 @@ fn backends_the_engine_cannot_drive_are_refused_before_anything_starts() {
     let partition = scenario(
         "faults:\n  - when: { after: 1m }\n    do: { partition: { node: node-1, for: 1m } }\n",
     );
-    let error = engine::run_scenario(&partition, Backend::Sim)
+    let error = engine::run_scenario(&partition, Backend::Libvirt)
         .unwrap_err()
         .to_string();
     assert!(error.contains("set_link"), "{error}");
@@ -395,4 +395,21 @@ fn two_power_cuts_on_one_node_are_two_cuts() {
         .filter(|e| e.node.as_deref() == Some("node-2") && e.text == "power is back")
         .count();
     assert_eq!(back, 2, "the timeline reports what happened");
+}
+
+#[test]
+fn a_clock_start_is_refused_on_the_wall_clock() {
+    let mut loaded = scenario("clock: { start: \"2026-03-02T21:00:00Z\" }\n");
+    let error = engine::run_scenario(&loaded, Backend::Qemu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`clock.start` (2026-03-02T21:00:00Z)") && error.contains("wall clock"),
+        "{error}"
+    );
+    loaded.scenario.cluster = rackproof_harness::scenario::Cluster::Local;
+    let error = engine::run_scenario(&loaded, Backend::Sim)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("`clock.start`"), "{error}");
 }

@@ -142,6 +142,13 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
             "the agent runs inside each node's OS (on sim Rackproof's own, on qemu the one built into the node images by ci/build-images); an external agent command cannot replace it (backend {name})"
         ));
     }
+    if let Some(start) = scenario.clock.start
+        && !on_virtual_time(scenario, backend)
+    {
+        problems.push(format!(
+            "`clock.start` ({start}) sets where virtual time starts; a run on backend {name} against this cluster is on the wall clock, which no scenario can move (run it on backend sim against the embedded cluster, or remove `clock`)"
+        ));
+    }
     if scenario.components.agent == Implementation::Off {
         problems.push(format!("the {name} backend's nodes run the builtin agent; `agent: off` leaves them without a kubelet"));
     }
@@ -257,7 +264,8 @@ fn initial_world(scenario: &Scenario) -> World {
         target_kubernetes: scenario.pool.kubernetes.value.clone(),
         max_unavailable: scenario.pool.max_unavailable.resolve(size, true),
         pool_size: size,
-        updates_requested: 0,
+        update_requested: false,
+        spec_round: 0,
         manual: *scenario.pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
         dependents: dependents
             .iter()
@@ -269,6 +277,7 @@ fn initial_world(scenario: &Scenario) -> World {
         lease_expiry: Default::default(),
         leaders: Default::default(),
         now: None,
+        pool: Default::default(),
     }
 }
 
@@ -282,7 +291,11 @@ pub async fn run(
 ) -> RunResult {
     let scenario = Arc::new(loaded.scenario.clone());
     let clock = if on_virtual_time(&scenario, backend) {
-        Clock::simulated(EPOCH.parse().expect("the epoch is a timestamp"))
+        let start = scenario
+            .clock
+            .start
+            .map_or_else(|| EPOCH.parse().expect("the epoch is a timestamp"), |s| s.0);
+        Clock::simulated(start)
     } else {
         Clock::wall()
     };

@@ -84,6 +84,12 @@ pub(crate) fn summary(step: &Step) -> String {
         Step::WaitUntil(w) => format!("wait until {} (at most {})", describe(&w.until), w.within),
         Step::Run(r) => format!("run {}", r.command.join(" ")),
         Step::Fault(_) => "fire a fault".to_owned(),
+        Step::MaintenanceOperation(op) => {
+            format!(
+                "ask for maintenance operation {} in the next window",
+                op.value
+            )
+        }
     }
 }
 
@@ -97,6 +103,13 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), StepError> {
             label_nodes(ctx, nodes, keys::LABEL_SELECTED_FOR_UPDATE, None).await
         }
         Step::ClearFailed(nodes) => label_nodes(ctx, nodes, keys::LABEL_UPDATE_RESULT, None).await,
+        Step::MaintenanceOperation(op) => {
+            patch_pool(
+                ctx,
+                json!({"metadata": {"annotations": {keys::ANNOTATION_MAINTENANCE_OPERATION: op.value}}}),
+            )
+            .await
+        }
         Step::Scale(count) => {
             let count_i32 = i32::try_from(*count)
                 .map_err(|_| StepError::Invalid(format!("{count} nodes is too many")))?;
@@ -251,7 +264,7 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), StepError> {
     match (&update.expect_refused, verdict) {
         (None, Validation::Accepted) => {
             let mut judge = ctx.shared.judge();
-            judge.world.updates_requested += 1;
+            judge.world.update_requested = true;
             if let Some(os) = &update.os {
                 judge.world.target_os = os.value.clone();
             }

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Component, Located, NodeName, Span};
+use super::{Component, Located, MaintenanceState, NodeName, Span};
 
 /// Where a node is in its in-place update, as the orchestrator and agent record it on the Node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
@@ -50,6 +50,10 @@ pub enum Condition {
     /// An instance leads its component: it holds the component's leader Lease (with
     /// `components.replicas` above 1).
     Leader(LeaderCondition),
+    /// The WorkerPool's spec names these versions (whoever wrote them: a step or a maintenance).
+    PoolVersion(PoolVersion),
+    /// The pool's `status.lastMaintenance` is in this state.
+    LastMaintenance(MaintenanceCondition),
 }
 
 /// Which instance leads a component.
@@ -60,6 +64,31 @@ pub struct LeaderCondition {
     pub of: Component,
     /// The instance, as the timeline names it: `orchestrator-2`.
     pub is: Located<String>,
+}
+
+/// The pool's versions as its spec names them; the ones given must all match.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolVersion {
+    /// The OS image version.
+    #[serde(default)]
+    pub os: Option<Located<String>>,
+    /// The pool's Kubernetes version.
+    #[serde(default)]
+    pub kubernetes: Option<Located<String>>,
+}
+
+/// The outcome of the pool's last maintenance.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct MaintenanceCondition {
+    pub state: MaintenanceState,
+    /// The failure reason matches this regex (a substring is enough).
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// The description matches this regex.
+    #[serde(default)]
+    pub description: Option<String>,
 }
 
 /// One node in a state.
@@ -107,6 +136,10 @@ pub enum Expectation {
 pub struct Eventually {
     pub that: Condition,
     pub within: Span,
+    /// The condition must not hold before this long after the start (e.g. a maintenance window's
+    /// begin): holding earlier breaks the expectation.
+    #[serde(default)]
+    pub not_before: Option<Span>,
 }
 
 /// The time between two conditions first holding.
@@ -155,7 +188,7 @@ pub enum InvariantName {
     /// After a real outage ends, the dependents run with their original replicas again.
     DependentsRestored,
     /// No node is selected again for an update it already finished successfully: once a node
-    /// is done with the pool's current update, only a new update (an `update` step) selects it
-    /// again.
+    /// is done with the pool's current spec, only a new spec the pool's controller accepts (an
+    /// `update` step, a maintenance, any other change) selects it again.
     SelectedOnce,
 }

@@ -12,6 +12,7 @@ mod duration;
 mod expect;
 mod fault;
 mod located;
+mod maintenance;
 mod step;
 
 use std::path::PathBuf;
@@ -22,7 +23,8 @@ use serde::{Deserialize, Serialize};
 pub use duration::Span;
 pub use expect::{
     Condition, CountCondition, DisabledInvariant, Eventually, Expectation, InvariantName,
-    Invariants, LeaderCondition, NodeCondition, NodeState, NodesCondition, Timed,
+    Invariants, LeaderCondition, MaintenanceCondition, NodeCondition, NodeState, NodesCondition,
+    PoolVersion, Timed,
 };
 pub use fault::{
     BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction,
@@ -30,6 +32,10 @@ pub use fault::{
     PowerCutPoint, PowerFault, Trigger,
 };
 pub use located::{Located, Position};
+pub use maintenance::{
+    AutoUpdate, Catalog, Classification, ClockSettings, ImageUpdateStrategy, Instant,
+    KubernetesVersion, Maintenance, MaintenanceState, TimeWindow,
+};
 pub use step::{PoolUpdate, RunCommand, Step, Wait};
 
 /// A node's name as written in a scenario (remembers where, for errors).
@@ -64,6 +70,9 @@ pub struct Scenario {
     /// `timeout`.
     #[serde(default = "default_settle")]
     pub settle: Span,
+    /// The run's clock: where virtual time starts, so maintenance windows fall at a time of day.
+    #[serde(default)]
+    pub clock: ClockSettings,
     /// The machines.
     pub lab: Lab,
     /// Where the Kubernetes API comes from when the command line does not say.
@@ -79,6 +88,9 @@ pub struct Scenario {
     pub components: Components,
     /// OS image versions the image server offers, and how each boots.
     pub images: Vec<Image>,
+    /// The image catalog's other fields: the image's `updateStrategy`, Kubernetes versions.
+    #[serde(default)]
+    pub catalog: Catalog,
     /// The worker pool under test.
     pub pool: Pool,
     /// Dependency-watchdog settings.
@@ -357,6 +369,13 @@ pub struct Image {
     /// How the image behaves at boot.
     #[serde(default)]
     pub boot: BootBehaviour,
+    /// Its classification in the catalog (`supported` when absent; `preview` is never a
+    /// maintenance target).
+    #[serde(default)]
+    pub classification: Option<Classification>,
+    /// From this instant on the version is expired (a pool on it is forced off in its window).
+    #[serde(default)]
+    pub expiration_date: Option<Instant>,
 }
 
 /// How an image behaves when a node boots it.
@@ -412,6 +431,9 @@ pub struct Pool {
     /// Evictions refused per pod (a disruption budget blocks them) before the drain deletes the pod.
     #[serde(default = "default_evict_retries")]
     pub max_evict_retries: u32,
+    /// The daily maintenance window and what may happen in it; without it, no maintenance runs.
+    #[serde(default)]
+    pub maintenance: Option<Maintenance>,
 }
 
 fn default_pool_name() -> String {

@@ -27,6 +27,10 @@ pub enum Step {
     Run(RunCommand),
     /// Fire a fault now.
     Fault(FaultAction),
+    /// Ask for a maintenance operation in the pool's next window: sets the pool's
+    /// `maintenance.gardener.cloud/operation` annotation (`rotate-credentials-start`,
+    /// `rotate-ca-start`, `rotate-serviceaccount-key-start`, `force-in-place-update`).
+    MaintenanceOperation(Located<String>),
 }
 
 /// A change to the pool.

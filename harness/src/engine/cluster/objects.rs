@@ -5,17 +5,19 @@
 use std::collections::BTreeMap;
 
 use inplace_api::crd::{
-    CatalogImage, ImageCatalog, ImageCatalogSpec, ImageVersionEntry, InPlaceUpdateSupport,
-    KubernetesVersions, MachineControllerManagerSettings, MachineImage, PoolKubernetes,
+    CatalogImage, Classification, ImageCatalog, ImageCatalogSpec, ImageUpdateStrategy,
+    ImageVersionEntry, InPlaceUpdateSupport, KubernetesVersions, MachineControllerManagerSettings,
+    MachineImage, Maintenance, MaintenanceAutoUpdate, MaintenanceTimeWindow, PoolKubernetes,
     PoolMachine, VersionEntry, WorkerPool, WorkerPoolSpec,
 };
 use inplace_api::strategy::UpdateStrategy;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{Container, PodSpec, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
-use crate::scenario::{IntOrPercent, Scenario, Strategy};
+use crate::scenario::{self, IntOrPercent, Scenario, Strategy};
 
 /// Namespace of the pool, its machines and the control-plane components.
 pub(crate) const NAMESPACE: &str = "rackproof";
@@ -48,7 +50,9 @@ pub(crate) fn strategy(strategy: Strategy) -> UpdateStrategy {
     }
 }
 
-/// The image catalog: every image version of the scenario, in-place updatable from the oldest on.
+/// The image catalog: every image version of the scenario, in-place updatable from the oldest on,
+/// with the classification, expiration date and update strategy the scenario gives; the
+/// Kubernetes versions the pool, the steps and `catalog.kubernetes` name.
 pub(crate) fn image_catalog(scenario: &Scenario) -> ImageCatalog {
     let oldest = scenario
         .images
@@ -61,8 +65,8 @@ pub(crate) fn image_catalog(scenario: &Scenario) -> ImageCatalog {
         .iter()
         .map(|image| ImageVersionEntry {
             version: image.version.value.clone(),
-            classification: None,
-            expiration_date: None,
+            classification: image.classification.map(classification),
+            expiration_date: image.expiration_date.map(|i| Time(i.0)),
             in_place_updates: Some(InPlaceUpdateSupport {
                 supported: true,
                 min_version_for_update: oldest.clone(),
@@ -77,26 +81,59 @@ pub(crate) fn image_catalog(scenario: &Scenario) -> ImageCatalog {
         }
     }
     kubernetes.extend(scenario.pool.control_plane.iter().map(|v| v.value.clone()));
-    kubernetes.sort();
+    let listed = &scenario.catalog.kubernetes;
+    kubernetes.extend(listed.iter().map(|v| v.version.value.clone()));
+    kubernetes.sort_by(|a, b| version_order(a, b));
     kubernetes.dedup();
     let spec = ImageCatalogSpec {
         kubernetes: KubernetesVersions {
             versions: kubernetes
                 .into_iter()
-                .map(|version| VersionEntry {
-                    version,
-                    classification: None,
-                    expiration_date: None,
+                .map(|version| {
+                    let entry = listed.iter().find(|v| v.version.value == version);
+                    VersionEntry {
+                        version,
+                        classification: entry.and_then(|e| e.classification).map(classification),
+                        expiration_date: entry.and_then(|e| e.expiration_date).map(|i| Time(i.0)),
+                    }
                 })
                 .collect(),
         },
         machine_images: vec![CatalogImage {
             name: IMAGE_NAME.to_owned(),
-            update_strategy: None,
+            update_strategy: scenario.catalog.update_strategy.map(|s| match s {
+                scenario::ImageUpdateStrategy::Patch => ImageUpdateStrategy::Patch,
+                scenario::ImageUpdateStrategy::Minor => ImageUpdateStrategy::Minor,
+                scenario::ImageUpdateStrategy::Major => ImageUpdateStrategy::Major,
+            }),
             versions,
         }],
     };
     ImageCatalog::new(CATALOG, spec)
+}
+
+/// A classification in the API's terms.
+fn classification(value: scenario::Classification) -> Classification {
+    match value {
+        scenario::Classification::Preview => Classification::Preview,
+        scenario::Classification::Supported => Classification::Supported,
+        scenario::Classification::Deprecated => Classification::Deprecated,
+    }
+}
+
+/// The pool's maintenance settings in the API's terms.
+fn maintenance(value: &scenario::Maintenance) -> Maintenance {
+    Maintenance {
+        time_window: Some(MaintenanceTimeWindow {
+            begin: value.time_window.begin.value.clone(),
+            end: value.time_window.end.value.clone(),
+        }),
+        auto_update: Some(MaintenanceAutoUpdate {
+            kubernetes_version: value.auto_update.kubernetes_version,
+            machine_image_version: value.auto_update.machine_image_version,
+        }),
+        confine_spec_update_rollout: Some(value.confine_spec_update_rollout),
+    }
 }
 
 /// Orders versions by their dot-separated numeric parts (`1.10.0` after `1.9.0`).
@@ -140,7 +177,7 @@ pub(crate) fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
             ..MachineControllerManagerSettings::default()
         }),
         credentials_rotation: None,
-        maintenance: None,
+        maintenance: pool.maintenance.as_ref().map(maintenance),
     };
     let mut object = WorkerPool::new(&pool.name, spec);
     object.metadata.namespace = Some(NAMESPACE.to_owned());
@@ -179,5 +216,73 @@ pub(crate) fn dependent(name: &str) -> Deployment {
             ..DeploymentSpec::default()
         }),
         ..Deployment::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scenario(text: &str) -> Scenario {
+        crate::load::load_str(std::path::Path::new("s.yaml"), text)
+            .expect("the fixture loads")
+            .scenario
+    }
+
+    const MAINTAINED: &str = r#"
+lab: { nodes: 1 }
+images:
+  - { version: "1.0.0", classification: deprecated, expirationDate: "2026-03-02T21:30:00Z" }
+  - { version: "1.1.0", classification: preview }
+catalog:
+  updateStrategy: patch
+  kubernetes:
+    - { version: "1.33.5", expirationDate: "2026-03-02T21:30:00Z" }
+    - version: "1.35.0"
+pool:
+  strategy: AutoInPlaceUpdate
+  os: "1.0.0"
+  kubernetes: "1.33.5"
+  controlPlane: "1.35.0"
+  maintenance:
+    timeWindow: { begin: "220000+0000", end: "230000+0000" }
+    autoUpdate: { machineImageVersion: false }
+    confineSpecUpdateRollout: true
+"#;
+
+    #[test]
+    fn the_catalog_carries_classification_expiry_and_update_strategy() {
+        let catalog = image_catalog(&scenario(MAINTAINED)).spec;
+        let image = &catalog.machine_images[0];
+        assert_eq!(image.update_strategy, Some(ImageUpdateStrategy::Patch));
+        assert_eq!(
+            image.versions[0].classification,
+            Some(Classification::Deprecated)
+        );
+        assert_eq!(
+            image.versions[0].expiration_date.as_ref().unwrap().0,
+            "2026-03-02T21:30:00Z".parse().unwrap()
+        );
+        assert_eq!(
+            image.versions[1].classification,
+            Some(Classification::Preview)
+        );
+        let kubernetes: Vec<(&str, bool)> = catalog
+            .kubernetes
+            .versions
+            .iter()
+            .map(|v| (v.version.as_str(), v.expiration_date.is_some()))
+            .collect();
+        assert_eq!(kubernetes, [("1.33.5", true), ("1.35.0", false)]);
+    }
+
+    #[test]
+    fn the_pool_carries_its_maintenance_settings() {
+        let pool = worker_pool(&scenario(MAINTAINED), 1);
+        let maintenance = pool.spec.maintenance.expect("maintenance settings");
+        assert!(maintenance.window().unwrap().is_ok());
+        assert!(!maintenance.auto_update_machine_image());
+        assert!(maintenance.auto_update_kubernetes());
+        assert!(maintenance.confine_spec_update_rollout());
     }
 }

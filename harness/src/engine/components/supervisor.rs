@@ -1,6 +1,7 @@
 //! The supervisor of the control-plane components of a run: the orchestrator (as
-//! `machine-controller-manager`), the node lifecycle controller (as `kube-controller-manager`) and
-//! the dependency watchdog. Each is Rackproof's own as an in-process task, or an external program
+//! `machine-controller-manager`), the node lifecycle controller (as `kube-controller-manager`),
+//! the dependency watchdog, and, for a pool with maintenance settings, the maintenance controller
+//! (as gardener-controller-manager). Each is Rackproof's own as an in-process task, or an external program
 //! the scenario names (`command: [...]`), run as a process; on a `local` cluster the node
 //! lifecycle controller is the real kube-controller-manager, switched off and on. A component runs while its Deployment
 //! has replicas (so when the watchdog scales machine-controller-manager to zero, the orchestrator
@@ -54,6 +55,9 @@ pub(crate) enum Managed {
     Orchestrator,
     NodeLifecycle,
     Watchdog,
+    /// The maintenance controller (gardener-controller-manager's role), for a pool with
+    /// maintenance settings.
+    Maintenance,
 }
 
 impl Managed {
@@ -62,6 +66,7 @@ impl Managed {
             Self::Orchestrator => "orchestrator",
             Self::NodeLifecycle => "node lifecycle controller",
             Self::Watchdog => "watchdog",
+            Self::Maintenance => "maintenance controller",
         }
     }
 
@@ -70,7 +75,7 @@ impl Managed {
         match self {
             Self::Orchestrator => Some(inplace_orchestrator::LEADER_LEASE_NAME),
             Self::Watchdog => Some(inplace_watchdog::LEADER_LEASE_NAME),
-            Self::NodeLifecycle => None,
+            Self::NodeLifecycle | Self::Maintenance => None,
         }
     }
 
@@ -79,7 +84,7 @@ impl Managed {
         match self {
             Self::Orchestrator => Some("machine-controller-manager"),
             Self::NodeLifecycle => Some("kube-controller-manager"),
-            Self::Watchdog => None,
+            Self::Watchdog | Self::Maintenance => None,
         }
     }
 }
@@ -202,11 +207,18 @@ impl Supervisor {
                 slots.insert(Instance { component, index }, slot);
             }
         }
-        let lifecycle = Instance {
-            component: Managed::NodeLifecycle,
-            index: 1,
-        };
-        slots.insert(lifecycle, Slot::default());
+        for component in [Managed::NodeLifecycle, Managed::Maintenance] {
+            if component == Managed::Maintenance && scenario.pool.maintenance.is_none() {
+                continue;
+            }
+            slots.insert(
+                Instance {
+                    component,
+                    index: 1,
+                },
+                Slot::default(),
+            );
+        }
         let kcm_grace = scenario.watchdog.kcm_node_monitor_grace_duration.get();
         Self {
             client,
@@ -359,7 +371,7 @@ impl Supervisor {
                     self.watchdog.node_lease_failure_fraction.to_string(),
                 ),
             ],
-            Managed::NodeLifecycle => Vec::new(),
+            Managed::NodeLifecycle | Managed::Maintenance => Vec::new(),
         };
         let name = self.name(instance);
         if let Some(election) = self.election(instance) {
@@ -411,6 +423,16 @@ impl Supervisor {
                 let grace = self.kcm_grace;
                 tokio::spawn(lifecycle::run(client, clock, grace))
             }
+            Managed::Maintenance => {
+                let config = self.orchestrator.clone();
+                tokio::spawn(async move {
+                    if let Err(e) =
+                        inplace_orchestrator::maintenance::run(client, clock, config).await
+                    {
+                        tracing::error!(error = %e, "the maintenance controller stopped");
+                    }
+                })
+            }
         }
     }
 
@@ -450,17 +472,17 @@ impl Supervisor {
         Some(name)
     }
 
-    /// The control plane was upgraded: the orchestrator restarts with the new version (it is a
-    /// fixed setting of the orchestrator).
+    /// The control plane was upgraded: the orchestrator and the maintenance controller restart
+    /// with the new version (it is a fixed setting of both).
     pub fn set_control_plane_version(&mut self, version: KubeVersion, shared: &Shared) {
         self.orchestrator.control_plane_version = version;
-        let orchestrators: Vec<Instance> = self
+        let restarted: Vec<Instance> = self
             .slots
             .keys()
-            .filter(|i| i.component == Managed::Orchestrator)
+            .filter(|i| matches!(i.component, Managed::Orchestrator | Managed::Maintenance))
             .copied()
             .collect();
-        for instance in orchestrators {
+        for instance in restarted {
             let name = self.name(instance);
             if let Some(running) = self.slots.get_mut(&instance).and_then(|s| s.running.take()) {
                 running.stop();

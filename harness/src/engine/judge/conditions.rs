@@ -11,18 +11,25 @@ use crate::scenario::{Condition, NodeState};
 pub(crate) struct Check {
     condition: Condition,
     reason: Option<Regex>,
+    description: Option<Regex>,
 }
 
 impl Check {
     /// Compiles a condition. Regexes were checked when the scenario loaded.
     pub(crate) fn new(condition: &Condition) -> Self {
-        let reason = match condition {
-            Condition::Node(node) => node.reason.as_deref().and_then(|r| Regex::new(r).ok()),
-            _ => None,
+        let compile = |pattern: Option<&str>| pattern.and_then(|r| Regex::new(r).ok());
+        let (reason, description) = match condition {
+            Condition::Node(node) => (compile(node.reason.as_deref()), None),
+            Condition::LastMaintenance(m) => (
+                compile(m.reason.as_deref()),
+                compile(m.description.as_deref()),
+            ),
+            _ => (None, None),
         };
         Self {
             condition: condition.clone(),
             reason,
+            description,
         }
     }
 
@@ -58,6 +65,28 @@ impl Check {
             Condition::DependentsRunning => world.dependents_running(),
             Condition::Leader(leader) => leader_lease(leader.of)
                 .is_some_and(|lease| world.leaders.get(lease) == Some(&leader.is.value)),
+            Condition::PoolVersion(v) => {
+                let matches = |want: &Option<crate::scenario::Located<String>>,
+                               have: &Option<String>| {
+                    want.as_ref()
+                        .is_none_or(|w| have.as_deref() == Some(w.value.as_str()))
+                };
+                matches(&v.os, &world.pool.os) && matches(&v.kubernetes, &world.pool.kubernetes)
+            }
+            Condition::LastMaintenance(m) => {
+                world.pool.last_maintenance.as_ref().is_some_and(|last| {
+                    last.state == m.state.as_api()
+                        && self.reason.as_ref().is_none_or(|r| {
+                            last.failure_reason
+                                .as_deref()
+                                .is_some_and(|f| r.is_match(f))
+                        })
+                        && self
+                            .description
+                            .as_ref()
+                            .is_none_or(|d| d.is_match(&last.description))
+                })
+            }
         }
     }
 
@@ -87,6 +116,26 @@ pub(crate) fn describe(condition: &Condition) -> String {
             "the watchdog's dependents run with their replicas".to_owned()
         }
         Condition::Leader(leader) => format!("{} leads", leader.is.value),
+        Condition::PoolVersion(v) => {
+            let mut parts = Vec::new();
+            if let Some(os) = &v.os {
+                parts.push(format!("os {}", os.value));
+            }
+            if let Some(k) = &v.kubernetes {
+                parts.push(format!("kubernetes {}", k.value));
+            }
+            format!("the pool names {}", parts.join(" and "))
+        }
+        Condition::LastMaintenance(m) => {
+            let mut text = format!("the last maintenance {}", m.state.as_api());
+            if let Some(reason) = &m.reason {
+                text.push_str(&format!(" (reason ~ /{reason}/)"));
+            }
+            if let Some(description) = &m.description {
+                text.push_str(&format!(" (description ~ /{description}/)"));
+            }
+            text
+        }
     }
 }
 

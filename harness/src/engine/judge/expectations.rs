@@ -20,6 +20,7 @@ enum Kind {
     Eventually {
         check: Check,
         within: Duration,
+        not_before: Option<Duration>,
     },
     Never {
         check: Check,
@@ -54,11 +55,19 @@ impl Expectations {
             .iter()
             .map(|e| match e {
                 Expectation::Eventually(e) => Tracked {
-                    description: format!("within {}: {}", e.within, describe(&e.that)),
+                    description: match e.not_before {
+                        Some(not_before) => format!(
+                            "between {not_before} and {}: {}",
+                            e.within,
+                            describe(&e.that)
+                        ),
+                        None => format!("within {}: {}", e.within, describe(&e.that)),
+                    },
                     verdict: Verdict::Pending,
                     kind: Kind::Eventually {
                         check: Check::new(&e.that),
                         within: e.within.get(),
+                        not_before: e.not_before.map(|s| s.get()),
                     },
                 },
                 Expectation::Never(c) => Tracked {
@@ -99,14 +108,24 @@ impl Expectations {
                 continue;
             }
             match &mut item.kind {
-                Kind::Eventually { check, within } => {
+                Kind::Eventually {
+                    check,
+                    within,
+                    not_before,
+                } => {
                     if elapsed > *within {
                         item.verdict = Verdict::Broken {
                             at: elapsed,
                             why: format!("not observed within {}", fmt(*within)),
                         };
                     } else if check.holds(world) {
-                        item.verdict = Verdict::Met { at: elapsed };
+                        item.verdict = match *not_before {
+                            Some(not_before) if elapsed < not_before => Verdict::Broken {
+                                at: elapsed,
+                                why: format!("observed already, before {}", fmt(not_before)),
+                            },
+                            _ => Verdict::Met { at: elapsed },
+                        };
                     }
                 }
                 Kind::Never { check } => {
@@ -207,4 +226,52 @@ impl Expectations {
 
 fn fmt(d: Duration) -> String {
     rackproof_clock::format_duration(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::{Condition, Eventually, Located, PoolVersion, Span};
+
+    fn on_os(os: &str) -> World {
+        let mut world = World::default();
+        world.pool.os = Some(os.to_owned());
+        world
+    }
+
+    fn moved_between(not_before: u64, within: u64) -> Expectations {
+        Expectations::new(&[Expectation::Eventually(Eventually {
+            that: Condition::PoolVersion(PoolVersion {
+                os: Some(Located::new("1.1.0".to_owned())),
+                kubernetes: None,
+            }),
+            within: Span(Duration::from_secs(within)),
+            not_before: Some(Span(Duration::from_secs(not_before))),
+        })])
+    }
+
+    #[test]
+    fn not_before_breaks_an_eventually_that_holds_too_early() {
+        let mut early = moved_between(3600, 3660);
+        early.observe(&on_os("1.0.0"), Duration::from_secs(10));
+        let broken = early.observe(&on_os("1.1.0"), Duration::from_secs(3599));
+        assert_eq!(
+            broken,
+            ["between 1h and 1h1m: the pool names os 1.1.0: observed already, before 1h"]
+        );
+
+        let mut in_time = moved_between(3600, 3660);
+        in_time.observe(&on_os("1.0.0"), Duration::from_secs(3599));
+        assert!(
+            in_time
+                .observe(&on_os("1.1.0"), Duration::from_secs(3600))
+                .is_empty()
+        );
+        assert_eq!(
+            in_time.items[0].verdict,
+            Verdict::Met {
+                at: Duration::from_secs(3600)
+            }
+        );
+    }
 }

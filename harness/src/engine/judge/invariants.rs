@@ -20,7 +20,7 @@ pub struct Violation {
 pub struct InvariantChecker {
     enabled: BTreeSet<InvariantKey>,
     /// Each node that finished an update successfully, and the round it finished
-    /// ([`World::updates_requested`] then).
+    /// ([`World::spec_round`] then).
     finished_round: BTreeMap<String, u32>,
 }
 
@@ -118,20 +118,19 @@ impl InvariantChecker {
             }
             let finished = was.candidate && !now.candidate && !now.failed();
             if finished {
-                self.finished_round
-                    .insert(name.clone(), after.updates_requested);
+                self.finished_round.insert(name.clone(), after.spec_round);
             }
             if self.on(InvariantName::SelectedOnce)
                 && !was.selected
                 && now.selected
-                && self.finished_round.get(name) == Some(&after.updates_requested)
+                && self.finished_round.get(name) == Some(&after.spec_round)
             {
                 found.push(Violation {
                     invariant: InvariantName::SelectedOnce,
                     node: node.clone(),
                     message: format!(
-                        "{name} was selected again for the update it had already finished (update {})",
-                        after.updates_requested
+                        "{name} was selected again for the pool spec it had already been updated to (round {})",
+                        after.spec_round
                     ),
                 });
             }
@@ -465,9 +464,9 @@ mod tests {
         };
         let mut round = |view_before: &NodeView, view_after: &NodeView, updates: u32| {
             let mut before = world(&[("a", view_before.clone())], 1);
-            before.updates_requested = updates;
+            before.spec_round = updates;
             let mut after = world(&[("a", view_after.clone())], 1);
-            after.updates_requested = updates;
+            after.spec_round = updates;
             checker.check(&before, &after)
         };
         assert!(

@@ -15,8 +15,9 @@ use crate::engine::judge::expectations::Expectations;
 use crate::engine::judge::invariants::{InvariantChecker, Violation};
 use crate::engine::judge::observe::Observation;
 use crate::engine::judge::timeline::{EntryKind, Timeline};
-use crate::engine::judge::world::{NodeView, World, is_daemon_or_mirror, lane_phase};
+use crate::engine::judge::world::{NodeView, PoolView, World, is_daemon_or_mirror, lane_phase};
 use crate::scenario::{InvariantName, NodeState};
+use inplace_api::crd::{WorkerPool, WorkerPoolSpec};
 
 /// Everything judged about one run.
 #[derive(Debug)]
@@ -33,6 +34,8 @@ pub struct Judge {
     /// Nodes whose view was reset (the Node went) since pods were last counted into the views.
     reset_since_count: BTreeSet<String>,
     last_unavailable: u32,
+    /// The pool spec its controller accepted last, as written in its annotation.
+    accepted: Option<String>,
 }
 
 impl Judge {
@@ -57,6 +60,7 @@ impl Judge {
             pods_per_node: BTreeMap::new(),
             reset_since_count: BTreeSet::new(),
             last_unavailable: 0,
+            accepted: None,
         }
     }
 
@@ -95,7 +99,7 @@ impl Judge {
                 .cloned()
                 .into_iter()
                 .collect(),
-            Observation::Deployment(_) => Vec::new(),
+            Observation::Deployment(_) | Observation::Pool(_) => Vec::new(),
             Observation::WatchError(_)
             | Observation::KubeEvent { .. }
             | Observation::Lease { .. }
@@ -122,6 +126,10 @@ impl Judge {
                 self.timeline
                     .push(elapsed, None, EntryKind::Component, text);
                 self.world.with_only(&[])
+            }
+            Observation::Pool(pool) => {
+                self.pool(pool, elapsed);
+                return;
             }
             Observation::WatchError(e) => {
                 self.timeline.push(
@@ -195,6 +203,82 @@ impl Judge {
             self.violations.push((elapsed, violation));
         }
         self.judge_expectations(elapsed);
+    }
+
+    /// Applies a WorkerPool change: its versions and last maintenance, in the timeline as they
+    /// change, and the rollout's target when the pool's controller accepted new versions.
+    fn pool(&mut self, pool: &WorkerPool, elapsed: Duration) {
+        // The target first: the controller accepts a spec in a write of its own, which changes
+        // nothing the view shows.
+        let accepted_text = pool
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(inplace_orchestrator::workerpool::ANNOTATION_ACCEPTED_SPEC));
+        if accepted_text.is_some() && accepted_text != self.accepted.as_ref() {
+            self.accepted = accepted_text.cloned();
+            self.world.spec_round += 1;
+        }
+        if let Some(accepted) = accepted_spec(pool) {
+            let os = accepted.machine.image.version.clone();
+            let kubernetes = accepted.kubernetes_version().map(str::to_owned);
+            if os != self.world.target_os {
+                self.world.target_os = os;
+                self.world.update_requested = true;
+            }
+            if let Some(kubernetes) = kubernetes
+                && kubernetes != self.world.target_kubernetes
+            {
+                self.world.target_kubernetes = kubernetes;
+                self.world.update_requested = true;
+            }
+        }
+        let next = PoolView::from_pool(pool);
+        let was = std::mem::replace(&mut self.world.pool, next.clone());
+        if was != next {
+            self.pool_timeline(pool, &was, &next, elapsed);
+        }
+        self.judge_expectations(elapsed);
+    }
+
+    /// Records what changed in the pool's view: its versions, its last maintenance.
+    fn pool_timeline(
+        &mut self,
+        pool: &WorkerPool,
+        was: &PoolView,
+        next: &PoolView,
+        elapsed: Duration,
+    ) {
+        let name = pool.metadata.name.as_deref().unwrap_or("?");
+        if (was.os.is_some() || was.kubernetes.is_some())
+            && (was.os != next.os || was.kubernetes != next.kubernetes)
+        {
+            let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+            self.timeline.push(
+                elapsed,
+                None,
+                EntryKind::Event,
+                format!(
+                    "WorkerPool/{name} names os {} (was {}), kubernetes {} (was {})",
+                    show(&next.os),
+                    show(&was.os),
+                    show(&next.kubernetes),
+                    show(&was.kubernetes)
+                ),
+            );
+        }
+        if let Some(last) = &next.last_maintenance
+            && was.last_maintenance.as_ref() != Some(last)
+        {
+            let mut text = format!(
+                "WorkerPool/{name} lastMaintenance {} (triggered {}): {}",
+                last.state, last.triggered, last.description
+            );
+            if let Some(reason) = &last.failure_reason {
+                text.push_str(&format!(" — failure: {reason}"));
+            }
+            self.timeline.push(elapsed, None, EntryKind::Event, text);
+        }
     }
 
     /// Evaluates expectations at `elapsed` (also called when time passes without changes).
@@ -356,7 +440,8 @@ impl Judge {
             }
             Observation::WatchError(_)
             | Observation::KubeEvent { .. }
-            | Observation::Lease { .. } => false,
+            | Observation::Lease { .. }
+            | Observation::Pool(_) => false,
         }
     }
 
@@ -384,6 +469,17 @@ impl Judge {
             }
         }
     }
+}
+
+/// The spec the pool's controller last accepted (the versions a rollout goes to), if it
+/// records one.
+fn accepted_spec(pool: &WorkerPool) -> Option<WorkerPoolSpec> {
+    let text = pool
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(inplace_orchestrator::workerpool::ANNOTATION_ACCEPTED_SPEC)?;
+    serde_json::from_str(text).ok()
 }
 
 /// The scenario-file name of an invariant.

@@ -1,8 +1,9 @@
 //! Watches what the harness judges — Nodes, Pods, node Leases, the watchdog's dependents, the
-//! components' leader Leases — and turns every change into one stream of observations, in the
-//! order the API server delivered them.
+//! components' leader Leases, the WorkerPool — and turns every change into one stream of
+//! observations, in the order the API server delivered them.
 
 use futures::{Stream, StreamExt, stream};
+use inplace_api::crd::WorkerPool;
 use inplace_api::node_lease::{NODE_LEASE_NAMESPACE, NodeLease};
 use inplace_api::unmanaged::{self, Unmanaged};
 use jiff::Timestamp;
@@ -44,6 +45,8 @@ pub enum Observation {
         lease: String,
         holder: Option<String>,
     },
+    /// The WorkerPool changed (its spec versions, its last maintenance).
+    Pool(Box<WorkerPool>),
     /// A watch failed; it is retried with backoff by the stream itself.
     WatchError(String),
 }
@@ -99,6 +102,11 @@ pub(crate) fn observe(client: &Client) -> impl Stream<Item = Observation> + Send
         config.clone(),
     )
     .default_backoff();
+    let pools = watcher::watcher(
+        Api::<WorkerPool>::namespaced(client.clone(), NAMESPACE),
+        config.clone(),
+    )
+    .default_backoff();
     let events = unmanaged::watcher(Api::<Unmanaged<KubeEvent>>::all(client.clone()), config)
         .default_backoff();
     stream::select_all([
@@ -143,6 +151,7 @@ pub(crate) fn observe(client: &Client) -> impl Stream<Item = Observation> + Send
             },
         )
         .boxed(),
+        flatten(pools, |p| Observation::Pool(Box::new(p)), |_| None).boxed(),
         flatten(leases, lease_observation, |l: NodeLease| {
             Some(Observation::Lease {
                 node: l.name().to_owned(),

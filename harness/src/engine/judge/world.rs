@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use inplace_api::crd::WorkerPool;
 use inplace_api::keys;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -115,6 +116,47 @@ pub struct DependentView {
     pub replicas: i32,
 }
 
+/// What the harness knows about the WorkerPool: the versions its spec names and its last
+/// maintenance.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolView {
+    /// `spec.machine.image.version`.
+    pub os: Option<String>,
+    /// `spec.kubernetes.version`.
+    pub kubernetes: Option<String>,
+    /// `status.lastMaintenance`.
+    pub last_maintenance: Option<MaintenanceView>,
+}
+
+/// A pool's `status.lastMaintenance`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MaintenanceView {
+    pub state: String,
+    pub description: String,
+    pub failure_reason: Option<String>,
+    pub triggered: Timestamp,
+}
+
+impl PoolView {
+    /// Builds the view from a WorkerPool.
+    pub fn from_pool(pool: &WorkerPool) -> Self {
+        Self {
+            os: Some(pool.spec.machine.image.version.clone()),
+            kubernetes: pool.spec.kubernetes_version().map(str::to_owned),
+            last_maintenance: pool
+                .status
+                .as_ref()
+                .and_then(|s| s.last_maintenance.as_ref())
+                .map(|m| MaintenanceView {
+                    state: m.state.clone(),
+                    description: m.description.clone(),
+                    failure_reason: m.failure_reason.clone(),
+                    triggered: m.triggered_time.0,
+                }),
+        }
+    }
+}
+
 /// The whole observed state.
 #[derive(Debug, Clone, Default)]
 pub struct World {
@@ -123,9 +165,11 @@ pub struct World {
     /// The pool's target OS version and Kubernetes version.
     pub target_os: String,
     pub target_kubernetes: String,
-    /// How many updates of the pool steps asked for and validation accepted (before the first,
-    /// no node is `updated`; each starts a new round in which a node is updated at most once).
-    pub updates_requested: u32,
+    /// A step (or a maintenance) asked for an update (before that, no node is `updated`).
+    pub update_requested: bool,
+    /// How many pool specs the pool's controller accepted: each starts a round in which a node
+    /// is updated at most once (invariant `selectedOnce`).
+    pub spec_round: u32,
     /// `maxUnavailable`, resolved to a count.
     pub max_unavailable: u32,
     /// The pool's node count (the MachineDeployment's replicas).
@@ -147,6 +191,8 @@ pub struct World {
     pub leaders: BTreeMap<String, String>,
     /// The time of the last observation (the judge's "now").
     pub now: Option<Timestamp>,
+    /// The WorkerPool as last observed.
+    pub pool: PoolView,
 }
 
 impl World {
@@ -159,7 +205,8 @@ impl World {
                 .collect(),
             target_os: self.target_os.clone(),
             target_kubernetes: self.target_kubernetes.clone(),
-            updates_requested: self.updates_requested,
+            update_requested: self.update_requested,
+            spec_round: self.spec_round,
             max_unavailable: self.max_unavailable,
             pool_size: self.pool_size,
             manual: self.manual,
@@ -170,6 +217,7 @@ impl World {
             lease_expiry: BTreeMap::new(),
             leaders: self.leaders.clone(),
             now: self.now,
+            pool: self.pool.clone(),
         }
     }
 
@@ -219,7 +267,7 @@ impl World {
             NodeState::Ready => view.registered && view.ready,
             NodeState::NotReady => !(view.registered && view.ready),
             NodeState::Updated => {
-                self.updates_requested > 0
+                self.update_requested
                     && view.registered
                     && view.ready
                     && !view.candidate
