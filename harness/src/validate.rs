@@ -266,10 +266,31 @@ impl Checker<'_> {
     /// The window as the maintenance controller reads it, refused where it is written.
     fn time_window(&mut self, window: &crate::scenario::TimeWindow) {
         use inplace_api::maintenance::{TimeWindow, TimeWindowError};
-        if let Err(e) = TimeWindow::parse(&window.begin, &window.end) {
+        let (begin, end) = match (&window.begin, &window.end, window.opens_after, window.lasts) {
+            (Some(begin), Some(end), None, None) => (begin, end),
+            (None, None, Some(_), Some(lasts)) => {
+                let minutes = lasts.get().as_secs() / 60;
+                if !(30..=360).contains(&minutes) || lasts.get().as_secs() % 60 != 0 {
+                    self.top(
+                        format!(
+                            "maintenance window: `lasts: {lasts}` is not 30 minutes to 6 hours"
+                        ),
+                        "give whole minutes from 30m to 6h, e.g. `lasts: 30m`",
+                    );
+                }
+                return;
+            }
+            _ => {
+                return self.top(
+                    "maintenance window: give `begin` and `end`, or `opensAfter` and `lasts`",
+                    "times of day for production windows (`begin: \"220000+0000\"`, `end: \"230000+0000\"`); for a run on the wall clock, relative to its start (`opensAfter: 1m`, `lasts: 30m`)",
+                );
+            }
+        };
+        if let Err(e) = TimeWindow::parse(begin, end) {
             let at = match &e {
-                TimeWindowError::Malformed { field: "end", .. } => window.end.at,
-                _ => window.begin.at,
+                TimeWindowError::Malformed { field: "end", .. } => end.at,
+                _ => begin.at,
             };
             self.at(
                 at,

@@ -571,7 +571,10 @@ fn maintenance_settings_load_with_their_catalog_fields() {
         "2026-03-02T21:00:00Z"
     );
     let maintenance = scenario.pool.maintenance.as_ref().unwrap();
-    assert_eq!(maintenance.time_window.end.value, "230000+0000");
+    assert_eq!(
+        maintenance.time_window.end.as_ref().unwrap().value,
+        "230000+0000"
+    );
     assert_eq!(maintenance.auto_update.kubernetes_version, Some(false));
     assert_eq!(scenario.catalog.kubernetes[0].version.value, "1.34.3");
     assert!(

@@ -492,7 +492,7 @@ async fn drive(
     let (scenario, backend) = (setting.scenario, setting.backend);
     let size = pool_size(scenario);
     let client = &cluster.client();
-    setup::cluster(client, scenario, size)
+    setup::cluster(client, clock, scenario, size)
         .await
         .map_err(|e| LabFailure::ClusterSetup(crate::engine::error_chain(&e)))?;
     let (lab, image_server_url) = match (backend, images.map_err(LabFailure::Images)?) {

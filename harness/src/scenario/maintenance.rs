@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::Located;
+use super::{Located, Span};
 
 /// An instant written in RFC 3339 with its offset (`2026-03-02T01:00:00Z`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -89,14 +89,43 @@ pub struct Maintenance {
     pub confine_spec_update_rollout: bool,
 }
 
-/// A daily maintenance window.
+/// A daily maintenance window: `begin` and `end` as times of day, or (for runs on the wall
+/// clock, where the time of day is whenever the run happens) `opensAfter` and `lasts`.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct TimeWindow {
     /// Start, `HHMMSS+ZZZZ`.
-    pub begin: Located<String>,
+    #[serde(default)]
+    pub begin: Option<Located<String>>,
     /// End, `HHMMSS+ZZZZ`.
-    pub end: Located<String>,
+    #[serde(default)]
+    pub end: Option<Located<String>>,
+    /// Instead of `begin` and `end`: the window begins this long after the run starts (the
+    /// time of day then, in UTC, to the second) ...
+    #[serde(default)]
+    pub opens_after: Option<Span>,
+    /// ... and lasts this long (30 minutes to 6 hours).
+    #[serde(default)]
+    pub lasts: Option<Span>,
+}
+
+impl TimeWindow {
+    /// `begin` and `end` as the pool states them (`HHMMSS+ZZZZ`), for a run that starts at
+    /// `start`; `None` when the scenario gives neither form completely (validation says so).
+    pub fn resolve(&self, start: Timestamp) -> Option<(String, String)> {
+        if let (Some(begin), Some(end)) = (&self.begin, &self.end) {
+            return Some((begin.value.clone(), end.value.clone()));
+        }
+        let (opens_after, lasts) = (self.opens_after?, self.lasts?);
+        let time_of_day = |at: Timestamp| at.strftime("%H%M%S+0000").to_string();
+        let begin = start.checked_add(opens_after.get()).ok()?;
+        // Whole seconds, rounded up: the window never opens before `opensAfter` has passed.
+        let begin =
+            Timestamp::from_second(begin.as_second() + i64::from(begin.subsec_nanosecond() > 0))
+                .ok()?;
+        let end = begin.checked_add(lasts.get()).ok()?;
+        Some((time_of_day(begin), time_of_day(end)))
+    }
 }
 
 /// Opt-ins to automatic version updates.

@@ -93,7 +93,11 @@ fn judge(loaded: &LoadedScenario, refusals: &mut Refusals<'_>) -> Option<()> {
     let size = pool
         .size
         .unwrap_or_else(|| u32::try_from(scenario.lab.node_names().len()).unwrap_or(u32::MAX));
-    let mut spec = objects::worker_pool(scenario, size).spec;
+    let start = scenario
+        .clock
+        .start
+        .map_or(jiff::Timestamp::UNIX_EPOCH, |s| s.0);
+    let mut spec = objects::worker_pool(scenario, size, start).spec;
     let no_annotations = Annotations::new();
     let rules = Rules {
         catalog: &catalog,

@@ -17,6 +17,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use jiff::Timestamp;
+
 use crate::scenario::{self, IntOrPercent, Scenario, Strategy};
 
 /// Namespace of the pool, its machines and the control-plane components.
@@ -121,13 +123,13 @@ fn classification(value: scenario::Classification) -> Classification {
     }
 }
 
-/// The pool's maintenance settings in the API's terms.
-fn maintenance(value: &scenario::Maintenance) -> Maintenance {
+/// The pool's maintenance settings in the API's terms, for a run that starts at `start`.
+fn maintenance(value: &scenario::Maintenance, start: Timestamp) -> Maintenance {
     Maintenance {
-        time_window: Some(MaintenanceTimeWindow {
-            begin: value.time_window.begin.value.clone(),
-            end: value.time_window.end.value.clone(),
-        }),
+        time_window: value
+            .time_window
+            .resolve(start)
+            .map(|(begin, end)| MaintenanceTimeWindow { begin, end }),
         auto_update: Some(MaintenanceAutoUpdate {
             kubernetes_version: value.auto_update.kubernetes_version,
             machine_image_version: value.auto_update.machine_image_version,
@@ -146,8 +148,8 @@ fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
     parts(a).cmp(&parts(b))
 }
 
-/// The worker pool as the scenario starts it.
-pub(crate) fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
+/// The worker pool as the scenario starts it, in a run that starts at `start`.
+pub(crate) fn worker_pool(scenario: &Scenario, nodes: u32, start: Timestamp) -> WorkerPool {
     let pool = &scenario.pool;
     let count = i32::try_from(nodes).unwrap_or(i32::MAX);
     let spec = WorkerPoolSpec {
@@ -177,7 +179,7 @@ pub(crate) fn worker_pool(scenario: &Scenario, nodes: u32) -> WorkerPool {
             ..MachineControllerManagerSettings::default()
         }),
         credentials_rotation: None,
-        maintenance: pool.maintenance.as_ref().map(maintenance),
+        maintenance: pool.maintenance.as_ref().map(|m| maintenance(m, start)),
     };
     let mut object = WorkerPool::new(&pool.name, spec);
     object.metadata.namespace = Some(NAMESPACE.to_owned());
@@ -278,11 +280,27 @@ pool:
 
     #[test]
     fn the_pool_carries_its_maintenance_settings() {
-        let pool = worker_pool(&scenario(MAINTAINED), 1);
+        let pool = worker_pool(&scenario(MAINTAINED), 1, Timestamp::UNIX_EPOCH);
         let maintenance = pool.spec.maintenance.expect("maintenance settings");
         assert!(maintenance.window().unwrap().is_ok());
         assert!(!maintenance.auto_update_machine_image());
         assert!(maintenance.auto_update_kubernetes());
         assert!(maintenance.confine_spec_update_rollout());
+    }
+
+    #[test]
+    fn a_window_written_relative_to_the_start_is_the_time_of_day_then() {
+        let relative = MAINTAINED.replace(
+            r#"timeWindow: { begin: "220000+0000", end: "230000+0000" }"#,
+            "timeWindow: { opensAfter: 1m30s, lasts: 30m }",
+        );
+        assert_ne!(relative, MAINTAINED, "the fixture names its window");
+        let start: Timestamp = "2026-11-27T23:50:00Z".parse().unwrap();
+        let pool = worker_pool(&scenario(&relative), 1, start);
+        let window = pool.spec.maintenance.unwrap().time_window.unwrap();
+        assert_eq!(
+            (window.begin.as_str(), window.end.as_str()),
+            ("235130+0000", "002130+0000")
+        );
     }
 }

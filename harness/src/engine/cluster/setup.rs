@@ -91,6 +91,7 @@ fn namespace(name: &str) -> Namespace {
 /// The cluster as the scenario starts it, before any machine exists.
 pub(crate) async fn cluster(
     client: &Client,
+    clock: &Clock,
     scenario: &Scenario,
     pool_size: u32,
 ) -> Result<(), SetupError> {
@@ -127,7 +128,7 @@ pub(crate) async fn cluster(
     let pools = Api::namespaced(client.clone(), NAMESPACE);
     create(
         &pools,
-        &objects::worker_pool(scenario, pool_size),
+        &objects::worker_pool(scenario, pool_size, clock.now()),
         format!("create worker pool {}", scenario.pool.name),
     )
     .await?;
