@@ -581,3 +581,32 @@ fn maintenance_settings_load_with_their_catalog_fields() {
         matches!(&scenario.steps[0], Step::MaintenanceOperation(op) if op.value == "rotate-ca-start")
     );
 }
+
+#[test]
+fn a_window_needs_one_whole_form_and_a_relative_one_lasts_30_minutes_to_6_hours() {
+    let dir = tempfile::tempdir().unwrap();
+    let window =
+        |w: &str| format!("lab: {{ nodes: 2 }}\n{BODY}  maintenance:\n    timeWindow: {w}\n");
+    for (name, text, message) in [
+        (
+            "mixed.yaml",
+            window(r#"{ begin: "220000+0000", lasts: 30m }"#),
+            "give `begin` and `end`, or `opensAfter` and `lasts`",
+        ),
+        (
+            "short.yaml",
+            window("{ opensAfter: 1m, lasts: 10m }"),
+            "`lasts: 10m` is not 30 minutes to 6 hours",
+        ),
+    ] {
+        let file = write(dir.path(), name, &text);
+        let text = errors(load(&file));
+        assert!(text.contains(message), "{name}: {text}");
+    }
+    let file = write(
+        dir.path(),
+        "relative.yaml",
+        &window("{ opensAfter: 2m, lasts: 30m }"),
+    );
+    load(&file).expect("a relative window loads");
+}
