@@ -37,13 +37,19 @@ pub enum RunError {
     /// The rack's inventory is missing, unreadable, or lacks a node the scenario names.
     #[error("scenario {scenario} cannot run on backend physical: {problem}")]
     Inventory { scenario: String, problem: String },
-    /// Ctrl-C or SIGTERM arrived; the lab was torn down.
+    /// Ctrl-C or SIGTERM arrived (`signal` is [`CTRL_C`] or [`SIGTERM`]); the lab was torn
+    /// down and every `run` step's and external component's process group killed.
     #[error("scenario {scenario} interrupted by {signal}; the lab was torn down")]
     Interrupted {
         scenario: String,
         signal: &'static str,
     },
 }
+
+/// [`RunError::Interrupted`]'s `signal` for SIGINT.
+pub const CTRL_C: &str = "Ctrl-C";
+/// [`RunError::Interrupted`]'s `signal` for SIGTERM.
+pub const SIGTERM: &str = "SIGTERM";
 
 /// How to run a scenario.
 #[derive(Debug, Clone, Default)]
@@ -112,8 +118,8 @@ pub fn run_scenario_with(
             .map_err(RunError::Runtime)?;
         tokio::select! {
             result = run::run(loaded, backend, options, inventory) => Ok(result),
-            _ = tokio::signal::ctrl_c() => Err(interrupted("Ctrl-C")),
-            _ = term.recv() => Err(interrupted("SIGTERM")),
+            _ = tokio::signal::ctrl_c() => Err(interrupted(CTRL_C)),
+            _ = term.recv() => Err(interrupted(SIGTERM)),
         }
     });
     // Shutting the runtime down drops every task still holding the lab: QEMU is killed on drop.
