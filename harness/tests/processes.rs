@@ -1,5 +1,6 @@
 //! What a run leaves running when it is stopped: the built `rackproof` binary, stopped by a
-//! signal while a `run` step's command (and what that command started) still runs.
+//! signal while a `run` step's command (and what that command started) still runs, and the next
+//! run's sweep of what a run killed outright left behind.
 
 use std::io::Read as _;
 use std::path::Path;
@@ -19,6 +20,30 @@ steps:
   - run:
       command: [sh, -c, 'sleep 300 & echo $! > started.fifo; wait']
       timeout: 10m
+"#;
+
+/// A scenario whose `run` step is `sleep 300` itself (the group leader), its pid written first.
+const LEADER_SCENARIO: &str = r#"lab: { nodes: 1 }
+images:
+  - version: "1.0.0"
+pool:
+  strategy: AutoInPlaceUpdate
+  os: "1.0.0"
+  kubernetes: "1.34.2"
+steps:
+  - run:
+      command: [sh, -c, 'echo $$ > started.fifo; exec sleep 300']
+      timeout: 10m
+"#;
+
+/// A scenario with nothing to run.
+const QUIET_SCENARIO: &str = r#"lab: { nodes: 1 }
+images:
+  - version: "1.0.0"
+pool:
+  strategy: AutoInPlaceUpdate
+  os: "1.0.0"
+  kubernetes: "1.34.2"
 "#;
 
 /// Whether `pid` ends (or has ended) within `limit`: waits for its pidfd to become readable, the
@@ -51,6 +76,60 @@ fn started_pid(fifo: &Path) -> Option<i32> {
         .recv_timeout(Duration::from_secs(120))
         .ok()
         .flatten()
+}
+
+/// `rackproof run FILE` with its temporary directory (and so its record of children) in `tmp`.
+fn rackproof_run(file: &Path, tmp: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rackproof"));
+    command
+        .arg("run")
+        .arg(file)
+        .arg("--artifacts")
+        .arg(tmp.join("runs"))
+        .env("TMPDIR", tmp)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+#[test]
+fn what_a_sigkilled_run_left_running_is_swept_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("leader.yaml");
+    std::fs::write(&scenario, LEADER_SCENARIO).unwrap();
+    let quiet = dir.path().join("quiet.yaml");
+    std::fs::write(&quiet, QUIET_SCENARIO).unwrap();
+    let fifo = dir.path().join("started.fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut killed = rackproof_run(&scenario, dir.path()).spawn().unwrap();
+    let Some(sleep) = started_pid(&fifo) else {
+        let _ = killed.kill();
+        let _ = killed.wait();
+        panic!("the run step never started its command");
+    };
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let outlived = !ends_within(sleep, Duration::from_millis(200));
+    let next = rackproof_run(&quiet, dir.path()).output().unwrap();
+    let swept = ends_within(sleep, Duration::from_secs(10));
+    if !swept {
+        let _ = rustix::process::kill_process(Pid::from_raw(sleep).unwrap(), Signal::KILL);
+    }
+    let stderr = String::from_utf8_lossy(&next.stderr);
+    assert!(
+        outlived,
+        "the step's command died with the harness; nothing was left to sweep"
+    );
+    assert!(
+        swept,
+        "the next run did not sweep the left-over `sleep` {sleep}; stderr:\n{stderr}"
+    );
 }
 
 #[test]

@@ -98,6 +98,12 @@ pub fn run_scenario_with(
         }
         _ => None,
     };
+    // What runs killed outright left behind (QEMU, etcd, kube-apiserver, `run` steps).
+    let dir = rackproof_reap::default_dir();
+    let swept = rackproof_reap::sweep(&dir);
+    if swept.records > 0 {
+        tracing::info!(records = swept.records, killed = swept.killed, dir = %dir.display(), "swept the children of runs that were killed");
+    }
     let runtime = match backend {
         Backend::Sim => tokio::runtime::Builder::new_current_thread()
             .enable_all()

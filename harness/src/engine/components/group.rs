@@ -2,7 +2,8 @@
 //! started. The group is signalled only while its leader is un-reaped: once the leader has been
 //! waited for, its id may belong to another process (and so another group), so nothing signals
 //! it again. When the leader exits, what is left of its group is killed before the leader is
-//! reaped, so no member outlives it unnoticed.
+//! reaped, so no member outlives it unnoticed. While it runs, the leader is listed in the
+//! process's record of children, which the next run sweeps should this one be killed outright.
 
 use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, ExitStatus};
@@ -22,6 +23,9 @@ impl GroupLeader {
     pub(crate) fn spawn(mut command: Command) -> std::io::Result<Self> {
         command.process_group(0);
         let child = command.spawn()?;
+        if let Some(record) = rackproof_reap::record() {
+            record.add(child.id());
+        }
         Ok(Self {
             child: Mutex::new(Some(child)),
         })
@@ -56,6 +60,7 @@ impl GroupLeader {
         }
         signal_group(child);
         let status = child.wait()?;
+        forget(child);
         *slot = None;
         Ok(Some(status))
     }
@@ -65,7 +70,9 @@ impl GroupLeader {
         let mut slot = self.lock();
         let mut child = slot.take()?;
         signal_group(&child);
-        child.wait().ok()
+        let status = child.wait().ok();
+        forget(&child);
+        status
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Child>> {
@@ -76,6 +83,13 @@ impl GroupLeader {
 impl Drop for GroupLeader {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// Takes a reaped leader off the process's record of children (`rackproof_reap`).
+fn forget(child: &Child) {
+    if let Some(record) = rackproof_reap::record() {
+        record.remove(child.id());
     }
 }
 
