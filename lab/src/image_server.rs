@@ -11,10 +11,12 @@
 //! - [`ImageServer::stall_next_payload`]: stop a node's next slot download halfway until the
 //!   connection goes away (a power cut during the download).
 //!
-//! Every request is journaled and announced ([`ImageServer::subscribe`]). The server stops when
-//! the handle is dropped.
+//! Every request is journaled and announced ([`ImageServer::subscribe`]). The journal keeps the
+//! last [`JOURNAL_CAPACITY`] requests and counts the ones it let go, so a long run's memory stays
+//! bounded. Files are streamed from disk in chunks, never read whole. The server stops when the
+//! handle is dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -29,6 +31,12 @@ use tokio::sync::broadcast;
 
 /// The header naming the node a request is for.
 pub const NODE_HEADER: &str = "X-Rackproof-Node";
+
+/// How many requests the journal keeps (the most recent ones).
+pub const JOURNAL_CAPACITY: usize = 1024;
+
+/// The size of the chunks a file is streamed in.
+const CHUNK: usize = 64 * 1024;
 
 /// A bad answer to a node's requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +88,24 @@ struct Rules {
     faults: Vec<ActiveFault>,
     /// Nodes whose next slot payload stalls halfway.
     stalls: Vec<String>,
-    journal: Vec<ImageRequest>,
+    journal: Journal,
+}
+
+/// The last [`JOURNAL_CAPACITY`] requests, and how many older ones were let go.
+#[derive(Debug, Default)]
+struct Journal {
+    recent: VecDeque<ImageRequest>,
+    dropped: u64,
+}
+
+impl Journal {
+    fn push(&mut self, request: ImageRequest) {
+        if self.recent.len() == JOURNAL_CAPACITY {
+            self.recent.pop_front();
+            self.dropped += 1;
+        }
+        self.recent.push_back(request);
+    }
 }
 
 #[derive(Debug)]
@@ -172,9 +197,15 @@ impl ImageServer {
         self.rules().stalls.push(node.to_owned());
     }
 
-    /// Every request so far, in order.
+    /// The last [`JOURNAL_CAPACITY`] requests, in order ([`ImageServer::journal_dropped`] says
+    /// how many came before them).
     pub fn journal(&self) -> Vec<ImageRequest> {
-        self.rules().journal.clone()
+        self.rules().journal.recent.iter().cloned().collect()
+    }
+
+    /// How many requests the journal no longer holds (older than its last [`JOURNAL_CAPACITY`]).
+    pub fn journal_dropped(&self) -> u64 {
+        self.rules().journal.dropped
     }
 
     /// Each request as it is answered.
@@ -294,35 +325,97 @@ async fn fetch(
         Some(ImageFault::Corrupt) | None => {}
     }
     let path = inner.slots.join(&decision.dir).join(&file);
-    let Ok(mut data) = tokio::fs::read(&path).await else {
-        record("404".to_owned());
-        return (StatusCode::NOT_FOUND, format!("no {version}/{file}\n")).into_response();
+    let opened = match tokio::fs::File::open(&path).await {
+        Ok(opened) => opened,
+        Err(_) => {
+            record("404".to_owned());
+            return (StatusCode::NOT_FOUND, format!("no {version}/{file}\n")).into_response();
+        }
     };
-    let middle = data.len() / 2;
-    if decision.fault == Some(ImageFault::Corrupt)
-        && let Some(byte) = data.get_mut(middle)
-    {
-        *byte ^= 0xff;
-        record(format!("fault: 200 ({} bytes, one flipped)", data.len()));
-        return data.into_response();
+    let len = match opened.metadata().await {
+        Ok(meta) if meta.is_file() => meta.len(),
+        _ => {
+            record("404".to_owned());
+            return (StatusCode::NOT_FOUND, format!("no {version}/{file}\n")).into_response();
+        }
+    };
+    let chunks = tokio_util::io::ReaderStream::with_capacity(opened, CHUNK);
+    let shaped = if decision.fault == Some(ImageFault::Corrupt) {
+        record(format!("fault: 200 ({len} bytes, one flipped)"));
+        Shape::FlipByte(len / 2)
+    } else if decision.stall {
+        let half = len / 2;
+        record(format!("stalled after {half} of {len} bytes"));
+        Shape::StallAt(half)
+    } else {
+        record(format!("200 ({len} bytes)"));
+        Shape::Plain
+    };
+    let body = shape(chunks, shaped);
+    let mut response = Body::from_stream(body).into_response();
+    if !matches!(shaped, Shape::StallAt(_)) {
+        response
+            .headers_mut()
+            .insert(axum::http::header::CONTENT_LENGTH, len.into());
     }
-    if decision.stall {
-        let half = data.len() / 2;
-        record(format!("stalled after {half} of {} bytes", data.len()));
-        let first = bytes::Bytes::from(data).slice(..half);
-        let body = futures::stream::unfold(Some(first), |chunk| async move {
-            match chunk {
-                Some(chunk) => Some((Ok::<_, std::io::Error>(chunk), None)),
-                None => {
-                    std::future::pending::<()>().await;
-                    None
-                }
+    response
+}
+
+/// How a file's bytes are altered on their way out.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Plain,
+    /// The byte at this offset is flipped.
+    FlipByte(u64),
+    /// Everything before this offset is sent, then nothing until the client goes away.
+    StallAt(u64),
+}
+
+/// `chunks` (a file read from its start) altered by `how`, chunk by chunk.
+fn shape(
+    chunks: impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static,
+    how: Shape,
+) -> impl futures::Stream<Item = std::io::Result<bytes::Bytes>> + Send + 'static {
+    use futures::StreamExt as _;
+    let mut offset = 0u64;
+    let altered = chunks.map(move |chunk| {
+        let chunk = chunk?;
+        let start = offset;
+        offset += chunk.len() as u64;
+        Ok(match how {
+            Shape::FlipByte(at) if (start..offset).contains(&at) => {
+                let mut owned = bytes::BytesMut::from(&chunk[..]);
+                let index = usize::try_from(at - start).unwrap_or_default();
+                owned[index] ^= 0xff;
+                owned.freeze()
             }
-        });
-        return Body::from_stream(body).into_response();
-    }
-    record(format!("200 ({} bytes)", data.len()));
-    data.into_response()
+            Shape::StallAt(at) if offset > at => {
+                chunk.slice(..usize::try_from(at.saturating_sub(start)).unwrap_or_default())
+            }
+            _ => chunk,
+        })
+    });
+    let limit = match how {
+        Shape::StallAt(at) => Some(at),
+        _ => None,
+    };
+    let mut sent = 0u64;
+    let until_stall = altered.take_while(move |chunk| {
+        let go_on = match (limit, chunk) {
+            (Some(at), Ok(_)) => sent < at,
+            _ => true,
+        };
+        if let Ok(chunk) = chunk {
+            sent += chunk.len() as u64;
+        }
+        std::future::ready(go_on)
+    });
+    let tail = if limit.is_some() {
+        futures::stream::pending().left_stream()
+    } else {
+        futures::stream::empty().right_stream()
+    };
+    until_stall.chain(tail)
 }
 
 #[cfg(test)]

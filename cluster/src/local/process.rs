@@ -3,14 +3,17 @@
 //!
 //! The process is killed (SIGKILL: its data is throwaway) and reaped on [`Process::stop`] and on
 //! drop, so its PID is gone when either returns; `kill_on_drop` backs this up should the drop
-//! itself be skipped by a panic in between.
+//! itself be skipped by a panic in between. Should the harness be killed outright, the kernel
+//! kills the process with it (`rackproof_reap::dying_with_parent`: spawned from an async task,
+//! so from a runtime thread that lives as long as the run), and the process is listed in the
+//! run's record of children (`rackproof_reap::record`) for the next run's sweep.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use super::Error;
 
@@ -52,7 +55,7 @@ impl Process {
             path: log.clone(),
             source,
         })?;
-        let child = Command::new(binary)
+        let child = tokio::process::Command::from(rackproof_reap::dying_with_parent(binary))
             .args(args)
             .stdin(Stdio::null())
             .stdout(out)
@@ -63,6 +66,9 @@ impl Process {
         let pid = child
             .id()
             .ok_or_else(|| spawn_error(std::io::Error::other("the process has no PID")))?;
+        if let Some(record) = rackproof_reap::record() {
+            record.add(pid);
+        }
         tracing::debug!(program, pid, log = %log.display(), "started");
         Ok(Self {
             program,
@@ -77,12 +83,20 @@ impl Process {
         self.pid
     }
 
+    /// Notes that the process was reaped: from now on its pid may be another's.
+    fn set_reaped(&mut self) {
+        self.reaped = true;
+        if let Some(record) = rackproof_reap::record() {
+            record.remove(self.pid);
+        }
+    }
+
     /// An error if the process has ended.
     pub(crate) fn check_running(&mut self) -> Result<(), Error> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => {
-                self.reaped = true;
+                self.set_reaped();
                 Err(Error::Exited {
                     program: self.program,
                     status,
@@ -105,7 +119,7 @@ impl Process {
             program: self.program,
             source,
         })?;
-        self.reaped = true;
+        self.set_reaped();
         tracing::debug!(program = self.program, pid = self.pid, "stopped");
         Ok(())
     }
@@ -122,7 +136,7 @@ impl Process {
         while waited < REAP_WAIT {
             match self.child.try_wait() {
                 Ok(Some(_)) => {
-                    self.reaped = true;
+                    self.set_reaped();
                     return;
                 }
                 Ok(None) => {

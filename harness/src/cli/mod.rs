@@ -19,8 +19,10 @@ pub mod exit {
     pub const USAGE: u8 = 2;
     /// The lab or infrastructure failed (BMC unreachable, node reserved, image missing).
     pub const LAB_FAILED: u8 = 3;
-    /// Ctrl-C or SIGTERM stopped the run (the shell's 128 + SIGINT).
+    /// Ctrl-C (SIGINT) stopped the run (the shell's 128 + SIGINT).
     pub const INTERRUPTED: u8 = 130;
+    /// SIGTERM stopped the run (the shell's 128 + SIGTERM).
+    pub const TERMINATED: u8 = 143;
 }
 
 /// Proves in-place node updates on bare metal before they reach a production rack.

@@ -119,9 +119,13 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
         };
         let result = match engine::run_scenario_with(scenario, backend, options) {
             Ok(result) => result,
-            Err(e @ engine::RunError::Interrupted { .. }) => {
+            Err(e @ engine::RunError::Interrupted { signal, .. }) => {
                 eprintln!("error: {e}");
-                return ExitCode::from(exit::INTERRUPTED);
+                return ExitCode::from(if signal == engine::SIGTERM {
+                    exit::TERMINATED
+                } else {
+                    exit::INTERRUPTED
+                });
             }
             Err(e) => {
                 eprintln!("error: {e}");

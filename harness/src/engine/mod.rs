@@ -38,13 +38,19 @@ pub enum RunError {
     /// The rack's inventory is missing, unreadable, or lacks a node the scenario names.
     #[error("scenario {scenario} cannot run on backend physical: {problem}")]
     Inventory { scenario: String, problem: String },
-    /// Ctrl-C or SIGTERM arrived; the lab was torn down.
+    /// Ctrl-C or SIGTERM arrived (`signal` is [`CTRL_C`] or [`SIGTERM`]); the lab was torn
+    /// down and every `run` step's and external component's process group killed.
     #[error("scenario {scenario} interrupted by {signal}; the lab was torn down")]
     Interrupted {
         scenario: String,
         signal: &'static str,
     },
 }
+
+/// [`RunError::Interrupted`]'s `signal` for SIGINT.
+pub const CTRL_C: &str = "Ctrl-C";
+/// [`RunError::Interrupted`]'s `signal` for SIGTERM.
+pub const SIGTERM: &str = "SIGTERM";
 
 /// How to run a scenario.
 #[derive(Debug, Clone, Default)]
@@ -93,6 +99,12 @@ pub fn run_scenario_with(
         }
         _ => None,
     };
+    // What runs killed outright left behind (QEMU, etcd, kube-apiserver, `run` steps).
+    let dir = rackproof_reap::default_dir();
+    let swept = rackproof_reap::sweep(&dir);
+    if swept.records > 0 {
+        tracing::info!(records = swept.records, killed = swept.killed, dir = %dir.display(), "swept the children of runs that were killed");
+    }
     let runtime = match backend {
         Backend::Sim => tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -113,8 +125,8 @@ pub fn run_scenario_with(
             .map_err(RunError::Runtime)?;
         tokio::select! {
             result = run::run(loaded, backend, options, inventory) => Ok(result),
-            _ = tokio::signal::ctrl_c() => Err(interrupted("Ctrl-C")),
-            _ = term.recv() => Err(interrupted("SIGTERM")),
+            _ = tokio::signal::ctrl_c() => Err(interrupted(CTRL_C)),
+            _ = term.recv() => Err(interrupted(SIGTERM)),
         }
     });
     // Shutting the runtime down drops every task still holding the lab: QEMU is killed on drop.

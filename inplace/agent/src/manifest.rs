@@ -17,7 +17,8 @@
 //! bytes' layout. Keys are stored as PEM: PKCS#8 for the private key, SubjectPublicKeyInfo for the
 //! public key (the formats `openssl genpkey -algorithm ed25519` writes).
 //!
-//! Guarantees: [`SlotManifest::verify`] accepts a manifest only when the signature matches the
+//! Guarantees: [`SlotManifest::parse_verified`] checks the signature before the manifest's
+//! structure, so nothing in an unsigned manifest is interpreted; [`SlotManifest::verify`] accepts a manifest only when the signature matches the
 //! given public key; [`FileEntry::check`] accepts file content only when size and SHA-256 match.
 //! File names are single path components (no `/`, `\`, `..`, control characters), so a hostile
 //! manifest cannot write outside the slot.
@@ -149,6 +150,15 @@ impl SlotManifest {
     /// Parses and validates (not verifies) a manifest.
     pub fn parse(bytes: &[u8]) -> Result<Self, ManifestError> {
         let manifest: Self = serde_json::from_slice(bytes).map_err(ManifestError::Parse)?;
+        manifest.validate()?;
+        Ok(manifest)
+    }
+
+    /// Parses a manifest received from elsewhere: decodes the JSON, verifies the signature
+    /// against `key`, and only then checks the structural rules ([`SlotManifest::validate`]).
+    pub fn parse_verified(bytes: &[u8], key: &VerifyingKey) -> Result<Self, ManifestError> {
+        let manifest: Self = serde_json::from_slice(bytes).map_err(ManifestError::Parse)?;
+        manifest.verify(key)?;
         manifest.validate()?;
         Ok(manifest)
     }

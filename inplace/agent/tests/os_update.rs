@@ -142,8 +142,11 @@ async fn a_bad_checksum_is_refused_with_exit_2_and_the_esp_unchanged() {
 }
 
 async fn fetch(source: &MemorySource, version: &str, name: &str) -> Vec<u8> {
-    use inplace_agent::osupdate::source::ArtifactSource as _;
-    source.fetch(SERVER, version, name).await.unwrap()
+    use inplace_agent::osupdate::source::{ArtifactSource as _, BodyLimit};
+    source
+        .fetch(SERVER, version, name, BodyLimit::AtMost(1 << 20))
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -168,7 +171,8 @@ async fn a_missing_version_exits_2() {
     assert!(out.contains("not found"), "{out}");
 }
 
-/// Serves the manifest completely, then cuts the connection in the middle of the kernel.
+/// Serves the manifest completely, then cuts the connection in the middle of the kernel (whose
+/// announced length is the signed one).
 async fn truncating_server(manifest: Vec<u8>) -> (String, tokio::task::JoinHandle<()>) {
     use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -193,9 +197,10 @@ async fn truncating_server(manifest: Vec<u8>) -> (String, tokio::task::JoinHandl
                 let _ = socket.write_all(head.as_bytes()).await;
                 let _ = socket.write_all(&manifest).await;
             } else {
+                // The signed size (12 bytes) is announced; 4 arrive before the connection ends.
                 let _ = socket
                     .write_all(
-                        b"HTTP/1.1 200 OK\r\ncontent-length: 1000\r\nconnection: close\r\n\r\nkern",
+                        b"HTTP/1.1 200 OK\r\ncontent-length: 12\r\nconnection: close\r\n\r\nkern",
                     )
                     .await;
             }

@@ -15,7 +15,10 @@
 //! 5. Dropping the machine SIGKILLs QEMU (`kill_on_drop`) and removes the node directory unless a
 //!    work directory was given; [`QemuMachine::shutdown`] does the orderly `quit` first. A
 //!    temporary node directory names its owning process, and the next machine to start removes
-//!    those whose owner is gone (killed before it could clean up).
+//!    those whose owner is gone (killed before it could clean up). QEMU itself dies with the
+//!    thread that started it (`rackproof_reap::dying_with_parent`; machines are started from
+//!    async tasks, so from runtime threads) and is listed in the process's record of children
+//!    for the next run's sweep (`rackproof_reap`).
 //!
 //! Guests run on TCG with a bounded translation cache (without a bound QEMU grows it per reboot).
 //! Not KVM, even where `/dev/kvm` opens: on this project's CI machines (nested virtualisation)
@@ -35,6 +38,7 @@ use rackproof_driver::{
     BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
     ResetAction,
 };
+use rackproof_reap::{owner_gone, owner_line};
 use serde_json::json;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
@@ -467,7 +471,7 @@ impl QemuMachine {
             .append(true)
             .open(self.qemu_log())
             .map_err(|e| self.failed(e))?;
-        let mut child = Command::new(&self.prereq.qemu)
+        let mut child = Command::from(rackproof_reap::dying_with_parent(&self.prereq.qemu))
             .args(self.args())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -475,6 +479,9 @@ impl QemuMachine {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| self.failed(e))?;
+        if let (Some(record), Some(pid)) = (rackproof_reap::record(), child.id()) {
+            record.add(pid);
+        }
         if let Some(out) = child.stdout.take() {
             tokio::spawn(self.console.clone().capture(out));
         }
@@ -528,6 +535,7 @@ impl QemuMachine {
         let Some(mut running) = state.running.take() else {
             return Ok(());
         };
+        let pid = running.child.id();
         let _ = running.qmp.execute("quit", None).await;
         if self
             .clock
@@ -538,6 +546,7 @@ impl QemuMachine {
             tracing::warn!(node = %self.config.name, "QEMU ignored quit; killing it");
             let _ = running.child.kill().await;
         }
+        forget(pid);
         state.resets_sent += running.resets_sent;
         state.past_events.extend(running.qmp.events());
         Ok(())
@@ -545,10 +554,14 @@ impl QemuMachine {
 
     /// Forgets a QEMU process that has exited by itself (guest power-off).
     fn reap(&self, state: &mut State) {
+        let pid = state.running.as_ref().and_then(|r| r.child.id());
         let exited = state
             .running
             .as_mut()
             .is_some_and(|r| !matches!(r.child.try_wait(), Ok(None)));
+        if exited {
+            forget(pid);
+        }
         if exited && let Some(r) = state.running.take() {
             state.resets_sent += r.resets_sent;
             state.past_events.extend(r.qmp.events());
@@ -713,29 +726,10 @@ const TEMP_PREFIX: &str = "rackproof-qemu-";
 /// (the start time from `/proc/PID/stat` tells a reused PID apart).
 const OWNER_FILE: &str = "owner";
 
-/// A process's start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
-fn process_start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command (field 2) is in parentheses and may hold spaces; field 3 follows its `) `.
-    let rest = stat.get(stat.rfind(')')? + 2..)?;
-    rest.split(' ').nth(22 - 3)?.parse().ok()
-}
-
-/// This process, as an [`OWNER_FILE`] names it.
-fn owner_line() -> Option<String> {
-    let pid = std::process::id();
-    process_start_time(pid).map(|start| format!("{pid} {start}\n"))
-}
-
-/// Whether the owner an [`OWNER_FILE`] names is gone; `false` when the text is not an owner line.
-fn owner_gone(text: &str) -> bool {
-    let mut parts = text.split_whitespace();
-    match (
-        parts.next().and_then(|p| p.parse::<u32>().ok()),
-        parts.next().and_then(|s| s.parse::<u64>().ok()),
-    ) {
-        (Some(pid), Some(start)) => process_start_time(pid) != Some(start),
-        _ => false,
+/// Takes a reaped QEMU off the process's record of children.
+fn forget(pid: Option<u32>) {
+    if let (Some(record), Some(pid)) = (rackproof_reap::record(), pid) {
+        record.remove(pid);
     }
 }
 

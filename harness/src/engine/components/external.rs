@@ -1,12 +1,16 @@
 //! A component run as an external program (`orchestrator: {command: [...]}`): started through
 //! the run's [`Outside`] door, every line it prints kept in the component's log, and its whole
-//! process group killed when the supervisor stops it or the run ends.
+//! process group killed when the supervisor stops it, when it exits (before it is reaped), or
+//! when the run ends. Its group is signalled only while the leader is un-reaped: tokio's
+//! `Child::id` is `None` once it was, and the id may then be another process's.
 
 use std::process::Stdio;
 
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 
-use crate::engine::components::outside::{Outside, kill_group};
+use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
+
+use crate::engine::components::outside::Outside;
 use crate::engine::logs::LineLogs;
 use crate::engine::shared::Shared;
 
@@ -14,7 +18,6 @@ use crate::engine::shared::Shared;
 #[derive(Debug)]
 pub(crate) struct ExternalProcess {
     child: tokio::process::Child,
-    pid: u32,
 }
 
 impl ExternalProcess {
@@ -41,9 +44,6 @@ impl ExternalProcess {
                 argv.join(" ")
             )
         })?;
-        let pid = child
-            .id()
-            .ok_or_else(|| format!("`{}` exited before it could be watched", argv.join(" ")))?;
         if let Some(out) = child.stdout.take() {
             tokio::spawn(copy_lines(
                 out,
@@ -60,11 +60,21 @@ impl ExternalProcess {
                 shared.clone(),
             ));
         }
-        Ok(Self { child, pid })
+        Ok(Self { child })
     }
 
     /// How it ended, if it has: `exit code N` or `signal`.
     pub(crate) fn exited(&mut self) -> Option<String> {
+        let pid = self.child.id().and_then(pid_of)?;
+        // Look without reaping (the leader stays a zombie, its group id ours), kill what is left
+        // of the group, then reap.
+        match rustix::process::waitid(
+            WaitId::Pid(pid),
+            WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT,
+        ) {
+            Ok(None) => return None,
+            Ok(Some(_)) | Err(_) => self.kill_group(),
+        }
         match self.child.try_wait() {
             Ok(Some(status)) => Some(status.code().map_or_else(
                 || "killed by a signal".to_owned(),
@@ -79,9 +89,22 @@ impl ExternalProcess {
 impl Drop for ExternalProcess {
     /// Kills the whole group: the program and whatever it started.
     fn drop(&mut self) {
-        kill_group(self.pid);
+        self.kill_group();
         let _ = self.child.start_kill();
     }
+}
+
+impl ExternalProcess {
+    /// SIGKILL to the group, if its leader is un-reaped.
+    fn kill_group(&self) {
+        if let Some(pid) = self.child.id().and_then(pid_of) {
+            let _ = rustix::process::kill_process_group(pid, Signal::KILL);
+        }
+    }
+}
+
+fn pid_of(id: u32) -> Option<Pid> {
+    i32::try_from(id).ok().and_then(Pid::from_raw)
 }
 
 async fn copy_lines(stream: impl AsyncRead + Unpin, name: String, logs: LineLogs, shared: Shared) {

@@ -3,6 +3,7 @@
 //! through the outside door) and follows their Deployments' replicas.
 
 pub(crate) mod external;
+pub(crate) mod group;
 pub(crate) mod lifecycle;
 pub(crate) mod outside;
 pub(crate) mod supervisor;

@@ -18,11 +18,13 @@ use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rackproof_apiserver::HttpsServer;
 
 use crate::engine::cluster::api::ApiCluster;
+use crate::engine::components::group::GroupLeader;
 use rackproof_clock::Clock;
 
 use crate::scenario::RunCommand;
@@ -149,23 +151,28 @@ impl Outside {
         };
         command.stdout(out).stderr(err);
         let timeout = step.timeout.get();
+        let leader = GroupLeader::spawn(command).map_err(|e| {
+            format!("failed to start `{shown}`: {e} (is it installed and on PATH?)")
+        })?;
+        let leader = Arc::new(leader);
+        // Cancelling the step (Ctrl-C, SIGTERM, a failed run) drops this guard: the group dies.
+        let _guard = KillGroupOnDrop(leader.clone());
         let waited = tokio::task::spawn_blocking(move || -> Result<Option<ExitStatus>, String> {
-            let mut child = command.spawn().map_err(|e| {
-                format!("failed to start `{shown}`: {e} (is it installed and on PATH?)")
-            })?;
             let wall = Clock::wall();
             let deadline = wall.now() + timeout;
             loop {
-                match child.try_wait() {
+                match leader.try_finish() {
                     Ok(Some(status)) => return Ok(Some(status)),
+                    Ok(None) if leader.id().is_none() => {
+                        return Err(format!("`{shown}` was killed before it finished"));
+                    }
                     Ok(None) if wall.now() >= deadline => {
-                        kill_group(child.id());
-                        let _ = child.wait();
+                        leader.kill();
                         return Ok(None);
                     }
                     Ok(None) => std::thread::sleep(POLL),
                     Err(e) => {
-                        kill_group(child.id());
+                        leader.kill();
                         return Err(format!("failed to wait for `{shown}`: {e}"));
                     }
                 }
@@ -190,13 +197,12 @@ impl Outside {
     }
 }
 
-/// SIGKILLs the process group led by `pid` (a command started by [`Outside::command`]).
-pub(crate) fn kill_group(pid: u32) {
-    let Some(pid) = i32::try_from(pid)
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
-        return;
-    };
-    let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+/// Kills a `run` step's group when the step's future is dropped before the command ended.
+#[derive(Debug)]
+struct KillGroupOnDrop(Arc<GroupLeader>);
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        self.0.kill_group();
+    }
 }

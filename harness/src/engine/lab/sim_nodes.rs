@@ -12,7 +12,7 @@ use inplace_agent::assess::booted::{FixedBooted, LoaderHint};
 use inplace_agent::manifest::{BootSpec, SlotKeyPair, SlotManifest};
 use inplace_agent::osupdate::OsUpdateEnv;
 use inplace_agent::osupdate::runner::InProcessRunner;
-use inplace_agent::osupdate::source::{ArtifactSource, FetchError, MemorySource};
+use inplace_agent::osupdate::source::{ArtifactSource, BodyLimit, FetchError, MemorySource};
 use inplace_agent::platform::files::MemoryFiles;
 use inplace_agent::platform::kubelet::HeartbeatKubelet;
 use inplace_agent::platform::os_version::FixedOsVersion;
@@ -133,7 +133,13 @@ impl NodeSource {
 
 #[async_trait::async_trait]
 impl ArtifactSource for NodeSource {
-    async fn fetch(&self, base: &str, version: &str, name: &str) -> Result<Vec<u8>, FetchError> {
+    async fn fetch(
+        &self,
+        base: &str,
+        version: &str,
+        name: &str,
+        limit: BodyLimit,
+    ) -> Result<Vec<u8>, FetchError> {
         if self.cut_next_download.swap(false, Ordering::SeqCst) {
             let machine = self
                 .machine
@@ -154,7 +160,7 @@ impl ArtifactSource for NodeSource {
             });
         }
         match self.take_fault() {
-            None => self.inner.fetch(base, version, name).await,
+            None => self.inner.fetch(base, version, name, limit).await,
             Some(ImageServerAnswer::Unreachable) => Err(FetchError::Network {
                 url,
                 detail: "connection refused (lab fault)".to_owned(),
@@ -168,7 +174,7 @@ impl ArtifactSource for NodeSource {
             }
             Some(ImageServerAnswer::Status(status)) => Err(FetchError::Refused { url, status }),
             Some(ImageServerAnswer::Corrupt) => {
-                let mut bytes = self.inner.fetch(base, version, name).await?;
+                let mut bytes = self.inner.fetch(base, version, name, limit).await?;
                 // The manifest stays intact so the slot's own checksums catch the damage.
                 if name != MANIFEST
                     && let Some(last) = bytes.last_mut()
@@ -366,6 +372,8 @@ mod tests {
         );
     }
 
+    const ANY: BodyLimit = BodyLimit::AtMost(u64::MAX);
+
     #[tokio::test]
     async fn the_image_server_offers_a_verifiable_signed_slot_per_version() {
         let loaded = load_str(std::path::Path::new("s.yaml"), SCENARIO).unwrap();
@@ -374,12 +382,15 @@ mod tests {
         let server = image_server(&loaded.scenario, &catalog, &key).unwrap();
         for version in ["1.0.0", "1.1.0", "1.2.0"] {
             let manifest = server
-                .fetch("memory://", version, "manifest.json")
+                .fetch("memory://", version, "manifest.json", ANY)
                 .await
                 .unwrap();
             let manifest = SlotManifest::parse(&manifest).unwrap();
             manifest.verify(&key.public()).unwrap();
-            let kernel = server.fetch("memory://", version, "vmlinuz").await.unwrap();
+            let kernel = server
+                .fetch("memory://", version, "vmlinuz", ANY)
+                .await
+                .unwrap();
             assert_eq!(kernel, catalog.artifact(version).unwrap().kernel);
             manifest
                 .file("vmlinuz")
@@ -390,7 +401,7 @@ mod tests {
         let other = SlotKeyPair::from_seed([8; 32]);
         let manifest = SlotManifest::parse(
             &server
-                .fetch("memory://", "1.0.0", "manifest.json")
+                .fetch("memory://", "1.0.0", "manifest.json", ANY)
                 .await
                 .unwrap(),
         )

@@ -11,12 +11,15 @@
 //!
 //! 1. Parse the arguments. Unknown flags, a malformed version or URL → 1 (invalid arguments).
 //! 2. Load the trusted public key and open the ESP → 2 (system failure) when either is missing.
-//! 3. Fetch `{image-server}/{version}/manifest.json`, check its signature and that it names the
-//!    requested version. Network failure (connection, reset, timeout, HTTP 5xx/408/429) → 3; not
-//!    found, refused, unparsable, bad signature, other version → 2.
-//! 4. Download every file into memory and check size and SHA-256 → 3 for network, 2 for
-//!    mismatch. Nothing on the ESP has changed up to here, so a failed download leaves the ESP
-//!    exactly as it was.
+//! 3. Fetch `{image-server}/{version}/manifest.json` (at most [`MANIFEST_LIMIT`] bytes: reading
+//!    stops there), check its signature before anything else in it is looked at, then its
+//!    structure and that it names the requested version. Network failure (connection, reset,
+//!    timeout, HTTP 5xx/408/429) → 3; not found, refused, too long, unparsable, bad signature,
+//!    invalid, other version → 2.
+//! 4. Download every file into memory, reading exactly the size the signed manifest states
+//!    (reading stops one chunk past it: a longer body, or a shorter one, → 2), and check its
+//!    SHA-256 → 3 for network, 2 for mismatch. Nothing on the ESP has changed up to here, so a
+//!    failed download leaves the ESP exactly as it was.
 //! 5. Make room (`inplace_boot::make_room`: garbage, then bad, on-trial and old good entries,
 //!    never the booted entry nor the last good one) and install the entry
 //!    `{prefix}-{version}+{tries}.conf` (`inplace_boot::install_entry`: payload first, entry file
@@ -45,10 +48,12 @@ use inplace_boot::{DirEsp, EntryConf, Esp, NewEntry};
 
 use crate::assess::booted::{BootedEntrySource, Efivars, FirstOf, KernelCmdline, LoaderHint};
 use crate::manifest::{SlotManifest, public_key_from_pem, validate_version};
-use source::{ArtifactSource, FetchError, HttpSource};
+use source::{ArtifactSource, BodyLimit, FetchError, HttpSource};
 
 /// The manifest's file name on the image server.
 pub const MANIFEST_NAME: &str = "manifest.json";
+/// The most bytes of a manifest the command reads (a real one is well under 1 KiB).
+pub const MANIFEST_LIMIT: u64 = 64 * 1024;
 /// The default path of the trusted slot-signing public key on a node.
 pub const DEFAULT_PUBLIC_KEY: &str = "/etc/rackproof/slot-signing.pub";
 
@@ -150,9 +155,10 @@ fn chain(error: &dyn std::error::Error) -> String {
 fn fetch_error(error: FetchError) -> OsUpdateError {
     match error {
         FetchError::Network { .. } => OsUpdateError::Network(error.to_string()),
-        FetchError::NotFound { .. } | FetchError::Refused { .. } => {
-            OsUpdateError::System(error.to_string())
-        }
+        FetchError::NotFound { .. }
+        | FetchError::Refused { .. }
+        | FetchError::TooLong { .. }
+        | FetchError::TooShort { .. } => OsUpdateError::System(error.to_string()),
     }
 }
 
@@ -289,13 +295,15 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
         None => Arc::new(HttpSource::new(args.timeout, args.node.as_deref())),
     };
     let manifest_bytes = source
-        .fetch(base, &args.version, MANIFEST_NAME)
+        .fetch(
+            base,
+            &args.version,
+            MANIFEST_NAME,
+            BodyLimit::AtMost(MANIFEST_LIMIT),
+        )
         .await
         .map_err(fetch_error)?;
-    let manifest =
-        SlotManifest::parse(&manifest_bytes).map_err(|e| OsUpdateError::System(chain(&e)))?;
-    manifest
-        .verify(&key)
+    let manifest = SlotManifest::parse_verified(&manifest_bytes, &key)
         .map_err(|e| OsUpdateError::System(chain(&e)))?;
     if manifest.version != args.version {
         return Err(OsUpdateError::System(format!(
@@ -307,7 +315,12 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
     let mut initrd = None;
     for file in &manifest.files {
         let data = source
-            .fetch(base, &args.version, &file.name)
+            .fetch(
+                base,
+                &args.version,
+                &file.name,
+                BodyLimit::Exactly(file.size),
+            )
             .await
             .map_err(fetch_error)?;
         file.check(&args.version, &data)

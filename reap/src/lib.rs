@@ -1,0 +1,380 @@
+//! What a run leaves running when it is killed outright (SIGKILL, a crash): none of its drop
+//! guards run then, so two mechanisms cover its children.
+//!
+//! 1. [`dying_with_parent`] starts a program through `setpriv --pdeathsig KILL` (util-linux; no
+//!    unsafe `pre_exec` needed): the kernel SIGKILLs the child when the *thread* that started it
+//!    ends. Start such children from a thread that lives as long as they should (a tokio worker
+//!    or the thread running the runtime), never from a blocking-pool thread, which ends after an
+//!    idle period.
+//! 2. [`Record`]: each process keeps one file in a directory ([`default_dir`]) named after itself
+//!    (pid and start time) that lists the children it started (pid and start time). [`sweep`],
+//!    at the next start, kills the listed children of every record whose owner is gone and
+//!    removes the record. A child whose start time differs from the recorded one is another
+//!    process that got the same pid, and is left alone; so is a record whose owner still runs.
+//!
+//! [`start_time`], [`owner_line`] and [`owner_gone`] are the owner test the QEMU machines'
+//! directory sweep uses too.
+
+use std::collections::BTreeMap;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use rustix::process::{Pid, Signal};
+
+/// A process's start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command (field 2) is in parentheses and may hold spaces; field 3 follows its `) `.
+    let rest = stat.get(stat.rfind(')')? + 2..)?;
+    rest.split(' ').nth(22 - 3)?.parse().ok()
+}
+
+/// This process as an owner: `PID STARTTIME\n`; `None` without a readable start time.
+pub fn owner_line() -> Option<String> {
+    let pid = std::process::id();
+    start_time(pid).map(|start| format!("{pid} {start}\n"))
+}
+
+/// Whether the owner `PID STARTTIME` names is gone (no such process, or another one with that
+/// pid); `false` when the text is not an owner line.
+pub fn owner_gone(text: &str) -> bool {
+    let mut parts = text.split_whitespace();
+    match (
+        parts.next().and_then(|p| p.parse::<u32>().ok()),
+        parts.next().and_then(|s| s.parse::<u64>().ok()),
+    ) {
+        (Some(pid), Some(start)) => start_time(pid) != Some(start),
+        _ => false,
+    }
+}
+
+/// `program` started through `setpriv --pdeathsig KILL --`, so the kernel kills it when the
+/// thread that spawned it ends (see the module docs). The child keeps the pid `setpriv` had.
+pub fn dying_with_parent(program: impl AsRef<OsStr>) -> std::process::Command {
+    let mut command = std::process::Command::new("setpriv");
+    command.args(["--pdeathsig", "KILL", "--"]).arg(program);
+    command
+}
+
+/// The directory of this machine's records: `$TMPDIR/rackproof-owned`.
+pub fn default_dir() -> PathBuf {
+    std::env::temp_dir().join("rackproof-owned")
+}
+
+const SUFFIX: &str = ".children";
+
+/// One process's record of the children it started.
+#[derive(Debug)]
+pub struct Record {
+    path: PathBuf,
+    children: Mutex<BTreeMap<u32, u64>>,
+}
+
+impl Record {
+    /// The record of this process in `dir` (created if missing), empty.
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        let pid = std::process::id();
+        let start = start_time(pid)
+            .ok_or_else(|| std::io::Error::other("this process's start time is unreadable"))?;
+        std::fs::create_dir_all(dir)?;
+        let record = Self {
+            path: dir.join(format!("{pid}-{start}{SUFFIX}")),
+            children: Mutex::default(),
+        };
+        record.write(&BTreeMap::new())?;
+        Ok(record)
+    }
+
+    /// Adds child `pid` (with its start time); a child already gone is not recorded.
+    pub fn add(&self, pid: u32) {
+        let Some(start) = start_time(pid) else {
+            return;
+        };
+        let mut children = self.lock();
+        children.insert(pid, start);
+        self.write_logged(&children);
+    }
+
+    /// Removes child `pid` (it was stopped and reaped).
+    pub fn remove(&self, pid: u32) {
+        let mut children = self.lock();
+        if children.remove(&pid).is_some() {
+            self.write_logged(&children);
+        }
+    }
+
+    /// The record's file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, u64>> {
+        self.children.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_logged(&self, children: &BTreeMap<u32, u64>) {
+        if let Err(error) = self.write(children) {
+            tracing::warn!(path = %self.path.display(), %error, "failed to update the record of child processes");
+        }
+    }
+
+    fn write(&self, children: &BTreeMap<u32, u64>) -> std::io::Result<()> {
+        let text: String = children
+            .iter()
+            .map(|(pid, start)| format!("{pid} {start}\n"))
+            .collect();
+        let temp = self.path.with_extension("tmp");
+        std::fs::write(&temp, text)?;
+        std::fs::rename(&temp, &self.path)
+    }
+}
+
+/// This process's record in [`default_dir`], opened on first use; `None` (logged once) when it
+/// cannot be written.
+pub fn record() -> Option<&'static Record> {
+    static RECORD: OnceLock<Option<Record>> = OnceLock::new();
+    RECORD
+        .get_or_init(|| match Record::open(&default_dir()) {
+            Ok(record) => Some(record),
+            Err(error) => {
+                tracing::warn!(dir = %default_dir().display(), %error, "cannot record child processes; a killed run's children will not be swept");
+                None
+            }
+        })
+        .as_ref()
+}
+
+/// What [`sweep`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Swept {
+    /// Records of gone owners removed.
+    pub records: usize,
+    /// Children of theirs killed.
+    pub killed: usize,
+}
+
+/// Kills the recorded children of every record in `dir` whose owner is gone (only those whose
+/// start time still matches) and removes those records. Records of live owners are left alone.
+pub fn sweep(dir: &Path) -> Swept {
+    let mut swept = Swept::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return swept;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(owner) = name.to_str().and_then(|n| n.strip_suffix(SUFFIX)) else {
+            continue;
+        };
+        if !owner_gone(&owner.replacen('-', " ", 1)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for line in text.lines() {
+            let mut parts = line.split_whitespace();
+            let (Some(pid), Some(start)) = (
+                parts.next().and_then(|p| p.parse::<u32>().ok()),
+                parts.next().and_then(|s| s.parse::<u64>().ok()),
+            ) else {
+                continue;
+            };
+            if start_time(pid) == Some(start)
+                && let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw)
+                && rustix::process::kill_process(target, Signal::KILL).is_ok()
+            {
+                swept.killed += 1;
+            }
+        }
+        if std::fs::remove_file(entry.path()).is_ok() {
+            swept.records += 1;
+        }
+    }
+    swept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+
+    /// Whether `pid` ends (or has ended) within 10 s: waits for its pidfd to become readable.
+    fn ends(pid: u32) -> bool {
+        let Ok(fd) = rustix::process::pidfd_open(
+            Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        ) else {
+            return true;
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        let limit = rustix::event::Timespec {
+            tv_sec: 10,
+            tv_nsec: 0,
+        };
+        rustix::event::poll(&mut fds, Some(&limit)).is_ok_and(|n| n == 1)
+    }
+
+    fn kill(pid: u32) {
+        let _ = rustix::process::kill_process(
+            Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+            Signal::KILL,
+        );
+    }
+
+    /// Writes a record as process `owner` would have: its name, its children.
+    fn write_record(dir: &Path, owner: (u32, u64), children: &[(u32, u64)]) -> PathBuf {
+        let path = dir.join(format!("{}-{}{SUFFIX}", owner.0, owner.1));
+        let text: String = children.iter().map(|(p, s)| format!("{p} {s}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_killed_owners_process_tree_is_swept_and_a_live_owners_is_not() {
+        let dir = tempfile::tempdir().unwrap();
+        // The owner: a shell that starts a child (a stand-in for QEMU or etcd), prints its pid,
+        // then waits; it is SIGKILLed, as a harness killed outright would be.
+        let mut owner = Command::new("sh")
+            .args(["-c", "sleep 300 >/dev/null & echo $!; wait"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(owner.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let child: u32 = line.trim().parse().unwrap();
+        let owner_start = start_time(owner.id()).unwrap();
+        let child_start = start_time(child).unwrap();
+        let dead = write_record(
+            dir.path(),
+            (owner.id(), owner_start),
+            &[(child, child_start)],
+        );
+        // A live owner's record (this test process) naming a live process: left alone.
+        let mut other = Command::new("sleep").arg("300").spawn().unwrap();
+        let me = (std::process::id(), start_time(std::process::id()).unwrap());
+        let live = write_record(
+            dir.path(),
+            me,
+            &[(other.id(), start_time(other.id()).unwrap())],
+        );
+        owner.kill().unwrap();
+        owner.wait().unwrap();
+        assert!(
+            !ends_quickly(child),
+            "the child runs on after its owner was killed"
+        );
+
+        let swept = sweep(dir.path());
+        let child_ended = ends(child);
+        let other_ran = start_time(other.id()).is_some();
+        kill(child);
+        other.kill().unwrap();
+        other.wait().unwrap();
+        assert!(child_ended, "the dead owner's child {child} was not killed");
+        assert!(other_ran, "a live owner's child was killed");
+        assert_eq!(
+            swept,
+            Swept {
+                records: 1,
+                killed: 1
+            }
+        );
+        assert!(!dead.exists() && live.exists());
+    }
+
+    /// Whether `pid` has already ended (no waiting).
+    fn ends_quickly(pid: u32) -> bool {
+        start_time(pid).is_none()
+    }
+
+    #[test]
+    fn a_recorded_pid_that_now_names_another_process_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bystander = Command::new("sleep").arg("300").spawn().unwrap();
+        let real = start_time(bystander.id()).unwrap();
+        // The owner is gone (no process has pid u32::MAX); the recorded start time is not the
+        // bystander's, as if the pid had been reused.
+        write_record(dir.path(), (u32::MAX, 1), &[(bystander.id(), real + 1)]);
+        let swept = sweep(dir.path());
+        let survived = start_time(bystander.id()) == Some(real);
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
+        assert!(survived);
+        assert_eq!(
+            swept,
+            Swept {
+                records: 1,
+                killed: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_record_follows_its_children() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = Record::open(dir.path()).unwrap();
+        let mut child = Command::new("sleep").arg("300").spawn().unwrap();
+        let start = start_time(child.id()).unwrap();
+        record.add(child.id());
+        let text = std::fs::read_to_string(record.path()).unwrap();
+        record.remove(child.id());
+        let after = std::fs::read_to_string(record.path()).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(text, format!("{} {start}\n", child.id()));
+        assert_eq!(after, "");
+        assert_eq!(
+            sweep(dir.path()),
+            Swept::default(),
+            "its owner (this process) runs"
+        );
+    }
+
+    #[test]
+    fn a_child_dying_with_its_parent_outlives_an_idle_spawner_thread_only_while_it_runs() {
+        // The spawning thread stays alive (idle) while the child runs; the child only dies when
+        // that thread ends.
+        let (pid_sender, pid_receiver) = std::sync::mpsc::channel();
+        let (end_sender, end_receiver) = std::sync::mpsc::channel::<()>();
+        let spawner = std::thread::spawn(move || {
+            let child = dying_with_parent("sleep").arg("300").spawn().unwrap();
+            pid_sender.send(child.id()).unwrap();
+            // Idle until told to end.
+            let _ = end_receiver.recv();
+            drop(child);
+        });
+        let pid = pid_receiver.recv().unwrap();
+        let idle_survived = !ends_within_one_second(pid);
+        end_sender.send(()).unwrap();
+        spawner.join().unwrap();
+        let ended = ends(pid);
+        if !ended {
+            kill(pid);
+        }
+        assert!(idle_survived, "the child died while its spawner idled");
+        assert!(ended, "the child outlived the thread that started it");
+    }
+
+    fn ends_within_one_second(pid: u32) -> bool {
+        let Ok(fd) = rustix::process::pidfd_open(
+            Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
+            rustix::process::PidfdFlags::empty(),
+        ) else {
+            return true;
+        };
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
+        let limit = rustix::event::Timespec {
+            tv_sec: 1,
+            tv_nsec: 0,
+        };
+        rustix::event::poll(&mut fds, Some(&limit)).is_ok_and(|n| n == 1)
+    }
+}
