@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
+use std::time::Duration;
 
 use rustix::process::{Pid, Signal};
 
@@ -192,30 +193,31 @@ pub fn sweep(dir: &Path) -> Swept {
     swept
 }
 
+/// Whether process `pid` ends (or has already ended) within `limit`: waits for its pidfd to
+/// become readable, the kernel's event for a process's end. A pid that names no process has ended.
+pub fn ends_within(pid: u32, limit: Duration) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return true;
+    };
+    let Ok(fd) = rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()) else {
+        return true;
+    };
+    let mut fds = [rustix::event::PollFd::new(
+        &fd,
+        rustix::event::PollFlags::IN,
+    )];
+    let limit = rustix::event::Timespec {
+        tv_sec: i64::try_from(limit.as_secs()).unwrap_or(i64::MAX),
+        tv_nsec: i64::from(limit.subsec_nanos()),
+    };
+    rustix::event::poll(&mut fds, Some(&limit)).is_ok_and(|n| n == 1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::BufRead as _;
     use std::process::{Command, Stdio};
-
-    /// Whether `pid` ends (or has ended) within 10 s: waits for its pidfd to become readable.
-    fn ends(pid: u32) -> bool {
-        let Ok(fd) = rustix::process::pidfd_open(
-            Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
-            rustix::process::PidfdFlags::empty(),
-        ) else {
-            return true;
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            &fd,
-            rustix::event::PollFlags::IN,
-        )];
-        let limit = rustix::event::Timespec {
-            tv_sec: 10,
-            tv_nsec: 0,
-        };
-        rustix::event::poll(&mut fds, Some(&limit)).is_ok_and(|n| n == 1)
-    }
 
     fn kill(pid: u32) {
         let _ = rustix::process::kill_process(
@@ -270,7 +272,7 @@ mod tests {
         );
 
         let swept = sweep(dir.path());
-        let child_ended = ends(child);
+        let child_ended = ends_within(child, Duration::from_secs(10));
         let other_ran = start_time(other.id()).is_some();
         kill(child);
         other.kill().unwrap();
@@ -349,32 +351,14 @@ mod tests {
             drop(child);
         });
         let pid = pid_receiver.recv().unwrap();
-        let idle_survived = !ends_within_one_second(pid);
+        let idle_survived = !ends_within(pid, Duration::from_secs(1));
         end_sender.send(()).unwrap();
         spawner.join().unwrap();
-        let ended = ends(pid);
+        let ended = ends_within(pid, Duration::from_secs(10));
         if !ended {
             kill(pid);
         }
         assert!(idle_survived, "the child died while its spawner idled");
         assert!(ended, "the child outlived the thread that started it");
-    }
-
-    fn ends_within_one_second(pid: u32) -> bool {
-        let Ok(fd) = rustix::process::pidfd_open(
-            Pid::from_raw(i32::try_from(pid).unwrap()).unwrap(),
-            rustix::process::PidfdFlags::empty(),
-        ) else {
-            return true;
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            &fd,
-            rustix::event::PollFlags::IN,
-        )];
-        let limit = rustix::event::Timespec {
-            tv_sec: 1,
-            tv_nsec: 0,
-        };
-        rustix::event::poll(&mut fds, Some(&limit)).is_ok_and(|n| n == 1)
     }
 }

@@ -100,27 +100,12 @@ fn signal_group(child: &Child) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    /// Whether `pid` ends (or has ended) within 10 s: waits for its pidfd to become readable,
-    /// the kernel's event for a process's end.
+    /// Whether `pid` ends (or has ended) within 10 s.
     fn ends(pid: i32) -> bool {
-        let Ok(fd) = rustix::process::pidfd_open(
-            Pid::from_raw(pid).unwrap(),
-            rustix::process::PidfdFlags::empty(),
-        ) else {
-            return true;
-        };
-        let mut fds = [rustix::event::PollFd::new(
-            &fd,
-            rustix::event::PollFlags::IN,
-        )];
-        let limit = rustix::event::Timespec {
-            tv_sec: 10,
-            tv_nsec: 0,
-        };
-        rustix::event::poll(&mut fds, Some(&limit)).is_ok_and(|n| n == 1)
+        rackproof_reap::ends_within(pid.unsigned_abs(), std::time::Duration::from_secs(10))
     }
+
+    use super::*;
 
     fn shell(script: &str) -> Command {
         let mut command = Command::new("sh");
