@@ -7,10 +7,14 @@
 //!    or the thread running the runtime), never from a blocking-pool thread, which ends after an
 //!    idle period.
 //! 2. [`Record`]: each process keeps one file in a directory ([`default_dir`]) named after itself
-//!    (pid and start time) that lists the children it started (pid and start time). [`sweep`],
-//!    at the next start, kills the listed children of every record whose owner is gone and
-//!    removes the record. A child whose start time differs from the recorded one is another
-//!    process that got the same pid, and is left alone; so is a record whose owner still runs.
+//!    (pid and start time) that lists the children it started (pid and start time), and whether
+//!    a child leads a process group of its own. [`sweep`], at the next start, kills the listed
+//!    children of every record whose owner is gone and removes the record. A child whose start
+//!    time differs from the recorded one is another process that got the same pid, and is left
+//!    alone; so is a record whose owner still runs. A group leader's whole group is killed: while
+//!    the leader runs (its start time matches), and after it is gone while no process has its pid
+//!    (the kernel hands out no pid still in use as a group's id, so what is left of that group
+//!    is the leader's). A pid reused by another process leaves the group alone.
 //!
 //! [`start_time`], [`owner_line`] and [`owner_gone`] are the owner test the QEMU machines'
 //! directory sweep uses too.
@@ -65,11 +69,21 @@ pub fn default_dir() -> PathBuf {
 
 const SUFFIX: &str = ".children";
 
+/// The word after a child's pid and start time when it leads a process group of its own.
+const GROUP: &str = "group";
+
+/// A recorded child: its start time, and whether it leads a process group of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Child {
+    start: u64,
+    leads_group: bool,
+}
+
 /// One process's record of the children it started.
 #[derive(Debug)]
 pub struct Record {
     path: PathBuf,
-    children: Mutex<BTreeMap<u32, u64>>,
+    children: Mutex<BTreeMap<u32, Child>>,
 }
 
 impl Record {
@@ -89,11 +103,21 @@ impl Record {
 
     /// Adds child `pid` (with its start time); a child already gone is not recorded.
     pub fn add(&self, pid: u32) {
+        self.insert(pid, false);
+    }
+
+    /// Adds child `pid`, the leader of a process group of its own (`setpgid(0, 0)`): a sweep
+    /// kills its whole group, also after the leader has gone.
+    pub fn add_group(&self, pid: u32) {
+        self.insert(pid, true);
+    }
+
+    fn insert(&self, pid: u32, leads_group: bool) {
         let Some(start) = start_time(pid) else {
             return;
         };
         let mut children = self.lock();
-        children.insert(pid, start);
+        children.insert(pid, Child { start, leads_group });
         self.write_logged(&children);
     }
 
@@ -110,20 +134,23 @@ impl Record {
         &self.path
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, u64>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Child>> {
         self.children.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn write_logged(&self, children: &BTreeMap<u32, u64>) {
+    fn write_logged(&self, children: &BTreeMap<u32, Child>) {
         if let Err(error) = self.write(children) {
             tracing::warn!(path = %self.path.display(), %error, "failed to update the record of child processes");
         }
     }
 
-    fn write(&self, children: &BTreeMap<u32, u64>) -> std::io::Result<()> {
+    fn write(&self, children: &BTreeMap<u32, Child>) -> std::io::Result<()> {
         let text: String = children
             .iter()
-            .map(|(pid, start)| format!("{pid} {start}\n"))
+            .map(|(pid, child)| match child.leads_group {
+                true => format!("{pid} {} {GROUP}\n", child.start),
+                false => format!("{pid} {}\n", child.start),
+            })
             .collect();
         let temp = self.path.with_extension("tmp");
         std::fs::write(&temp, text)?;
@@ -179,10 +206,8 @@ pub fn sweep(dir: &Path) -> Swept {
             ) else {
                 continue;
             };
-            if start_time(pid) == Some(start)
-                && let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw)
-                && rustix::process::kill_process(target, Signal::KILL).is_ok()
-            {
+            let leads_group = parts.next() == Some(GROUP);
+            if kill_child(pid, Child { start, leads_group }) {
                 swept.killed += 1;
             }
         }
@@ -191,6 +216,26 @@ pub fn sweep(dir: &Path) -> Swept {
         }
     }
     swept
+}
+
+/// SIGKILLs a dead owner's child `pid` as recorded: the process, or its whole group; whether a
+/// signal was delivered.
+fn kill_child(pid: u32, child: Child) -> bool {
+    let Some(target) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    let now = start_time(pid);
+    match (child.leads_group, now == Some(child.start)) {
+        (false, true) => rustix::process::kill_process(target, Signal::KILL).is_ok(),
+        (false, false) => false,
+        // The leader runs, or no process has its pid: what carries its group id is its group.
+        (true, true) => rustix::process::kill_process_group(target, Signal::KILL).is_ok(),
+        (true, false) if now.is_none() => {
+            rustix::process::kill_process_group(target, Signal::KILL).is_ok()
+        }
+        // The pid was reused by another process, which may lead a group of that id.
+        (true, false) => false,
+    }
 }
 
 /// Whether process `pid` ends (or has already ended) within `limit`: waits for its pidfd to
@@ -287,6 +332,105 @@ mod tests {
             }
         );
         assert!(!dead.exists() && live.exists());
+    }
+
+    /// A shell leading a process group of its own that starts `sleep 300` in its group, prints
+    /// its pid, and exits when its stdin closes: (leader, member pid).
+    fn group_with_member() -> (std::process::Child, u32) {
+        use std::os::unix::process::CommandExt as _;
+        let mut leader = Command::new("sh")
+            .args(["-c", "sleep 300 >/dev/null & echo $!; read _"])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(leader.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (leader, line.trim().parse().unwrap())
+    }
+
+    #[test]
+    fn a_dead_owners_group_is_swept_whole_while_its_leader_runs_and_after_it_is_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut running, running_member) = group_with_member();
+        let (mut gone, gone_member) = group_with_member();
+        let records: Vec<(u32, u64)> = [running.id(), gone.id()]
+            .into_iter()
+            .map(|pid| (pid, start_time(pid).unwrap()))
+            .collect();
+        // The second leader exits and is reaped: no process has its pid; its member runs on.
+        drop(gone.stdin.take());
+        gone.wait().unwrap();
+        let path = dir.path().join(format!("{}-1{SUFFIX}", u32::MAX));
+        let text: String = records
+            .iter()
+            .map(|(pid, start)| format!("{pid} {start} {GROUP}\n"))
+            .collect();
+        std::fs::write(&path, text).unwrap();
+
+        let swept = sweep(dir.path());
+        let ended =
+            [running_member, gone_member].map(|pid| ends_within(pid, Duration::from_secs(10)));
+        let leader_ended = ends_within(running.id(), Duration::from_secs(10));
+        for pid in [running_member, gone_member, running.id()] {
+            kill(pid);
+        }
+        let _ = running.wait();
+        assert_eq!(
+            ended,
+            [true, true],
+            "the members (of a running leader, of a gone one) outlived the sweep"
+        );
+        assert!(leader_ended, "the running leader outlived the sweep");
+        assert_eq!(
+            swept,
+            Swept {
+                records: 1,
+                killed: 2
+            }
+        );
+    }
+
+    #[test]
+    fn a_recorded_group_whose_leaders_pid_names_another_process_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut bystander, member) = group_with_member();
+        let real = start_time(bystander.id()).unwrap();
+        let path = dir.path().join(format!("{}-1{SUFFIX}", u32::MAX));
+        std::fs::write(&path, format!("{} {} {GROUP}\n", bystander.id(), real + 1)).unwrap();
+        let swept = sweep(dir.path());
+        let survived = start_time(member).is_some() && start_time(bystander.id()) == Some(real);
+        kill(member);
+        bystander.kill().unwrap();
+        bystander.wait().unwrap();
+        assert!(
+            survived,
+            "a group of another process with the recorded pid was killed"
+        );
+        assert_eq!(
+            swept,
+            Swept {
+                records: 1,
+                killed: 0
+            }
+        );
+    }
+
+    #[test]
+    fn a_group_leader_is_recorded_as_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let record = Record::open(dir.path()).unwrap();
+        let (mut leader, member) = group_with_member();
+        let start = start_time(leader.id()).unwrap();
+        record.add_group(leader.id());
+        let text = std::fs::read_to_string(record.path()).unwrap();
+        kill(member);
+        leader.kill().unwrap();
+        leader.wait().unwrap();
+        assert_eq!(text, format!("{} {start} {GROUP}\n", leader.id()));
     }
 
     /// Whether `pid` has already ended (no waiting).

@@ -157,6 +157,9 @@ impl Daemon {
         let child = command
             .spawn()
             .map_err(|source| BmcError::Spawn { tool, source })?;
+        if let (Some(record), Some(pid)) = (rackproof_reap::record(), child.id()) {
+            record.add_group(pid);
+        }
         Ok(Self { tool, child, log })
     }
 
@@ -177,6 +180,7 @@ impl Daemon {
         let group = self.child.id();
         self.kill_group();
         let _ = self.child.wait().await;
+        forget(group);
         if let Some(group) = group {
             let clock = Clock::wall();
             let started = clock.instant();
@@ -199,10 +203,19 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
+        let group = self.child.id();
         if !self.exited() {
             tracing::debug!(tool = self.tool, "killing BMC tool");
             self.kill_group();
         }
+        forget(group);
+    }
+}
+
+/// Takes a stopped tool's group off the process's record of children (`rackproof_reap`).
+fn forget(group: Option<u32>) {
+    if let (Some(record), Some(pid)) = (rackproof_reap::record(), group) {
+        record.remove(pid);
     }
 }
 
@@ -275,7 +288,9 @@ impl SushyEmulator {
             path: config.clone(),
             source,
         })?;
-        let mut command = Command::new(tools.bin.join("sushy-emulator"));
+        let mut command = Command::from(rackproof_reap::dying_with_parent(
+            tools.bin.join("sushy-emulator"),
+        ));
         command.arg("--config").arg(&config).args([
             "--interface",
             "127.0.0.1",
@@ -384,7 +399,7 @@ impl VirtualBmc {
             path: config.clone(),
             source,
         })?;
-        let mut command = Command::new(tools.bin.join("vbmcd"));
+        let mut command = Command::from(rackproof_reap::dying_with_parent(tools.bin.join("vbmcd")));
         command
             .arg("--foreground")
             .env("VIRTUALBMC_CONFIG", &config);

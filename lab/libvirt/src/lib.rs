@@ -19,6 +19,6 @@ pub mod xml;
 
 pub use console::SerialConsole;
 #[cfg(feature = "libvirt")]
-pub use machine::{LibvirtMachine, MachineError, teardown_prefix};
+pub use machine::{LibvirtMachine, MachineError, sweep_orphans, teardown_prefix};
 pub use spec::{BootOrder, DomainSpec, Firmware, MachineConfig, SpecError};
 pub use xml::domain_xml;

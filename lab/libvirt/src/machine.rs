@@ -12,12 +12,16 @@
 //!    applies at the next start (`On`, `PowerCycle`), not at a reset, as with a real BMC whose
 //!    firmware reads the order at power-on. `Once` reverts to the disk right after that start.
 //! 4. [`LibvirtMachine::teardown`] (or drop) destroys and undefines the domain with its NVRAM and
-//!    removes the node directory. [`teardown_prefix`] cleans up whatever a crashed run left.
+//!    removes the node directory. [`teardown_prefix`] cleans up whatever a crashed run left by
+//!    name; [`sweep_orphans`], which `define` runs once per URI and process, by owner: each
+//!    domain's metadata names the process that defined it, and a domain whose owner is gone (a
+//!    run killed outright runs no drop) is removed with its directory.
 //!
 //! The `virt` calls block, so every one runs on tokio's blocking pool. With a remote URI the node
 //! directory and disk must already exist on that host; libvirt creates the NVRAM from its template
 //! there, and the serial console tail only sees the log if the directory is shared.
 
+use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Mutex;
@@ -36,7 +40,7 @@ use virt::sys;
 
 use crate::console::SerialConsole;
 use crate::spec::{BootOrder, MachineConfig, SpecError};
-use crate::xml::domain_xml;
+use crate::xml::{DIR_ATTRIBUTE, METADATA_NAMESPACE, OWNER_ATTRIBUTE, domain_xml};
 
 /// How often state is polled while waiting for a power state.
 const STATE_POLL: Duration = Duration::from_millis(100);
@@ -151,6 +155,7 @@ impl LibvirtMachine {
             })
             .await?;
         }
+        sweep_orphans_once(&uri).await;
         let local = is_local_uri(&uri);
         if local {
             prepare_dir(&config, &name).await?;
@@ -525,6 +530,92 @@ pub async fn teardown_prefix(uri: &str, prefix: &str) -> Result<Vec<String>, Mac
     .await
 }
 
+/// Removes every domain at `uri` that a process now gone defined (the owner in Rackproof's
+/// metadata element), with its node directory when the URI is local; returns their names.
+/// Domains of live processes, and domains without Rackproof's metadata, are left alone.
+pub async fn sweep_orphans(uri: &str) -> Result<Vec<String>, MachineError> {
+    let uri = uri.to_owned();
+    blocking("*", "sweep orphaned domains", move || {
+        let conn = Connect::open(Some(&uri)).map_err(|source| MachineError::Connect {
+            uri: uri.clone(),
+            source,
+        })?;
+        let domains = conn
+            .list_all_domains(0)
+            .map_err(|source| MachineError::Libvirt {
+                domain: "*".to_owned(),
+                action: "list",
+                source,
+            })?;
+        let mut removed = Vec::new();
+        for domain in domains {
+            let (Ok(name), Ok(element)) = (
+                domain.name(),
+                domain.metadata(
+                    sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                    Some(METADATA_NAMESPACE),
+                    sys::VIR_DOMAIN_AFFECT_CONFIG,
+                ),
+            ) else {
+                continue;
+            };
+            let Some(owner) = attribute(&element, OWNER_ATTRIBUTE) else {
+                continue;
+            };
+            if !rackproof_reap::owner_gone(&owner) || !remove_domain(&conn, &name)? {
+                continue;
+            }
+            tracing::info!(domain = %name, %owner, "removed a libvirt domain whose run is gone");
+            if is_local_uri(&uri)
+                && let Some(dir) = attribute(&element, DIR_ATTRIBUTE)
+                && let Err(error) = std::fs::remove_dir_all(&dir)
+                && error.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %dir, %error, "failed to remove a swept domain's directory");
+            }
+            removed.push(name);
+        }
+        Ok(removed)
+    })
+    .await
+}
+
+/// [`sweep_orphans`] the first time this process defines a domain at `uri`; a failure is logged
+/// (defining the domain reports what is wrong with the connection).
+async fn sweep_orphans_once(uri: &str) {
+    static SWEPT: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
+    if !SWEPT
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(uri.to_owned())
+    {
+        return;
+    }
+    if let Err(error) = sweep_orphans(uri).await {
+        tracing::warn!(%uri, %error, "failed to sweep domains left by killed runs");
+    }
+}
+
+/// The value of attribute `name` in the XML element `element` (either quote; the five predefined
+/// entities decoded).
+fn attribute(element: &str, name: &str) -> Option<String> {
+    let start = element.find(&format!(" {name}="))? + name.len() + 2;
+    let quote = element[start..]
+        .chars()
+        .next()
+        .filter(|q| matches!(q, '\'' | '"'))?;
+    let value = &element[start + 1..];
+    let value = &value[..value.find(quote)?];
+    Some(
+        value
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&apos;", "'")
+            .replace("&quot;", "\"")
+            .replace("&amp;", "&"),
+    )
+}
+
 /// Gives the node a fresh directory (traversable by libvirt's QEMU user), NVRAM copy and log.
 async fn prepare_dir(config: &MachineConfig, name: &str) -> Result<(), MachineError> {
     let dir = &config.dir;
@@ -556,6 +647,19 @@ async fn remove_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn attributes_are_read_from_the_metadata_element_as_libvirt_returns_it() {
+        let element = "<rackproof:node xmlns:rackproof=\"https://rackproof.dev/libvirt/1\" owner=\"812 99031\" dir=\"/tmp/a&amp;b\"/>";
+        assert_eq!(attribute(element, "owner").as_deref(), Some("812 99031"));
+        assert_eq!(attribute(element, "dir").as_deref(), Some("/tmp/a&b"));
+        assert_eq!(
+            attribute("<node owner='1 2'/>", "owner").as_deref(),
+            Some("1 2")
+        );
+        assert_eq!(attribute("<node xowner='1 2'/>", "owner"), None);
+        assert_eq!(attribute("<node owner=1/>", "owner"), None);
+    }
 
     #[test]
     fn local_uris_are_told_from_remote_ones() {

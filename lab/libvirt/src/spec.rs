@@ -163,6 +163,8 @@ impl MachineConfig {
             identity: self.identity.clone(),
             ssh_port: self.ssh_port,
             boot_order,
+            dir: self.dir.clone(),
+            owner: rackproof_reap::owner_line().map(|line| line.trim().to_owned()),
         })
     }
 }
@@ -183,6 +185,12 @@ pub struct DomainSpec {
     pub identity: Option<PathBuf>,
     pub ssh_port: Option<u16>,
     pub boot_order: BootOrder,
+    /// The node's directory (NVRAM copy, serial log), removed with the domain by a sweep.
+    pub dir: PathBuf,
+    /// The process that defines the domain, as `PID STARTTIME` ([`rackproof_reap::owner_line`]):
+    /// a domain whose owner is gone is a killed run's leftover
+    /// ([`sweep_orphans`](crate::machine::sweep_orphans)).
+    pub owner: Option<String>,
 }
 
 /// A machine configuration that cannot become a domain.

@@ -20,6 +20,13 @@ use std::path::Path;
 
 use crate::spec::{BootOrder, DomainSpec, IDENTITY_FW_CFG_NAME};
 
+/// The namespace of Rackproof's element in a domain's `<metadata>`.
+pub(crate) const METADATA_NAMESPACE: &str = "https://rackproof.dev/libvirt/1";
+/// The attribute of that element naming the process that defined the domain (`PID STARTTIME`).
+pub(crate) const OWNER_ATTRIBUTE: &str = "owner";
+/// The attribute of that element naming the node's directory.
+pub(crate) const DIR_ATTRIBUTE: &str = "dir";
+
 /// The QEMU slot of the user-mode NIC on `pcie.0`.
 const NIC_ADDR: &str = "0x10";
 
@@ -40,10 +47,18 @@ pub fn domain_xml(spec: &DomainSpec) -> String {
     if let Some(uuid) = &spec.uuid {
         line(w, 1, &format!("<uuid>{}</uuid>", esc(uuid)));
     }
+    let owner = spec
+        .owner
+        .as_ref()
+        .map(|owner| format!(" {OWNER_ATTRIBUTE}='{}'", esc(owner)))
+        .unwrap_or_default();
     line(
         w,
         1,
-        "<metadata><rackproof:node xmlns:rackproof='https://rackproof.dev/libvirt/1'/></metadata>",
+        &format!(
+            "<metadata><rackproof:node xmlns:rackproof='{METADATA_NAMESPACE}'{owner} {DIR_ATTRIBUTE}='{}'/></metadata>",
+            path(&spec.dir)
+        ),
     );
     line(
         w,
@@ -212,6 +227,14 @@ mod tests {
         assert!(xml.contains("<serial type='file'>\n      <source path='/srv/rp/n1/serial.log' append='on'/>\n      <target port='0'/>"));
         assert!(xml.contains("<serial type='pty'>\n      <target port='1'/>"));
         assert!(xml.contains("<entry name='opt/rackproof/identity' file='/srv/rp/n1/identity'/>"));
+    }
+
+    #[test]
+    fn the_metadata_names_the_defining_process_and_the_node_directory() {
+        let mut spec = spec(BootOrder::DiskFirst);
+        spec.owner = Some("812 99031".to_owned());
+        let xml = domain_xml(&spec);
+        assert!(xml.contains("<metadata><rackproof:node xmlns:rackproof='https://rackproof.dev/libvirt/1' owner='812 99031' dir='/srv/rp/n1'/></metadata>"), "{xml}");
     }
 
     #[test]

@@ -14,7 +14,9 @@ use rackproof_driver::{
     BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
     ResetAction,
 };
-use rackproof_libvirt::{LibvirtMachine, MachineConfig, MachineError, teardown_prefix};
+use rackproof_libvirt::{
+    LibvirtMachine, MachineConfig, MachineError, sweep_orphans, teardown_prefix,
+};
 
 const URI: &str = "qemu:///system";
 const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -235,6 +237,54 @@ async fn dropping_a_machine_tears_it_down_and_prefix_teardown_finds_only_its_own
 mod qemu {
     use super::*;
 
+    /// Marks `machine`'s domain as defined by a process that is gone (no process has pid
+    /// `u32::MAX`), as a run killed outright leaves its domains.
+    fn orphan(machine: &LibvirtMachine, dir: &Path) {
+        let conn = virt::connect::Connect::open(Some(URI)).unwrap();
+        let domain = conn.lookup_domain_by_name(machine.name()).unwrap();
+        let element = format!("<node owner='{} 1' dir='{}'/>", u32::MAX, dir.display());
+        domain
+            .set_metadata(
+                virt::sys::VIR_DOMAIN_METADATA_ELEMENT as i32,
+                Some(&element),
+                Some("rackproof"),
+                Some("https://rackproof.dev/libvirt/1"),
+                virt::sys::VIR_DOMAIN_AFFECT_CONFIG | virt::sys::VIR_DOMAIN_AFFECT_LIVE,
+            )
+            .unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_running_domain_whose_run_is_gone_is_swept_with_its_directory_and_a_live_runs_is_not()
+    {
+        let ws = Workspace::new("orphan");
+        let config = ws.node("n1");
+        let dir = config.dir.clone();
+        let left = define(config).await;
+        let kept = define(ws.node("n2")).await;
+        left.reset(ResetAction::On).await.unwrap();
+        orphan(&left, &dir);
+
+        let swept = sweep_orphans(URI).await.unwrap();
+        let guests = processes_mentioning(&format!("guest={}", left.name()));
+        let kept_state = kept.power_state().await.unwrap();
+        // Leftovers of runs killed earlier on this machine may be swept too; this run's others not.
+        assert!(swept.iter().any(|name| name == left.name()), "{swept:?}");
+        assert!(!swept.iter().any(|name| name == kept.name()), "{swept:?}");
+        assert!(
+            guests.is_empty(),
+            "the swept domain's QEMU still runs: {guests:?}"
+        );
+        assert!(!dir.exists(), "the swept domain's directory is still there");
+        assert_eq!(
+            kept_state,
+            PowerState::Off,
+            "the live run's domain was touched"
+        );
+        drop(kept);
+        assert_gone(&ws.prefix, left.name(), &dir).await;
+    }
+
     #[tokio::test(flavor = "multi_thread")]
     async fn power_on_reset_cycle_and_off_show_on_the_serial_console() {
         let ws = Workspace::new("power");
@@ -451,6 +501,48 @@ mod qemu {
             "{xml}"
         );
         machine.teardown().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_bmc_tool_dies_with_the_thread_that_started_it_even_when_nothing_stops_it() {
+        use rackproof_libvirt::bmc::{BmcTools, SushyEmulator};
+        let ws = Workspace::new("orphan-bmc");
+        let machine = define(ws.node("n1")).await;
+        let tools = BmcTools::find().unwrap_or_else(|e| panic!("{e}"));
+        let (uuid, dir) = (machine.uuid().to_owned(), ws.dir.path().join("sushy"));
+        // A thread with a runtime of its own starts the tool and ends without stopping it, as a
+        // harness killed outright runs no drop.
+        let group = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let sushy = SushyEmulator::start(&tools, URI, &uuid, &dir, &Clock::wall())
+                    .await
+                    .unwrap();
+                let group = sushy.process_group().unwrap();
+                std::mem::forget(sushy);
+                group
+            })
+        })
+        .join()
+        .unwrap();
+        let clock = Clock::wall();
+        let started = clock.instant();
+        while !group_members(group).is_empty() && clock.since(started) < STATE_TIMEOUT {
+            clock.sleep(Duration::from_millis(50)).await;
+        }
+        let left = group_members(group);
+        for pid in &left {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        assert!(
+            left.is_empty(),
+            "sushy-emulator's group outlived the thread that started it: {left:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread")]
