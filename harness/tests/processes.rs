@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use rustix::process::{Pid, PidfdFlags, Signal};
+use rustix::process::{Pid, Signal};
 
 const SCENARIO: &str = r#"lab: { nodes: 1 }
 images:
@@ -22,18 +22,19 @@ steps:
       timeout: 10m
 "#;
 
-/// A scenario whose `run` step is `sleep 300` itself (the group leader), its pid written first.
-const LEADER_SCENARIO: &str = r#"lab: { nodes: 1 }
+/// A scenario whose watchdog is an outside program, `sleep 300` (its pid written first), while
+/// a step waits.
+const EXTERNAL_SCENARIO: &str = r#"lab: { nodes: 1 }
 images:
   - version: "1.0.0"
 pool:
   strategy: AutoInPlaceUpdate
   os: "1.0.0"
   kubernetes: "1.34.2"
+components:
+  watchdog: { command: [sh, -c, 'echo $$ > started.fifo; exec sleep 300'] }
 steps:
-  - run:
-      command: [sh, -c, 'echo $$ > started.fifo; exec sleep 300']
-      timeout: 10m
+  - sleep: 10m
 "#;
 
 /// A scenario with nothing to run.
@@ -49,19 +50,7 @@ pool:
 /// Whether `pid` ends (or has ended) within `limit`: waits for its pidfd to become readable, the
 /// kernel's event for a process's end.
 fn ends_within(pid: i32, limit: Duration) -> bool {
-    let Ok(fd) = rustix::process::pidfd_open(Pid::from_raw(pid).unwrap(), PidfdFlags::empty())
-    else {
-        return true;
-    };
-    let mut fds = [rustix::event::PollFd::new(
-        &fd,
-        rustix::event::PollFlags::IN,
-    )];
-    let limit = rustix::event::Timespec {
-        tv_sec: i64::try_from(limit.as_secs()).unwrap(),
-        tv_nsec: 0,
-    };
-    rustix::event::poll(&mut fds, Some(&limit)).is_ok_and(|n| n == 1)
+    rackproof_reap::ends_within(pid.unsigned_abs(), limit)
 }
 
 /// The pid the step's command writes into the FIFO (blocks until it does; `None` after 120 s).
@@ -92,21 +81,50 @@ fn rackproof_run(file: &Path, tmp: &Path) -> Command {
     command
 }
 
+/// Makes the FIFO `started.fifo` in `dir` (coreutils' mkfifo).
+fn make_fifo(dir: &Path) -> std::path::PathBuf {
+    let fifo = dir.join("started.fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo (coreutils) failed");
+    fifo
+}
+
+#[test]
+fn an_outside_component_dies_with_a_sigkilled_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("external.yaml");
+    std::fs::write(&scenario, EXTERNAL_SCENARIO).unwrap();
+    let fifo = make_fifo(dir.path());
+    let mut killed = rackproof_run(&scenario, dir.path()).spawn().unwrap();
+    let Some(component) = started_pid(&fifo) else {
+        let _ = killed.kill();
+        let mut stderr = String::new();
+        let _ = killed.stderr.take().unwrap().read_to_string(&mut stderr);
+        let _ = killed.wait();
+        panic!("the outside watchdog never started; stderr:\n{stderr}");
+    };
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    let died = ends_within(component, Duration::from_secs(10));
+    if !died {
+        let _ = rustix::process::kill_process(Pid::from_raw(component).unwrap(), Signal::KILL);
+    }
+    assert!(
+        died,
+        "the outside watchdog {component} outlived the run killed outright"
+    );
+}
+
 #[test]
 fn what_a_sigkilled_run_left_running_is_swept_at_the_next_start() {
     let dir = tempfile::tempdir().unwrap();
+    // The step's shell dies with the run (parent-death signal); the `sleep` it started in its
+    // group outlives it, for the next run's sweep.
     let scenario = dir.path().join("leader.yaml");
-    std::fs::write(&scenario, LEADER_SCENARIO).unwrap();
+    std::fs::write(&scenario, SCENARIO).unwrap();
     let quiet = dir.path().join("quiet.yaml");
     std::fs::write(&quiet, QUIET_SCENARIO).unwrap();
-    let fifo = dir.path().join("started.fifo");
-    assert!(
-        Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let fifo = make_fifo(dir.path());
     let mut killed = rackproof_run(&scenario, dir.path()).spawn().unwrap();
     let Some(sleep) = started_pid(&fifo) else {
         let _ = killed.kill();
@@ -137,9 +155,7 @@ fn sigterm_stops_the_run_and_kills_its_run_steps_groups_and_exits_143() {
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("term.yaml");
     std::fs::write(&scenario, SCENARIO).unwrap();
-    let fifo = dir.path().join("started.fifo");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success(), "mkfifo (coreutils) failed");
+    let fifo = make_fifo(dir.path());
     let mut harness = Command::new(env!("CARGO_BIN_EXE_rackproof"))
         .arg("run")
         .arg(&scenario)

@@ -44,6 +44,9 @@ impl ExternalProcess {
                 argv.join(" ")
             )
         })?;
+        if let (Some(record), Some(pid)) = (rackproof_reap::record(), child.id()) {
+            record.add_group(pid);
+        }
         if let Some(out) = child.stdout.take() {
             tokio::spawn(copy_lines(
                 out,
@@ -75,11 +78,15 @@ impl ExternalProcess {
             Ok(None) => return None,
             Ok(Some(_)) | Err(_) => self.kill_group(),
         }
+        let leader = self.child.id();
         match self.child.try_wait() {
-            Ok(Some(status)) => Some(status.code().map_or_else(
-                || "killed by a signal".to_owned(),
-                |c| format!("exit code {c}"),
-            )),
+            Ok(Some(status)) => {
+                forget(leader);
+                Some(status.code().map_or_else(
+                    || "killed by a signal".to_owned(),
+                    |c| format!("exit code {c}"),
+                ))
+            }
             Ok(None) => None,
             Err(e) => Some(format!("lost: {e}")),
         }
@@ -89,8 +96,17 @@ impl ExternalProcess {
 impl Drop for ExternalProcess {
     /// Kills the whole group: the program and whatever it started.
     fn drop(&mut self) {
+        let leader = self.child.id();
         self.kill_group();
         let _ = self.child.start_kill();
+        forget(leader);
+    }
+}
+
+/// Takes a stopped leader off the process's record of children (`rackproof_reap`).
+fn forget(leader: Option<u32>) {
+    if let (Some(record), Some(pid)) = (rackproof_reap::record(), leader) {
+        record.remove(pid);
     }
 }
 

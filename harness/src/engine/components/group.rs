@@ -24,7 +24,7 @@ impl GroupLeader {
         command.process_group(0);
         let child = command.spawn()?;
         if let Some(record) = rackproof_reap::record() {
-            record.add(child.id());
+            record.add_group(child.id());
         }
         Ok(Self {
             child: Mutex::new(Some(child)),

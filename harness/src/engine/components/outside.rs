@@ -123,10 +123,12 @@ impl Outside {
     }
 
     /// The command line `argv` with the run's environment, working directory and a process group
-    /// of its own; stdin is closed.
+    /// of its own, killed by the kernel when the thread that starts it ends (`setpriv
+    /// --pdeathsig`, see `rackproof_reap`); stdin is closed.
     pub fn command(&self, argv: &[String]) -> Result<Command, String> {
         let (program, args) = argv.split_first().ok_or("an empty command")?;
-        let mut command = Command::new(program);
+        // Under a parent-death signal: a run killed outright takes its programs with it.
+        let mut command = rackproof_reap::dying_with_parent(program);
         command
             .args(args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
