@@ -134,8 +134,11 @@ fn what_a_sigkilled_run_left_running_is_swept_at_the_next_start() {
     killed.kill().unwrap();
     killed.wait().unwrap();
     let outlived = !ends_within(sleep, Duration::from_millis(200));
+    // The killed run's directory for outside programs holds the admin kubeconfig (a token).
+    let outside_dirs_left = outside_dirs(dir.path());
     let next = rackproof_run(&quiet, dir.path()).output().unwrap();
     let swept = ends_within(sleep, Duration::from_secs(10));
+    let outside_dirs_swept = outside_dirs(dir.path());
     if !swept {
         let _ = rustix::process::kill_process(Pid::from_raw(sleep).unwrap(), Signal::KILL);
     }
@@ -148,6 +151,29 @@ fn what_a_sigkilled_run_left_running_is_swept_at_the_next_start() {
         swept,
         "the next run did not sweep the left-over `sleep` {sleep}; stderr:\n{stderr}"
     );
+    assert_eq!(
+        outside_dirs_left.len(),
+        1,
+        "the killed run made no directory for its programs"
+    );
+    assert!(
+        outside_dirs_swept.is_empty(),
+        "the next run left the killed run's directories: {outside_dirs_swept:?}"
+    );
+}
+
+/// The directories for outside programs (`rackproof-outside-*`) in `tmp`.
+fn outside_dirs(tmp: &Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("rackproof-outside-")
+        })
+        .map(|e| e.path())
+        .collect()
 }
 
 #[test]

@@ -16,8 +16,12 @@
 //!    (the kernel hands out no pid still in use as a group's id, so what is left of that group
 //!    is the leader's). A pid reused by another process leaves the group alone.
 //!
-//! [`start_time`], [`owner_line`] and [`owner_gone`] are the owner test the QEMU machines'
-//! directory sweep uses too.
+//! 3. [`owned_tempdir`]: a temporary directory (kubeconfigs, a control plane's certificates and
+//!    etcd data, QEMU node disks) whose [`OWNER_FILE`] names the process that made it;
+//!    [`sweep_dirs`] removes those whose owner is gone. Directories without an owner file are
+//!    left alone.
+//!
+//! [`start_time`], [`owner_line`] and [`owner_gone`] are the owner test all three share.
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
@@ -171,6 +175,53 @@ pub fn record() -> Option<&'static Record> {
             }
         })
         .as_ref()
+}
+
+/// The file in an [`owned_tempdir`] that names its owner (`PID STARTTIME`).
+pub const OWNER_FILE: &str = "owner";
+
+/// A temporary directory `$TMPDIR/<prefix>XXXXXX`, mode 0700, removed when dropped, whose
+/// [`OWNER_FILE`] names this process, so that [`sweep_dirs`] removes it should this process be
+/// killed outright. Without a readable start time of its own the directory names no owner and is
+/// never swept (a wrong owner line would get a live directory removed).
+pub fn owned_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
+    let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
+    if let Some(line) = owner_line() {
+        std::fs::write(dir.path().join(OWNER_FILE), line)?;
+    }
+    Ok(dir)
+}
+
+/// Marks an existing directory `dir` as this process's, as [`owned_tempdir`] does.
+pub fn own_dir(dir: &Path) -> std::io::Result<()> {
+    match owner_line() {
+        Some(line) => std::fs::write(dir.join(OWNER_FILE), line),
+        None => Ok(()),
+    }
+}
+
+/// Removes the directories in `parent` whose names start with `prefix` and whose
+/// [`OWNER_FILE`] names a process that is gone; returns how many.
+pub fn sweep_dirs(parent: &Path, prefix: &str) -> usize {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let candidate = entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(prefix))
+            && entry.file_type().is_ok_and(|t| t.is_dir());
+        if candidate
+            && std::fs::read_to_string(path.join(OWNER_FILE)).is_ok_and(|text| owner_gone(&text))
+            && std::fs::remove_dir_all(&path).is_ok()
+        {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// What [`sweep`] did.
@@ -431,6 +482,49 @@ mod tests {
         leader.kill().unwrap();
         leader.wait().unwrap();
         assert_eq!(text, format!("{} {start} {GROUP}\n", leader.id()));
+    }
+
+    #[test]
+    fn directories_of_gone_owners_are_swept_and_others_kept() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = |name: &str, owner: Option<&str>| {
+            let path = temp.path().join(name);
+            std::fs::create_dir(&path).unwrap();
+            std::fs::write(path.join("token"), "secret").unwrap();
+            if let Some(owner) = owner {
+                std::fs::write(path.join(OWNER_FILE), owner).unwrap();
+            }
+        };
+        let me = std::process::id();
+        dir("rackproof-live-1", Some(&owner_line().unwrap()));
+        dir("rackproof-reused-pid-1", Some(&format!("{me} 1\n")));
+        dir("rackproof-no-such-pid-1", Some("4294967295 5\n"));
+        dir("rackproof-unowned-1", None);
+        dir("rackproof-garbled-1", Some("not an owner"));
+        dir("someone-else-1", Some("4294967295 5\n"));
+        assert_eq!(sweep_dirs(temp.path(), "rackproof-"), 2);
+        let mut left: Vec<String> = std::fs::read_dir(temp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "rackproof-garbled-1",
+                "rackproof-live-1",
+                "rackproof-unowned-1",
+                "someone-else-1"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_owned_tempdir_names_this_process() {
+        let dir = owned_tempdir("rackproof-test-").unwrap();
+        let owner = std::fs::read_to_string(dir.path().join(OWNER_FILE)).unwrap();
+        assert_eq!(Some(owner), owner_line());
+        assert!(!owner_gone(&owner_line().unwrap()));
     }
 
     /// Whether `pid` has already ended (no waiting).

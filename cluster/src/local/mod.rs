@@ -855,7 +855,8 @@ fn create_dir(path: &Path) -> Result<(), Error> {
     })
 }
 
-/// The control plane's directory: removed on drop unless kept (after a failed startup).
+/// The control plane's directory: removed on drop unless kept (after a failed startup), and
+/// swept by the next run when this process is killed outright.
 #[derive(Debug)]
 struct PrivateDir {
     path: PathBuf,
@@ -874,6 +875,12 @@ impl PrivateDir {
                 source,
             },
         )?;
+        // Names this process, so a run killed outright leaves no certificates or tokens behind
+        // for long: the next run's sweep (`rackproof_reap::sweep_dirs`) removes the directory.
+        rackproof_reap::own_dir(&dir.path).map_err(|source| Error::Write {
+            path: dir.path.join(rackproof_reap::OWNER_FILE),
+            source,
+        })?;
         Ok(dir)
     }
 

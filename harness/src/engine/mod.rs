@@ -99,11 +99,17 @@ pub fn run_scenario_with(
         }
         _ => None,
     };
-    // What runs killed outright left behind (QEMU, etcd, kube-apiserver, `run` steps).
+    // What runs killed outright left behind: QEMU, etcd, kube-apiserver, `run` steps and outside
+    // components first, then their directories (kubeconfigs, certificates, node disks).
     let dir = rackproof_reap::default_dir();
     let swept = rackproof_reap::sweep(&dir);
     if swept.records > 0 {
         tracing::info!(records = swept.records, killed = swept.killed, dir = %dir.display(), "swept the children of runs that were killed");
+    }
+    let temp = std::env::temp_dir();
+    let dirs = rackproof_reap::sweep_dirs(&temp, "rackproof-");
+    if dirs > 0 {
+        tracing::info!(count = dirs, dir = %temp.display(), "removed the directories of runs that were killed");
     }
     let runtime = match backend {
         Backend::Sim => tokio::runtime::Builder::new_current_thread()

@@ -38,7 +38,6 @@ use rackproof_driver::{
     BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
     ResetAction,
 };
-use rackproof_reap::{owner_gone, owner_line};
 use serde_json::json;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
@@ -211,20 +210,13 @@ impl QemuMachine {
             }
             None => {
                 let temp = std::env::temp_dir();
-                let swept = sweep_orphans(&temp);
+                let swept = rackproof_reap::sweep_dirs(&temp, TEMP_PREFIX);
                 if swept > 0 {
                     tracing::info!(count = swept, dir = %temp.display(), "removed node directories of QEMU machines whose process is gone");
                 }
-                let dir = tempfile::Builder::new()
-                    .prefix(&format!("{TEMP_PREFIX}{}-", sanitize(&node)))
-                    .tempdir()
-                    .map_err(io("create temporary directory in", &temp))?;
-                // Without a readable start time of its own, a directory names no owner and is
-                // never swept (a wrong owner line would get a live directory removed).
-                if let Some(line) = owner_line() {
-                    let owner = dir.path().join(OWNER_FILE);
-                    std::fs::write(&owner, line).map_err(io("write the owner of", &owner))?;
-                }
+                let dir =
+                    rackproof_reap::owned_tempdir(&format!("{TEMP_PREFIX}{}-", sanitize(&node)))
+                        .map_err(io("create temporary directory in", &temp))?;
                 NodeDir::Temp(dir)
             }
         };
@@ -719,12 +711,8 @@ fn free_port() -> std::io::Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-/// Letters, digits, `-` and `_` only (for file and process names).
 /// How temporary node directories' names start.
 const TEMP_PREFIX: &str = "rackproof-qemu-";
-/// The file in a temporary node directory naming the process that owns it: `PID STARTTIME`
-/// (the start time from `/proc/PID/stat` tells a reused PID apart).
-const OWNER_FILE: &str = "owner";
 
 /// Takes a reaped QEMU off the process's record of children.
 fn forget(pid: Option<u32>) {
@@ -733,31 +721,7 @@ fn forget(pid: Option<u32>) {
     }
 }
 
-/// Removes the temporary node directories in `temp` whose owning process is gone: a process
-/// killed outright (a test's timeout, SIGKILL) cannot remove its own. Directories without an
-/// owner file are left alone. Returns how many were removed.
-fn sweep_orphans(temp: &Path) -> usize {
-    let Ok(entries) = std::fs::read_dir(temp) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let ours = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(TEMP_PREFIX))
-            && entry.file_type().is_ok_and(|t| t.is_dir());
-        if ours
-            && std::fs::read_to_string(path.join(OWNER_FILE)).is_ok_and(|text| owner_gone(&text))
-            && std::fs::remove_dir_all(&path).is_ok()
-        {
-            removed += 1;
-        }
-    }
-    removed
-}
-
+/// Letters, digits, `-` and `_` only (for file and process names).
 fn sanitize(name: &str) -> String {
     name.chars()
         .map(|c| {
@@ -773,43 +737,6 @@ fn sanitize(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn node_directories_of_gone_processes_are_swept_and_others_kept() {
-        let temp = tempfile::tempdir().unwrap();
-        let dir = |name: &str, owner: Option<&str>| {
-            let path = temp.path().join(name);
-            std::fs::create_dir(&path).unwrap();
-            if let Some(owner) = owner {
-                std::fs::write(path.join(OWNER_FILE), owner).unwrap();
-            }
-        };
-        let me = std::process::id();
-        dir(
-            "rackproof-qemu-live-1",
-            Some(&owner_line().expect("this process's start time")),
-        );
-        dir("rackproof-qemu-reused-pid-1", Some(&format!("{me} 1\n")));
-        dir("rackproof-qemu-no-such-pid-1", Some("4294967295 5\n"));
-        dir("rackproof-qemu-unowned-1", None);
-        dir("rackproof-qemu-garbled-1", Some("not an owner"));
-        dir("someone-else-1", Some("4294967295 5\n"));
-        assert_eq!(sweep_orphans(temp.path()), 2);
-        let mut left: Vec<String> = std::fs::read_dir(temp.path())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
-        left.sort();
-        assert_eq!(
-            left,
-            [
-                "rackproof-qemu-garbled-1",
-                "rackproof-qemu-live-1",
-                "rackproof-qemu-unowned-1",
-                "someone-else-1"
-            ]
-        );
-    }
 
     #[test]
     fn a_direct_boot_replaces_the_firmware_with_the_kernel() {

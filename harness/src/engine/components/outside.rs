@@ -65,9 +65,7 @@ impl Outside {
         tools_dir: Option<&Path>,
         vars: &[(&str, &str)],
     ) -> Result<Self, String> {
-        let dir = tempfile::Builder::new()
-            .prefix("rackproof-outside-")
-            .tempdir()
+        let dir = rackproof_reap::owned_tempdir("rackproof-outside-")
             .map_err(|e| format!("failed to create a directory for the run's kubeconfig: {e}"))?;
         let (kubeconfig, https) = cluster.outside_kubeconfig(dir.path()).await?;
         let mut env = vec![("KUBECONFIG".to_owned(), kubeconfig.into_os_string())];

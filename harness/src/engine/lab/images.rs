@@ -233,9 +233,7 @@ impl ImageLab {
             .map_err(|e| crate::engine::error_chain(&e))?;
         let https = cluster.node_endpoint(loopback, &[HOST_ALIAS]).await?;
         let api_server = format!("https://{HOST_ALIAS}:{}", https.port);
-        let dir = tempfile::Builder::new()
-            .prefix("rackproof-qemu-lab-")
-            .tempdir()
+        let dir = rackproof_reap::owned_tempdir("rackproof-qemu-lab-")
             .map_err(|e| format!("creating a temporary directory failed: {e}"))?;
         // libvirt's QEMU (user libvirt-qemu) reaches its node directories through this one.
         std::fs::set_permissions(
