@@ -48,6 +48,10 @@ use crate::mtools::MtoolsEsp;
 use crate::prereq::Prerequisites;
 use crate::qmp::{Qmp, QmpError, QmpEvent};
 
+mod driver;
+#[cfg(test)]
+mod tests;
+
 /// How long QEMU may take to open its QMP socket.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long `quit` may take before SIGKILL.
@@ -607,104 +611,6 @@ impl QemuMachine {
     }
 }
 
-#[async_trait]
-impl Power for QemuMachine {
-    async fn power_state(&self) -> Result<PowerState, DriverError> {
-        let mut state = self.state.lock().await;
-        self.reap(&mut state);
-        let Some(running) = state.running.as_ref() else {
-            return Ok(PowerState::Off);
-        };
-        match running.qmp.status().await {
-            Ok(s) if s == "running" => Ok(PowerState::On),
-            Ok(s) if s == "shutdown" => Ok(PowerState::PoweringOff),
-            // Paused CPUs (`stop`) are off to a BMC; `On` resumes them.
-            Ok(_) => Ok(PowerState::Off),
-            Err(QmpError::Closed { .. }) => Ok(PowerState::PoweringOff),
-            Err(e) => Err(self.failed(e)),
-        }
-    }
-
-    async fn reset(&self, action: ResetAction) -> Result<(), DriverError> {
-        let mut state = self.state.lock().await;
-        self.reap(&mut state);
-        tracing::info!(node = %self.config.name, %action, "power action");
-        let on = state.running.is_some();
-        match action {
-            ResetAction::On if on => {
-                let status = state.running.as_ref().map(|r| &r.qmp);
-                if let Some(q) = status
-                    && q.status().await.map_err(|e| self.failed(e))? == "paused"
-                {
-                    q.execute("cont", None).await.map_err(|e| self.failed(e))?;
-                }
-                Ok(())
-            }
-            ResetAction::On => self.start(&mut state).await,
-            ResetAction::ForceOff => self.stop(&mut state).await,
-            ResetAction::GracefulShutdown if !on => Ok(()),
-            ResetAction::GracefulShutdown => {
-                self.on_running(&state, action, "system_powerdown", None)
-                    .await
-            }
-            ResetAction::GracefulRestart => {
-                let keys = json!({ "keys": [
-                    { "type": "qcode", "data": "ctrl" },
-                    { "type": "qcode", "data": "alt" },
-                    { "type": "qcode", "data": "delete" }
-                ]});
-                self.on_running(&state, action, "send-key", Some(keys))
-                    .await
-            }
-            ResetAction::ForceRestart => {
-                self.on_running(&state, action, "system_reset", None)
-                    .await?;
-                if let Some(r) = state.running.as_mut() {
-                    r.resets_sent += 1;
-                }
-                Ok(())
-            }
-            ResetAction::PowerCycle => {
-                self.stop(&mut state).await?;
-                self.start(&mut state).await
-            }
-            ResetAction::Nmi => self.on_running(&state, action, "inject-nmi", None).await,
-        }
-    }
-
-    fn allowed_resets(&self) -> Vec<ResetAction> {
-        ResetAction::ALL.to_vec()
-    }
-}
-
-#[async_trait]
-impl BootControl for QemuMachine {
-    async fn boot_override(&self) -> Result<BootOverride, DriverError> {
-        Ok(*self
-            .boot_override
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
-    }
-
-    /// `None` and `Hdd` (the disk's ESP, which is what the node boots anyway) are accepted and
-    /// recorded; the NIC has no option ROM, so `Pxe`/`UefiHttp` are not offered, nor is `Cd`.
-    async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
-        match setting.target {
-            BootTarget::None | BootTarget::Hdd => {
-                *self
-                    .boot_override
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = setting;
-                Ok(())
-            }
-            other => Err(DriverError::Unsupported {
-                action: format!("boot override to {}", other.as_str()),
-                target: self.target(),
-            }),
-        }
-    }
-}
-
 /// A port on 127.0.0.1 nobody listens on right now.
 fn free_port() -> std::io::Result<u16> {
     let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
@@ -732,51 +638,4 @@ fn sanitize(name: &str) -> String {
             }
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_direct_boot_replaces_the_firmware_with_the_kernel() {
-        let tmp = tempfile::tempdir().unwrap();
-        let disk = tmp.path().join("disk.raw");
-        std::fs::write(&disk, b"disk").unwrap();
-        let boot = DirectBoot {
-            kernel: "/k/vmlinuz".into(),
-            initrd: Some("/k/initrd.img".into()),
-            append: "console=ttyS0 panic=5".into(),
-        };
-        let direct =
-            QemuMachine::create_direct(QemuConfig::new("n1", &disk), Clock::wall(), boot).unwrap();
-        let args = direct.args();
-        let after = |flag: &str| {
-            args.iter()
-                .position(|a| a == flag)
-                .map(|i| args[i + 1].as_str())
-        };
-        assert_eq!(after("-kernel"), Some("/k/vmlinuz"));
-        assert_eq!(after("-initrd"), Some("/k/initrd.img"));
-        assert_eq!(after("-append"), Some("console=ttyS0 panic=5"));
-        assert!(
-            !args
-                .iter()
-                .any(|a| a.contains("pflash") || a.contains("bootindex")),
-            "{args:?}"
-        );
-        let uefi = QemuMachine::create(QemuConfig::new("n2", &disk), Clock::wall())
-            .unwrap()
-            .args();
-        assert!(
-            uefi.iter().any(|a| a.contains("pflash")) && !uefi.iter().any(|a| a == "-kernel"),
-            "{uefi:?}"
-        );
-    }
-
-    #[test]
-    fn names_are_sanitized_for_files_and_processes() {
-        assert_eq!(sanitize("node a/1"), "node_a_1");
-        assert_ne!(free_port().unwrap(), 0);
-    }
 }
