@@ -1,5 +1,5 @@
 //! The lanes: one per node while there are few; past [`OWN_LANES`], lanes of their own for the
-//! nodes something happened to (a fault, a violation, a failure) and one lane per wave for the
+//! nodes something happened to (a fault, a violation, a failure, NotReady after being ready) and one lane per wave for the
 //! rest (the nodes whose update started in the same part of the run), each showing how many of
 //! its nodes are in each phase. Steps, faults and failures are marked on the lane they concern and link
 //! to their row of the timeline table.
@@ -79,7 +79,7 @@ impl<'a> Layout<'a> {
             .nodes
             .iter()
             .map(String::as_str)
-            .filter(|n| named.contains(n) || histories.ever_in(n, &["failed", "notReady"]))
+            .filter(|n| named.contains(n) || histories.troubled(n))
             .take(OWN_LANES)
             .collect();
         let mut waves: Vec<Vec<&str>> = vec![Vec::new(); usize::try_from(WAVES).unwrap_or(1)];
@@ -90,7 +90,7 @@ impl<'a> Layout<'a> {
             .map(String::as_str)
             .filter(|n| !own.contains(n))
         {
-            match histories.left_ready_at(node) {
+            match histories.update_started_at(node) {
                 Some(at) => {
                     let wave = (at.saturating_mul(WAVES) / axis.total_ms.max(1)).min(WAVES - 1);
                     waves[usize::try_from(wave).unwrap_or(0)].push(node);
@@ -200,6 +200,13 @@ impl<'a> Layout<'a> {
                 escape(&entry.text)
             );
         }
+    }
+
+    /// Whether some nodes share lanes.
+    pub(super) fn grouped(&self) -> bool {
+        self.lanes
+            .iter()
+            .any(|lane| matches!(lane, Lane::Group { .. }))
     }
 
     /// Whether `node` has a lane of its own.

@@ -18,6 +18,9 @@ pub(super) const PHASES: [&str; 9] = [
     "absent",
 ];
 
+/// The phases of a node under update, from its selection on.
+const UPDATE_PHASES: [&str; 5] = ["draining", "drained", "updating", "rebooting", "failed"];
+
 /// The fill colour of a phase.
 pub(super) fn colour(phase: &str) -> &'static str {
     match phase {
@@ -66,20 +69,26 @@ impl<'a> Histories<'a> {
         after.checked_sub(1).map_or("absent", |i| changes[i].1)
     }
 
-    /// When node `node` first left `ready` (and `absent`): the start of its update, if it had one.
-    pub(super) fn left_ready_at(&self, node: &str) -> Option<u64> {
+    /// When node `node`'s update started: its first change into a phase of an update (selected
+    /// and on), if it had one.
+    pub(super) fn update_started_at(&self, node: &str) -> Option<u64> {
         self.of
             .get(node)?
             .iter()
-            .find(|(_, phase)| !matches!(*phase, "ready" | "absent"))
+            .find(|(_, phase)| UPDATE_PHASES.contains(phase))
             .map(|(at, _)| *at)
     }
 
-    /// Whether node `node` was ever in one of `phases`.
-    pub(super) fn ever_in(&self, node: &str, phases: &[&str]) -> bool {
-        self.of
-            .get(node)
-            .is_some_and(|changes| changes.iter().any(|(_, p)| phases.contains(p)))
+    /// Whether node `node` failed, or went NotReady after it had been ready (an outage, not
+    /// its first boot).
+    pub(super) fn troubled(&self, node: &str) -> bool {
+        let Some(changes) = self.of.get(node) else {
+            return false;
+        };
+        let first_ready = changes.iter().position(|(_, p)| *p == "ready");
+        changes.iter().enumerate().any(|(i, (_, phase))| {
+            *phase == "failed" || (*phase == "notReady" && first_ready.is_some_and(|r| i > r))
+        })
     }
 }
 
@@ -97,16 +106,37 @@ mod tests {
         timeline.push(ms(50), Some("n1"), EntryKind::NodeState, "draining");
         timeline.push(ms(90), Some("n1"), EntryKind::NodeState, "failed");
         timeline.push(ms(60), Some("other"), EntryKind::NodeState, "draining");
-        let nodes = vec!["n1".to_owned(), "n2".to_owned()];
+        timeline.push(ms(0), Some("n2"), EntryKind::NodeState, "notReady");
+        timeline.push(ms(5), Some("n2"), EntryKind::NodeState, "ready");
+        timeline.push(ms(0), Some("n3"), EntryKind::NodeState, "ready");
+        timeline.push(ms(7), Some("n3"), EntryKind::NodeState, "notReady");
+        let nodes = vec![
+            "n1".to_owned(),
+            "n2".to_owned(),
+            "n3".to_owned(),
+            "n4".to_owned(),
+        ];
         let histories = Histories::read(&nodes, &timeline);
         assert_eq!(histories.phase_at("n1", 0), "absent");
         assert_eq!(histories.phase_at("n1", 50), "draining");
         assert_eq!(histories.phase_at("n1", 89), "draining");
         assert_eq!(histories.phase_at("n1", 1000), "failed");
-        assert_eq!(histories.phase_at("n2", 1000), "absent");
-        assert_eq!(histories.left_ready_at("n1"), Some(50));
-        assert_eq!(histories.left_ready_at("n2"), None);
-        assert!(histories.ever_in("n1", &["failed"]));
+        assert_eq!(histories.phase_at("n4", 1000), "absent");
+        assert_eq!(histories.update_started_at("n1"), Some(50));
+        assert_eq!(
+            histories.update_started_at("n2"),
+            None,
+            "NotReady before it came up"
+        );
+        assert!(
+            !histories.troubled("n2"),
+            "NotReady before it came up is its first boot"
+        );
+        assert!(
+            histories.troubled("n3"),
+            "NotReady after it was ready is an outage"
+        );
+        assert!(histories.troubled("n1"), "it failed");
         assert!(!histories.of.contains_key("other"), "only the run's nodes");
     }
 }

@@ -1,6 +1,7 @@
-//! The timeline as a table, each row an anchor the marks on the lanes link to. Past a lane per
-//! node, the rows about nodes without a lane of their own (their states, events, power and
-//! console) are left to `timeline.json`, and the table says how many.
+//! The timeline as a table, each row an anchor the marks on the lanes link to. When nodes share
+//! lanes, the routine rows about nodes without a lane of their own (their states, events, power
+//! and console) and the Kubernetes Events are left to `timeline.json`, and the table says how
+//! many.
 
 use std::fmt::Write as _;
 
@@ -21,7 +22,8 @@ pub(super) fn render(input: &ReportInput<'_>, layout: &Layout<'_>) -> String {
                 | EntryKind::Bmc
                 | EntryKind::Console
         );
-        if routine && entry.node.as_deref().is_some_and(|n| !layout.own(n)) {
+        let grouped_node = entry.node.as_deref().is_some_and(|n| !layout.own(n));
+        if layout.grouped() && ((routine && grouped_node) || entry.kind == EntryKind::Event) {
             left_out += 1;
             continue;
         }
@@ -38,7 +40,7 @@ pub(super) fn render(input: &ReportInput<'_>, layout: &Layout<'_>) -> String {
     let note = match left_out {
         0 => String::new(),
         n => format!(
-            r#"<p id="left-out">{n} entries about nodes without a lane of their own (states, events, power, console) are in <code>timeline.json</code>.</p>"#
+            r#"<p id="left-out">{n} entries (Kubernetes Events, and the states, power and console of nodes without a lane of their own) are in <code>timeline.json</code>.</p>"#
         ),
     };
     format!(
