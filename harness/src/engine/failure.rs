@@ -2,6 +2,8 @@
 //! it says (the verdict is `Failed`) and a lab failure (`LabFailed`). `run::drive` returns them
 //! apart, and the verdict and the CLI's exit code are read from the type.
 
+use crate::engine::components::outside::OutsideError;
+
 /// A step that did not do what it says.
 #[derive(Debug, thiserror::Error)]
 #[error("step {number} ({summary}) failed: {reason}")]
@@ -49,16 +51,20 @@ pub(crate) enum StepError {
         expected: i32,
         output: String,
     },
-    /// A `run` step's command could not be started or waited for.
-    #[error("{0}")]
-    Command(String),
+    /// The run opened no outside door, so a `run` step's command cannot run.
+    #[error("the run opened no outside access for commands")]
+    NoOutside,
+    /// A `run` step's command could not be started or waited for, or ran past its timeout. The
+    /// message carries the whole chain: a step failure is read as one line.
+    #[error("{}", crate::engine::error_chain(.0))]
+    Command(OutsideError),
     /// A value of the step the loader let through but the run cannot use.
     #[error("{0}")]
     Invalid(String),
 }
 
 /// The lab, the cluster or the run's own machinery failed before the system under test could be
-/// judged.
+/// judged. Its message is read with its sources ([`crate::engine::error_chain`]).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LabFailure {
     /// The node images could not be found or built.
@@ -73,9 +79,17 @@ pub(crate) enum LabFailure {
     /// The backend could not build the lab's machines.
     #[error("{0}")]
     Build(String),
-    /// The components could not be configured or started.
-    #[error("{0}")]
-    Components(String),
+    /// The scenario's control-plane version is not a Kubernetes version.
+    #[error("control-plane version {version:?}")]
+    ControlPlaneVersion {
+        version: String,
+        #[source]
+        source: inplace_api::version::VersionError,
+    },
+    /// The outside door for external components and `run` steps could not be opened, or a
+    /// program they name is not found.
+    #[error(transparent)]
+    Components(#[from] OutsideError),
     /// Not every node of the pool registered and became Ready in time.
     #[error("the pool's {size} nodes did not come up within {within}; not up: {}", not_up.join(", "))]
     NodesNotUp {

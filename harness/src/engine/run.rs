@@ -25,7 +25,7 @@ use rackproof_qemu::Images;
 
 use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
-use crate::engine::components::outside::Outside;
+use crate::engine::components::outside::{Outside, OutsideError};
 use crate::engine::components::supervisor::Supervisor;
 use crate::engine::credentials::Credentials;
 use crate::engine::failure::{LabFailure, StepsEnded};
@@ -364,7 +364,7 @@ pub async fn run(
     let elapsed = shared.elapsed();
     let mut judge = shared.judge();
     let (verdict, mut failures) = match outcome {
-        Err(lab) => (Verdict::LabFailed, vec![lab.to_string()]),
+        Err(lab) => (Verdict::LabFailed, vec![crate::engine::error_chain(&lab)]),
         Ok(ended) => {
             judge.finish(elapsed);
             let mut failures: Vec<String> = ended.failure().into_iter().collect();
@@ -540,8 +540,11 @@ async fn drive(
         namespace: NAMESPACE.to_owned(),
         image_server_url,
         catalog_name: CATALOG.to_owned(),
-        control_plane_version: KubeVersion::parse(control_plane).map_err(|e| {
-            LabFailure::Components(format!("control-plane version {control_plane:?}: {e}"))
+        control_plane_version: KubeVersion::parse(control_plane).map_err(|source| {
+            LabFailure::ControlPlaneVersion {
+                version: control_plane.to_owned(),
+                source,
+            }
         })?,
         ..inplace_orchestrator::Config::default()
     };
@@ -554,9 +557,7 @@ async fn drive(
         node_lease_failure_fraction: scenario.watchdog.node_lease_failure_fraction,
         ..inplace_watchdog::Config::default()
     };
-    let outside = open_outside(setting, cluster, &orchestrator)
-        .await
-        .map_err(LabFailure::Components)?;
+    let outside = open_outside(setting, cluster, &orchestrator).await?;
     let supervisor = Supervisor::new(
         client.clone(),
         clock.clone(),
@@ -717,7 +718,7 @@ async fn open_outside(
     setting: &Setting<'_>,
     cluster: &ApiCluster,
     orchestrator: &inplace_orchestrator::Config,
-) -> Result<Option<Arc<Outside>>, String> {
+) -> Result<Option<Arc<Outside>>, OutsideError> {
     let commands = outside_commands(setting.scenario);
     if commands.is_empty() {
         return Ok(None);
