@@ -3,6 +3,9 @@
 //! apart, and the verdict and the CLI's exit code are read from the type.
 
 use crate::engine::components::outside::OutsideError;
+use crate::engine::lab::images::ImageBuildError;
+use crate::engine::lab::images::build::BuildError;
+use crate::engine::lab::sim::SimLabError;
 
 /// A step that did not do what it says.
 #[derive(Debug, thiserror::Error)]
@@ -68,17 +71,23 @@ pub(crate) enum StepError {
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LabFailure {
     /// The node images could not be found or built.
-    #[error("the node images are not ready: {0}")]
-    Images(String),
+    #[error("the node images are not ready")]
+    Images(#[from] ImageBuildError),
     /// The cluster (a local control plane) could not be started.
     #[error("{0}")]
     ClusterStart(String),
     /// The scenario's objects could not be created.
     #[error("cluster setup failed: {0}")]
     ClusterSetup(String),
-    /// The backend could not build the lab's machines.
-    #[error("{0}")]
-    Build(String),
+    /// The node-image backends could not build the lab's machines.
+    #[error(transparent)]
+    BuildImages(#[from] BuildError),
+    /// The `sim` backend could not build the lab's machines.
+    #[error(transparent)]
+    BuildSim(#[from] SimLabError),
+    /// Backend `physical` was given no inventory.
+    #[error("backend physical without an inventory")]
+    NoInventory,
     /// The scenario's control-plane version is not a Kubernetes version.
     #[error("control-plane version {version:?}")]
     ControlPlaneVersion {

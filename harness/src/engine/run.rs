@@ -37,7 +37,7 @@ use crate::engine::judge::timeline::{EntryKind, Timeline};
 use crate::engine::judge::world::{DependentView, NodeView, World};
 use crate::engine::lab::Lab;
 use crate::engine::lab::guest::GuestKind;
-use crate::engine::lab::images::{self, ImageLab};
+use crate::engine::lab::images::{self, ImageBuildError, ImageLab};
 use crate::engine::lab::provider::Provider;
 use crate::engine::lab::sim::{EPOCH, SimLab};
 use crate::engine::logs::LineLogs;
@@ -482,7 +482,7 @@ struct RunLogs {
 /// the lab failure that stopped the run before the system under test could be judged.
 async fn drive(
     setting: &Setting<'_>,
-    images: Result<Option<Images>, String>,
+    images: Result<Option<Images>, ImageBuildError>,
     cluster: &ApiCluster,
     clock: &Clock,
     shared: &Shared,
@@ -495,35 +495,25 @@ async fn drive(
     setup::cluster(client, clock, scenario, size)
         .await
         .map_err(|e| LabFailure::ClusterSetup(crate::engine::error_chain(&e)))?;
-    let (lab, image_server_url) = match (backend, images.map_err(LabFailure::Images)?) {
+    let (lab, image_server_url) = match (backend, images?) {
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
             let kind = if backend == Backend::Libvirt {
                 GuestKind::Libvirt
             } else {
                 GuestKind::Qemu
             };
-            let lab = ImageLab::build(scenario, kind, images, cluster, clock)
-                .await
-                .map_err(LabFailure::Build)?;
+            let lab = ImageLab::build(scenario, kind, images, cluster, clock).await?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         (Backend::Physical, Some(images)) => {
-            let inventory = setting.inventory.ok_or_else(|| {
-                LabFailure::Build("backend physical without an inventory".to_owned())
-            })?;
-            let lab = ImageLab::build_rack(scenario, inventory, images, cluster, clock)
-                .await
-                .map_err(LabFailure::Build)?;
+            let inventory = setting.inventory.ok_or(LabFailure::NoInventory)?;
+            let lab = ImageLab::build_rack(scenario, inventory, images, cluster, clock).await?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         _ => (
-            Lab::Sim(
-                SimLab::build(scenario, cluster, clock, shared)
-                    .await
-                    .map_err(LabFailure::Build)?,
-            ),
+            Lab::Sim(SimLab::build(scenario, cluster, clock, shared).await?),
             "http://images.lab/slots".to_owned(),
         ),
     };

@@ -16,13 +16,91 @@ use rackproof_lab::resource::{BmcDescription, BmcKind as LabBmcKind, Credentials
 use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig};
 
-use super::{ImageLab, ImageNode, Served, Serving};
+use super::{ImageLab, ImageNode, ImageNodeError, Served, Serving};
 use crate::engine::cluster::api::ApiCluster;
 use crate::engine::lab::guest::{Guest, GuestKind};
+use crate::engine::lab::rack::RackError;
 use crate::scenario::{BmcKind, BootBehaviour, Scenario};
+use rackproof_lab::image_server::ImageServerError;
+use rackproof_qemu::QemuError;
 
 /// The BMC user of the emulators.
 const BMC_USER: &str = "rackproof";
+
+/// Why the lab of the node-image backends could not be built.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BuildError {
+    /// The image server did not start.
+    #[error("failed to start the image server")]
+    ImageServer(#[source] ImageServerError),
+    /// The cluster did not give the nodes an endpoint or a token (the cluster's own words).
+    #[error("{0}")]
+    Cluster(String),
+    /// The lab's temporary directory could not be made.
+    #[error("creating a temporary directory failed")]
+    TempDir(#[source] std::io::Error),
+    /// The lab's directory could not be opened to libvirt's QEMU user.
+    #[error("opening the lab directory {} failed", path.display())]
+    OpenDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The disk of the base version is missing.
+    #[error(transparent)]
+    Disk(rackproof_qemu::images::ImagesError),
+    /// A node's QEMU machine could not be prepared.
+    #[error("node {node}: prepare its QEMU machine")]
+    Qemu {
+        node: String,
+        #[source]
+        source: QemuError,
+    },
+    /// A node's libvirt domain could not be defined.
+    #[cfg(feature = "libvirt")]
+    #[error(transparent)]
+    Libvirt(#[from] crate::engine::lab::guest::libvirt::LibvirtGuestError),
+    /// Backend `libvirt` in a build without the `libvirt` feature.
+    #[cfg(not(feature = "libvirt"))]
+    #[error(
+        "this build has no libvirt support ({prefix}…): build with `--features rackproof-harness/libvirt`"
+    )]
+    NoLibvirt { prefix: String },
+    /// A node's BMC emulator could not be started or reached.
+    #[error("node {node}: {action}")]
+    Bmc {
+        node: String,
+        action: &'static str,
+        #[source]
+        source: BmcSetupError,
+    },
+    /// The inventory does not say where the nodes reach this machine.
+    #[error("inventory {} has no `harness` section", inventory.display())]
+    NoHarness { inventory: PathBuf },
+    /// A rack server could not be reserved, reached or brought up.
+    #[error(transparent)]
+    Rack(#[from] RackError),
+    /// The scenario's broken images could not be handed to a node.
+    #[error(transparent)]
+    Node(#[from] ImageNodeError),
+}
+
+/// What failed while a node's BMC emulator was set up (the step is [`BuildError::Bmc`]'s action).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum BmcSetupError {
+    #[error(transparent)]
+    RedfishConfig(#[from] rackproof_redfish::ConfigError),
+    #[error(transparent)]
+    RedfishServe(#[from] rackproof_redfish::ServeError),
+    #[error(transparent)]
+    WriteCa(#[from] std::io::Error),
+    #[error(transparent)]
+    IpmiCredentials(#[from] rackproof_ipmi::CredentialsError),
+    #[error(transparent)]
+    IpmiServe(#[from] rackproof_ipmi::EmulatorError),
+    #[error(transparent)]
+    Connect(#[from] rackproof_lab::bmc::BmcError),
+}
 
 impl ImageLab {
     /// Starts the HTTPS endpoint and the image server over `images` (from [`Self::images`]), and
@@ -33,24 +111,30 @@ impl ImageLab {
         images: Images,
         cluster: &ApiCluster,
         clock: &Clock,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let base = scenario.pool.os.value.clone();
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let image_server = ImageServer::serve(images.dir().join("slots"), loopback)
             .await
-            .map_err(|e| crate::engine::error_chain(&e))?;
-        let https = cluster.node_endpoint(loopback, &[HOST_ALIAS]).await?;
+            .map_err(BuildError::ImageServer)?;
+        let https = cluster
+            .node_endpoint(loopback, &[HOST_ALIAS])
+            .await
+            .map_err(BuildError::Cluster)?;
         let api_server = format!("https://{HOST_ALIAS}:{}", https.port);
         let dir = tempfile::Builder::new()
             .prefix("rackproof-qemu-lab-")
             .tempdir()
-            .map_err(|e| format!("creating a temporary directory failed: {e}"))?;
+            .map_err(BuildError::TempDir)?;
         // libvirt's QEMU (user libvirt-qemu) reaches its node directories through this one.
         std::fs::set_permissions(
             dir.path(),
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
-        .map_err(|e| format!("opening the lab directory failed: {e}"))?;
+        .map_err(|source| BuildError::OpenDir {
+            path: dir.path().to_owned(),
+            source,
+        })?;
         let domain_prefix = format!(
             "rackproof-run{}-{}-",
             std::process::id(),
@@ -61,9 +145,7 @@ impl ImageLab {
                 .trim_start_matches("rackproof-qemu-lab-")
                 .to_lowercase()
         );
-        let disk = images
-            .disk(&base)
-            .map_err(|e| crate::engine::error_chain(&e))?;
+        let disk = images.disk(&base).map_err(BuildError::Disk)?;
 
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
@@ -71,7 +153,7 @@ impl ImageLab {
                 node: name.clone(),
                 pool: scenario.pool.name.clone(),
                 api_server: api_server.clone(),
-                token: cluster.node_token(&name)?,
+                token: cluster.node_token(&name).map_err(BuildError::Cluster)?,
                 ca_pem: https.ca_pem.clone(),
                 kubelet_version: scenario.pool.kubernetes.value.clone(),
                 ..NodeIdentity::default()
@@ -83,8 +165,12 @@ impl ImageLab {
                         ..QemuConfig::new(&name, &disk)
                     };
                     Guest::Qemu(Arc::new(
-                        QemuMachine::create(config, clock.clone())
-                            .map_err(|e| crate::engine::error_chain(&e))?,
+                        QemuMachine::create(config, clock.clone()).map_err(|source| {
+                            BuildError::Qemu {
+                                node: name.clone(),
+                                source,
+                            }
+                        })?,
                     ))
                 }
                 #[cfg(feature = "libvirt")]
@@ -101,9 +187,9 @@ impl ImageLab {
                 ),
                 #[cfg(not(feature = "libvirt"))]
                 GuestKind::Libvirt => {
-                    return Err(format!(
-                        "this build has no libvirt support ({domain_prefix}…): build with `--features rackproof-harness/libvirt`"
-                    ));
+                    return Err(BuildError::NoLibvirt {
+                        prefix: domain_prefix,
+                    });
                 }
             };
             let (bmc, served) =
@@ -137,21 +223,24 @@ impl ImageLab {
         images: Images,
         cluster: &ApiCluster,
         clock: &Clock,
-    ) -> Result<Self, String> {
-        let harness = inventory.inventory.harness.as_ref().ok_or_else(|| {
-            format!(
-                "inventory {} has no `harness` section",
-                inventory.path.display()
-            )
-        })?;
+    ) -> Result<Self, BuildError> {
+        let harness =
+            inventory
+                .inventory
+                .harness
+                .as_ref()
+                .ok_or_else(|| BuildError::NoHarness {
+                    inventory: inventory.path.clone(),
+                })?;
         let base = scenario.pool.os.value.clone();
         let listen = SocketAddr::new(harness.listen, 0);
         let image_server = ImageServer::serve(images.dir().join("slots"), listen)
             .await
-            .map_err(|e| crate::engine::error_chain(&e))?;
+            .map_err(BuildError::ImageServer)?;
         let https = cluster
             .node_endpoint(listen, &[harness.address.as_str()])
-            .await?;
+            .await
+            .map_err(BuildError::Cluster)?;
         let api_server = format!("https://{}:{}", harness.address, https.port);
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
@@ -165,7 +254,7 @@ impl ImageLab {
                 node: name.clone(),
                 pool: scenario.pool.name.clone(),
                 api_server: api_server.clone(),
-                token: cluster.node_token(&name)?,
+                token: cluster.node_token(&name).map_err(BuildError::Cluster)?,
                 ca_pem: https.ca_pem.clone(),
                 kubelet_version: scenario.pool.kubernetes.value.clone(),
                 ..NodeIdentity::default()
@@ -205,7 +294,7 @@ impl ImageLab {
         serving: Serving,
         cluster: &ApiCluster,
         clock: &Clock,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, BuildError> {
         let lab = Self {
             nodes,
             images,
@@ -239,7 +328,7 @@ async fn serve_bmc(
     machine: SharedMachine,
     dir: &Path,
     clock: &Clock,
-) -> Result<(SharedMachine, Served), String> {
+) -> Result<(SharedMachine, Served), BuildError> {
     use rand::Rng as _;
     let password: String = rand::rng()
         .sample_iter(&rand::distr::Alphanumeric)
@@ -249,8 +338,10 @@ async fn serve_bmc(
     let credentials = BmcCredentials::new(BMC_USER, password.clone());
     let shared = machine;
     let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-    let fail = |what: &str, e: &(dyn std::error::Error + 'static)| {
-        format!("node {name}: {what}: {}", crate::engine::error_chain(e))
+    let fail = |action: &'static str, source: BmcSetupError| BuildError::Bmc {
+        node: name.to_owned(),
+        action,
+        source,
     };
     let (description, served) = match kind {
         BmcKind::Redfish => {
@@ -260,14 +351,14 @@ async fn serve_bmc(
                 &password,
                 clock.clone(),
             ))
-            .map_err(|e| fail("set up the Redfish emulator", &e))?;
+            .map_err(|e| fail("set up the Redfish emulator", e.into()))?;
             let running = emulator
                 .serve_https(loopback)
                 .await
-                .map_err(|e| fail("start the Redfish emulator", &e))?;
+                .map_err(|e| fail("start the Redfish emulator", e.into()))?;
             let ca_path = dir.join(format!("{name}-redfish-ca.pem"));
             std::fs::write(&ca_path, running.ca_pem().unwrap_or_default())
-                .map_err(|e| fail("write the Redfish CA", &e))?;
+                .map_err(|e| fail("write the Redfish CA", e.into()))?;
             let description = bmc_description(LabBmcKind::Redfish, running.url(), Some(ca_path));
             (
                 description,
@@ -280,7 +371,7 @@ async fn serve_bmc(
         }
         BmcKind::Ipmi => {
             let ipmi_credentials = rackproof_ipmi::Credentials::new(BMC_USER, &password)
-                .map_err(|e| fail("IPMI credentials", &e))?;
+                .map_err(|e| fail("IPMI credentials", e.into()))?;
             let emulator = rackproof_ipmi::IpmiEmulator::start_with(
                 shared,
                 rackproof_ipmi::BmcConfig::new(ipmi_credentials),
@@ -288,7 +379,7 @@ async fn serve_bmc(
                 clock.clone(),
             )
             .await
-            .map_err(|e| fail("start the IPMI emulator", &e))?;
+            .map_err(|e| fail("start the IPMI emulator", e.into()))?;
             let description =
                 bmc_description(LabBmcKind::Ipmi, emulator.local_addr().to_string(), None);
             let served = Served::Ipmi {
@@ -306,7 +397,7 @@ async fn serve_bmc(
         clock.clone(),
     )
     .await
-    .map_err(|e| fail("connect to its BMC", &e))?;
+    .map_err(|e| fail("connect to its BMC", e.into()))?;
     Ok((client, served))
 }
 

@@ -6,7 +6,7 @@ use rackproof_driver::ResetAction;
 use rackproof_lab::image_server::ImageFault;
 use rackproof_redfish::FaultRule;
 
-use super::{ImageLab, Served, variant_suffix};
+use super::{ImageLab, ImageNodeError, Served, variant_suffix};
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::shared::Shared;
 use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerCutPoint};
@@ -18,7 +18,11 @@ const SLOT_WRITE_LINE: &str = "installing the slot on the ESP";
 
 impl ImageLab {
     /// The image server hands `name` the broken variant of the update target from now on.
-    pub fn break_next_version(&self, name: &str, boot: &BootBehaviour) -> Result<(), String> {
+    pub(crate) fn break_next_version(
+        &self,
+        name: &str,
+        boot: &BootBehaviour,
+    ) -> Result<(), ImageNodeError> {
         self.node(name)?;
         let suffix = variant_suffix(boot, &self.base_version)?;
         self.image_server.serve_variant(
@@ -88,17 +92,15 @@ impl ImageLab {
     }
 
     /// Sets a quirk as fault rules of the node's Redfish emulator.
-    pub fn add_bmc_quirk(
+    pub(crate) fn add_bmc_quirk(
         &self,
         name: &str,
         quirk: &BmcQuirk,
         count: Option<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ImageNodeError> {
         let node = self.node(name)?;
         let Served::Redfish { emulator, .. } = &node.served else {
-            return Err(
-                "BMC quirks are set through the Redfish emulator of a qemu node".to_owned(),
-            );
+            return Err(ImageNodeError::NoRedfishEmulator);
         };
         let rule = match quirk {
             BmcQuirk::IgnorePowerOn => {
@@ -112,10 +114,8 @@ impl ImageLab {
             Some(n) => rule.times(n),
             None => rule,
         };
-        emulator
-            .add_fault(rule)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        emulator.add_fault(rule)?;
+        Ok(())
     }
 
     pub fn image_server_fault(&self, name: &str, answer: ImageServerAnswer, count: Option<u32>) {
@@ -127,7 +127,7 @@ impl ImageLab {
         self.image_server.add_fault(name, fault, count);
     }
 
-    pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
-        self.node(name)?.machine.set_link(up).await
+    pub(crate) async fn set_link(&self, name: &str, up: bool) -> Result<(), ImageNodeError> {
+        Ok(self.node(name)?.machine.set_link(up).await?)
     }
 }

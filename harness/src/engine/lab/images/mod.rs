@@ -21,19 +21,78 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use rackproof_clock::Clock;
-use rackproof_driver::SharedMachine;
+use rackproof_driver::{DriverError, SharedMachine};
 use rackproof_lab::image_server::ImageServer;
 use rackproof_lab::resource::BmcKind as LabBmcKind;
 use rackproof_qemu::{Images, NodeIdentity};
 use rackproof_redfish::{Emulator, RunningEmulator};
 
 use crate::engine::cluster::api::{ApiCluster, NodeEndpoint};
-use crate::engine::lab::guest::Guest;
+use crate::engine::lab::guest::{Guest, GuestError};
+use crate::engine::lab::rack::RackError;
 use crate::scenario::{BmcKind, BootBehaviour, Scenario};
 
-mod build;
+pub(crate) mod build;
 mod faults;
 mod power;
+
+/// Why the node images are not ready.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ImageBuildError {
+    /// The blocking task building them panicked.
+    #[error("building the images panicked")]
+    Panicked(#[source] tokio::task::JoinError),
+    /// `ci/build-images` failed, or its disks are missing.
+    #[error("building the node images failed")]
+    Build(#[source] rackproof_qemu::images::ImagesError),
+}
+
+/// Why an operation on one node of the lab failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ImageNodeError {
+    /// The scenario names no lab node `node`.
+    #[error("no lab node {node}")]
+    UnknownNode { node: String },
+    /// The node's machine could not do it.
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+    /// A rack server could not be provisioned.
+    #[error(transparent)]
+    Rack(#[from] RackError),
+    /// The disks hold only the base version.
+    #[error("the qemu images have disks with {installed} installed, not {wanted}")]
+    NotOnDisk { installed: String, wanted: String },
+    /// The disk of a version is missing.
+    #[error(transparent)]
+    Disk(rackproof_qemu::images::ImagesError),
+    /// The node's BMC did not report its power state.
+    #[error("node {node}: read its power state")]
+    PowerState {
+        node: String,
+        #[source]
+        source: DriverError,
+    },
+    /// The power-on procedure failed (the error names the node).
+    #[error(transparent)]
+    PowerOn(#[from] rackproof_lab::strategy::StrategyError),
+    /// The images have no variant that boots like the fault asks.
+    #[error(transparent)]
+    Variant(#[from] RollbackVersion),
+    /// The node's BMC is not a Redfish emulator of the lab.
+    #[error("BMC quirks are set through the Redfish emulator of a qemu node")]
+    NoRedfishEmulator,
+    /// The Redfish emulator refused the quirk's fault rule.
+    #[error(transparent)]
+    Quirk(#[from] rackproof_redfish::InvalidFault),
+}
+
+/// A rollback variant the images don't have: theirs boots the installed version.
+#[derive(Debug, thiserror::Error)]
+#[error("the qemu images' rollback variant boots the installed version {base}, not {wanted}")]
+pub(crate) struct RollbackVersion {
+    base: String,
+    wanted: String,
+}
 
 /// What keeps a node's BMC emulator serving; a rack server's BMC is its own.
 #[derive(Debug)]
@@ -117,7 +176,7 @@ pub(crate) fn unsupported(scenario: &Scenario) -> Vec<String> {
             problems.push(format!("the installed version {base} must boot (the nodes start from it); only the update target can be broken"));
         }
         if let Err(e) = variant_suffix(&image.boot, base) {
-            problems.push(e);
+            problems.push(e.to_string());
         }
     }
     if scenario.lab.bmc == BmcKind::Ipmi {
@@ -145,16 +204,17 @@ pub(crate) fn unsupported(scenario: &Scenario) -> Vec<String> {
 }
 
 /// The slot-directory suffix of a broken variant (`""` for a good slot).
-fn variant_suffix(boot: &BootBehaviour, base: &str) -> Result<&'static str, String> {
+fn variant_suffix(boot: &BootBehaviour, base: &str) -> Result<&'static str, RollbackVersion> {
     match boot {
         BootBehaviour::Ok => Ok(""),
         BootBehaviour::Panics => Ok("-panic"),
         BootBehaviour::Hangs => Ok("-hang"),
         BootBehaviour::NeverReports => Ok("-silent"),
         BootBehaviour::BootsVersion(v) if v == base => Ok("-rollback"),
-        BootBehaviour::BootsVersion(v) => Err(format!(
-            "the qemu images' rollback variant boots the installed version {base}, not {v}"
-        )),
+        BootBehaviour::BootsVersion(v) => Err(RollbackVersion {
+            base: base.to_owned(),
+            wanted: v.clone(),
+        }),
     }
 }
 
@@ -173,19 +233,17 @@ impl ImageLab {
     /// The node images of `scenario` (the pool's version and its update target), built with
     /// `ci/build-images` of `repo` (cached). Done before the run's clock starts, so a rebuild
     /// doesn't show as minutes of nothing at the start of the timeline.
-    pub async fn images(scenario: &Scenario, repo: &Path) -> Result<Images, String> {
+    pub(crate) async fn images(
+        scenario: &Scenario,
+        repo: &Path,
+    ) -> Result<Images, ImageBuildError> {
         let base = scenario.pool.os.value.clone();
         let new = Self::update_target(scenario);
         let repo = repo.to_owned();
         tokio::task::spawn_blocking(move || Images::build_versions(&repo, &base, &new))
             .await
-            .map_err(|e| format!("building the images panicked: {e}"))?
-            .map_err(|e| {
-                format!(
-                    "building the node images failed: {}",
-                    crate::engine::error_chain(&e)
-                )
-            })
+            .map_err(ImageBuildError::Panicked)?
+            .map_err(ImageBuildError::Build)
     }
 
     /// The version the scenario updates to (the images' second version).
@@ -219,10 +277,12 @@ impl ImageLab {
         credentials
     }
 
-    fn node(&self, name: &str) -> Result<&ImageNode, String> {
+    fn node(&self, name: &str) -> Result<&ImageNode, ImageNodeError> {
         self.nodes
             .get(name)
-            .ok_or_else(|| format!("no lab node {name}"))
+            .ok_or_else(|| ImageNodeError::UnknownNode {
+                node: name.to_owned(),
+            })
     }
 
     /// The orchestrator's OS-update command points here (as the guests see it).

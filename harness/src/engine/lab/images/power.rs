@@ -10,7 +10,7 @@ use rackproof_lab::strategy::{self, WaitOptions};
 use rackproof_qemu::NodeIdentity;
 use regex::Regex;
 
-use super::{ImageLab, ImageNode, Served};
+use super::{ImageLab, ImageNode, ImageNodeError, Served};
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::lab::Lines;
 use crate::engine::lab::guest::Guest;
@@ -24,12 +24,12 @@ const BOOT_DEADLINE: Duration = Duration::from_secs(600);
 impl ImageLab {
     /// Hands the node the pool's OSC and a fresh disk with `version` (a rack server: checks it
     /// runs `version`, and leaves it off with the identity on its state partition).
-    pub async fn provision(
+    pub(crate) async fn provision(
         &self,
         name: &str,
         osc: &OscLocation,
         version: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), ImageNodeError> {
         let node = self.node(name)?;
         self.cluster.confine_node(name, &self.pool, osc);
         let identity = NodeIdentity {
@@ -37,14 +37,15 @@ impl ImageLab {
             ..node.identity.clone()
         };
         if let Guest::Rack(server) = &node.machine {
-            return crate::engine::lab::rack::provision(
+            crate::engine::lab::rack::provision(
                 server,
                 &node.machine,
                 &identity,
                 version,
                 &self.clock,
             )
-            .await;
+            .await?;
+            return Ok(());
         }
         node.machine.set_identity(&identity).await?;
         let fresh = node
@@ -56,15 +57,12 @@ impl ImageLab {
             && node.machine.boots().await == 0;
         if !fresh {
             if version != self.base_version {
-                return Err(format!(
-                    "the qemu images have disks with {} installed, not {version}",
-                    self.base_version
-                ));
+                return Err(ImageNodeError::NotOnDisk {
+                    installed: self.base_version.clone(),
+                    wanted: version.to_owned(),
+                });
             }
-            let disk = self
-                .images
-                .disk(version)
-                .map_err(|e| crate::engine::error_chain(&e))?;
+            let disk = self.images.disk(version).map_err(ImageNodeError::Disk)?;
             node.machine.reimage(&disk).await?;
             *node.installed.lock().unwrap_or_else(|p| p.into_inner()) = version.to_owned();
         }
@@ -88,9 +86,11 @@ impl ImageLab {
             Ok(Ok(version)) => {
                 shared.record(Some(name), EntryKind::Lab, format!("OS {version} is up"))
             }
-            Ok(Err(e)) => {
-                shared.record(Some(name), EntryKind::Lab, format!("power-on failed: {e}"))
-            }
+            Ok(Err(e)) => shared.record(
+                Some(name),
+                EntryKind::Lab,
+                format!("power-on failed: {}", crate::engine::error_chain(&e)),
+            ),
             Err(_) => shared.record(
                 Some(name),
                 EntryKind::Lab,
@@ -107,17 +107,19 @@ impl ImageLab {
         name: &str,
         node: &ImageNode,
         shared: &Shared,
-    ) -> Result<String, String> {
+    ) -> Result<String, ImageNodeError> {
         let up = Regex::new(r"^rackproof-os (\S+): up$").expect("a valid pattern");
         let started = Regex::new(r"^rackproof-os \S+: init started").expect("a valid pattern");
         let mark = node.machine.mark();
-        if node
+        let state = node
             .bmc
             .power_state()
             .await
-            .map_err(|e| crate::engine::error_chain(&e))?
-            == PowerState::On
-        {
+            .map_err(|source| ImageNodeError::PowerState {
+                node: name.to_owned(),
+                source,
+            })?;
+        if state == PowerState::On {
             // Up already if the latest boot reached `up`.
             let lines = node.machine.lines();
             let latest = lines
@@ -143,7 +145,12 @@ impl ImageLab {
     /// Powers the node on through its BMC with the lab's one power-on procedure
     /// ([`rackproof_lab::strategy::power_on`]); each request and each repetition is a timeline
     /// entry.
-    async fn power_on(&self, name: &str, node: &ImageNode, shared: &Shared) -> Result<(), String> {
+    async fn power_on(
+        &self,
+        name: &str,
+        node: &ImageNode,
+        shared: &Shared,
+    ) -> Result<(), ImageNodeError> {
         let recorded = RecordedBmc { name, node, shared };
         let options = WaitOptions::default();
         let retries = options.power_on_attempts.saturating_sub(1);
@@ -156,8 +163,8 @@ impl ImageLab {
                 ),
             );
         })
-        .await
-        .map_err(|e| crate::engine::error_chain(&e))
+        .await?;
+        Ok(())
     }
 
     /// A power action through the node's BMC, recorded in the timeline.
