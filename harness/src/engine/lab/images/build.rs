@@ -72,14 +72,14 @@ pub(crate) enum BuildError {
         node: String,
         action: &'static str,
         #[source]
-        source: BmcSetupError,
+        source: Box<BmcSetupError>,
     },
     /// The inventory does not say where the nodes reach this machine.
     #[error("inventory {} has no `harness` section", inventory.display())]
     NoHarness { inventory: PathBuf },
-    /// A rack server could not be reserved, reached or brought up.
+    /// A rack server could not be reserved, reached or brought up (boxed: it is large).
     #[error(transparent)]
-    Rack(#[from] RackError),
+    Rack(#[from] Box<RackError>),
     /// The scenario's broken images could not be handed to a node.
     #[error(transparent)]
     Node(#[from] ImageNodeError),
@@ -244,7 +244,9 @@ impl ImageLab {
         let api_server = format!("https://{}:{}", harness.address, https.port);
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
-            let rack = crate::engine::lab::rack::open(inventory, &name, clock).await?;
+            let rack = crate::engine::lab::rack::open(inventory, &name, clock)
+                .await
+                .map_err(Box::new)?;
             let kind = rack
                 .description
                 .bmc
@@ -276,7 +278,8 @@ impl ImageLab {
                 crate::engine::lab::rack::ensure_up(name, &node.machine, clock)
             }),
         )
-        .await?;
+        .await
+        .map_err(Box::new)?;
         let serving = Serving {
             image_server,
             https,
@@ -341,7 +344,7 @@ async fn serve_bmc(
     let fail = |action: &'static str, source: BmcSetupError| BuildError::Bmc {
         node: name.to_owned(),
         action,
-        source,
+        source: Box::new(source),
     };
     let (description, served) = match kind {
         BmcKind::Redfish => {

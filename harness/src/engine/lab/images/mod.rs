@@ -56,9 +56,9 @@ pub(crate) enum ImageNodeError {
     /// The node's machine could not do it.
     #[error(transparent)]
     Guest(#[from] GuestError),
-    /// A rack server could not be provisioned.
+    /// A rack server could not be provisioned (boxed: it is large).
     #[error(transparent)]
-    Rack(#[from] RackError),
+    Rack(Box<RackError>),
     /// The disks hold only the base version.
     #[error("the qemu images have disks with {installed} installed, not {wanted}")]
     NotOnDisk { installed: String, wanted: String },

@@ -44,7 +44,8 @@ impl ImageLab {
                 version,
                 &self.clock,
             )
-            .await?;
+            .await
+            .map_err(|e| ImageNodeError::Rack(Box::new(e)))?;
             return Ok(());
         }
         node.machine.set_identity(&identity).await?;
