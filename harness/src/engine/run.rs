@@ -336,21 +336,21 @@ pub async fn run(
         tools_dir: options.tools_dir.as_deref(),
         inventory: inventory.as_ref(),
     };
-    let cluster = start_cluster(&setting, &clock).await;
-    let outcome = match &cluster {
+    let (cluster, outcome) = match start_cluster(&setting, &clock).await {
         Ok(cluster) => {
-            drive(
-                &setting, images, cluster, &clock, &shared, &logs, &mut tasks,
+            let outcome = drive(
+                &setting, images, &cluster, &clock, &shared, &logs, &mut tasks,
             )
-            .await
+            .await;
+            (Some(cluster), outcome)
         }
-        Err(e) => Err(LabFailure::ClusterStart(e.clone())),
+        Err(failure) => (None, Err(failure)),
     };
     for task in &tasks {
         task.abort();
     }
     let mut credentials = shared.credentials();
-    if let Ok(cluster) = &cluster {
+    if let Some(cluster) = &cluster {
         credentials.extend(cluster.credentials());
         for (name, lines) in cluster.shut_down().await {
             component_logs.extend(&name, lines);
@@ -424,33 +424,54 @@ struct Setting<'a> {
     inventory: Option<&'a InventoryFile>,
 }
 
+/// Why the rack's inventory cannot serve a run on backend `physical`.
+#[derive(Debug, thiserror::Error)]
+pub enum RackInventoryError {
+    /// Neither the command line nor the scenario names an inventory.
+    #[error(
+        "it needs the rack's inventory: set `lab.inventory` in the scenario or give `rackproof run --inventory FILE`"
+    )]
+    NotGiven,
+    /// The inventory file could not be read or parsed.
+    #[error(transparent)]
+    Load(#[from] rackproof_lab::physical::InventoryError),
+    /// The inventory lacks a node the scenario names.
+    #[error(transparent)]
+    MissingNode(#[from] rackproof_lab::physical::UnknownNode),
+    /// The inventory does not say where the nodes reach this machine.
+    #[error(
+        "inventory {} has no `harness` section; add `harness: {{address: IP-OR-NAME}}` with the address the nodes reach this machine at",
+        path.display()
+    )]
+    NoHarness { path: std::path::PathBuf },
+}
+
 /// The rack's inventory for a run on backend `physical`: `command_line`'s, else the scenario's
 /// `lab.inventory` (relative to the scenario file); it must list every node the scenario names.
 pub fn rack_inventory(
     loaded: &LoadedScenario,
     command_line: Option<&std::path::Path>,
-) -> Result<InventoryFile, String> {
+) -> Result<InventoryFile, RackInventoryError> {
     let path = match (command_line, &loaded.scenario.lab.inventory) {
         (Some(path), _) => path.to_owned(),
-        (None, Some(path)) => loaded.path.parent().unwrap_or(std::path::Path::new(".")).join(path),
-        (None, None) => return Err("it needs the rack's inventory: set `lab.inventory` in the scenario or give `rackproof run --inventory FILE`".to_owned()),
+        (None, Some(path)) => loaded
+            .path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(path),
+        (None, None) => return Err(RackInventoryError::NotGiven),
     };
-    let inventory = InventoryFile::load(&path).map_err(|e| crate::engine::error_chain(&e))?;
-    inventory
-        .select(&loaded.scenario.lab.node_names())
-        .map_err(|e| e.to_string())?;
+    let inventory = InventoryFile::load(&path)?;
+    inventory.select(&loaded.scenario.lab.node_names())?;
     if inventory.inventory.harness.is_none() {
-        return Err(format!(
-            "inventory {} has no `harness` section; add `harness: {{address: IP-OR-NAME}}` with the address the nodes reach this machine at",
-            path.display()
-        ));
+        return Err(RackInventoryError::NoHarness { path });
     }
     Ok(inventory)
 }
 
 /// The scenario's cluster: the embedded server on the run's clock, or a local control plane that
 /// the lab's nodes reach where they reach this machine.
-async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluster, String> {
+async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluster, LabFailure> {
     let scenario = setting.scenario;
     match scenario.cluster {
         Cluster::Local => {
@@ -470,6 +491,7 @@ async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluste
         }
         _ => Ok(ApiCluster::embedded(clock, scenario.seed)),
     }
+    .map_err(LabFailure::ClusterStart)
 }
 
 /// Where a run's text output goes: node consoles and external components.
