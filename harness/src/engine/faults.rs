@@ -293,12 +293,12 @@ impl PowerCutLanes {
 /// Why no instance of a component was killed.
 #[derive(Debug, thiserror::Error)]
 enum KillError {
-    /// The component's Lease could not be read.
-    #[error("reading the Lease {lease}")]
+    /// The component's Lease could not be read. kube's error is in the message, not a source:
+    /// its own message already repeats its source.
+    #[error("reading the Lease {lease}: {error}")]
     ReadLease {
         lease: &'static str,
-        #[source]
-        source: kube::Error,
+        error: kube::Error,
     },
     /// No instance has taken the Lease yet.
     #[error("no instance holds the Lease {lease} yet")]
@@ -326,7 +326,7 @@ async fn kill_component(
             let holder = leases
                 .get_opt(lease)
                 .await
-                .map_err(|source| KillError::ReadLease { lease, source })?
+                .map_err(|error| KillError::ReadLease { lease, error })?
                 .and_then(|l| l.spec)
                 .and_then(|s| s.holder_identity)
                 .ok_or(KillError::NoHolder { lease })?;

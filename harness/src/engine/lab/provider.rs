@@ -33,12 +33,12 @@ pub(crate) struct OscLocation {
 /// Why a lab machine could not be provisioned for a Machine.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ProvisionError {
-    /// The pool's OSC Secret could not be read.
-    #[error("failed to read the OSC secret {}/{}", osc.namespace, osc.name)]
+    /// The pool's OSC Secret could not be read. kube's error is in the message, not a source:
+    /// its own message already repeats its source.
+    #[error("failed to read the OSC secret {}/{}: {error}", osc.namespace, osc.name)]
     ReadOsc {
         osc: OscLocation,
-        #[source]
-        source: kube::Error,
+        error: kube::Error,
     },
     /// The OSC Secret does not hold an OSC.
     #[error(transparent)]
@@ -206,9 +206,9 @@ impl Provider {
         let secret = secrets
             .get(&osc.name)
             .await
-            .map_err(|source| ProvisionError::ReadOsc {
+            .map_err(|error| ProvisionError::ReadOsc {
                 osc: osc.clone(),
-                source,
+                error,
             })?;
         let decoded = inplace_api::osc::secret::decode_secret(&secret)?;
         decoded
