@@ -134,3 +134,37 @@ impl StepsEnded {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_found() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")
+    }
+
+    #[test]
+    fn a_step_failure_is_one_line_with_the_commands_whole_chain() {
+        let failure = StepFailure {
+            number: 2,
+            summary: "run no-such-tool".to_owned(),
+            reason: StepError::Command(OutsideError::Start {
+                command: "no-such-tool --flag".to_owned(),
+                source: not_found(),
+            }),
+        };
+        assert_eq!(
+            failure.to_string(),
+            "step 2 (run no-such-tool) failed: failed to start `no-such-tool --flag` (is it installed and on PATH?): no such file"
+        );
+    }
+
+    #[test]
+    fn a_lab_failure_reads_with_its_sources() {
+        let failure = LabFailure::from(OutsideError::KubeconfigDir(not_found()));
+        assert_eq!(
+            crate::engine::error_chain(&failure),
+            "failed to create a directory for the run's kubeconfig: no such file"
+        );
+    }
+}
