@@ -2,6 +2,11 @@
 //! it says (the verdict is `Failed`) and a lab failure (`LabFailed`). `run::drive` returns them
 //! apart, and the verdict and the CLI's exit code are read from the type.
 
+use crate::engine::components::outside::OutsideError;
+use crate::engine::lab::images::ImageBuildError;
+use crate::engine::lab::images::build::BuildError;
+use crate::engine::lab::sim::SimLabError;
+
 /// A step that did not do what it says.
 #[derive(Debug, thiserror::Error)]
 #[error("step {number} ({summary}) failed: {reason}")]
@@ -49,33 +54,51 @@ pub(crate) enum StepError {
         expected: i32,
         output: String,
     },
-    /// A `run` step's command could not be started or waited for.
-    #[error("{0}")]
-    Command(String),
+    /// The run opened no outside door, so a `run` step's command cannot run.
+    #[error("the run opened no outside access for commands")]
+    NoOutside,
+    /// A `run` step's command could not be started or waited for, or ran past its timeout. The
+    /// message carries the whole chain: a step failure is read as one line.
+    #[error("{}", crate::engine::error_chain(.0))]
+    Command(OutsideError),
     /// A value of the step the loader let through but the run cannot use.
     #[error("{0}")]
     Invalid(String),
 }
 
 /// The lab, the cluster or the run's own machinery failed before the system under test could be
-/// judged.
+/// judged. Its message is read with its sources ([`crate::engine::error_chain`]).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LabFailure {
     /// The node images could not be found or built.
-    #[error("the node images are not ready: {0}")]
-    Images(String),
+    #[error("the node images are not ready")]
+    Images(#[from] ImageBuildError),
     /// The cluster (a local control plane) could not be started.
     #[error("{0}")]
     ClusterStart(String),
     /// The scenario's objects could not be created.
     #[error("cluster setup failed: {0}")]
     ClusterSetup(String),
-    /// The backend could not build the lab's machines.
-    #[error("{0}")]
-    Build(String),
-    /// The components could not be configured or started.
-    #[error("{0}")]
-    Components(String),
+    /// The node-image backends could not build the lab's machines.
+    #[error(transparent)]
+    BuildImages(#[from] BuildError),
+    /// The `sim` backend could not build the lab's machines.
+    #[error(transparent)]
+    BuildSim(#[from] SimLabError),
+    /// Backend `physical` was given no inventory.
+    #[error("backend physical without an inventory")]
+    NoInventory,
+    /// The scenario's control-plane version is not a Kubernetes version.
+    #[error("control-plane version {version:?}")]
+    ControlPlaneVersion {
+        version: String,
+        #[source]
+        source: inplace_api::version::VersionError,
+    },
+    /// The outside door for external components and `run` steps could not be opened, or a
+    /// program they name is not found.
+    #[error(transparent)]
+    Components(#[from] OutsideError),
     /// Not every node of the pool registered and became Ready in time.
     #[error("the pool's {size} nodes did not come up within {within}; not up: {}", not_up.join(", "))]
     NodesNotUp {
@@ -109,5 +132,39 @@ impl StepsEnded {
                 "the scenario did not finish within its timeout of {timeout}"
             )),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_found() -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::NotFound, "no such file")
+    }
+
+    #[test]
+    fn a_step_failure_is_one_line_with_the_commands_whole_chain() {
+        let failure = StepFailure {
+            number: 2,
+            summary: "run no-such-tool".to_owned(),
+            reason: StepError::Command(OutsideError::Start {
+                command: "no-such-tool --flag".to_owned(),
+                source: not_found(),
+            }),
+        };
+        assert_eq!(
+            failure.to_string(),
+            "step 2 (run no-such-tool) failed: failed to start `no-such-tool --flag` (is it installed and on PATH?): no such file"
+        );
+    }
+
+    #[test]
+    fn a_lab_failure_reads_with_its_sources() {
+        let failure = LabFailure::from(OutsideError::KubeconfigDir(not_found()));
+        assert_eq!(
+            crate::engine::error_chain(&failure),
+            "failed to create a directory for the run's kubeconfig: no such file"
+        );
     }
 }

@@ -111,7 +111,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("boot failure not armed: {e}"),
+                    format!("boot failure not armed: {}", crate::engine::error_chain(&e)),
                 );
             }
         }
@@ -157,7 +157,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("BMC quirk not set: {e}"),
+                    format!("BMC quirk not set: {}", crate::engine::error_chain(&e)),
                 );
             }
         }
@@ -173,7 +173,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("partition failed: {e}"),
+                    format!("partition failed: {}", crate::engine::error_chain(&e)),
                 );
                 return;
             }
@@ -186,7 +186,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 Err(e) => shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("reconnecting failed: {e}"),
+                    format!("reconnecting failed: {}", crate::engine::error_chain(&e)),
                 ),
             }
         }
@@ -207,7 +207,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                             shared.record(
                                 Some(&name),
                                 EntryKind::Fault,
-                                format!("agent kill failed: {e}"),
+                                format!("agent kill failed: {}", crate::engine::error_chain(&e)),
                             );
                             return;
                         }
@@ -231,7 +231,10 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 component => {
                     let text = match kill_component(ctx, component, restart).await {
                         Ok(name) => format!("{name} killed, {again}"),
-                        Err(why) => format!("{component:?} kill: {why}").to_lowercase(),
+                        Err(why) => {
+                            format!("{component:?} kill: {}", crate::engine::error_chain(&why))
+                                .to_lowercase()
+                        }
                     };
                     shared.record(None, EntryKind::Fault, text);
                     ctx.reconcile();
@@ -287,13 +290,34 @@ impl PowerCutLanes {
     }
 }
 
+/// Why no instance of a component was killed.
+#[derive(Debug, thiserror::Error)]
+enum KillError {
+    /// The component's Lease could not be read. kube's error is in the message, not a source:
+    /// its own message already repeats its source.
+    #[error("reading the Lease {lease}: {error}")]
+    ReadLease {
+        lease: &'static str,
+        error: kube::Error,
+    },
+    /// No instance has taken the Lease yet.
+    #[error("no instance holds the Lease {lease} yet")]
+    NoHolder { lease: &'static str },
+    /// The Lease's holder is not one of this run's instances.
+    #[error("the Lease {lease} is held by {holder:?}, not by an instance of this run")]
+    ForeignHolder { lease: &'static str, holder: String },
+    /// The scenario runs no instance of the component.
+    #[error("the scenario runs none")]
+    NoneRunning,
+}
+
 /// Kills the instance of `component` that leads (the only one, when one runs); returns its name,
 /// or why none was killed.
 async fn kill_component(
     ctx: &Ctx,
     component: Component,
     restart: Option<Duration>,
-) -> Result<String, String> {
+) -> Result<String, KillError> {
     let lease = ctx.supervisor().leader_lease(component);
     let index = match lease {
         None => 1,
@@ -302,21 +326,17 @@ async fn kill_component(
             let holder = leases
                 .get_opt(lease)
                 .await
-                .map_err(|e| format!("reading the Lease {lease}: {e}"))?
+                .map_err(|error| KillError::ReadLease { lease, error })?
                 .and_then(|l| l.spec)
                 .and_then(|s| s.holder_identity)
-                .ok_or_else(|| format!("no instance holds the Lease {lease} yet"))?;
+                .ok_or(KillError::NoHolder { lease })?;
             ctx.supervisor()
                 .instance_named(component, &holder)
-                .ok_or_else(|| {
-                    format!(
-                        "the Lease {lease} is held by {holder:?}, not by an instance of this run"
-                    )
-                })?
+                .ok_or(KillError::ForeignHolder { lease, holder })?
         }
     };
     let elapsed = ctx.shared.elapsed();
     ctx.supervisor()
         .kill(component, index, restart, elapsed)
-        .ok_or_else(|| "the scenario runs none".to_owned())
+        .ok_or(KillError::NoneRunning)
 }

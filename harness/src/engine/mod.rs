@@ -92,7 +92,7 @@ pub fn run_scenario_with(
                 run::rack_inventory(loaded, options.inventory.as_deref()).map_err(|problem| {
                     RunError::Inventory {
                         scenario: loaded.name.clone(),
-                        problem,
+                        problem: error_chain(&problem),
                     }
                 })?;
             Some(inventory)

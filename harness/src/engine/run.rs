@@ -25,7 +25,7 @@ use rackproof_qemu::Images;
 
 use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
-use crate::engine::components::outside::Outside;
+use crate::engine::components::outside::{Outside, OutsideError};
 use crate::engine::components::supervisor::Supervisor;
 use crate::engine::credentials::Credentials;
 use crate::engine::failure::{LabFailure, StepsEnded};
@@ -37,7 +37,7 @@ use crate::engine::judge::timeline::{EntryKind, Timeline};
 use crate::engine::judge::world::{DependentView, NodeView, World};
 use crate::engine::lab::Lab;
 use crate::engine::lab::guest::GuestKind;
-use crate::engine::lab::images::{self, ImageLab};
+use crate::engine::lab::images::{self, ImageBuildError, ImageLab};
 use crate::engine::lab::provider::Provider;
 use crate::engine::lab::sim::{EPOCH, SimLab};
 use crate::engine::logs::LineLogs;
@@ -336,21 +336,21 @@ pub async fn run(
         tools_dir: options.tools_dir.as_deref(),
         inventory: inventory.as_ref(),
     };
-    let cluster = start_cluster(&setting, &clock).await;
-    let outcome = match &cluster {
+    let (cluster, outcome) = match start_cluster(&setting, &clock).await {
         Ok(cluster) => {
-            drive(
-                &setting, images, cluster, &clock, &shared, &logs, &mut tasks,
+            let outcome = drive(
+                &setting, images, &cluster, &clock, &shared, &logs, &mut tasks,
             )
-            .await
+            .await;
+            (Some(cluster), outcome)
         }
-        Err(e) => Err(LabFailure::ClusterStart(e.clone())),
+        Err(failure) => (None, Err(failure)),
     };
     for task in &tasks {
         task.abort();
     }
     let mut credentials = shared.credentials();
-    if let Ok(cluster) = &cluster {
+    if let Some(cluster) = &cluster {
         credentials.extend(cluster.credentials());
         for (name, lines) in cluster.shut_down().await {
             component_logs.extend(&name, lines);
@@ -364,7 +364,7 @@ pub async fn run(
     let elapsed = shared.elapsed();
     let mut judge = shared.judge();
     let (verdict, mut failures) = match outcome {
-        Err(lab) => (Verdict::LabFailed, vec![lab.to_string()]),
+        Err(lab) => (Verdict::LabFailed, vec![crate::engine::error_chain(&lab)]),
         Ok(ended) => {
             judge.finish(elapsed);
             let mut failures: Vec<String> = ended.failure().into_iter().collect();
@@ -424,33 +424,54 @@ struct Setting<'a> {
     inventory: Option<&'a InventoryFile>,
 }
 
+/// Why the rack's inventory cannot serve a run on backend `physical`.
+#[derive(Debug, thiserror::Error)]
+pub enum RackInventoryError {
+    /// Neither the command line nor the scenario names an inventory.
+    #[error(
+        "it needs the rack's inventory: set `lab.inventory` in the scenario or give `rackproof run --inventory FILE`"
+    )]
+    NotGiven,
+    /// The inventory file could not be read or parsed.
+    #[error(transparent)]
+    Load(#[from] rackproof_lab::physical::InventoryError),
+    /// The inventory lacks a node the scenario names.
+    #[error(transparent)]
+    MissingNode(#[from] rackproof_lab::physical::UnknownNode),
+    /// The inventory does not say where the nodes reach this machine.
+    #[error(
+        "inventory {} has no `harness` section; add `harness: {{address: IP-OR-NAME}}` with the address the nodes reach this machine at",
+        path.display()
+    )]
+    NoHarness { path: std::path::PathBuf },
+}
+
 /// The rack's inventory for a run on backend `physical`: `command_line`'s, else the scenario's
 /// `lab.inventory` (relative to the scenario file); it must list every node the scenario names.
 pub fn rack_inventory(
     loaded: &LoadedScenario,
     command_line: Option<&std::path::Path>,
-) -> Result<InventoryFile, String> {
+) -> Result<InventoryFile, RackInventoryError> {
     let path = match (command_line, &loaded.scenario.lab.inventory) {
         (Some(path), _) => path.to_owned(),
-        (None, Some(path)) => loaded.path.parent().unwrap_or(std::path::Path::new(".")).join(path),
-        (None, None) => return Err("it needs the rack's inventory: set `lab.inventory` in the scenario or give `rackproof run --inventory FILE`".to_owned()),
+        (None, Some(path)) => loaded
+            .path
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join(path),
+        (None, None) => return Err(RackInventoryError::NotGiven),
     };
-    let inventory = InventoryFile::load(&path).map_err(|e| crate::engine::error_chain(&e))?;
-    inventory
-        .select(&loaded.scenario.lab.node_names())
-        .map_err(|e| e.to_string())?;
+    let inventory = InventoryFile::load(&path)?;
+    inventory.select(&loaded.scenario.lab.node_names())?;
     if inventory.inventory.harness.is_none() {
-        return Err(format!(
-            "inventory {} has no `harness` section; add `harness: {{address: IP-OR-NAME}}` with the address the nodes reach this machine at",
-            path.display()
-        ));
+        return Err(RackInventoryError::NoHarness { path });
     }
     Ok(inventory)
 }
 
 /// The scenario's cluster: the embedded server on the run's clock, or a local control plane that
 /// the lab's nodes reach where they reach this machine.
-async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluster, String> {
+async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluster, LabFailure> {
     let scenario = setting.scenario;
     match scenario.cluster {
         Cluster::Local => {
@@ -470,6 +491,7 @@ async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluste
         }
         _ => Ok(ApiCluster::embedded(clock, scenario.seed)),
     }
+    .map_err(LabFailure::ClusterStart)
 }
 
 /// Where a run's text output goes: node consoles and external components.
@@ -482,7 +504,7 @@ struct RunLogs {
 /// the lab failure that stopped the run before the system under test could be judged.
 async fn drive(
     setting: &Setting<'_>,
-    images: Result<Option<Images>, String>,
+    images: Result<Option<Images>, ImageBuildError>,
     cluster: &ApiCluster,
     clock: &Clock,
     shared: &Shared,
@@ -495,35 +517,25 @@ async fn drive(
     setup::cluster(client, clock, scenario, size)
         .await
         .map_err(|e| LabFailure::ClusterSetup(crate::engine::error_chain(&e)))?;
-    let (lab, image_server_url) = match (backend, images.map_err(LabFailure::Images)?) {
+    let (lab, image_server_url) = match (backend, images?) {
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
             let kind = if backend == Backend::Libvirt {
                 GuestKind::Libvirt
             } else {
                 GuestKind::Qemu
             };
-            let lab = ImageLab::build(scenario, kind, images, cluster, clock)
-                .await
-                .map_err(LabFailure::Build)?;
+            let lab = ImageLab::build(scenario, kind, images, cluster, clock).await?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         (Backend::Physical, Some(images)) => {
-            let inventory = setting.inventory.ok_or_else(|| {
-                LabFailure::Build("backend physical without an inventory".to_owned())
-            })?;
-            let lab = ImageLab::build_rack(scenario, inventory, images, cluster, clock)
-                .await
-                .map_err(LabFailure::Build)?;
+            let inventory = setting.inventory.ok_or(LabFailure::NoInventory)?;
+            let lab = ImageLab::build_rack(scenario, inventory, images, cluster, clock).await?;
             let url = lab.image_server_url();
             (Lab::Images(Box::new(lab)), url)
         }
         _ => (
-            Lab::Sim(
-                SimLab::build(scenario, cluster, clock, shared)
-                    .await
-                    .map_err(LabFailure::Build)?,
-            ),
+            Lab::Sim(SimLab::build(scenario, cluster, clock, shared).await?),
             "http://images.lab/slots".to_owned(),
         ),
     };
@@ -540,8 +552,11 @@ async fn drive(
         namespace: NAMESPACE.to_owned(),
         image_server_url,
         catalog_name: CATALOG.to_owned(),
-        control_plane_version: KubeVersion::parse(control_plane).map_err(|e| {
-            LabFailure::Components(format!("control-plane version {control_plane:?}: {e}"))
+        control_plane_version: KubeVersion::parse(control_plane).map_err(|source| {
+            LabFailure::ControlPlaneVersion {
+                version: control_plane.to_owned(),
+                source,
+            }
         })?,
         ..inplace_orchestrator::Config::default()
     };
@@ -554,9 +569,7 @@ async fn drive(
         node_lease_failure_fraction: scenario.watchdog.node_lease_failure_fraction,
         ..inplace_watchdog::Config::default()
     };
-    let outside = open_outside(setting, cluster, &orchestrator)
-        .await
-        .map_err(LabFailure::Components)?;
+    let outside = open_outside(setting, cluster, &orchestrator).await?;
     let supervisor = Supervisor::new(
         client.clone(),
         clock.clone(),
@@ -717,7 +730,7 @@ async fn open_outside(
     setting: &Setting<'_>,
     cluster: &ApiCluster,
     orchestrator: &inplace_orchestrator::Config,
-) -> Result<Option<Arc<Outside>>, String> {
+) -> Result<Option<Arc<Outside>>, OutsideError> {
     let commands = outside_commands(setting.scenario);
     if commands.is_empty() {
         return Ok(None);

@@ -151,9 +151,7 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), StepError> {
 /// Runs a `run` step's command through the run's outside door; the step fails on any other exit
 /// code than the expected one.
 async fn run_command(ctx: &Ctx, run: &RunCommand) -> Result<(), StepError> {
-    let outside = ctx.outside.as_ref().ok_or_else(|| {
-        StepError::Command("the run opened no outside access for commands".to_owned())
-    })?;
+    let outside = ctx.outside.as_ref().ok_or(StepError::NoOutside)?;
     let outcome = outside.run_step(run).await.map_err(StepError::Command)?;
     let ended = outcome
         .code

@@ -10,9 +10,24 @@ use tokio::io::{AsyncBufReadExt as _, AsyncRead, BufReader};
 
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
-use crate::engine::components::outside::Outside;
+use crate::engine::components::outside::{Outside, OutsideError};
 use crate::engine::logs::LineLogs;
 use crate::engine::shared::Shared;
+
+/// Why an external component could not be started.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ExternalError {
+    /// Its command line is not one the outside door can run.
+    #[error(transparent)]
+    Command(#[from] OutsideError),
+    /// Its program could not be started.
+    #[error("failed to start `{command}` (is it installed and on PATH?)")]
+    Start {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// A running external component. Dropping it kills its process group.
 #[derive(Debug)]
@@ -30,7 +45,7 @@ impl ExternalProcess {
         name: &str,
         logs: &LineLogs,
         shared: &Shared,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ExternalError> {
         let mut command = outside.command(argv)?;
         command.envs(env.iter().map(|(k, v)| (k, v)));
         let mut command = tokio::process::Command::from(command);
@@ -38,11 +53,9 @@ impl ExternalProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
-        let mut child = command.spawn().map_err(|e| {
-            format!(
-                "failed to start `{}`: {e} (is it installed and on PATH?)",
-                argv.join(" ")
-            )
+        let mut child = command.spawn().map_err(|source| ExternalError::Start {
+            command: argv.join(" "),
+            source,
         })?;
         if let (Some(record), Some(pid)) = (rackproof_reap::record(), child.id()) {
             record.add_group(pid);

@@ -34,6 +34,69 @@ const POLL: Duration = Duration::from_millis(20);
 /// Output lines of a step kept for the timeline.
 const OUTPUT_LINES: usize = 6;
 
+/// Why the outside door could not be opened, or a program could not be found, run or waited for.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OutsideError {
+    /// The directory of the run's kubeconfig could not be made.
+    #[error("failed to create a directory for the run's kubeconfig")]
+    KubeconfigDir(#[source] std::io::Error),
+    /// The cluster could not serve or describe itself to outside programs (the cluster's own
+    /// words).
+    #[error("{0}")]
+    Cluster(String),
+    /// A `PATH` entry cannot be joined into one variable.
+    #[error("the PATH for outside programs is not valid")]
+    Path(#[source] std::env::JoinPathsError),
+    /// A command line without a program.
+    #[error("a command is empty: give the program and its arguments")]
+    EmptyCommand,
+    /// The program of a command line is not where the run looks for it.
+    #[error(
+        "the scenario runs `{command}`, but `{program}` is not found {place}; install it or correct the command"
+    )]
+    NotFound {
+        command: String,
+        program: String,
+        /// `on PATH`, or `in DIR` for a program named with a `/`.
+        place: String,
+    },
+    /// The file collecting a step's output could not be made (`action`: create, open).
+    #[error("failed to {action} the output file of `{command}`")]
+    OutputFile {
+        action: &'static str,
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command could not be started.
+    #[error("failed to start `{command}` (is it installed and on PATH?)")]
+    Start {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The command's process was reaped by someone else before it finished.
+    #[error("`{command}` was killed before it finished")]
+    KilledEarly { command: String },
+    /// The command's end could not be waited for.
+    #[error("failed to wait for `{command}`")]
+    Wait {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The blocking task watching the command failed.
+    #[error("the task running the command failed")]
+    Task(#[source] tokio::task::JoinError),
+    /// The command ran past its timeout and was killed.
+    #[error("`{command}` did not finish within {timeout} and was killed; last output:\n{output}")]
+    TimedOut {
+        command: String,
+        timeout: String,
+        output: String,
+    },
+}
+
 /// The HTTPS endpoint, kubeconfig and environment programs of a run get.
 #[derive(Debug)]
 pub struct Outside {
@@ -48,7 +111,7 @@ pub struct Outside {
 
 /// How a `run` step's command ended.
 #[derive(Debug)]
-pub struct StepOutcome {
+pub(crate) struct StepOutcome {
     /// The exit code; `None` if a signal ended it.
     pub code: Option<i32>,
     /// The last lines of its stdout and stderr, interleaved as written to one file.
@@ -64,10 +127,13 @@ impl Outside {
         scenario_file: &Path,
         tools_dir: Option<&Path>,
         vars: &[(&str, &str)],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, OutsideError> {
         let dir = rackproof_reap::owned_tempdir("rackproof-outside-")
-            .map_err(|e| format!("failed to create a directory for the run's kubeconfig: {e}"))?;
-        let (kubeconfig, https) = cluster.outside_kubeconfig(dir.path()).await?;
+            .map_err(OutsideError::KubeconfigDir)?;
+        let (kubeconfig, https) = cluster
+            .outside_kubeconfig(dir.path())
+            .await
+            .map_err(OutsideError::Cluster)?;
         let mut env = vec![("KUBECONFIG".to_owned(), kubeconfig.into_os_string())];
         env.extend(
             vars.iter()
@@ -79,8 +145,7 @@ impl Outside {
                 .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
                 .unwrap_or_default(),
         );
-        let joined = std::env::join_paths(&path)
-            .map_err(|e| format!("the PATH for outside programs is not valid: {e}"))?;
+        let joined = std::env::join_paths(&path).map_err(OutsideError::Path)?;
         env.push(("PATH".to_owned(), joined));
         let cwd = std::path::absolute(scenario_file)
             .ok()
@@ -97,10 +162,8 @@ impl Outside {
 
     /// Checks that `argv` names a program that can be found: on the programs' `PATH`, or, with a
     /// `/` in it, relative to the scenario's directory.
-    pub fn check(&self, argv: &[String]) -> Result<(), String> {
-        let program = argv
-            .first()
-            .ok_or("a command is empty: give the program and its arguments")?;
+    pub(crate) fn check(&self, argv: &[String]) -> Result<(), OutsideError> {
+        let program = argv.first().ok_or(OutsideError::EmptyCommand)?;
         let found = if program.contains('/') {
             self.cwd.join(program).is_file()
         } else {
@@ -114,17 +177,18 @@ impl Outside {
         } else {
             "on PATH".to_owned()
         };
-        Err(format!(
-            "the scenario runs `{}`, but `{program}` is not found {place}; install it or correct the command",
-            argv.join(" ")
-        ))
+        Err(OutsideError::NotFound {
+            command: argv.join(" "),
+            program: program.clone(),
+            place,
+        })
     }
 
     /// The command line `argv` with the run's environment, working directory and a process group
     /// of its own, killed by the kernel when the thread that starts it ends (`setpriv
     /// --pdeathsig`, see `rackproof_reap`); stdin is closed.
-    pub fn command(&self, argv: &[String]) -> Result<Command, String> {
-        let (program, args) = argv.split_first().ok_or("an empty command")?;
+    pub(crate) fn command(&self, argv: &[String]) -> Result<Command, OutsideError> {
+        let (program, args) = argv.split_first().ok_or(OutsideError::EmptyCommand)?;
         // Under a parent-death signal: a run killed outright takes its programs with it.
         let mut command = rackproof_reap::dying_with_parent(program);
         command
@@ -138,48 +202,59 @@ impl Outside {
 
     /// Runs a `run` step's command to its end, killing its process group after `timeout` of wall
     /// time. Virtual time stands still meanwhile (see the module docs).
-    pub async fn run_step(&self, step: &RunCommand) -> Result<StepOutcome, String> {
+    pub(crate) async fn run_step(&self, step: &RunCommand) -> Result<StepOutcome, OutsideError> {
         let shown = step.command.join(" ");
         let mut command = self.command(&step.command)?;
-        let log = tempfile::NamedTempFile::new_in(self.dir.path())
-            .map_err(|e| format!("failed to create the output file of `{shown}`: {e}"))?;
+        let output_file = |action: &'static str| {
+            let command = shown.clone();
+            move |source| OutsideError::OutputFile {
+                action,
+                command,
+                source,
+            }
+        };
+        let log =
+            tempfile::NamedTempFile::new_in(self.dir.path()).map_err(output_file("create"))?;
         let (out, err) = match (log.reopen(), log.reopen()) {
             (Ok(out), Ok(err)) => (out, err),
-            (Err(e), _) | (_, Err(e)) => {
-                return Err(format!("failed to open the output file of `{shown}`: {e}"));
-            }
+            (Err(e), _) | (_, Err(e)) => return Err(output_file("open")(e)),
         };
         command.stdout(out).stderr(err);
         let timeout = step.timeout.get();
-        let leader = GroupLeader::spawn(command).map_err(|e| {
-            format!("failed to start `{shown}`: {e} (is it installed and on PATH?)")
+        let leader = GroupLeader::spawn(command).map_err(|source| OutsideError::Start {
+            command: shown.clone(),
+            source,
         })?;
         let leader = Arc::new(leader);
         // Cancelling the step (Ctrl-C, SIGTERM, a failed run) drops this guard: the group dies.
         let _guard = KillGroupOnDrop(leader.clone());
-        let waited = tokio::task::spawn_blocking(move || -> Result<Option<ExitStatus>, String> {
-            let wall = Clock::wall();
-            let deadline = wall.now() + timeout;
-            loop {
-                match leader.try_finish() {
-                    Ok(Some(status)) => return Ok(Some(status)),
-                    Ok(None) if leader.id().is_none() => {
-                        return Err(format!("`{shown}` was killed before it finished"));
-                    }
-                    Ok(None) if wall.now() >= deadline => {
-                        leader.kill();
-                        return Ok(None);
-                    }
-                    Ok(None) => std::thread::sleep(POLL),
-                    Err(e) => {
-                        leader.kill();
-                        return Err(format!("failed to wait for `{shown}`: {e}"));
+        let waited =
+            tokio::task::spawn_blocking(move || -> Result<Option<ExitStatus>, OutsideError> {
+                let wall = Clock::wall();
+                let deadline = wall.now() + timeout;
+                loop {
+                    match leader.try_finish() {
+                        Ok(Some(status)) => return Ok(Some(status)),
+                        Ok(None) if leader.id().is_none() => {
+                            return Err(OutsideError::KilledEarly { command: shown });
+                        }
+                        Ok(None) if wall.now() >= deadline => {
+                            leader.kill();
+                            return Ok(None);
+                        }
+                        Ok(None) => std::thread::sleep(POLL),
+                        Err(source) => {
+                            leader.kill();
+                            return Err(OutsideError::Wait {
+                                command: shown,
+                                source,
+                            });
+                        }
                     }
                 }
-            }
-        })
-        .await
-        .map_err(|e| format!("the task running the command failed: {e}"))??;
+            })
+            .await
+            .map_err(OutsideError::Task)??;
         let text = std::fs::read_to_string(log.path()).unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let output = lines[lines.len().saturating_sub(OUTPUT_LINES)..].join("\n");
@@ -188,11 +263,11 @@ impl Outside {
                 code: status.code(),
                 output,
             }),
-            None => Err(format!(
-                "`{}` did not finish within {} and was killed; last output:\n{output}",
-                step.command.join(" "),
-                step.timeout
-            )),
+            None => Err(OutsideError::TimedOut {
+                command: step.command.join(" "),
+                timeout: step.timeout.to_string(),
+                output,
+            }),
         }
     }
 }

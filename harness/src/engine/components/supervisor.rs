@@ -21,7 +21,7 @@ use tokio::task::JoinHandle;
 
 use crate::engine::cluster::api::ControllerManagerSwitch;
 use crate::engine::cluster::objects::NAMESPACE;
-use crate::engine::components::external::ExternalProcess;
+use crate::engine::components::external::{ExternalError, ExternalProcess};
 use crate::engine::components::lifecycle;
 use crate::engine::components::outside::Outside;
 use crate::engine::judge::timeline::EntryKind;
@@ -87,6 +87,17 @@ impl Managed {
             Self::Watchdog | Self::Maintenance => None,
         }
     }
+}
+
+/// Why a component instance could not be started.
+#[derive(Debug, thiserror::Error)]
+enum StartError {
+    /// The scenario gives the component as a command, but the run opened no outside door.
+    #[error("no outside access was opened for external programs")]
+    NoOutside,
+    /// The external program could not be started.
+    #[error(transparent)]
+    External(#[from] ExternalError),
 }
 
 /// A running component.
@@ -308,7 +319,7 @@ impl Supervisor {
                         shared.record(
                             None,
                             EntryKind::Component,
-                            format!("{name} could not start: {e}"),
+                            format!("{name} could not start: {}", crate::engine::error_chain(&e)),
                         );
                     }
                 }
@@ -331,7 +342,7 @@ impl Supervisor {
     }
 
     /// Starts `instance`: its external program if the scenario names one, else its task.
-    fn start(&self, instance: Instance, shared: &Shared) -> Result<Running, String> {
+    fn start(&self, instance: Instance, shared: &Shared) -> Result<Running, StartError> {
         let component = instance.component;
         if let (Managed::NodeLifecycle, Some(switch)) = (component, &self.controller_manager) {
             let shared = shared.clone();
@@ -347,10 +358,7 @@ impl Supervisor {
         let Some(argv) = self.slots.get(&instance).and_then(|s| s.command.as_ref()) else {
             return Ok(Running::Task(self.spawn(instance)));
         };
-        let outside = self
-            .outside
-            .as_ref()
-            .ok_or("no outside access was opened for external programs")?;
+        let outside = self.outside.as_ref().ok_or(StartError::NoOutside)?;
         let mut env = match component {
             Managed::Orchestrator => vec![(
                 "RACKPROOF_CONTROL_PLANE_VERSION",
@@ -378,7 +386,9 @@ impl Supervisor {
             env.push(("RACKPROOF_LEADER_ELECT", "true".to_owned()));
             env.push(("RACKPROOF_LEADER_ELECT_IDENTITY", election.identity));
         }
-        ExternalProcess::start(outside, argv, &env, &name, &self.logs, shared).map(Running::Process)
+        Ok(Running::Process(ExternalProcess::start(
+            outside, argv, &env, &name, &self.logs, shared,
+        )?))
     }
 
     /// The leader election `instance` takes part in when several instances run: its component's

@@ -18,6 +18,41 @@ use regex::Regex;
 
 use crate::engine::lab::Lines;
 
+/// Why a node's machine could not do what the lab asked.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GuestError {
+    /// Waiting for a line on Rackproof's own console capture (QEMU, rack) failed.
+    #[error(transparent)]
+    Console(#[from] rackproof_qemu::ConsoleError),
+    /// Waiting for a line on a libvirt domain's console failed.
+    #[cfg(feature = "libvirt")]
+    #[error(transparent)]
+    LibvirtConsole(#[from] rackproof_libvirt::console::ConsoleError),
+    /// A console mark of one machine was used on another's console.
+    #[cfg(feature = "libvirt")]
+    #[error("a console mark of another machine")]
+    ForeignMark,
+    /// QEMU refused a new identity, a new disk or a link change.
+    #[error(transparent)]
+    Qemu(#[from] rackproof_driver::DriverError),
+    /// A rack server's identity is not handed over through the guest.
+    #[error("a rack server's identity is delivered over SSH")]
+    RackIdentity,
+    /// A rack server's disk is its own.
+    #[error("node {node} is a rack server; Rackproof does not rewrite its disk")]
+    RackDisk { node: String },
+    /// The backend cannot cut or restore this node's network.
+    #[error("network partitions of {machines} are not available ({why})")]
+    NoPartition {
+        machines: &'static str,
+        why: &'static str,
+    },
+    /// A libvirt domain could not be defined or changed.
+    #[cfg(feature = "libvirt")]
+    #[error(transparent)]
+    Libvirt(#[from] libvirt::LibvirtGuestError),
+}
+
 /// Which machine a guest lab node runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum GuestKind {
@@ -161,20 +196,18 @@ impl Guest {
         mark: ConsoleMark,
         pattern: &Regex,
         timeout: Duration,
-    ) -> Result<String, String> {
+    ) -> Result<String, GuestError> {
         match (self.serial(), mark) {
-            (Serial::Own(console), ConsoleMark::Own(mark)) => console
+            (Serial::Own(console), ConsoleMark::Own(mark)) => Ok(console
                 .wait_for_since(clock, mark, pattern, timeout)
-                .await
-                .map(|l| l.text)
-                .map_err(|e| crate::engine::error_chain(&e)),
+                .await?
+                .text),
             #[cfg(feature = "libvirt")]
-            (Serial::Libvirt(console), ConsoleMark::Libvirt(mark)) => console
-                .wait_for_since(mark, pattern, timeout)
-                .await
-                .map_err(|e| crate::engine::error_chain(&e)),
+            (Serial::Libvirt(console), ConsoleMark::Libvirt(mark)) => {
+                Ok(console.wait_for_since(mark, pattern, timeout).await?)
+            }
             #[cfg(feature = "libvirt")]
-            _ => Err("a console mark of another machine".to_owned()),
+            _ => Err(GuestError::ForeignMark),
         }
     }
 
@@ -228,41 +261,40 @@ impl Guest {
 
     /// Replaces the identity the guest reads from its next power-on (a rack server's is
     /// delivered over SSH by the lab instead).
-    pub(crate) async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
+    pub(crate) async fn set_identity(&self, identity: &NodeIdentity) -> Result<(), GuestError> {
         match self {
-            Self::Qemu(machine) => machine
-                .set_identity(identity)
-                .await
-                .map_err(|e| crate::engine::error_chain(&e)),
+            Self::Qemu(machine) => Ok(machine.set_identity(identity).await?),
             #[cfg(feature = "libvirt")]
-            Self::Libvirt(guest) => guest.set_identity(identity),
-            Self::Rack(_) => Err("a rack server's identity is delivered over SSH".to_owned()),
+            Self::Libvirt(guest) => Ok(guest.set_identity(identity)?),
+            Self::Rack(_) => Err(GuestError::RackIdentity),
         }
     }
 
     /// Gives the node a fresh copy of `disk` (it must be off).
-    pub(crate) async fn reimage(&self, disk: &Path) -> Result<(), String> {
+    pub(crate) async fn reimage(&self, disk: &Path) -> Result<(), GuestError> {
         match self {
-            Self::Qemu(machine) => machine
-                .reimage(disk)
-                .await
-                .map_err(|e| crate::engine::error_chain(&e)),
+            Self::Qemu(machine) => Ok(machine.reimage(disk).await?),
             #[cfg(feature = "libvirt")]
-            Self::Libvirt(guest) => guest.reimage(disk).await,
-            Self::Rack(server) => Err(format!(
-                "node {} is a rack server; Rackproof does not rewrite its disk",
-                server.description.name
-            )),
+            Self::Libvirt(guest) => Ok(guest.reimage(disk).await?),
+            Self::Rack(server) => Err(GuestError::RackDisk {
+                node: server.description.name.clone(),
+            }),
         }
     }
 
     /// Disconnects (`up: false`) or reconnects the node's network.
-    pub(crate) async fn set_link(&self, up: bool) -> Result<(), String> {
+    pub(crate) async fn set_link(&self, up: bool) -> Result<(), GuestError> {
         match self {
-            Self::Qemu(machine) => machine.set_link(up).await.map_err(|e| crate::engine::error_chain(&e)),
+            Self::Qemu(machine) => Ok(machine.set_link(up).await?),
             #[cfg(feature = "libvirt")]
-            Self::Libvirt(_) => Err("network partitions of libvirt domains are not available (the NIC is QEMU's user network, outside libvirt's devices)".to_owned()),
-            Self::Rack(_) => Err("network partitions of rack servers are not available (their switch port is outside Rackproof's reach)".to_owned()),
+            Self::Libvirt(_) => Err(GuestError::NoPartition {
+                machines: "libvirt domains",
+                why: "the NIC is QEMU's user network, outside libvirt's devices",
+            }),
+            Self::Rack(_) => Err(GuestError::NoPartition {
+                machines: "rack servers",
+                why: "their switch port is outside Rackproof's reach",
+            }),
         }
     }
 
@@ -301,10 +333,86 @@ pub(crate) mod libvirt {
     use rackproof_driver::{Power as _, PowerState};
     use rackproof_libvirt::{LibvirtMachine, MachineConfig};
     use rackproof_qemu::NodeIdentity;
+    use rackproof_qemu::identity::IdentityError;
     use regex::Regex;
 
     /// The firmware's line for each boot it starts.
     const BOOT_LINE: &str = r"^BdsDxe: starting Boot";
+
+    /// Why a libvirt domain could not be defined or changed.
+    #[derive(Debug, thiserror::Error)]
+    pub(crate) enum LibvirtGuestError {
+        /// A step of defining node `node`'s domain failed on a file of its directory.
+        #[error("node {node}: {action} ({path})")]
+        File {
+            node: String,
+            action: &'static str,
+            path: PathBuf,
+            #[source]
+            source: std::io::Error,
+        },
+        /// The node image could not be copied for the domain.
+        #[error("node {node}: copy the node image")]
+        Copy {
+            node: String,
+            #[source]
+            source: ConvertError,
+        },
+        /// The node's identity could not be rendered.
+        #[error("node {node}: render its identity")]
+        Render {
+            node: String,
+            #[source]
+            source: IdentityError,
+        },
+        /// The node's identity file could not be written.
+        #[error("node {node}: write its identity")]
+        WriteIdentity {
+            node: String,
+            #[source]
+            source: inplace_agent::store::StoreError,
+        },
+        /// libvirt refused the domain.
+        #[error(
+            "node {node}: define its libvirt domain (is libvirtd running? `ci/start-libvirtd` installs and starts it)"
+        )]
+        Define {
+            node: String,
+            #[source]
+            source: rackproof_libvirt::MachineError,
+        },
+        /// The domain's identity file could not be replaced.
+        #[error("failed to write {}", path.display())]
+        Identity {
+            path: PathBuf,
+            #[source]
+            source: std::io::Error,
+        },
+        /// The domain must be off for `action`.
+        #[error("cannot {action} of domain {domain} while it is {state}")]
+        NotOff {
+            action: &'static str,
+            domain: String,
+            state: PowerState,
+        },
+        /// The domain's power state could not be read.
+        #[error(transparent)]
+        PowerState(#[from] rackproof_driver::DriverError),
+        /// The fresh disk could not be made.
+        #[error(transparent)]
+        Convert(#[from] ConvertError),
+    }
+
+    /// Why `qemu-img convert` did not make the qcow2 copy.
+    #[derive(Debug, thiserror::Error)]
+    pub(crate) enum ConvertError {
+        /// `qemu-img` could not be started.
+        #[error("qemu-img is missing; install it with `apt-get install -y qemu-utils`")]
+        Missing(#[source] std::io::Error),
+        /// `qemu-img convert` ended with an error.
+        #[error("qemu-img convert {} failed: {stderr}", raw.display())]
+        Failed { raw: PathBuf, stderr: String },
+    }
 
     #[derive(Debug)]
     pub(crate) struct LibvirtGuest {
@@ -322,23 +430,37 @@ pub(crate) mod libvirt {
             disk: &Path,
             identity: &NodeIdentity,
             clock: &Clock,
-        ) -> Result<Self, String> {
+        ) -> Result<Self, LibvirtGuestError> {
             let node_dir = dir.join(node);
-            let fail = |what: &str, e: &dyn std::fmt::Display| format!("node {node}: {what}: {e}");
-            std::fs::create_dir_all(&node_dir).map_err(|e| fail("create its directory", &e))?;
+            let file = |action: &'static str, path: &Path| {
+                let (node, path) = (node.to_owned(), path.to_owned());
+                move |source| LibvirtGuestError::File {
+                    node,
+                    action,
+                    path,
+                    source,
+                }
+            };
+            std::fs::create_dir_all(&node_dir).map_err(file("create its directory", &node_dir))?;
             std::fs::set_permissions(
                 &node_dir,
                 std::os::unix::fs::PermissionsExt::from_mode(0o755),
             )
-            .map_err(|e| fail("open its directory to libvirt", &e))?;
+            .map_err(file("open its directory to libvirt", &node_dir))?;
             let guest_disk = node_dir.join("disk.qcow2");
             let identity_file = node_dir.join("identity");
             convert_disk(disk, &guest_disk)
                 .await
-                .map_err(|e| fail("copy the node image", &e))?;
+                .map_err(|source| LibvirtGuestError::Copy {
+                    node: node.to_owned(),
+                    source,
+                })?;
             let identity_text = identity
                 .render()
-                .map_err(|e| fail("render its identity", &e))?;
+                .map_err(|source| LibvirtGuestError::Render {
+                    node: node.to_owned(),
+                    source,
+                })?;
             // It holds the node's token: 0600 from the first byte (libvirt hands it to its QEMU
             // user as it does disks).
             inplace_agent::store::write_atomic(
@@ -346,16 +468,19 @@ pub(crate) mod libvirt {
                 identity_text.as_bytes(),
                 Some(0o600),
             )
-            .map_err(|e| fail("write its identity", &e))?;
+            .map_err(|source| LibvirtGuestError::WriteIdentity {
+                node: node.to_owned(),
+                source,
+            })?;
             let mut config = MachineConfig::new(node, &node_dir, &guest_disk);
             config.name_prefix = prefix.to_owned();
             config.identity = Some(identity_file.clone());
-            let machine = LibvirtMachine::define(config, clock.clone()).await.map_err(|e| {
-                format!(
-                    "node {node}: {}; is libvirtd running? `ci/start-libvirtd` installs and starts it",
-                    crate::engine::error_chain(&e)
-                )
-            })?;
+            let machine = LibvirtMachine::define(config, clock.clone())
+                .await
+                .map_err(|source| LibvirtGuestError::Define {
+                    node: node.to_owned(),
+                    source,
+                })?;
             Ok(Self {
                 machine: Arc::new(machine),
                 disk: guest_disk,
@@ -373,51 +498,56 @@ pub(crate) mod libvirt {
                 .count() as u64
         }
 
-        async fn off(&self, what: &str) -> Result<(), String> {
-            match self.machine.power_state().await {
-                Ok(PowerState::Off) => Ok(()),
-                Ok(state) => Err(format!(
-                    "cannot {what} of domain {} while it is {state}",
-                    self.machine.name()
-                )),
-                Err(e) => Err(crate::engine::error_chain(&e)),
+        async fn off(&self, action: &'static str) -> Result<(), LibvirtGuestError> {
+            match self.machine.power_state().await? {
+                PowerState::Off => Ok(()),
+                state => Err(LibvirtGuestError::NotOff {
+                    action,
+                    domain: self.machine.name().to_owned(),
+                    state,
+                }),
             }
         }
 
-        pub(crate) fn set_identity(&self, identity: &NodeIdentity) -> Result<(), String> {
-            let text = identity.render().map_err(|e| e.to_string())?;
-            std::fs::write(&self.identity, text)
-                .map_err(|e| format!("failed to write {}: {e}", self.identity.display()))
+        pub(crate) fn set_identity(
+            &self,
+            identity: &NodeIdentity,
+        ) -> Result<(), LibvirtGuestError> {
+            let text = identity
+                .render()
+                .map_err(|source| LibvirtGuestError::Render {
+                    node: self.machine.name().to_owned(),
+                    source,
+                })?;
+            std::fs::write(&self.identity, text).map_err(|source| LibvirtGuestError::Identity {
+                path: self.identity.clone(),
+                source,
+            })
         }
 
-        pub(crate) async fn reimage(&self, disk: &Path) -> Result<(), String> {
+        pub(crate) async fn reimage(&self, disk: &Path) -> Result<(), LibvirtGuestError> {
             self.off("replace the disk").await?;
-            convert_disk(disk, &self.disk).await
+            Ok(convert_disk(disk, &self.disk).await?)
         }
     }
 
     /// `qemu-img convert` of the raw node image into a stand-alone qcow2 (no backing file: the
     /// images live where libvirt's QEMU user cannot read).
-    async fn convert_disk(raw: &Path, qcow2: &Path) -> Result<(), String> {
+    async fn convert_disk(raw: &Path, qcow2: &Path) -> Result<(), ConvertError> {
         let out = tokio::process::Command::new("qemu-img")
             .args(["convert", "-q", "-f", "raw", "-O", "qcow2"])
             .arg(raw)
             .arg(qcow2)
             .output()
             .await
-            .map_err(|e| {
-                format!(
-                    "qemu-img is missing ({e}); install it with `apt-get install -y qemu-utils`"
-                )
-            })?;
+            .map_err(ConvertError::Missing)?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
-                "qemu-img convert {} failed: {}",
-                raw.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            Err(ConvertError::Failed {
+                raw: raw.to_owned(),
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_owned(),
+            })
         }
     }
 }

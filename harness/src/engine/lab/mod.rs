@@ -14,9 +14,9 @@ use std::pin::Pin;
 
 use futures::Stream;
 
-use crate::engine::lab::images::ImageLab;
+use crate::engine::lab::images::{ImageLab, ImageNodeError};
 use crate::engine::lab::provider::OscLocation;
-use crate::engine::lab::sim::SimLab;
+use crate::engine::lab::sim::{SimLab, SimLabError};
 use crate::engine::logs::LineLogs;
 use crate::engine::shared::Shared;
 use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint};
@@ -31,6 +31,20 @@ pub(crate) fn reset_action(action: PowerAction) -> rackproof_driver::ResetAction
         PowerAction::Reset => ResetAction::ForceRestart,
         PowerAction::GracefulShutdown => ResetAction::GracefulShutdown,
     }
+}
+
+/// Why the lab could not do what a fault or the machine provider asked of a node.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LabError {
+    /// The `sim` backend's lab refused or failed.
+    #[error(transparent)]
+    Sim(#[from] SimLabError),
+    /// The lab of the node-image backends refused or failed.
+    #[error(transparent)]
+    Images(#[from] ImageNodeError),
+    /// The node-image backends cannot kill a node's agent (init does not restart it).
+    #[error("killing the agent of a node booting the node images is not available")]
+    KillAgentUnavailable,
 }
 
 /// Console lines of one node, as they are printed.
@@ -62,15 +76,15 @@ impl Lab {
 
     /// Gives node `name` a fresh disk with `version` and the identity of the Machine whose pool
     /// reads `osc`; the node stays off.
-    pub async fn provision(
+    pub(crate) async fn provision(
         &self,
         name: &str,
         osc: &OscLocation,
         version: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), LabError> {
         match self {
-            Self::Sim(lab) => lab.provision(name, osc, version),
-            Self::Images(lab) => lab.provision(name, osc, version).await,
+            Self::Sim(lab) => Ok(lab.provision(name, osc, version)?),
+            Self::Images(lab) => Ok(lab.provision(name, osc, version).await?),
         }
     }
 
@@ -116,12 +130,12 @@ impl Lab {
     }
 
     /// Fault: the next OS version installed on `name` boots like `boot`.
-    pub fn break_next_version(
+    pub(crate) fn break_next_version(
         &self,
         name: &str,
         boot: &BootBehaviour,
         versions: &[String],
-    ) -> Result<(), String> {
+    ) -> Result<(), LabError> {
         match self {
             Self::Sim(lab) => {
                 lab.break_next_version(
@@ -131,7 +145,7 @@ impl Lab {
                 );
                 Ok(())
             }
-            Self::Images(lab) => lab.break_next_version(name, boot),
+            Self::Images(lab) => Ok(lab.break_next_version(name, boot)?),
         }
     }
 
@@ -145,12 +159,12 @@ impl Lab {
     }
 
     /// Fault: the node's BMC misbehaves for the next `count` requests (all, when `None`).
-    pub fn add_bmc_quirk(
+    pub(crate) fn add_bmc_quirk(
         &self,
         name: &str,
         quirk: &BmcQuirk,
         count: Option<u32>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LabError> {
         match self {
             Self::Sim(lab) => {
                 if let Some(node) = lab.node(name) {
@@ -158,7 +172,7 @@ impl Lab {
                 }
                 Ok(())
             }
-            Self::Images(lab) => lab.add_bmc_quirk(name, quirk, count),
+            Self::Images(lab) => Ok(lab.add_bmc_quirk(name, quirk, count)?),
         }
     }
 
@@ -175,12 +189,10 @@ impl Lab {
     }
 
     /// Fault: kills the node's agent; `true` if one was running.
-    pub async fn kill_agent(&self, name: &str) -> Result<bool, String> {
+    pub(crate) async fn kill_agent(&self, name: &str) -> Result<bool, LabError> {
         match self {
             Self::Sim(lab) => Ok(lab.node(name).is_some_and(|n| n.machine.kill_guest())),
-            Self::Images(_) => Err(
-                "killing the agent of a node booting the node images is not available".to_owned(),
-            ),
+            Self::Images(_) => Err(LabError::KillAgentUnavailable),
         }
     }
 
@@ -193,10 +205,10 @@ impl Lab {
     }
 
     /// Fault: disconnects (`up: false`) or reconnects the node's network.
-    pub async fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
+    pub(crate) async fn set_link(&self, name: &str, up: bool) -> Result<(), LabError> {
         match self {
-            Self::Sim(lab) => lab.set_link(name, up),
-            Self::Images(lab) => lab.set_link(name, up).await,
+            Self::Sim(lab) => Ok(lab.set_link(name, up)?),
+            Self::Images(lab) => Ok(lab.set_link(name, up).await?),
         }
     }
 

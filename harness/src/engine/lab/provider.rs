@@ -20,14 +20,39 @@ use serde_json::json;
 
 use crate::engine::cluster::objects::NAMESPACE;
 use crate::engine::judge::timeline::EntryKind;
-use crate::engine::lab::Lab;
+use crate::engine::lab::{Lab, LabError};
 use crate::engine::shared::Shared;
 
 /// Where a pool's OperatingSystemConfig Secret lives (the Machine's annotation).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OscLocation {
+pub(crate) struct OscLocation {
     pub namespace: String,
     pub name: String,
+}
+
+/// Why a lab machine could not be provisioned for a Machine.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ProvisionError {
+    /// The pool's OSC Secret could not be read. kube's error is in the message, not a source:
+    /// its own message already repeats its source.
+    #[error("failed to read the OSC secret {}/{}: {error}", osc.namespace, osc.name)]
+    ReadOsc {
+        osc: OscLocation,
+        error: kube::Error,
+    },
+    /// The OSC Secret does not hold an OSC.
+    #[error(transparent)]
+    DecodeOsc(#[from] inplace_api::osc::secret::OscSecretError),
+    /// The OSC names no OS version to install.
+    #[error(
+        "the OSC in {}/{} names no operating system version",
+        osc.namespace,
+        osc.name
+    )]
+    NoVersion { osc: OscLocation },
+    /// The lab could not give the machine its disk and identity.
+    #[error(transparent)]
+    Lab(#[from] LabError),
 }
 
 #[derive(Debug, Default)]
@@ -130,14 +155,18 @@ impl Provider {
         };
         if new {
             let provisioned = match self.pool_os_version(&osc).await {
-                Ok(version) => self.lab.provision(&node, &osc, &version).await,
+                Ok(version) => self
+                    .lab
+                    .provision(&node, &osc, &version)
+                    .await
+                    .map_err(ProvisionError::from),
                 Err(e) => Err(e),
             };
             if let Err(e) = provisioned {
                 shared.record(
                     Some(&node),
                     EntryKind::Lab,
-                    format!("provisioning failed: {e}"),
+                    format!("provisioning failed: {}", crate::engine::error_chain(&e)),
                 );
                 return;
             }
@@ -172,27 +201,22 @@ impl Provider {
     }
 
     /// The OS version the pool's OSC asks for: what a new machine is provisioned with.
-    async fn pool_os_version(&self, osc: &OscLocation) -> Result<String, String> {
+    async fn pool_os_version(&self, osc: &OscLocation) -> Result<String, ProvisionError> {
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &osc.namespace);
-        let secret = secrets.get(&osc.name).await.map_err(|e| {
-            format!(
-                "failed to read the OSC secret {}/{}: {e}",
-                osc.namespace, osc.name
-            )
-        })?;
-        let decoded = inplace_api::osc::secret::decode_secret(&secret)
-            .map_err(|e| crate::engine::error_chain(&e))?;
+        let secret = secrets
+            .get(&osc.name)
+            .await
+            .map_err(|error| ProvisionError::ReadOsc {
+                osc: osc.clone(),
+                error,
+            })?;
+        let decoded = inplace_api::osc::secret::decode_secret(&secret)?;
         decoded
             .osc
             .spec
             .in_place_updates
             .map(|u| u.operating_system_version)
-            .ok_or_else(|| {
-                format!(
-                    "the OSC in {}/{} names no operating system version",
-                    osc.namespace, osc.name
-                )
-            })
+            .ok_or_else(|| ProvisionError::NoVersion { osc: osc.clone() })
     }
 
     async fn release(&self, machine_name: &str, shared: &Shared) {

@@ -12,7 +12,7 @@ use inplace_agent::manifest::SlotKeyPair;
 use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::console::{ConsoleLine, ConsoleSource};
-use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimMachine};
+use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimError, SimMachine};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
 
 use crate::engine::cluster::api::ApiCluster;
@@ -28,6 +28,30 @@ const POWER_CUT_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// The epoch every simulated run starts at (virtual time).
 pub(crate) const EPOCH: &str = "2026-01-01T00:00:00Z";
+
+/// Why the simulated lab could not be built or a node could not be changed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SimLabError {
+    /// The scenario names no lab node `node`.
+    #[error("no lab node {node}")]
+    UnknownNode { node: String },
+    /// The image server's slots could not be made.
+    #[error(transparent)]
+    Slots(#[from] sim_nodes::SlotsError),
+    /// The cluster did not give a node its client (the cluster's own words).
+    #[error("{0}")]
+    Cluster(String),
+    /// A node's simulated machine could not be built.
+    #[error("failed to build simulated machine {node}")]
+    Machine {
+        node: String,
+        #[source]
+        source: SimError,
+    },
+    /// A node's disk could not be given another OS version (the error names the node).
+    #[error(transparent)]
+    Reimage(SimError),
+}
 
 /// One lab node.
 #[derive(Debug)]
@@ -67,7 +91,7 @@ impl SimLab {
         cluster: &ApiCluster,
         clock: &Clock,
         shared: &Shared,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, SimLabError> {
         let catalog = sim_nodes::catalog(scenario);
         let key = SlotKeyPair::from_seed(seed_bytes(scenario.seed));
         let source = sim_nodes::image_server(scenario, &catalog, &key)?;
@@ -76,7 +100,10 @@ impl SimLab {
         for name in scenario.lab.node_names() {
             let guest = Arc::new(AgentGuest::new(
                 &name,
-                cluster.node_client(&name).await?,
+                cluster
+                    .node_client(&name)
+                    .await
+                    .map_err(SimLabError::Cluster)?,
                 &scenario.pool.kubernetes,
                 source.clone(),
                 key.public(),
@@ -87,7 +114,10 @@ impl SimLab {
                 .timing(timing)
                 .guest(guest.clone())
                 .build()
-                .map_err(|e| format!("failed to build simulated machine {name}: {e}"))?;
+                .map_err(|source| SimLabError::Machine {
+                    node: name.clone(),
+                    source,
+                })?;
             guest.attach_disk(machine.esp().clone());
             let bmc = Arc::new(SimBmc {
                 node: name.clone(),
@@ -117,6 +147,13 @@ impl SimLab {
     /// The node called `name` (names were validated against the lab when the scenario loaded).
     pub fn node(&self, name: &str) -> Option<&SimNode> {
         self.nodes.get(name)
+    }
+
+    /// The node called `name`, or the error that names it.
+    fn known(&self, name: &str) -> Result<&SimNode, SimLabError> {
+        self.node(name).ok_or_else(|| SimLabError::UnknownNode {
+            node: name.to_owned(),
+        })
     }
 
     fn control(&self, node: &SimNode) -> NodeControl {
@@ -160,14 +197,17 @@ impl SimLab {
     }
 
     /// Gives node `name` a fresh disk with `version` and binds its agent to the pool's OSC.
-    pub fn provision(&self, name: &str, osc: &OscLocation, version: &str) -> Result<(), String> {
-        let Some(node) = self.node(name) else {
-            return Err(format!("no lab node {name}"));
-        };
+    pub(crate) fn provision(
+        &self,
+        name: &str,
+        osc: &OscLocation,
+        version: &str,
+    ) -> Result<(), SimLabError> {
+        let node = self.known(name)?;
         self.cluster.confine_node(name, &self.pool, osc);
         node.machine
             .reimage(version)
-            .map_err(|e| crate::engine::error_chain(&e))?;
+            .map_err(SimLabError::Reimage)?;
         node.guest
             .bind(Some(sim_nodes::agent_config(name, &self.pool, osc)));
         Ok(())
@@ -187,11 +227,8 @@ impl SimLab {
     }
 
     /// Cuts (`up: false`) or restores node `name`'s network (fault `partition`).
-    pub fn set_link(&self, name: &str, up: bool) -> Result<(), String> {
-        let node = self
-            .node(name)
-            .ok_or_else(|| format!("no lab node {name}"))?;
-        node.guest.link.set(up);
+    pub(crate) fn set_link(&self, name: &str, up: bool) -> Result<(), SimLabError> {
+        self.known(name)?.guest.link.set(up);
         Ok(())
     }
 

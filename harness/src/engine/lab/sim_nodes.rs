@@ -54,17 +54,34 @@ pub(crate) fn catalog(scenario: &Scenario) -> Catalog {
         })
 }
 
+/// Why the simulated image server's slots could not be made.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SlotsError {
+    /// The catalog has no artifact for a version the scenario lists.
+    #[error("no simulated artifact for image {version}")]
+    NoArtifact { version: String },
+    /// A version's slot manifest could not be written.
+    #[error("failed to describe the slot of {version}")]
+    Describe {
+        version: String,
+        #[source]
+        source: inplace_agent::manifest::ManifestError,
+    },
+}
+
 /// The image server: a signed slot (kernel, initrd, manifest) for every version in `catalog`.
 pub(crate) fn image_server(
     scenario: &Scenario,
     catalog: &Catalog,
     key: &SlotKeyPair,
-) -> Result<MemorySource, String> {
+) -> Result<MemorySource, SlotsError> {
     let source = MemorySource::new();
     for image in &scenario.images {
         let artifact = catalog
             .artifact(&image.version)
-            .ok_or_else(|| format!("no simulated artifact for image {}", image.version.value))?;
+            .ok_or_else(|| SlotsError::NoArtifact {
+                version: image.version.value.clone(),
+            })?;
         let boot = BootSpec {
             linux: "vmlinuz".into(),
             initrd: Some("initrd.img".into()),
@@ -74,12 +91,13 @@ pub(crate) fn image_server(
             ("vmlinuz".to_owned(), artifact.kernel.clone()),
             ("initrd.img".to_owned(), artifact.initrd.clone()),
         ];
-        let mut manifest = SlotManifest::describe(&image.version, &files, boot).map_err(|e| {
-            format!(
-                "failed to describe the slot of {}: {e}",
-                image.version.value
-            )
-        })?;
+        let mut manifest =
+            SlotManifest::describe(&image.version, &files, boot).map_err(|source| {
+                SlotsError::Describe {
+                    version: image.version.value.clone(),
+                    source,
+                }
+            })?;
         manifest.sign(key.signing());
         source.put(&image.version, MANIFEST, manifest.to_json());
         source.put(&image.version, "vmlinuz", artifact.kernel);
