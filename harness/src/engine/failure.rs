@@ -2,6 +2,8 @@
 //! it says (the verdict is `Failed`) and a lab failure (`LabFailed`). `run::drive` returns them
 //! apart, and the verdict and the CLI's exit code are read from the type.
 
+use crate::engine::cluster::api::ClusterError;
+use crate::engine::cluster::setup::{SetupError, WorkloadsError};
 use crate::engine::components::outside::OutsideError;
 use crate::engine::lab::images::ImageBuildError;
 use crate::engine::lab::images::build::BuildError;
@@ -74,11 +76,11 @@ pub(crate) enum LabFailure {
     #[error("the node images are not ready")]
     Images(#[from] ImageBuildError),
     /// The cluster (a local control plane) could not be started.
-    #[error("{0}")]
-    ClusterStart(String),
+    #[error(transparent)]
+    ClusterStart(ClusterError),
     /// The scenario's objects could not be created.
-    #[error("cluster setup failed: {0}")]
-    ClusterSetup(String),
+    #[error("cluster setup failed")]
+    ClusterSetup(#[source] SetupError),
     /// The node-image backends could not build the lab's machines.
     #[error(transparent)]
     BuildImages(#[from] BuildError),
@@ -107,8 +109,8 @@ pub(crate) enum LabFailure {
         not_up: Vec<String>,
     },
     /// The workloads could not be placed or did not start.
-    #[error("placing the workloads failed: {0}")]
-    Workloads(String),
+    #[error("placing the workloads failed")]
+    Workloads(#[from] WorkloadsError),
 }
 
 /// How the steps ended when the lab held.

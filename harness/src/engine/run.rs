@@ -516,7 +516,7 @@ async fn drive(
     let client = &cluster.client();
     setup::cluster(client, clock, scenario, size)
         .await
-        .map_err(|e| LabFailure::ClusterSetup(crate::engine::error_chain(&e)))?;
+        .map_err(LabFailure::ClusterSetup)?;
     let (lab, image_server_url) = match (backend, images?) {
         (Backend::Qemu | Backend::Libvirt, Some(images)) => {
             let kind = if backend == Backend::Libvirt {
@@ -671,10 +671,8 @@ async fn drive(
     );
     setup::workloads(client, clock, scenario, &members)
         .await
-        .map_err(|e| LabFailure::Workloads(crate::engine::error_chain(&e)))?;
-    setup::wait_workloads_running(client, clock, BRING_UP)
-        .await
-        .map_err(LabFailure::Workloads)?;
+        .map_err(|e| LabFailure::Workloads(e.into()))?;
+    setup::wait_workloads_running(client, clock, BRING_UP).await?;
 
     let limit = scenario.timeout.get().saturating_sub(shared.elapsed());
     let ended = match clock.timeout(limit, steps::run(&ctx)).await {

@@ -22,6 +22,40 @@ use crate::engine::cluster::node_authorizer;
 use crate::engine::lab::provider::OscLocation;
 use crate::scenario::Scenario;
 
+/// What went wrong with the run's cluster. Read with its sources
+/// ([`crate::engine::error_chain`]).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ClusterError {
+    #[error("starting the local control plane failed")]
+    Start(#[source] local::Error),
+    #[error("kube-apiserver's URL {0} has no port")]
+    NoPort(String),
+    #[error("reading the control plane's CA {path} failed")]
+    ReadCa {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("reading the local control plane's credentials failed")]
+    Credentials(#[source] local::Error),
+    #[error("the local control plane was shut down")]
+    ShutDown,
+    #[error("node {node}'s client")]
+    NodeClient {
+        node: String,
+        #[source]
+        source: local::Error,
+    },
+    #[error("the local control plane has no identity for node {0}")]
+    NoIdentity(String),
+    #[error("serving the API over HTTPS {purpose} failed")]
+    Serve {
+        purpose: &'static str,
+        #[source]
+        source: rackproof_apiserver::ServeError,
+    },
+}
+
 /// The local control plane's processes whose logs become `components/<name>.log`.
 const LOGS: [&str; 3] = ["kube-apiserver", "kube-controller-manager", "etcd"];
 
@@ -120,7 +154,7 @@ impl ApiCluster {
         scenario: &Scenario,
         listen: std::net::IpAddr,
         names: &[&str],
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ClusterError> {
         let grace = scenario.watchdog.kcm_node_monitor_grace_duration.get();
         let controller_manager = ControllerManagerOptions {
             node_monitor_grace_period: grace,
@@ -136,12 +170,9 @@ impl ApiCluster {
                 .with_nodes(scenario.lab.node_names())
                 .with_controller_manager(controller_manager)
         };
-        let plane = LocalControlPlane::start(options).await.map_err(|e| {
-            format!(
-                "starting the local control plane failed: {}",
-                crate::engine::error_chain(&e)
-            )
-        })?;
+        let plane = LocalControlPlane::start(options)
+            .await
+            .map_err(ClusterError::Start)?;
         let client = plane.client();
         let _ = admin.set(client.clone());
         let port = plane
@@ -149,25 +180,27 @@ impl ApiCluster {
             .rsplit(':')
             .next()
             .and_then(|p| p.parse().ok())
-            .ok_or_else(|| format!("kube-apiserver's URL {} has no port", plane.url()))?;
-        let ca_pem = std::fs::read_to_string(plane.ca_cert()).map_err(|e| {
-            format!(
-                "reading the control plane's CA {} failed: {e}",
-                plane.ca_cert().display()
-            )
-        })?;
+            .ok_or_else(|| ClusterError::NoPort(plane.url().to_owned()))?;
+        let ca_pem =
+            std::fs::read_to_string(plane.ca_cert()).map_err(|source| ClusterError::ReadCa {
+                path: plane.ca_cert().to_owned(),
+                source,
+            })?;
         let mut node_tokens = BTreeMap::new();
         for node in scenario.lab.node_names() {
             let user = local::User::node(&node);
-            let token = plane.token(&user).map_err(|e| e.to_string())?.to_owned();
+            let token = plane
+                .token(&user)
+                .map_err(ClusterError::Credentials)?
+                .to_owned();
             node_tokens.insert(node, token);
         }
         let admin_kubeconfig = plane
             .kubeconfig(&local::User::Admin)
-            .map_err(|e| e.to_string())?;
+            .map_err(ClusterError::Credentials)?;
         let admin_token = plane
             .token(&local::User::Admin)
-            .map_err(|e| e.to_string())?
+            .map_err(ClusterError::Credentials)?
             .to_owned();
         let dir = plane.dir().to_owned();
         Ok(Self::Local(Arc::new(LocalCluster {
@@ -191,33 +224,32 @@ impl ApiCluster {
     }
 
     /// A client with node `name`'s credential (in-process nodes of backend `sim`).
-    pub(crate) async fn node_client(&self, name: &str) -> Result<Client, String> {
+    pub(crate) async fn node_client(&self, name: &str) -> Result<Client, ClusterError> {
         match self {
             Self::Embedded(server) => Ok(server.node_client(name)),
             Self::Local(local) => {
                 let plane = local.plane.lock().await;
-                let plane = plane
-                    .as_ref()
-                    .ok_or("the local control plane was shut down")?;
+                let plane = plane.as_ref().ok_or(ClusterError::ShutDown)?;
                 plane
                     .client_as(&local::User::node(name))
                     .await
-                    .map_err(|e| {
-                        format!("node {name}'s client: {}", crate::engine::error_chain(&e))
+                    .map_err(|source| ClusterError::NodeClient {
+                        node: name.to_owned(),
+                        source,
                     })
             }
         }
     }
 
     /// Node `name`'s bearer token, for a node that reaches the API over HTTPS.
-    pub(crate) fn node_token(&self, name: &str) -> Result<String, String> {
+    pub(crate) fn node_token(&self, name: &str) -> Result<String, ClusterError> {
         match self {
             Self::Embedded(server) => Ok(server.issue_token(User::node(name))),
-            Self::Local(local) => {
-                local.node_tokens.get(name).cloned().ok_or_else(|| {
-                    format!("the local control plane has no identity for node {name}")
-                })
-            }
+            Self::Local(local) => local
+                .node_tokens
+                .get(name)
+                .cloned()
+                .ok_or_else(|| ClusterError::NoIdentity(name.to_owned())),
         }
     }
 
@@ -227,17 +259,15 @@ impl ApiCluster {
         &self,
         listen: SocketAddr,
         names: &[&str],
-    ) -> Result<NodeEndpoint, String> {
+    ) -> Result<NodeEndpoint, ClusterError> {
         match self {
             Self::Embedded(server) => {
                 let https = server
                     .serve_https_also_as(listen, names)
                     .await
-                    .map_err(|e| {
-                        format!(
-                            "serving the API over HTTPS failed: {}",
-                            crate::engine::error_chain(&e)
-                        )
+                    .map_err(|source| ClusterError::Serve {
+                        purpose: "for the nodes",
+                        source,
                     })?;
                 Ok(NodeEndpoint {
                     port: https.addr().port(),
@@ -267,20 +297,19 @@ impl ApiCluster {
     pub(crate) async fn outside_kubeconfig(
         &self,
         dir: &Path,
-    ) -> Result<(PathBuf, Option<HttpsServer>), String> {
+    ) -> Result<(PathBuf, Option<HttpsServer>), ClusterError> {
         match self {
             Self::Embedded(server) => {
                 let loopback = SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0));
-                let https = server.serve_https(loopback).await.map_err(|e| {
-                    format!(
-                        "serving the API over HTTPS for outside programs failed: {}",
-                        crate::engine::error_chain(&e)
-                    )
-                })?;
+                let serve = |source| ClusterError::Serve {
+                    purpose: "for outside programs",
+                    source,
+                };
+                let https = server.serve_https(loopback).await.map_err(serve)?;
                 let kubeconfig = dir.join("admin.kubeconfig");
                 https
                     .write_kubeconfig(&kubeconfig, &User::admin())
-                    .map_err(|e| crate::engine::error_chain(&e))?;
+                    .map_err(serve)?;
                 Ok((kubeconfig, Some(https)))
             }
             Self::Local(local) => Ok((local.admin_kubeconfig.clone(), None)),

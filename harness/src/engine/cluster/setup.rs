@@ -22,6 +22,20 @@ use crate::scenario::{Scenario, Workload};
 /// Namespace of the workload pods.
 pub(crate) const WORKLOAD_NAMESPACE: &str = "apps";
 
+/// Why the workloads are not in place.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum WorkloadsError {
+    #[error(transparent)]
+    Place(#[from] SetupError),
+    #[error("failed to list the workload pods")]
+    List(#[source] kube::Error),
+    #[error("workload pods did not start within {within}: {}", waiting.join(", "))]
+    NotRunning {
+        within: String,
+        waiting: Vec<String>,
+    },
+}
+
 /// A failed setup request.
 #[derive(Debug, thiserror::Error)]
 #[error("failed to {what}")]
@@ -321,14 +335,14 @@ pub(crate) async fn wait_workloads_running(
     client: &Client,
     clock: &rackproof_clock::Clock,
     within: std::time::Duration,
-) -> Result<(), String> {
+) -> Result<(), WorkloadsError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
     let deadline = clock.instant() + within;
     loop {
         let list = pods
             .list(&kube::api::ListParams::default())
             .await
-            .map_err(|e| format!("failed to list the workload pods: {e}"))?;
+            .map_err(WorkloadsError::List)?;
         let waiting: Vec<String> = list
             .items
             .iter()
@@ -339,11 +353,10 @@ pub(crate) async fn wait_workloads_running(
             return Ok(());
         }
         if clock.instant() >= deadline {
-            return Err(format!(
-                "workload pods did not start within {}: {}",
-                rackproof_clock::format_duration(within),
-                waiting.join(", ")
-            ));
+            return Err(WorkloadsError::NotRunning {
+                within: rackproof_clock::format_duration(within),
+                waiting,
+            });
         }
         clock.sleep(std::time::Duration::from_secs(1)).await;
     }

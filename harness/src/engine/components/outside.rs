@@ -24,6 +24,7 @@ use std::time::Duration;
 use rackproof_apiserver::HttpsServer;
 
 use crate::engine::cluster::api::ApiCluster;
+use crate::engine::cluster::api::ClusterError;
 use crate::engine::components::group::GroupLeader;
 use rackproof_clock::Clock;
 
@@ -40,10 +41,9 @@ pub(crate) enum OutsideError {
     /// The directory of the run's kubeconfig could not be made.
     #[error("failed to create a directory for the run's kubeconfig")]
     KubeconfigDir(#[source] std::io::Error),
-    /// The cluster could not serve or describe itself to outside programs (the cluster's own
-    /// words).
-    #[error("{0}")]
-    Cluster(String),
+    /// The cluster could not serve or describe itself to outside programs.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
     /// A `PATH` entry cannot be joined into one variable.
     #[error("the PATH for outside programs is not valid")]
     Path(#[source] std::env::JoinPathsError),

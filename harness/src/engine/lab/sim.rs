@@ -16,6 +16,7 @@ use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimError, SimMachine};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
 
 use crate::engine::cluster::api::ApiCluster;
+use crate::engine::cluster::api::ClusterError;
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::lab::Lines;
 use crate::engine::lab::provider::OscLocation;
@@ -38,9 +39,9 @@ pub(crate) enum SimLabError {
     /// The image server's slots could not be made.
     #[error(transparent)]
     Slots(#[from] sim_nodes::SlotsError),
-    /// The cluster did not give a node its client (the cluster's own words).
-    #[error("{0}")]
-    Cluster(String),
+    /// The cluster did not give a node its client.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
     /// A node's simulated machine could not be built.
     #[error("failed to build simulated machine {node}")]
     Machine {

@@ -18,6 +18,7 @@ use rackproof_redfish::{Emulator, EmulatorConfig};
 
 use super::{ImageLab, ImageNode, ImageNodeError, Served, Serving};
 use crate::engine::cluster::api::ApiCluster;
+use crate::engine::cluster::api::ClusterError;
 use crate::engine::lab::guest::{Guest, GuestKind};
 use crate::engine::lab::rack::RackError;
 use crate::scenario::{BmcKind, BootBehaviour, Scenario};
@@ -33,9 +34,9 @@ pub(crate) enum BuildError {
     /// The image server did not start.
     #[error("failed to start the image server")]
     ImageServer(#[source] ImageServerError),
-    /// The cluster did not give the nodes an endpoint or a token (the cluster's own words).
-    #[error("{0}")]
-    Cluster(String),
+    /// The cluster did not give the nodes an endpoint or a token.
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
     /// The lab's temporary directory could not be made.
     #[error("creating a temporary directory failed")]
     TempDir(#[source] std::io::Error),
