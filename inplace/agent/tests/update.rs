@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use common::{NODE, SECRET, Sim, annotation, label, osc};
 use inplace_api::keys;
+use serde_json::Value;
 
 const LIMIT: Duration = Duration::from_secs(3600);
 
@@ -525,4 +526,151 @@ async fn a_failed_update_without_drain_is_carried_out_again_once_the_mark_is_rem
         Some(&b"changed\n"[..])
     );
     assert_eq!(label(&node, keys::LABEL_UPDATE_RESULT), None);
+}
+
+// Where the agent writes its state: every write of one update, in order, named by the fields it
+// changed. Crash safety rests on these points (`inplace_agent::state`), so a change that moves,
+// drops or doubles a write shows up here, not only as a rare crash.
+
+/// The leaf paths whose values differ between `before` and `after` (objects compared field by
+/// field, anything else as a whole).
+fn changed(before: &Value, after: &Value, path: &str, out: &mut Vec<String>) {
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            let keys: std::collections::BTreeSet<&String> = b.keys().chain(a.keys()).collect();
+            for key in keys {
+                let null = Value::Null;
+                changed(
+                    b.get(key).unwrap_or(&null),
+                    a.get(key).unwrap_or(&null),
+                    &format!("{path}/{key}"),
+                    out,
+                );
+            }
+        }
+        (b, a) if b != a => out.push(path.to_owned()),
+        _ => {}
+    }
+}
+
+/// The writes of an update to OS 2.0.0 with `exits` as the OS-update command's exit codes
+/// (0 when the script runs out) and at most `max_attempts` runs: each write as the paths it
+/// changed, an object replaced or removed as a whole as one path.
+async fn writes_of_update(exits: &[i32], max_attempts: u32) -> Vec<String> {
+    let mut sim = Sim::new().await;
+    sim.config.os_update_max_attempts = max_attempts;
+    sim.runner
+        .script
+        .lock()
+        .unwrap()
+        .extend(exits.iter().copied());
+    sim.start().await;
+    let before = sim.saved.lock().unwrap().len();
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.ready_for_update().await;
+    sim.wait_result(LIMIT).await;
+    sim.wait_for(|_| false, Duration::from_secs(120)).await;
+    let saved = sim.saved.lock().unwrap().clone();
+    let mut previous = match before {
+        0 => Value::Object(serde_json::Map::new()),
+        n => serde_json::from_slice(&saved[n - 1]).unwrap(),
+    };
+    let mut writes = Vec::new();
+    for document in &saved[before..] {
+        let document: Value = serde_json::from_slice(document).unwrap();
+        let mut paths = Vec::new();
+        // A plan that appears or goes is one change, not one per field.
+        match (previous.get("plan"), document.get("plan")) {
+            (Some(_), Some(_)) => changed(&previous, &document, "", &mut paths),
+            _ => {
+                let (mut b, mut a) = (previous.clone(), document.clone());
+                for v in [&mut b, &mut a] {
+                    if let Some(plan) = v.get_mut("plan") {
+                        *plan = Value::String("<plan>".into());
+                    }
+                    if let Some(applied) = v.get_mut("applied") {
+                        *applied = Value::String("<applied>".into());
+                    }
+                }
+                changed(&b, &a, "", &mut paths);
+            }
+        }
+        writes.push(paths.join(" "));
+        previous = document;
+    }
+    writes
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_clean_update_writes_its_state_at_each_step_in_order() {
+    let writes = writes_of_update(&[], 3).await;
+    assert_eq!(
+        writes,
+        [
+            "/plan",
+            "/plan/done/files",
+            "/plan/os/started",
+            "/plan/os/finished /plan/os/installed",
+            "/plan/os/rebootFromBoot /plan/os/rebooting",
+            "/plan/done/os",
+            "/plan/done/reported",
+            "/plan",
+        ],
+        "{writes:#?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retried_update_writes_its_state_at_each_step_in_order() {
+    let writes = writes_of_update(&[3], 3).await;
+    assert_eq!(
+        writes,
+        [
+            "/plan",
+            "/plan/done/files",
+            "/plan/os/started",
+            "/plan/os/finished /plan/os/lastError /plan/os/nextRunAt",
+            "/plan/os/started",
+            "/plan/os/finished /plan/os/installed /plan/os/lastError",
+            "/plan/os/rebootFromBoot /plan/os/rebooting",
+            "/plan/done/os",
+            "/plan/done/reported",
+            "/plan",
+        ],
+        "{writes:#?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_out_of_attempts_writes_its_state_at_each_step_in_order() {
+    let writes = writes_of_update(&[3, 3], 2).await;
+    assert_eq!(
+        writes,
+        [
+            "/plan",
+            "/plan/done/files",
+            "/plan/os/started",
+            "/plan/os/finished /plan/os/lastError /plan/os/nextRunAt",
+            "/plan/os/started",
+            "/plan/failure /plan/os/finished /plan/os/lastError",
+            "/plan/failureReported",
+        ],
+        "{writes:#?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_non_retriable_failure_writes_its_state_at_each_step_in_order() {
+    let writes = writes_of_update(&[1], 3).await;
+    assert_eq!(
+        writes,
+        [
+            "/plan",
+            "/plan/done/files",
+            "/plan/os/started",
+            "/plan/failure /plan/os/finished /plan/os/lastError",
+            "/plan/failureReported",
+        ],
+        "{writes:#?}"
+    );
 }

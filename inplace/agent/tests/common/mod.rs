@@ -61,6 +61,7 @@ pub struct CrashingStore {
     inner: MemoryStore,
     writes: Arc<AtomicU64>,
     crash_after: Arc<Mutex<Option<u64>>>,
+    saved: Arc<Mutex<Vec<Vec<u8>>>>,
     /// The crash tears the write it interrupts: only the first half of the document lands.
     tear: bool,
     crashed: mpsc::UnboundedSender<Event>,
@@ -73,6 +74,9 @@ impl StateStore for CrashingStore {
     }
     async fn put(&self, key: &str, value: &[u8]) -> Result<(), StoreError> {
         self.inner.put(key, value).await?;
+        if key == inplace_agent::state::STATE_KEY {
+            self.saved.lock().unwrap().push(value.to_vec());
+        }
         let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
         let crash = {
             let mut at = self.crash_after.lock().unwrap();
@@ -148,6 +152,8 @@ pub struct Sim {
     /// The crash at `crash_after` leaves that state write torn (half written).
     pub tear_on_crash: bool,
     pub writes: Arc<AtomicU64>,
+    /// Every state document the agent wrote, in order.
+    pub saved: Arc<Mutex<Vec<Vec<u8>>>>,
     pub boot_id: Arc<AtomicU64>,
     pub config: AgentConfig,
     /// Every request the agent sent, as "METHOD path?query".
@@ -298,6 +304,7 @@ impl Sim {
             crash_after: Arc::new(Mutex::new(None)),
             tear_on_crash: false,
             writes: Arc::new(AtomicU64::new(0)),
+            saved: Arc::default(),
             boot_id: Arc::new(AtomicU64::new(0)),
             config,
             requests: Arc::default(),
@@ -406,6 +413,7 @@ impl Sim {
             inner: self.store.clone(),
             writes: self.writes.clone(),
             crash_after: self.crash_after.clone(),
+            saved: self.saved.clone(),
             tear: self.tear_on_crash,
             crashed: self.events_tx.clone(),
         };

@@ -1,6 +1,11 @@
 //! Turns an HTTP request (method, path, query, content type, body) into a typed [`Action`],
 //! in one place. Everything malformed becomes an [`ApiError`] here, before any state is touched.
 
+mod options;
+mod query;
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,9 +14,13 @@ use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::patch::PatchType;
-use crate::pointer::At;
 use crate::registry::{Registry, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
+
+use options::{delete_options, dry_run, json_body, list_options};
+use query::{Query, query_pairs};
+
+pub(crate) use query::query_value;
 
 /// A subresource path segment we serve.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -149,91 +158,6 @@ impl Action {
             }
             _ => None,
         }
-    }
-}
-
-/// Decoded query parameters, in order.
-/// One query parameter's decoded value, read before the request is parsed (Table printing).
-pub(crate) fn query_value(query: &str, key: &str) -> Option<String> {
-    query_pairs(query)
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v)
-}
-
-fn query_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (percent_decode(k), percent_decode(v))
-        })
-        .collect()
-}
-
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3])
-                    .ok()
-                    .and_then(|h| u8::from_str_radix(h, 16).ok());
-                match hex {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-struct Query(Vec<(String, String)>);
-
-impl Query {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    /// Every value of a repeated parameter, in order.
-    fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.0
-            .iter()
-            .filter(move |(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn flag(&self, key: &str) -> Result<bool, ApiError> {
-        match self.get(key) {
-            None | Some("false") | Some("0") => Ok(false),
-            Some("true") | Some("1") | Some("") => Ok(true),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "invalid value for {key}: {other:?} is not a boolean"
-            ))),
-        }
-    }
-
-    fn number<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, ApiError> {
-        self.get(key)
-            .map(|v| {
-                v.parse::<T>().map_err(|_| {
-                    ApiError::bad_request(format!("invalid value for {key}: {v:?} is not a number"))
-                })
-            })
-            .transpose()
     }
 }
 
@@ -569,216 +493,5 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
         _ => Err(ApiError::method_not_allowed(format!(
             "the server does not allow method {method}"
         ))),
-    }
-}
-
-fn dry_run(query: &Query) -> Result<bool, ApiError> {
-    match query.get("dryRun") {
-        None | Some("") => Ok(false),
-        Some("All") => Ok(true),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "Invalid value: {other:?}: supported values: \"All\""
-        ))),
-    }
-}
-
-fn list_options(query: &Query, resource: &Resource) -> Result<ListOptions, ApiError> {
-    let labels = LabelSelector::parse(query.get("labelSelector").unwrap_or_default())?;
-    let fields = FieldSelector::parse(
-        query.get("fieldSelector").unwrap_or_default(),
-        &resource.selectable_fields(),
-    )?;
-    let limit: Option<i64> = query.number("limit")?;
-    let limit = match limit {
-        Some(n) if n > 0 => Some(n as usize),
-        _ => None,
-    };
-    Ok(ListOptions {
-        labels,
-        fields,
-        limit,
-        continue_token: query
-            .get("continue")
-            .filter(|c| !c.is_empty())
-            .map(str::to_owned),
-        resource_version: query.get("resourceVersion").map(str::to_owned),
-        timeout_seconds: query.number("timeoutSeconds")?,
-        bookmarks: query.flag("allowWatchBookmarks")?,
-        send_initial_events: query.flag("sendInitialEvents")?,
-    })
-}
-
-fn check_json_media(content_type: &str) -> Result<(), ApiError> {
-    let media = content_type.split(';').next().unwrap_or_default().trim();
-    match media {
-        "" | "application/json" | "*/*" => Ok(()),
-        other => Err(ApiError::unsupported_media_type(other)),
-    }
-}
-
-/// Decodes a JSON object body.
-pub(crate) fn json_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
-    check_json_media(content_type)?;
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))
-    })?;
-    if !value.is_object() {
-        return Err(ApiError::bad_request(
-            "the body of the request must be a JSON object",
-        ));
-    }
-    Ok(value)
-}
-
-fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
-    let mut options = DeleteOptions {
-        grace_period: query.number("gracePeriodSeconds")?,
-        propagation: query.get("propagationPolicy").map(str::to_owned),
-        uid: None,
-        resource_version: None,
-        dry_run: dry_run(query)?,
-    };
-    if query.flag("orphanDependents")? {
-        options.propagation = Some("Orphan".to_owned());
-    }
-    if !body.iter().all(u8::is_ascii_whitespace) {
-        let value: Value = serde_json::from_slice(body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "the body of the request could not be decoded as DeleteOptions: {e}"
-            ))
-        })?;
-        if let Some(grace) = value.get("gracePeriodSeconds").filter(|v| !v.is_null()) {
-            options.grace_period =
-                Some(grace.as_i64().ok_or_else(|| {
-                    ApiError::bad_request("gracePeriodSeconds must be an integer")
-                })?);
-        }
-        if let Some(policy) = value.get("propagationPolicy").and_then(Value::as_str) {
-            options.propagation = Some(policy.to_owned());
-        }
-        if value.get("orphanDependents").and_then(Value::as_bool) == Some(true) {
-            options.propagation = Some("Orphan".to_owned());
-        }
-        options.uid = value
-            .at("/preconditions/uid")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        options.resource_version = value
-            .at("/preconditions/resourceVersion")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        if value
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|d| d.iter().any(|v| v == "All"))
-        {
-            options.dry_run = true;
-        }
-    }
-    if let Some(policy) = &options.propagation
-        && !matches!(policy.as_str(), "Foreground" | "Background" | "Orphan")
-    {
-        return Err(ApiError::bad_request(format!(
-            "propagationPolicy: Unsupported value: {policy:?}: supported values: \"Foreground\", \"Background\", \"Orphan\""
-        )));
-    }
-    Ok(options)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn parse_get(path: &str, query: &str) -> Result<Action, ApiError> {
-        let registry = Registry::builtin();
-        parse(
-            RawRequest {
-                method: &Method::GET,
-                path,
-                query,
-                content_type: "",
-                accept: "",
-                body: Bytes::new(),
-            },
-            &registry,
-        )
-    }
-
-    #[test]
-    fn paths_resolve_to_actions() {
-        assert!(
-            matches!(parse_get("/api/v1/namespaces/default/pods/p", "").unwrap(), Action::Get(t) if t.name() == "p" && t.namespace() == "default")
-        );
-        assert!(
-            matches!(parse_get("/api/v1/pods", "labelSelector=a%3Db&limit=2").unwrap(), Action::List(t, o) if t.namespace.is_none() && o.limit == Some(2))
-        );
-        assert!(
-            matches!(parse_get("/api/v1/nodes/n1/status", "").unwrap(), Action::Get(t) if t.sub == Some(Subresource::Status))
-        );
-        assert!(
-            matches!(parse_get("/apis/apps/v1/namespaces/x/deployments", "watch=true&resourceVersion=5").unwrap(), Action::Watch(_, o) if o.resource_version.as_deref() == Some("5"))
-        );
-        assert!(
-            matches!(parse_get("/api/v1/namespaces/n1", "").unwrap(), Action::Get(t) if t.resource.plural == "namespaces")
-        );
-        assert_eq!(parse_get("/api/v1/widgets", "").unwrap_err().code, 404);
-        assert_eq!(
-            parse_get("/api/v1/pods", "labelSelector=in%20(")
-                .unwrap_err()
-                .code,
-            400
-        );
-        assert_eq!(
-            parse_get("/api/v1/pods", "fieldSelector=spec.bogus%3D1")
-                .unwrap_err()
-                .code,
-            400
-        );
-        assert_eq!(
-            parse_get("/api/v1/nodes/n/eviction", "").unwrap_err().code,
-            404
-        );
-        assert_eq!(percent_decode("a%3Db+c%2"), "a=b c%2");
-        let registry = Registry::builtin();
-        let protobuf = RawRequest {
-            method: &Method::GET,
-            path: "/openapi/v2",
-            query: "",
-            content_type: "",
-            accept: "application/com.github.proto-openapi.spec.v2@v1.0+protobuf",
-            body: Bytes::new(),
-        };
-        assert!(
-            matches!(parse(protobuf, &registry).unwrap(), Action::OpenApiV2 { media_type } if media_type == crate::openapi::V2_PROTOBUF)
-        );
-        let json = RawRequest {
-            method: &Method::GET,
-            path: "/openapi/v2",
-            query: "",
-            content_type: "",
-            accept: "application/json",
-            body: Bytes::new(),
-        };
-        assert!(matches!(
-            parse(json, &registry).unwrap(),
-            Action::OpenApiV2 {
-                media_type: "application/json"
-            }
-        ));
-        let yaml = RawRequest {
-            method: &Method::GET,
-            path: "/openapi/v2",
-            query: "",
-            content_type: "",
-            accept: "application/yaml",
-            body: Bytes::new(),
-        };
-        assert_eq!(parse(yaml, &registry).unwrap_err().code, 406);
-        assert!(wants_aggregated(
-            "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json"
-        ));
-        assert!(!wants_aggregated(
-            "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json"
-        ));
     }
 }

@@ -38,12 +38,16 @@
 //! update-failed label should be removed from the node"). A plan that needs no drain starts over
 //! as soon as the label is gone: no `ReadyForUpdate` ever comes for it.
 
+mod journal;
+mod os_update;
+mod steps;
+
 use std::collections::BTreeMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use inplace_api::keys::{self, OsUpdateExit};
+use inplace_api::keys;
 use inplace_api::osc::secret::{DecodedOsc, decode_secret};
 use inplace_api::unmanaged::Unmanaged;
 use jiff::Timestamp;
@@ -57,15 +61,16 @@ use crate::config::AgentConfig;
 use crate::follow::follow;
 use crate::heartbeat::Heartbeat;
 use crate::node::{self, NodeHandle};
-use crate::osupdate::runner::{OsUpdateInvocation, OsUpdateRunner, RunError};
+use crate::osupdate::runner::OsUpdateRunner;
 use crate::plan::{Machine, plan};
 use crate::platform::files::FileSink;
 use crate::platform::kubelet::Kubelet;
 use crate::platform::os_version::OsVersionSource;
 use crate::platform::reboot::Reboot;
-use crate::state::{self, AgentState, Applied, OsProgress, Plan};
+use crate::state::{self, AgentState};
 use crate::store::StateStore;
 use crate::together::run_together;
+use journal::Journal;
 
 /// The platform the agent runs on (see the crate docs for the implementations).
 #[derive(Debug, Clone)]
@@ -421,11 +426,6 @@ impl Agent {
         Ok(decoded)
     }
 
-    async fn save(&self, state: &AgentState) -> Result<(), AgentError> {
-        state::save(self.platform.store.as_ref(), state).await?;
-        Ok(())
-    }
-
     /// One reconcile pass (see the module docs), reading the Node and the OSC Secret from the API.
     pub async fn reconcile(&self) -> Result<Outcome, AgentError> {
         self.reconcile_with(Reads::Live).await
@@ -451,11 +451,13 @@ impl Agent {
                 self.config.node_name
             )));
         };
-        let mut state = match state::load(self.platform.store.as_ref()).await {
-            Ok(state) => state,
+        let store = self.platform.store.as_ref();
+        let mut journal = match Journal::load(store).await {
+            Ok(journal) => journal,
             Err(state::StateError::Corrupt(e)) => self.recover(&decoded, &node, &e).await?,
             Err(e) => return Err(e.into()),
         };
+        let state = journal.state();
         let applied_checksum = state.applied.as_ref().map(|a| a.checksum.clone());
         if state.plan.is_none() && applied_checksum.as_deref() == Some(decoded.checksum.as_str()) {
             if node::annotation(&node, keys::ANNOTATION_CHECKSUM_APPLIED_OSC)
@@ -488,24 +490,18 @@ impl Agent {
                 Ok(p) => p,
                 Err(e) => return Ok(Outcome::Waiting(e.to_string())),
             };
-            if let Some(old) = state.plan.take()
+            if let Some(old) = state.plan.as_ref()
                 && old.os_version.is_some()
                 && old.os_version == new_plan.os_version
             {
-                new_plan.os = old.os;
+                new_plan.os = old.os.clone();
             }
             tracing::info!(checksum = %new_plan.checksum, changes = ?new_plan.changes, "new operating system config");
-            state.plan = Some(new_plan);
-            self.save(&state).await?;
+            journal.start_plan(new_plan).await?;
         }
-        let outcome = self.carry_out(&mut state, &node).await?;
+        let outcome = self.carry_out(&mut journal, &node).await?;
         if let Outcome::Applied = outcome {
-            let plan = state.plan.take().expect("a completed pass has a plan");
-            state.applied = Some(Applied {
-                checksum: plan.checksum,
-                osc: plan.osc,
-            });
-            self.save(&state).await?;
+            journal.finish_plan().await?;
             tracing::info!("operating system config applied");
         }
         Ok(outcome)
@@ -523,7 +519,7 @@ impl Agent {
         decoded: &DecodedOsc,
         node: &Node,
         error: &serde_json::Error,
-    ) -> Result<AgentState, AgentError> {
+    ) -> Result<Journal<'_>, AgentError> {
         tracing::error!(
             error = %error,
             "the agent state ({}) is corrupt; set aside as {} and rebuilt from the running version, the Node and the ESP",
@@ -540,8 +536,9 @@ impl Agent {
             os_version: running.clone(),
             kubelet_version: self.platform.kubelet.version(),
         };
+        let store = self.platform.store.as_ref();
         let Ok(mut rebuilt) = plan(None, &machine, &decoded.osc, &decoded.checksum) else {
-            return Ok(AgentState::default());
+            return Ok(Journal::empty(store));
         };
         let target = decoded
             .osc
@@ -561,445 +558,6 @@ impl Agent {
             applied: None,
             plan: Some(rebuilt),
         };
-        self.save(&state).await?;
-        Ok(state)
-    }
-
-    fn plan_mut<'a>(&self, state: &'a mut AgentState) -> &'a mut Plan {
-        state
-            .plan
-            .as_mut()
-            .expect("reconcile creates the plan first")
-    }
-
-    async fn fail(&self, state: &mut AgentState, reason: String) -> Result<Outcome, AgentError> {
-        tracing::warn!(%reason, "update failed");
-        let plan = self.plan_mut(state);
-        plan.failure = Some(reason.clone());
-        plan.failure_reported = false;
-        self.save(state).await?;
-        self.node.mark_failed(&reason).await?;
-        self.plan_mut(state).failure_reported = true;
-        self.save(state).await?;
-        Ok(Outcome::Failed(reason))
-    }
-
-    async fn carry_out(
-        &self,
-        state: &mut AgentState,
-        node: &k8s_openapi::api::core::v1::Node,
-    ) -> Result<Outcome, AgentError> {
-        let plan = self.plan_mut(state);
-        if let Some(reason) = plan.failure.clone() {
-            if !plan.failure_reported {
-                self.node.mark_failed(&reason).await?;
-                self.plan_mut(state).failure_reported = true;
-                self.save(state).await?;
-                return Ok(Outcome::Failed(reason));
-            }
-            let still_marked =
-                node::label(node, keys::LABEL_UPDATE_RESULT) == Some(keys::UPDATE_RESULT_FAILED);
-            // A plan without drain never gets `ReadyForUpdate` (no one drains for it): the
-            // removed mark alone starts it over.
-            let needs_drain = plan.needs_drain();
-            if still_marked || (needs_drain && !node::ready_for_update(node)) {
-                return Ok(Outcome::Failed(reason));
-            }
-            tracing::info!(
-                needs_drain,
-                "the failed mark was removed (and the node is ready for update, if the plan needs a drain); starting over"
-            );
-            let plan = self.plan_mut(state);
-            plan.failure = None;
-            plan.failure_reported = false;
-            plan.os = OsProgress::default();
-            self.save(state).await?;
-        }
-
-        if !self.plan_mut(state).done.files {
-            let osc = self.plan_mut(state).osc.clone();
-            let wanted = self.plan_mut(state).files.clone();
-            for file in osc.spec.files.iter().filter(|f| wanted.contains(&f.path)) {
-                let bytes = match file.bytes() {
-                    Ok(b) => b,
-                    Err(e) => {
-                        return self
-                            .fail(
-                                state,
-                                format!("file {} of the OSC is unusable: {e}", file.path),
-                            )
-                            .await;
-                    }
-                };
-                if let Err(e) = self
-                    .platform
-                    .files
-                    .write(&file.path, &bytes, file.permissions.unwrap_or(0o600))
-                    .await
-                {
-                    return self
-                        .fail(
-                            state,
-                            format!("failed to write file {}: {}", file.path, error_chain(&e)),
-                        )
-                        .await;
-                }
-            }
-            self.plan_mut(state).done.files = true;
-            self.save(state).await?;
-        }
-        let plan = self.plan_mut(state);
-        if plan.kubelet_version.is_some()
-            && !plan.kubelet_needs_drain
-            && !plan.done.kubelet
-            && let Step::Stop(outcome) = self.update_kubelet(state).await?
-        {
-            return Ok(outcome);
-        }
-        if !self.plan_mut(state).needs_drain() {
-            self.node
-                .mark(
-                    &BTreeMap::new(),
-                    &BTreeMap::from([(
-                        keys::ANNOTATION_CHECKSUM_APPLIED_OSC,
-                        Some(self.plan_mut(state).checksum.as_str()),
-                    )]),
-                )
-                .await?;
-            return Ok(Outcome::Applied);
-        }
-        if !node::ready_for_update(node) {
-            return Ok(Outcome::Waiting(format!(
-                "waiting for the node's {} condition to say {}",
-                keys::CONDITION_IN_PLACE_UPDATE,
-                keys::REASON_READY_FOR_UPDATE
-            )));
-        }
-
-        let plan = self.plan_mut(state);
-        if plan.ca_rotation && !plan.done.ca_rotation {
-            tracing::info!("certificate authorities rotation: re-bootstrapping the kubelet");
-            if let Err(e) = self.platform.kubelet.rebootstrap().await {
-                return self
-                    .fail(
-                        state,
-                        format!(
-                            "failed to re-bootstrap the kubelet after the CA rotation: {}",
-                            error_chain(&e)
-                        ),
-                    )
-                    .await;
-            }
-            if !self.wait_kubelet_healthy().await {
-                let reason = format!(
-                    "kubelet is not healthy within {} after the CA rotation",
-                    rackproof_clock::format_duration(self.config.kubelet_health_timeout)
-                );
-                return self.fail(state, reason).await;
-            }
-            self.plan_mut(state).done.ca_rotation = true;
-            self.save(state).await?;
-        }
-        let plan = self.plan_mut(state);
-        if plan.sa_rotation && !plan.done.sa_rotation {
-            tracing::info!("service account key rotation: refreshing tokens");
-            if let Err(reason) = self.sync_tokens().await {
-                return self.fail(state, reason).await;
-            }
-            self.plan_mut(state).done.sa_rotation = true;
-            self.save(state).await?;
-        }
-        let plan = self.plan_mut(state);
-        if plan.kubelet_version.is_some()
-            && !plan.done.kubelet
-            && let Step::Stop(outcome) = self.update_kubelet(state).await?
-        {
-            return Ok(outcome);
-        }
-        let plan = self.plan_mut(state);
-        if plan.os_version.is_some()
-            && !plan.done.os
-            && let Step::Stop(outcome) = self.update_os(state).await?
-        {
-            return Ok(outcome);
-        }
-        if !self.plan_mut(state).done.reported {
-            let deleted = self.node.delete_pods().await?;
-            tracing::info!(deleted, "deleted the pods left on the node");
-            let checksum = self.plan_mut(state).checksum.clone();
-            self.node
-                .mark(
-                    &BTreeMap::from([(
-                        keys::LABEL_UPDATE_RESULT,
-                        Some(keys::UPDATE_RESULT_SUCCESSFUL),
-                    )]),
-                    &BTreeMap::from([
-                        (keys::ANNOTATION_UPDATE_FAILED_REASON, None),
-                        (keys::ANNOTATION_UPDATING_OS_VERSION, None),
-                        (
-                            keys::ANNOTATION_CHECKSUM_APPLIED_OSC,
-                            Some(checksum.as_str()),
-                        ),
-                    ]),
-                )
-                .await?;
-            self.plan_mut(state).done.reported = true;
-            self.save(state).await?;
-        }
-        Ok(Outcome::Applied)
-    }
-
-    async fn wait_kubelet_healthy(&self) -> bool {
-        let probe = async {
-            loop {
-                if self.platform.kubelet.healthy().await {
-                    return;
-                }
-                self.clock.sleep(self.config.kubelet_health_interval).await;
-            }
-        };
-        self.clock
-            .timeout(self.config.kubelet_health_timeout, probe)
-            .await
-            .is_ok()
-    }
-
-    async fn update_kubelet(&self, state: &mut AgentState) -> Result<Step, AgentError> {
-        let plan = self.plan_mut(state);
-        let version = plan
-            .kubelet_version
-            .clone()
-            .expect("called with a kubelet version");
-        let config = plan
-            .osc
-            .spec
-            .in_place_updates
-            .as_ref()
-            .map(|u| serde_json::to_string(&u.kubelet).expect("kubelet config serialises"));
-        tracing::info!(%version, "updating the kubelet");
-        if let Err(e) = self
-            .platform
-            .kubelet
-            .apply(&version, config.as_deref())
-            .await
-        {
-            return Ok(Step::Stop(
-                self.fail(
-                    state,
-                    format!(
-                        "failed to update the kubelet to {version}: {}",
-                        error_chain(&e)
-                    ),
-                )
-                .await?,
-            ));
-        }
-        if !self.wait_kubelet_healthy().await {
-            let reason = format!(
-                "kubelet {version} is not healthy within {} after the in-place update",
-                rackproof_clock::format_duration(self.config.kubelet_health_timeout)
-            );
-            return Ok(Step::Stop(self.fail(state, reason).await?));
-        }
-        self.plan_mut(state).done.kubelet = true;
-        self.save(state).await?;
-        Ok(Step::Continue)
-    }
-
-    async fn sync_tokens(&self) -> Result<(), String> {
-        for token in &self.config.token_secrets {
-            let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &token.namespace);
-            let secret = secrets.get(&token.name).await.map_err(|e| {
-                format!(
-                    "failed to read token secret {}/{}: {}",
-                    token.namespace,
-                    token.name,
-                    error_chain(&e)
-                )
-            })?;
-            let data = secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get(&token.key))
-                .ok_or_else(|| {
-                    format!(
-                        "token secret {}/{} has no {:?} data",
-                        token.namespace, token.name, token.key
-                    )
-                })?;
-            self.platform
-                .files
-                .write(&token.path, &data.0, 0o600)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "failed to write token file {}: {}",
-                        token.path,
-                        error_chain(&e)
-                    )
-                })?;
-        }
-        Ok(())
-    }
-
-    async fn update_os(&self, state: &mut AgentState) -> Result<Step, AgentError> {
-        let target = self
-            .plan_mut(state)
-            .os_version
-            .clone()
-            .expect("called with an OS version");
-        let running = self
-            .platform
-            .os_version
-            .running_version()
-            .map_err(AgentError::OsVersion)?;
-        if running == target {
-            let blessed = self
-                .platform
-                .boot
-                .bless_booted()
-                .map_err(AgentError::Assess)?;
-            tracing::info!(%target, entry = %blessed, "running the attempted OS version; blessed the booted entry");
-            self.plan_mut(state).done.os = true;
-            self.save(state).await?;
-            return Ok(Step::Continue);
-        }
-        if self.plan_mut(state).os.rebooting {
-            let boot = self.platform.reboot.boot_id();
-            if boot.is_some() && boot == self.plan_mut(state).os.reboot_from_boot {
-                tracing::warn!("the requested reboot never happened (same boot); rebooting again");
-                return self.reboot(state, &target).await;
-            }
-            if let Err(e) = self.platform.boot.reject_version(&target) {
-                tracing::warn!(error = %error_chain(&e), "could not mark the failed entry bad");
-            }
-            let reason = format!(
-                "OS update rolled back: the node rebooted into version {target} but came back on version {running}; \
-                 the new boot entry failed and systemd-boot fell back to the previous one"
-            );
-            return Ok(Step::Stop(self.fail(state, reason).await?));
-        }
-        if self.plan_mut(state).os.installed {
-            return self.reboot(state, &target).await;
-        }
-        let max = self.config.os_update_max_attempts.max(1);
-        let progress = &mut self.plan_mut(state).os;
-        if progress.started > progress.finished {
-            let interrupted = progress.started;
-            progress.finished = progress.started;
-            progress.last_error = Some(format!(
-                "attempt {interrupted} was interrupted (the agent stopped while the command ran)"
-            ));
-            progress.next_run_at = self
-                .clock
-                .now()
-                .checked_add(self.config.backoff_before(interrupted + 1))
-                .ok();
-            tracing::warn!(
-                attempt = interrupted,
-                "an OS-update run was interrupted; it is not repeated"
-            );
-            self.save(state).await?;
-        }
-        let progress = &self.plan_mut(state).os;
-        if progress.started >= max {
-            let reason = format!(
-                "OS update to {target} failed after {max} attempts (retriable errors turn non-retriable after {max}); last: {}",
-                progress.last_error.clone().unwrap_or_default()
-            );
-            return Ok(Step::Stop(self.fail(state, reason).await?));
-        }
-        if let Some(at) = progress.next_run_at
-            && at > self.clock.now()
-        {
-            return Ok(Step::Stop(Outcome::Retrying(at)));
-        }
-        let Some(command) = self.plan_mut(state).osc.os_update().cloned() else {
-            return Ok(Step::Stop(
-                self.fail(state, "the OSC names no OS-update command".to_owned())
-                    .await?,
-            ));
-        };
-        self.node
-            .mark(
-                &BTreeMap::new(),
-                &BTreeMap::from([(keys::ANNOTATION_UPDATING_OS_VERSION, Some(target.as_str()))]),
-            )
-            .await?;
-        let progress = &mut self.plan_mut(state).os;
-        progress.started += 1;
-        let attempt = progress.started;
-        self.save(state).await?;
-        let invocation = OsUpdateInvocation {
-            command: command.command.clone(),
-            args: command.args.clone(),
-            timeout: self.config.os_update_timeout,
-            attempt,
-            node: self.config.node_name.clone(),
-        };
-        tracing::info!(%target, attempt, command = %invocation.command, args = ?invocation.args, "running the OS-update command");
-        let result = self.platform.os_update.run(&invocation).await;
-        let progress = &mut self.plan_mut(state).os;
-        progress.finished = attempt;
-        let retriable = match &result {
-            Ok(outcome) if outcome.exit == OsUpdateExit::Success => {
-                progress.installed = true;
-                progress.last_error = None;
-                self.save(state).await?;
-                return self.reboot(state, &target).await;
-            }
-            Ok(outcome) => {
-                let error = format!(
-                    "attempt {attempt}: {} (output: {})",
-                    outcome.exit,
-                    outcome.output.trim()
-                );
-                (outcome.exit.is_retriable(), error)
-            }
-            Err(e @ RunError::TimedOut { .. }) => (true, format!("attempt {attempt}: {e}")),
-            Err(e) => (false, format!("attempt {attempt}: {e}")),
-        };
-        let (retriable, error) = retriable;
-        progress.last_error = Some(error.clone());
-        if !retriable {
-            return Ok(Step::Stop(
-                self.fail(
-                    state,
-                    format!("OS update to {target} failed with a non-retriable error: {error}"),
-                )
-                .await?,
-            ));
-        }
-        if attempt >= max {
-            let reason = format!(
-                "OS update to {target} failed after {max} attempts (retriable errors turn non-retriable after {max}); last: {error}"
-            );
-            return Ok(Step::Stop(self.fail(state, reason).await?));
-        }
-        let at = self
-            .clock
-            .now()
-            .checked_add(self.config.backoff_before(attempt + 1))
-            .unwrap_or_else(|_| self.clock.now());
-        self.plan_mut(state).os.next_run_at = Some(at);
-        self.save(state).await?;
-        tracing::warn!(%error, retry_at = %at, "retriable OS-update failure");
-        Ok(Step::Stop(Outcome::Retrying(at)))
-    }
-
-    async fn reboot(&self, state: &mut AgentState, target: &str) -> Result<Step, AgentError> {
-        let boot = self.platform.reboot.boot_id();
-        let os = &mut self.plan_mut(state).os;
-        os.rebooting = true;
-        os.reboot_from_boot = boot;
-        self.save(state).await?;
-        tracing::info!(%target, "rebooting into the new OS version");
-        let error = self.platform.reboot.reboot().await;
-        self.plan_mut(state).os.rebooting = false;
-        let reason = format!(
-            "failed to reboot into OS version {target}: {}",
-            error_chain(&error)
-        );
-        Ok(Step::Stop(self.fail(state, reason).await?))
+        Ok(Journal::replace(store, state).await?)
     }
 }
