@@ -180,9 +180,9 @@ pub fn record() -> Option<&'static Record> {
 /// The file in an [`owned_tempdir`] that names its owner (`PID STARTTIME`).
 pub const OWNER_FILE: &str = "owner";
 
-/// A temporary directory `$TMPDIR/<prefix>XXXXXX`, mode 0700, removed when dropped, whose
-/// [`OWNER_FILE`] names this process, so that [`sweep_dirs`] removes it should this process be
-/// killed outright. Without a readable start time of its own the directory names no owner and is
+/// A temporary directory in `$TMPDIR` named `<prefix>` and six random characters, mode 0700,
+/// removed when dropped, whose [`OWNER_FILE`] names this process, so that [`sweep_dirs`] removes
+/// it should this process be killed outright. Without a readable start time of its own the directory names no owner and is
 /// never swept (a wrong owner line would get a live directory removed).
 pub fn owned_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
