@@ -182,8 +182,9 @@ pub const OWNER_FILE: &str = "owner";
 
 /// A temporary directory in `$TMPDIR` named `<prefix>` and six random characters, mode 0700,
 /// removed when dropped, whose [`OWNER_FILE`] names this process, so that [`sweep_dirs`] removes
-/// it should this process be killed outright. Without a readable start time of its own the directory names no owner and is
-/// never swept (a wrong owner line would get a live directory removed).
+/// it should this process be killed outright. Without a readable start time of its own the
+/// directory names no owner and is never swept (a wrong owner line would get a live directory
+/// removed).
 pub fn owned_tempdir(prefix: &str) -> std::io::Result<tempfile::TempDir> {
     let dir = tempfile::Builder::new().prefix(prefix).tempdir()?;
     if let Some(line) = owner_line() {
