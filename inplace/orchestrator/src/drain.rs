@@ -15,7 +15,9 @@
 //!    failed (GEP-31: "If a drain operation times out or fails, the node will be forcefully
 //!    drained"): every remaining pod, terminating or not, is deleted with grace period 0, PDBs
 //!    notwithstanding.
-//! 4. The node is drained when no pods other than those in 1 remain.
+//! 4. The node is drained when no pods other than those in 1 remain. Until then the next round
+//!    comes one [`POD_DELETION_POLL`] later while evicted or deleted pods are still going (as
+//!    `kubectl drain` waits for their deletion), else when the first refused eviction is due.
 //!
 //! Caveats: refusal counts restart with the orchestrator (the drain timeout, which is stored in the
 //! node condition's transition time, still bounds the whole drain); volume detachment is not
@@ -30,6 +32,10 @@ use kube::api::{DeleteParams, ListParams};
 use kube::{Api, Client, ResourceExt};
 
 use crate::error::{Error, status_code};
+
+/// How often a drain looks again while pods it evicted or deleted are still going (`kubectl
+/// drain` polls their deletion every second; MCM's drain waits for them the same way).
+pub const POD_DELETION_POLL: Duration = Duration::from_secs(1);
 
 /// How the drain treats a pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,11 +91,20 @@ pub(crate) struct Round {
     pub(crate) exhausted: Vec<String>,
     /// Pods still on the node that keep the drain from finishing.
     pub(crate) remaining: usize,
+    /// When the next round can change something: one [`POD_DELETION_POLL`] while evicted or
+    /// deleted pods are still going, else when the first refused eviction is due again (`None`:
+    /// nothing is pending).
+    pub(crate) look_again: Option<Duration>,
 }
 
 impl Round {
     pub(crate) fn drained(&self) -> bool {
         self.remaining == 0
+    }
+
+    /// Asks for the next round no later than `after`.
+    fn look_again_within(&mut self, after: Duration) {
+        self.look_again = Some(self.look_again.map_or(after, |now| now.min(after)));
     }
 }
 
@@ -185,19 +200,22 @@ pub(crate) async fn drain_round(
         let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
         round.remaining += 1;
         if classify(pod) == PodClass::Terminating {
+            round.look_again_within(POD_DELETION_POLL);
             continue;
         }
         // A refused eviction is retried once the interval has passed, however often rounds run.
-        if refusals
-            .get(&key)
-            .is_some_and(|(_, at)| retries.now < add(*at, retries.interval))
-        {
-            continue;
+        if let Some((_, at)) = refusals.get(&key) {
+            let due = add(*at, retries.interval);
+            if retries.now < due {
+                round.look_again_within(due.duration_since(retries.now).unsigned_abs());
+                continue;
+            }
         }
         match evict(client, &namespace, &name, eviction).await {
             Ok(_) => {
                 refusals.remove(&key);
                 round.evicted.push(key);
+                round.look_again_within(POD_DELETION_POLL);
             }
             Err(e) if status_code(&e) == Some(404) => {
                 round.remaining -= 1;
@@ -206,7 +224,9 @@ pub(crate) async fn drain_round(
                 let (count, at) = refusals.entry(key.clone()).or_insert((0, retries.now));
                 *count += 1;
                 *at = retries.now;
+                round.look_again_within(retries.interval);
                 if *count >= retries.max.max(1) {
+                    round.look_again_within(POD_DELETION_POLL);
                     // MCM's drain: once the retries are spent the pod is deleted, budget or not.
                     match api.delete(&name, &DeleteParams::default()).await {
                         Ok(_) => {}

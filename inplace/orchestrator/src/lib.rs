@@ -119,6 +119,7 @@ use rackproof_clock::Clock;
 use tokio::sync::Mutex;
 
 use cache::{Cached, Caches};
+pub use drain::POD_DELETION_POLL;
 pub use error::Error;
 use events::{Kind, Recorder};
 

@@ -321,8 +321,9 @@ async fn run_step(
             }
             let until_deadline = ctx.clock.until(deadline);
             Ok(Action::after(
-                ctx.config
-                    .eviction_retry_interval
+                round
+                    .look_again
+                    .unwrap_or(ctx.config.eviction_retry_interval)
                     .min(until_deadline.max(Duration::from_millis(1))),
             ))
         }

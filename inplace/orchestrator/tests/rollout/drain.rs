@@ -145,6 +145,15 @@ fn refusals(log: &Mutex<Vec<Record>>, pod: &str) -> usize {
         .count()
 }
 
+/// Whether the API server granted an eviction of `pod`, from a request log.
+fn evicted(log: &Mutex<Vec<Record>>, pod: &str) -> bool {
+    let suffix = format!("/{pod}/eviction");
+    log.lock()
+        .unwrap()
+        .iter()
+        .any(|r| (200..300).contains(&r.code) && r.path.ends_with(&suffix))
+}
+
 /// A pod whose eviction a budget refused `maxEvictRetries` times is deleted, as MCM's drain does;
 /// the drain does not wait for the drain timeout (issue 27, bug 6).
 #[tokio::test(start_paused = true)]
@@ -244,5 +253,56 @@ async fn a_failed_drain_is_forced() {
             && message.contains("web-1"),
         "{message}"
     );
+    lab.wait_rolled_out("v2", 1, Duration::from_secs(600)).await;
+}
+
+/// Evicted pods are waited for with a short poll, as `kubectl drain` and MCM wait for their
+/// deletion: once the last eviction went through, the node is drained within seconds, not at the
+/// next sync period or eviction retry.
+#[tokio::test(start_paused = true)]
+async fn a_node_whose_last_evicted_pod_is_gone_is_drained_within_the_deletion_poll() {
+    let lab = Lab::new().await;
+    let _doubles = lab.start_doubles();
+    let config = Lab::config();
+    let (poll, sync_period) = (inplace_orchestrator::POD_DELETION_POLL, config.sync_period);
+    let (log, client) = logged_client(&lab);
+    let _orchestrator = lab.start_orchestrator_with(client, config);
+    lab.create_deployment("workers", 1, "v1", 1, 0, OrchestrationType::Auto)
+        .await;
+    lab.wait_running(1).await;
+    let node = lab.nodes().await[0].name_any();
+    lab.create_pod(&node, "web-0", "web", PodKind::Workload)
+        .await;
+    // A budget refuses the first eviction; lifted, the retry (woken by its own timer, nothing
+    // else changing) goes through and the kubelet double completes the deletion within a second.
+    lab.create_pdb("web", "web", 0).await;
+    lab.change_template("workers", "v2").await;
+    lab.wait_for("a refused eviction", Duration::from_secs(600), || async {
+        (refusals(&log, "web-0") >= 1).then_some(())
+    })
+    .await;
+    lab.delete_pdb("web").await;
+    // Seen within a second of the eviction (`wait_for` looks every second).
+    let evicted_at = lab
+        .wait_for("the eviction", Duration::from_secs(600), || async {
+            evicted(&log, "web-0").then(|| lab.clock.now())
+        })
+        .await;
+    let ready_at = lab
+        .wait_for("ReadyForUpdate", Duration::from_secs(600), || async {
+            lab.condition(&node)
+                .await
+                .filter(|(reason, _)| reason == "ReadyForUpdate")
+                .map(|(_, at)| at)
+        })
+        .await;
+    let took = ready_at.duration_since(evicted_at);
+    assert!(
+        took.as_secs_f64() <= (Duration::from_secs(2) + poll).as_secs_f64()
+            && took.as_secs_f64() < sync_period.as_secs_f64(),
+        "drained {took:?} after the last eviction (deletion poll {poll:?}, sync period \
+         {sync_period:?})"
+    );
+    assert!(lab.pods_on(&node).await.is_empty());
     lab.wait_rolled_out("v2", 1, Duration::from_secs(600)).await;
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
@@ -143,6 +143,13 @@ impl Lab {
             .create(&PostParams::default(), &pdb)
             .await
             .expect("create pdb");
+    }
+
+    pub(crate) async fn delete_pdb(&self, name: &str) {
+        Api::<PodDisruptionBudget>::namespaced(self.client.clone(), NS)
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete pdb");
     }
 
     pub(crate) async fn pdb(&self, name: &str) -> PodDisruptionBudget {
