@@ -479,3 +479,30 @@ fn a_later_fix_of_a_version_already_on_the_esp_takes_effect() {
     assert_eq!(said.len(), 2, "{said:#?}");
     assert!(said[1].contains("boots as Ok"), "{said:#?}");
 }
+
+#[test]
+fn publishing_and_boot_failures_the_node_images_lack_are_refused_before_the_run() {
+    let loaded = load_str(
+        Path::new("engine-test.yaml"),
+        &format!(
+            "{}faults:\n  - when: {{ after: 0s }}\n    do: {{ bootFailure: {{ node: node-1, version: \"1.0.0\", boot: panics }} }}\n",
+            BASE.replace(
+                "  - update: { os: \"1.1.0\" }\n",
+                "  - update: { os: \"1.1.0\" }\n  - publish: { version: \"1.1.0\" }\n",
+            )
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let error = engine::run_scenario(&loaded, Backend::Qemu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`bootFailure` of node node-1 names version 1.0.0")
+            && error.contains("update target 1.1.0 only"),
+        "{error}"
+    );
+    assert!(
+        error.contains("a `publish` step") && error.contains("on `sim`"),
+        "{error}"
+    );
+}

@@ -91,8 +91,9 @@ pub struct SimLab {
     source: MemorySource,
     /// The build of each version the image server serves now (what a fresh disk gets too).
     builds: Mutex<Catalog>,
-    /// Signs the slots of builds made during the run.
-    key: SlotKeyPair,
+    /// Signs the slots of builds made during the run (boxed: a key pair is large, and `Lab`
+    /// holds this lab by value).
+    key: Box<SlotKeyPair>,
 }
 
 impl SimLab {
@@ -154,7 +155,7 @@ impl SimLab {
             pool: scenario.pool.name.clone(),
             source,
             builds: Mutex::new(catalog),
-            key,
+            key: Box::new(key),
         })
     }
 

@@ -202,14 +202,11 @@ impl Inner {
             let build = kernel.as_deref().and_then(kernel_build);
             let version = build.as_ref().map(|(v, _)| v.clone());
             let entry = record.current_name().file_name().to_owned();
-            let behaviour = match build {
-                Some((v, own)) => Some(
-                    Self::current(&inner, generation, |s| s.overrides.get(&v).cloned())
-                        .flatten()
-                        .unwrap_or(own),
-                ),
-                None => None,
-            };
+            let behaviour = build.map(|(v, own)| {
+                Self::current(&inner, generation, |s| s.overrides.get(&v).cloned())
+                    .flatten()
+                    .unwrap_or(own)
+            });
             let shown = version.clone().unwrap_or_else(|| "?".to_owned());
             let started = Self::current(&inner, generation, |s| {
                 s.phase = Phase::Kernel {
