@@ -330,6 +330,9 @@ impl Checker<'_> {
                 Step::ClearFailed(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
                 Step::WaitUntil(wait) => self.condition(&wait.until),
                 Step::Fault(action) => self.fault_action(action),
+                Step::Publish(publish) => {
+                    self.known_version(&publish.version, "the published version");
+                }
                 Step::Scale(_) | Step::Sleep(_) | Step::Run(_) | Step::MaintenanceOperation(_) => {}
             }
         }
@@ -353,7 +356,10 @@ impl Checker<'_> {
     fn fault_action(&mut self, action: &FaultAction) {
         match action {
             FaultAction::Power(f) => self.known_node(&f.node),
-            FaultAction::BootFailure(f) => self.known_node(&f.node),
+            FaultAction::BootFailure(f) => {
+                self.known_node(&f.node);
+                self.known_version(&f.version, "the boot failure's version");
+            }
             FaultAction::PowerCut(f) => self.known_node(&f.node),
             FaultAction::Bmc(f) => self.known_node(&f.node),
             FaultAction::Partition(f) => self.known_node(&f.node),

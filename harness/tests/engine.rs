@@ -57,7 +57,7 @@ fn an_expectation_that_does_not_hold_fails_the_run_and_says_which() {
 #[test]
 fn a_step_that_never_comes_true_fails_the_run_with_the_step() {
     let loaded = scenario(
-        "faults:\n  - when: { after: 0s }\n    do: { bootFailure: { node: node-1, boot: panics } }\n",
+        "faults:\n  - when: { after: 0s }\n    do: { bootFailure: { node: node-1, version: \"1.1.0\", boot: panics } }\n",
     );
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Failed);
@@ -412,4 +412,97 @@ fn a_clock_start_is_refused_on_the_wall_clock() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("`clock.start`"), "{error}");
+}
+
+/// Three images, one pool of two nodes, the steps and faults given.
+fn three_versions(rest: &str) -> LoadedScenario {
+    let text = format!(
+        "lab: {{ nodes: 2 }}\nimages:\n  - version: \"1.0.0\"\n  - version: \"1.1.0\"\n  - version: \"1.2.0\"\npool: {{ strategy: AutoInPlaceUpdate, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\n{rest}"
+    );
+    load_str(Path::new("engine-test.yaml"), &text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn a_boot_failure_of_one_version_leaves_the_others_booting() {
+    let loaded = three_versions(concat!(
+        "faults:\n",
+        "  - when: { after: 0s }\n",
+        "    do: { bootFailure: { node: node-1, version: \"1.1.0\", boot: panics } }\n",
+        "steps:\n",
+        "  - update: { os: \"1.2.0\" }\n",
+        "  - waitUntil: { until: rolloutComplete, within: 1h }\n",
+    ));
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+    let console = &result.consoles["node-1"];
+    assert!(
+        console
+            .iter()
+            .any(|l| l.ends_with("rackproof-os 1.2.0: up"))
+            && !console.iter().any(|l| l.contains("Kernel panic")),
+        "node-1 boots 1.2.0 without a panic: {console:#?}"
+    );
+}
+
+#[test]
+fn a_later_fix_of_a_version_already_on_the_esp_takes_effect() {
+    let loaded = three_versions(concat!(
+        "faults:\n",
+        "  - when: { after: 0s }\n",
+        "    do: { bootFailure: { node: node-1, version: \"1.1.0\", boot: panics } }\n",
+        "steps:\n",
+        "  - update: { os: \"1.1.0\" }\n",
+        "  - waitUntil: { until: { node: { name: node-1, is: failed } }, within: 1h }\n",
+        "  - fault: { bootFailure: { node: node-1, version: \"1.1.0\", boot: ok } }\n",
+        "  - clearFailed: [node-1]\n",
+        "  - waitUntil: { until: rolloutComplete, within: 1h }\n",
+    ));
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+    let console = &result.consoles["node-1"];
+    let panicked = console.iter().position(|l| l.contains("Kernel panic"));
+    let up = console
+        .iter()
+        .position(|l| l.ends_with("rackproof-os 1.1.0: up"));
+    assert!(
+        matches!((panicked, up), (Some(p), Some(u)) if p < u),
+        "node-1's first 1.1.0 panicked, the fixed one came up: {console:#?}"
+    );
+    // The timeline says what the fault does, and nothing it does not.
+    let said: Vec<&str> = result
+        .timeline
+        .entries
+        .iter()
+        .filter(|e| e.node.as_deref() == Some("node-1") && e.text.contains("download of 1.1.0"))
+        .map(|e| e.text.as_str())
+        .collect();
+    assert_eq!(said.len(), 2, "{said:#?}");
+    assert!(said[1].contains("boots as Ok"), "{said:#?}");
+}
+
+#[test]
+fn publishing_and_boot_failures_the_node_images_lack_are_refused_before_the_run() {
+    let loaded = load_str(
+        Path::new("engine-test.yaml"),
+        &format!(
+            "{}faults:\n  - when: {{ after: 0s }}\n    do: {{ bootFailure: {{ node: node-1, version: \"1.0.0\", boot: panics }} }}\n",
+            BASE.replace(
+                "  - update: { os: \"1.1.0\" }\n",
+                "  - update: { os: \"1.1.0\" }\n  - publish: { version: \"1.1.0\" }\n",
+            )
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let error = engine::run_scenario(&loaded, Backend::Qemu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("`bootFailure` of node node-1 names version 1.0.0")
+            && error.contains("update target 1.1.0 only"),
+        "{error}"
+    );
+    assert!(
+        error.contains("a `publish` step") && error.contains("on `sim`"),
+        "{error}"
+    );
 }

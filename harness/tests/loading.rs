@@ -610,3 +610,72 @@ fn a_window_needs_one_whole_form_and_a_relative_one_lasts_30_minutes_to_6_hours(
     );
     load(&file).expect("a relative window loads");
 }
+
+#[test]
+fn boot_failures_and_published_builds_name_a_version_and_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}steps:\n  - fault: {{ bootFailure: {{ node: node-2, version: \"1.1.0\", boot: ok }} }}\n  - publish: {{ version: \"1.1.0\" }}\n  - publish: {{ version: \"1.0.0\", boot: hangs }}\n"
+        ),
+    );
+    let loaded = load(&file).unwrap_or_else(|e| panic!("{e}"));
+    let steps = serde_json::to_value(&loaded.scenario.steps).unwrap();
+    assert_eq!(
+        steps,
+        serde_json::json!([
+            { "fault": { "bootFailure": { "node": "node-2", "version": "1.1.0", "boot": "ok" } } },
+            { "publish": { "version": "1.1.0", "boot": "ok" } },
+            { "publish": { "version": "1.0.0", "boot": "hangs" } },
+        ]),
+        "a published build boots `ok` unless it says otherwise"
+    );
+}
+
+#[test]
+fn boot_failures_and_published_builds_are_refused_where_they_are_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}steps:\n  - fault: {{ bootFailure: {{ node: node-2, version: \"1.2.0\", boot: panics }} }}\n  - publish: {{ version: \"1.1\" }}\n"
+        ),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("s.yaml:11:52: the boot failure's version \"1.2.0\" is not among `images`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("s.yaml:12:25: the published version \"1.1\" is not among `images`"),
+        "{text}"
+    );
+    assert!(text.contains("did you mean \"1.1.0\"?"), "{text}");
+
+    let missing = write(
+        dir.path(),
+        "missing.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}faults:\n  - when: {{ after: 0s }}\n    do: {{ bootFailure: {{ node: node-2, boot: panics }} }}\n"
+        ),
+    );
+    let text = errors(load(&missing));
+    assert!(
+        text.contains("missing.yaml:12:40: missing field `version`"),
+        "{text}"
+    );
+
+    let bad_boot = write(
+        dir.path(),
+        "bad-boot.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}steps:\n  - publish: {{ version: \"1.1.0\", boot: explodes }}\n"
+        ),
+    );
+    let text = errors(load(&bad_boot));
+    assert!(text.contains("bad-boot.yaml:11:40:"), "{text}");
+    assert!(text.contains("`panics`"), "{text}");
+}

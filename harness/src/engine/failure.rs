@@ -63,6 +63,10 @@ pub(crate) enum StepError {
     /// message carries the whole chain: a step failure is read as one line.
     #[error("{}", crate::engine::error_chain(.0))]
     Command(OutsideError),
+    /// The lab could not do what the step asked (a `publish` on a backend without one). The
+    /// message carries the whole chain.
+    #[error("{}", crate::engine::error_chain(.0))]
+    Lab(crate::engine::lab::LabError),
     /// A value of the step the loader let through but the run cannot use.
     #[error("{0}")]
     Invalid(String),

@@ -96,23 +96,24 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
         }
         FaultAction::BootFailure(failure) => {
             let node = failure.node.value.as_str();
-            shared.record(
-                Some(node),
-                EntryKind::Fault,
-                format!("the next OS version installed boots as {:?}", failure.boot),
-            );
-            let versions: Vec<String> = ctx
-                .scenario
-                .images
-                .iter()
-                .map(|i| i.version.value.clone())
-                .collect();
-            if let Err(e) = ctx.lab.break_next_version(node, &failure.boot, &versions) {
-                shared.record(
+            let version = failure.version.value.as_str();
+            match ctx.lab.node_build(node, version, &failure.boot) {
+                Ok(()) => shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("boot failure not armed: {}", crate::engine::error_chain(&e)),
-                );
+                    format!(
+                        "from its next download of {version} on, the node gets a build that boots as {:?} (a copy already on its ESP boots as before until it installs {version} again)",
+                        failure.boot
+                    ),
+                ),
+                Err(e) => shared.record(
+                    Some(node),
+                    EntryKind::Fault,
+                    format!(
+                        "boot failure of {version} not armed: {}",
+                        crate::engine::error_chain(&e)
+                    ),
+                ),
             }
         }
         FaultAction::PowerCut(cut) => {

@@ -84,6 +84,10 @@ pub(crate) fn summary(step: &Step) -> String {
         Step::WaitUntil(w) => format!("wait until {} (at most {})", describe(&w.until), w.within),
         Step::Run(r) => format!("run {}", r.command.join(" ")),
         Step::Fault(_) => "fire a fault".to_owned(),
+        Step::Publish(p) => format!(
+            "publish a new build of {} that boots as {:?}; nodes that download it from now on get it",
+            p.version.value, p.boot
+        ),
         Step::MaintenanceOperation(op) => {
             format!(
                 "ask for maintenance operation {} in the next window",
@@ -145,6 +149,10 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), StepError> {
             faults::fire(ctx, action).await;
             Ok(())
         }
+        Step::Publish(publish) => ctx
+            .lab
+            .publish(&publish.version, &publish.boot)
+            .map_err(StepError::Lab),
     }
 }
 

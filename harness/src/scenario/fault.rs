@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::expect::NodeState;
-use super::{BootBehaviour, NodeName, Span};
+use super::{BootBehaviour, Located, NodeName, Span};
 
 /// A fault and when it fires. Each fires once.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -62,7 +62,8 @@ pub struct BootCount {
 pub enum FaultAction {
     /// A power action through the node's BMC.
     Power(PowerFault),
-    /// The next OS version installed on this node boots like this (on this node only).
+    /// From now on, this node downloads a build of a version that boots like this (on this node
+    /// only, until a later `publish` of the version or `bootFailure` for it).
     BootFailure(BootFailure),
     /// Power is cut at a point of the update.
     PowerCut(PowerCut),
@@ -121,11 +122,16 @@ pub enum PowerAction {
     GracefulShutdown,
 }
 
-/// How the next OS version installed on a node boots.
+/// How a version boots on one node: the image server hands the node a build of `version` that
+/// boots like `boot` from its next download of it on. A copy already on the node's ESP boots as
+/// before until the node installs the version again (as a re-update after `clearFailed` does).
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct BootFailure {
     pub node: NodeName,
+    /// The version this applies to (one of `images`); the node's other versions are untouched.
+    pub version: Located<String>,
+    /// `ok` undoes an earlier failure: the node gets a good build.
     pub boot: BootBehaviour,
 }
 

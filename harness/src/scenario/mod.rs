@@ -36,7 +36,7 @@ pub use maintenance::{
     AutoUpdate, Catalog, Classification, ClockSettings, ImageUpdateStrategy, Instant,
     KubernetesVersion, Maintenance, MaintenanceState, TimeWindow,
 };
-pub use step::{PoolUpdate, RunCommand, Step, Wait};
+pub use step::{PoolUpdate, Publish, RunCommand, Step, Wait};
 
 /// A node's name as written in a scenario (remembers where, for errors).
 pub type NodeName = Located<String>;

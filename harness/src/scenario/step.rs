@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{Condition, FaultAction, Located, NodeName, Span};
+use super::{BootBehaviour, Condition, FaultAction, Located, NodeName, Span};
 
 /// One step. Steps run one after the other; faults (see `fault`) fire alongside them.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
@@ -27,10 +27,25 @@ pub enum Step {
     Run(RunCommand),
     /// Fire a fault now.
     Fault(FaultAction),
+    /// Publish a new build of a version on the image server, as a person fixing an image does:
+    /// every node that downloads the version from now on gets it (a node's own `bootFailure`
+    /// build of the version is replaced too). Copies already on the nodes' ESPs are unchanged.
+    Publish(Publish),
     /// Ask for a maintenance operation in the pool's next window: sets the pool's
     /// `maintenance.gardener.cloud/operation` annotation (`rotate-credentials-start`,
     /// `rotate-ca-start`, `rotate-serviceaccount-key-start`, `force-in-place-update`).
     MaintenanceOperation(Located<String>),
+}
+
+/// A new build of a version on the image server.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Publish {
+    /// The version it is a build of (one of `images`).
+    pub version: Located<String>,
+    /// How the new build boots (default `ok`: a fixed build).
+    #[serde(default)]
+    pub boot: BootBehaviour,
 }
 
 /// A change to the pool.

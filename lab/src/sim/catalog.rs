@@ -1,6 +1,8 @@
-//! The OS images a simulated machine can boot: one per version, each with a behaviour. A slot's
-//! kernel file on the ESP names its version (`rackproof-sim-kernel VERSION`), so what boots is
-//! decided by the bytes on the ESP, as on a real machine: a torn kernel file panics.
+//! The OS images a simulated machine can boot: builds of a version, each with a behaviour. A
+//! slot's kernel file on the ESP names its version and how that build boots
+//! (`rackproof-sim-kernel VERSION BEHAVIOUR`), so what boots is decided by the bytes on the ESP,
+//! as on a real machine: a fixed build installed over a broken one boots, and a torn kernel file
+//! panics. The catalog holds the build of each version a lab starts with.
 
 use std::collections::BTreeMap;
 
@@ -45,6 +47,16 @@ pub struct SlotArtifact {
 }
 
 impl SlotArtifact {
+    /// The build of `version` that boots like `behaviour` (its kernel file says both).
+    pub fn build(version: &str, behaviour: &Behaviour) -> Self {
+        let token = behaviour_token(behaviour);
+        Self {
+            version: version.to_owned(),
+            kernel: format!("{KERNEL_MAGIC}{version} {token}\n").into_bytes(),
+            initrd: format!("rackproof-sim-initrd {version} {token}\n").into_bytes(),
+        }
+    }
+
     /// The entry stem this artifact installs as: `rackproof-VERSION`.
     pub fn stem(&self) -> String {
         entry_stem(&self.version)
@@ -99,21 +111,43 @@ impl Catalog {
         self.images.get(version)
     }
 
-    /// The slot artifact for a version in the catalog.
+    /// The slot artifact of a version's build in the catalog.
     pub fn artifact(&self, version: &str) -> Option<SlotArtifact> {
-        self.images.get(version).map(|_| SlotArtifact {
-            version: version.to_owned(),
-            kernel: format!("{KERNEL_MAGIC}{version}\n").into_bytes(),
-            initrd: format!("rackproof-sim-initrd {version}\n").into_bytes(),
-        })
+        self.images
+            .get(version)
+            .map(|image| SlotArtifact::build(version, &image.behaviour))
     }
 }
 
-/// The version a kernel file names, if it is an intact sim kernel.
-pub(crate) fn kernel_version(bytes: &[u8]) -> Option<String> {
+/// A behaviour as a kernel file spells it (one word; the version it reports after `reports:`).
+fn behaviour_token(behaviour: &Behaviour) -> String {
+    match behaviour {
+        Behaviour::Boots => "boots".to_owned(),
+        Behaviour::PanicsAtBoot => "panics".to_owned(),
+        Behaviour::HangsAtBoot => "hangs".to_owned(),
+        Behaviour::AgentNeverReports => "never-reports".to_owned(),
+        Behaviour::ReportsVersion(version) => format!("reports:{version}"),
+    }
+}
+
+/// The version and behaviour a kernel file names, if it is an intact sim kernel.
+pub(crate) fn kernel_build(bytes: &[u8]) -> Option<(String, Behaviour)> {
     let text = std::str::from_utf8(bytes).ok()?;
-    let version = text.strip_prefix(KERNEL_MAGIC)?.strip_suffix('\n')?;
-    (!version.is_empty() && !version.contains(char::is_whitespace)).then(|| version.to_owned())
+    let line = text.strip_prefix(KERNEL_MAGIC)?.strip_suffix('\n')?;
+    let (version, token) = line.split_once(' ')?;
+    let behaviour = match token {
+        "boots" => Behaviour::Boots,
+        "panics" => Behaviour::PanicsAtBoot,
+        "hangs" => Behaviour::HangsAtBoot,
+        "never-reports" => Behaviour::AgentNeverReports,
+        other => Behaviour::ReportsVersion(other.strip_prefix("reports:")?.to_owned()),
+    };
+    let plain = |s: &str| !s.is_empty() && !s.contains(char::is_whitespace);
+    let reported_plain = match &behaviour {
+        Behaviour::ReportsVersion(v) => plain(v),
+        _ => true,
+    };
+    (plain(version) && reported_plain).then(|| (version.to_owned(), behaviour))
 }
 
 #[cfg(test)]
@@ -121,12 +155,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kernels_name_their_version_and_torn_ones_do_not() {
+    fn kernels_name_their_version_and_build_and_torn_ones_do_not() {
         let catalog = Catalog::new().with("1.0.0", Behaviour::Boots);
         let a = catalog.artifact("1.0.0").unwrap();
-        assert_eq!(kernel_version(&a.kernel).as_deref(), Some("1.0.0"));
-        assert_eq!(kernel_version(&a.kernel[..a.kernel.len() / 2]), None);
+        assert_eq!(
+            kernel_build(&a.kernel),
+            Some(("1.0.0".to_owned(), Behaviour::Boots))
+        );
+        for torn in 1..a.kernel.len() {
+            assert_eq!(kernel_build(&a.kernel[..torn]), None, "{torn} bytes");
+        }
         assert!(catalog.artifact("9").is_none());
         assert_eq!(a.stem(), "rackproof-1.0.0");
+    }
+
+    #[test]
+    fn every_behaviour_survives_the_kernel_file() {
+        for behaviour in [
+            Behaviour::Boots,
+            Behaviour::PanicsAtBoot,
+            Behaviour::HangsAtBoot,
+            Behaviour::AgentNeverReports,
+            Behaviour::ReportsVersion("1.0.0".into()),
+        ] {
+            let build = SlotArtifact::build("1.1.0", &behaviour);
+            assert_eq!(
+                kernel_build(&build.kernel),
+                Some(("1.1.0".to_owned(), behaviour))
+            );
+        }
+        assert_ne!(
+            SlotArtifact::build("1.1.0", &Behaviour::Boots).kernel,
+            SlotArtifact::build("1.1.0", &Behaviour::PanicsAtBoot).kernel,
+            "two builds that boot differently differ in their bytes"
+        );
     }
 }

@@ -167,3 +167,41 @@ async fn a_hanging_update_never_comes_back() {
         ["rackproof-1.0.0.conf", "rackproof-3.0.0+1-2.conf"]
     );
 }
+
+/// What boots is the build on the ESP: a version whose first build panicked boots once a fixed
+/// build of it is installed over the failed entry, with the machine's catalog unchanged.
+#[tokio::test(start_paused = true)]
+async fn a_fixed_build_installed_over_a_failed_version_boots() {
+    let m = machine(None);
+    let ctl = control(&m);
+    ctl.power_on_and_wait_until_up(WaitOptions::default())
+        .await
+        .unwrap();
+    install_version(&m, "2.1.0");
+    let boots = ctl
+        .power_cycle_and_wait_for_boot(4, BootStage::Up, WaitOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(boots[3].up.as_deref(), Some("1.0.0"), "2.1.0 panicked");
+
+    // A person publishes a fixed 2.1.0; the node installs it again.
+    let fixed = Catalog::new()
+        .with("2.1.0", Behaviour::Boots)
+        .artifact("2.1.0")
+        .unwrap();
+    let stem = fixed.stem();
+    let new = fixed.new_entry(&stem);
+    let booted = m.last_boot().map(|r| r.current_name().clone());
+    make_room(m.esp(), install_size(&new), booted.as_ref()).unwrap();
+    install_entry(m.esp(), &new, booted.as_ref()).unwrap();
+    let boots = ctl
+        .power_cycle_and_wait_for_boot(1, BootStage::Up, WaitOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        (boots[0].entry.as_deref(), boots[0].up.as_deref()),
+        (Some("rackproof-2.1.0+3.conf"), Some("2.1.0")),
+        "the fixed build boots: {:?}",
+        m.console_history()
+    );
+}

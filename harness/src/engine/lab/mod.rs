@@ -45,6 +45,9 @@ pub(crate) enum LabError {
     /// The node-image backends cannot kill a node's agent (init does not restart it).
     #[error("killing the agent of a node booting the node images is not available")]
     KillAgentUnavailable,
+    /// The node images are built before the run; no new build can be published during it.
+    #[error("publishing a build during the run is available on `sim` only")]
+    PublishUnavailable,
 }
 
 /// Console lines of one node, as they are printed.
@@ -129,23 +132,32 @@ impl Lab {
         }
     }
 
-    /// Fault: the next OS version installed on `name` boots like `boot`.
-    pub(crate) fn break_next_version(
+    /// Fault: from its next download of `version` on, `name` gets a build that boots like
+    /// `boot` (a copy already on its ESP is unchanged).
+    pub(crate) fn node_build(
         &self,
         name: &str,
+        version: &str,
         boot: &BootBehaviour,
-        versions: &[String],
     ) -> Result<(), LabError> {
         match self {
+            Self::Sim(lab) => Ok(lab.node_build(
+                name,
+                version,
+                &crate::engine::lab::sim_nodes::behaviour(boot),
+            )?),
+            Self::Images(lab) => Ok(lab.node_build(name, version, boot)?),
+        }
+    }
+
+    /// Step `publish`: the image server serves a new build of `version` that boots like `boot`
+    /// to every node from now on (replacing the nodes' own builds of it).
+    pub(crate) fn publish(&self, version: &str, boot: &BootBehaviour) -> Result<(), LabError> {
+        match self {
             Self::Sim(lab) => {
-                lab.break_next_version(
-                    name,
-                    &crate::engine::lab::sim_nodes::behaviour(boot),
-                    versions,
-                );
-                Ok(())
+                Ok(lab.publish(version, &crate::engine::lab::sim_nodes::behaviour(boot))?)
             }
-            Self::Images(lab) => Ok(lab.break_next_version(name, boot)?),
+            Self::Images(_) => Err(LabError::PublishUnavailable),
         }
     }
 

@@ -3,16 +3,17 @@
 //! scenario's quirks. The machine provider (`provider`) hands these machines to the
 //! orchestrator's Machine objects.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use inplace_agent::manifest::SlotKeyPair;
+use inplace_agent::osupdate::source::MemorySource;
 use rackproof_clock::Clock;
 use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::console::{ConsoleLine, ConsoleSource};
-use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimError, SimMachine};
+use rackproof_lab::sim::{Behaviour, BootTiming, Catalog, SimError, SimMachine, SlotArtifact};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
 
 use crate::engine::cluster::api::ApiCluster;
@@ -52,6 +53,9 @@ pub(crate) enum SimLabError {
     /// A node's disk could not be given another OS version (the error names the node).
     #[error(transparent)]
     Reimage(SimError),
+    /// The image server has no build of a version a disk was to get.
+    #[error("the image server has no build of {version}")]
+    UnknownVersion { version: String },
 }
 
 /// One lab node.
@@ -83,6 +87,13 @@ pub struct SimLab {
     cluster: ApiCluster,
     clock: Clock,
     pool: String,
+    /// The image server every node downloads from (unless it has its own build of a version).
+    source: MemorySource,
+    /// The build of each version the image server serves now (what a fresh disk gets too).
+    builds: Mutex<Catalog>,
+    /// Signs the slots of builds made during the run (boxed: a key pair is large, and `Lab`
+    /// holds this lab by value).
+    key: Box<SlotKeyPair>,
 }
 
 impl SimLab {
@@ -142,6 +153,9 @@ impl SimLab {
             cluster: cluster.clone(),
             clock: clock.clone(),
             pool: scenario.pool.name.clone(),
+            source,
+            builds: Mutex::new(catalog),
+            key: Box::new(key),
         })
     }
 
@@ -206,8 +220,16 @@ impl SimLab {
     ) -> Result<(), SimLabError> {
         let node = self.known(name)?;
         self.cluster.confine_node(name, &self.pool, osc);
+        let build = self
+            .builds
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .artifact(version)
+            .ok_or_else(|| SimLabError::UnknownVersion {
+                version: version.to_owned(),
+            })?;
         node.machine
-            .reimage(version)
+            .reimage_with(&build)
             .map_err(SimLabError::Reimage)?;
         node.guest
             .bind(Some(sim_nodes::agent_config(name, &self.pool, osc)));
@@ -274,27 +296,35 @@ impl SimLab {
         shared.clock().timeout(POWER_CUT_WAIT, off).await.is_ok()
     }
 
-    /// Fault: the next OS version installed on `name` (any version but the one it runs now)
-    /// boots like `behaviour`.
-    pub fn break_next_version(&self, name: &str, behaviour: &Behaviour, versions: &[String]) {
-        let Some(node) = self.node(name) else { return };
-        let mut present: BTreeSet<String> = match inplace_boot::load_menu(node.machine.esp()) {
-            Ok((menu, _)) => menu
-                .entries()
-                .iter()
-                .filter_map(|e| e.conf.version.clone())
-                .collect(),
-            Err(_) => BTreeSet::new(),
-        };
-        if let Phase::Up { version, .. }
-        | Phase::Kernel { version, .. }
-        | Phase::Hung { version, .. } = node.machine.phase()
-        {
-            present.insert(version);
+    /// Fault `bootFailure`: from its next download of `version` on, `name` gets a build that
+    /// boots like `behaviour`. What is on its ESP stays as it is: the bytes decide what boots.
+    pub(crate) fn node_build(
+        &self,
+        name: &str,
+        version: &str,
+        behaviour: &Behaviour,
+    ) -> Result<(), SimLabError> {
+        let node = self.known(name)?;
+        node.guest
+            .source
+            .own_build(&SlotArtifact::build(version, behaviour), &self.key)?;
+        Ok(())
+    }
+
+    /// Step `publish`: the image server serves a new build of `version` that boots like
+    /// `behaviour` to every node (their own builds of it are dropped) and to fresh disks.
+    pub(crate) fn publish(&self, version: &str, behaviour: &Behaviour) -> Result<(), SimLabError> {
+        sim_nodes::put_slot(
+            &self.source,
+            &SlotArtifact::build(version, behaviour),
+            &self.key,
+        )?;
+        let mut builds = self.builds.lock().unwrap_or_else(|p| p.into_inner());
+        *builds = std::mem::take(&mut *builds).with(version, behaviour.clone());
+        for node in self.nodes.values() {
+            node.guest.source.drop_own_build(version);
         }
-        for version in versions.iter().filter(|v| !present.contains(*v)) {
-            node.machine.override_behaviour(version, behaviour.clone());
-        }
+        Ok(())
     }
 
     /// Powers every machine off (the end of a run).

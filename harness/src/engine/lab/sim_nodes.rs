@@ -1,8 +1,10 @@
 //! Simulated nodes: one `rackproof_lab::sim::SimMachine` per lab node, each running the real node
 //! agent in-process whenever its OS is up, with the agent's simulated platform (the machine's
 //! ESP, a state store that survives reboots, a reboot that resets the machine) and an in-memory
-//! image server holding signed slots for every version of the scenario.
+//! image server holding a signed slot (one build) for every version of the scenario, which a
+//! `publish` step replaces and a node's `bootFailure` shadows for that node.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -21,7 +23,9 @@ use inplace_agent::store::{MemoryStore, StateStore, StoreError};
 use inplace_agent::{Agent, AgentConfig, HeartbeatConfig, Platform};
 use inplace_boot::MemEsp;
 use rackproof_clock::Clock;
-use rackproof_lab::sim::{Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle};
+use rackproof_lab::sim::{
+    Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle, SlotArtifact,
+};
 
 use crate::engine::lab::link::Link;
 use crate::scenario::{BootBehaviour, ImageServerAnswer, Scenario};
@@ -82,28 +86,37 @@ pub(crate) fn image_server(
             .ok_or_else(|| SlotsError::NoArtifact {
                 version: image.version.value.clone(),
             })?;
-        let boot = BootSpec {
-            linux: "vmlinuz".into(),
-            initrd: Some("initrd.img".into()),
-            options: "console=ttyS0 panic=10".into(),
-        };
-        let files = [
-            ("vmlinuz".to_owned(), artifact.kernel.clone()),
-            ("initrd.img".to_owned(), artifact.initrd.clone()),
-        ];
-        let mut manifest =
-            SlotManifest::describe(&image.version, &files, boot).map_err(|source| {
-                SlotsError::Describe {
-                    version: image.version.value.clone(),
-                    source,
-                }
-            })?;
-        manifest.sign(key.signing());
-        source.put(&image.version, MANIFEST, manifest.to_json());
-        source.put(&image.version, "vmlinuz", artifact.kernel);
-        source.put(&image.version, "initrd.img", artifact.initrd);
+        put_slot(&source, &artifact, key)?;
     }
     Ok(source)
+}
+
+/// Puts one build's slot on `source`, signed with `key`, in place of the version's files there.
+pub(crate) fn put_slot(
+    source: &MemorySource,
+    artifact: &SlotArtifact,
+    key: &SlotKeyPair,
+) -> Result<(), SlotsError> {
+    let version = &artifact.version;
+    let boot = BootSpec {
+        linux: "vmlinuz".into(),
+        initrd: Some("initrd.img".into()),
+        options: "console=ttyS0 panic=10".into(),
+    };
+    let files = [
+        ("vmlinuz".to_owned(), artifact.kernel.clone()),
+        ("initrd.img".to_owned(), artifact.initrd.clone()),
+    ];
+    let mut manifest =
+        SlotManifest::describe(version, &files, boot).map_err(|source| SlotsError::Describe {
+            version: version.clone(),
+            source,
+        })?;
+    manifest.sign(key.signing());
+    source.put(version, MANIFEST, manifest.to_json());
+    source.put(version, "vmlinuz", artifact.kernel.clone());
+    source.put(version, "initrd.img", artifact.initrd.clone());
+    Ok(())
 }
 
 /// A bad answer of the image server and how many more requests get it (`None`: all).
@@ -111,10 +124,14 @@ type ServerFault = (ImageServerAnswer, Option<u32>);
 
 /// The image server as one node sees it: the lab's server, through the node's network link
 /// (fault `partition`) and a switch that cuts the node's power in the middle of the next
-/// download (fault `powerCut: {during: download}`).
+/// download (fault `powerCut: {during: download}`), with the node's own builds of some versions
+/// (fault `bootFailure`) in place of the lab's.
 #[derive(Debug, Clone)]
 pub struct NodeSource {
     inner: MemorySource,
+    /// This node's own builds, served for the versions in `own_versions`.
+    own: MemorySource,
+    own_versions: Arc<Mutex<BTreeSet<String>>>,
     link: Link,
     cut_next_download: Arc<AtomicBool>,
     machine: Arc<Mutex<Option<SimHandle>>>,
@@ -126,6 +143,8 @@ impl NodeSource {
     fn new(inner: MemorySource, link: Link) -> Self {
         Self {
             inner,
+            own: MemorySource::new(),
+            own_versions: Arc::default(),
             link,
             cut_next_download: Arc::default(),
             machine: Arc::default(),
@@ -146,6 +165,38 @@ impl NodeSource {
             None => {}
         }
         Some(answer)
+    }
+
+    /// From now on this node downloads `artifact` (signed with `key`) for its version.
+    pub(crate) fn own_build(
+        &self,
+        artifact: &SlotArtifact,
+        key: &SlotKeyPair,
+    ) -> Result<(), SlotsError> {
+        put_slot(&self.own, artifact, key)?;
+        self.own_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(artifact.version.clone());
+        Ok(())
+    }
+
+    /// This node downloads the lab's build of `version` again.
+    pub(crate) fn drop_own_build(&self, version: &str) {
+        self.own_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(version);
+    }
+
+    /// Where this node's downloads of `version` come from: its own build, else the lab's.
+    fn serving(&self, version: &str) -> &MemorySource {
+        let own = self
+            .own_versions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(version);
+        if own { &self.own } else { &self.inner }
     }
 }
 
@@ -178,7 +229,11 @@ impl ArtifactSource for NodeSource {
             });
         }
         match self.take_fault() {
-            None => self.inner.fetch(base, version, name, limit).await,
+            None => {
+                self.serving(version)
+                    .fetch(base, version, name, limit)
+                    .await
+            }
             Some(ImageServerAnswer::Unreachable) => Err(FetchError::Network {
                 url,
                 detail: "connection refused (lab fault)".to_owned(),
@@ -192,7 +247,10 @@ impl ArtifactSource for NodeSource {
             }
             Some(ImageServerAnswer::Status(status)) => Err(FetchError::Refused { url, status }),
             Some(ImageServerAnswer::Corrupt) => {
-                let mut bytes = self.inner.fetch(base, version, name, limit).await?;
+                let mut bytes = self
+                    .serving(version)
+                    .fetch(base, version, name, limit)
+                    .await?;
                 // The manifest stays intact so the slot's own checksums catch the damage.
                 if name != MANIFEST
                     && let Some(last) = bytes.last_mut()
@@ -428,5 +486,70 @@ mod tests {
             manifest.verify(&other.public()).is_err(),
             "a slot verifies only against the lab's key"
         );
+    }
+
+    /// The kernel a node downloads for `version` through `source`, checked against the manifest.
+    async fn downloaded_kernel(source: &NodeSource, key: &SlotKeyPair, version: &str) -> Vec<u8> {
+        let manifest = source
+            .fetch("memory://", version, MANIFEST, ANY)
+            .await
+            .unwrap();
+        let manifest = SlotManifest::parse_verified(&manifest, &key.public()).unwrap();
+        let kernel = source
+            .fetch("memory://", version, "vmlinuz", ANY)
+            .await
+            .unwrap();
+        manifest
+            .file("vmlinuz")
+            .unwrap()
+            .check(version, &kernel)
+            .unwrap();
+        kernel
+    }
+
+    #[tokio::test]
+    async fn a_nodes_own_build_shadows_one_version_until_a_publish_replaces_it() {
+        let loaded = load_str(std::path::Path::new("s.yaml"), SCENARIO).unwrap();
+        let key = SlotKeyPair::from_seed([7; 32]);
+        let lab = image_server(&loaded.scenario, &catalog(&loaded.scenario), &key).unwrap();
+        let node = NodeSource::new(lab.clone(), Link::default());
+        let other = NodeSource::new(lab.clone(), Link::default());
+        let build =
+            |version: &str, behaviour: Behaviour| SlotArtifact::build(version, &behaviour).kernel;
+
+        node.own_build(
+            &SlotArtifact::build("1.0.0", &Behaviour::PanicsAtBoot),
+            &key,
+        )
+        .unwrap();
+        assert_eq!(
+            downloaded_kernel(&node, &key, "1.0.0").await,
+            build("1.0.0", Behaviour::PanicsAtBoot)
+        );
+        assert_eq!(
+            downloaded_kernel(&node, &key, "1.1.0").await,
+            build("1.1.0", Behaviour::PanicsAtBoot),
+            "the other versions are the lab's builds"
+        );
+        assert_eq!(
+            downloaded_kernel(&other, &key, "1.0.0").await,
+            build("1.0.0", Behaviour::Boots),
+            "the other nodes get the lab's build"
+        );
+
+        // A publish replaces the lab's build, and the node's own is dropped.
+        put_slot(
+            &lab,
+            &SlotArtifact::build("1.0.0", &Behaviour::HangsAtBoot),
+            &key,
+        )
+        .unwrap();
+        node.drop_own_build("1.0.0");
+        for source in [&node, &other] {
+            assert_eq!(
+                downloaded_kernel(source, &key, "1.0.0").await,
+                build("1.0.0", Behaviour::HangsAtBoot)
+            );
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! One boot as a task (firmware, loader, kernel, the image's behaviour) and the power
+//! One boot as a task (firmware, loader, kernel, the behaviour of the build on the ESP) and the power
 //! transitions that start and abort it, on the machine's state.
 
 use super::*;
@@ -198,14 +198,15 @@ impl Inner {
                 .conf
                 .loader_path()
                 .and_then(|p| inner.esp.read(&p).ok());
-            let version = kernel.as_deref().and_then(kernel_version);
+            // The build's own behaviour, unless a fault overrides the version on this machine.
+            let build = kernel.as_deref().and_then(kernel_build);
+            let version = build.as_ref().map(|(v, _)| v.clone());
             let entry = record.current_name().file_name().to_owned();
-            let behaviour = match &version {
-                Some(v) => Self::current(&inner, generation, |s| s.overrides.get(v).cloned())
+            let behaviour = build.map(|(v, own)| {
+                Self::current(&inner, generation, |s| s.overrides.get(&v).cloned())
                     .flatten()
-                    .or_else(|| inner.catalog.image(v).map(|i| i.behaviour.clone())),
-                None => None,
-            };
+                    .unwrap_or(own)
+            });
             let shown = version.clone().unwrap_or_else(|| "?".to_owned());
             let started = Self::current(&inner, generation, |s| {
                 s.phase = Phase::Kernel {
@@ -223,7 +224,6 @@ impl Inner {
                 (None, _) => {
                     Some("VFS: Unable to mount root fs: kernel image unreadable".to_owned())
                 }
-                (Some(v), None) => Some(format!("no image for version {v} in the catalog")),
                 (Some(_), Some(Behaviour::PanicsAtBoot)) => {
                     Some("Attempted to kill init! exitcode=0x00000100".to_owned())
                 }

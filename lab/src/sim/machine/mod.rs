@@ -1,6 +1,6 @@
 //! The simulated machine: power, firmware with boot override, systemd-boot boot counting on an
 //! in-memory ESP (through `inplace-boot`, the same rules the agent and the images use), the
-//! catalog's OS behaviours, boot timing on the [`Clock`], a console, and fault hooks.
+//! OS builds' behaviours, boot timing on the [`Clock`], a console, and fault hooks.
 //!
 //! One boot, as a task that any power transition aborts:
 //! 1. `firmware: power on` (or `firmware: reset (...)`), boot counter +1, firmware delay;
@@ -9,8 +9,9 @@
 //!    `systemd-boot: selected entry ID`, loader delay. No entry: halt. A power cut during the
 //!    rename: the machine is off.
 //! 3. The kernel named by the entry, read from the ESP (a torn file panics), kernel delay.
-//! 4. The image's behaviour: up (`rackproof-os VERSION: up`, the guest starts), panic (reboot
-//!    after the panic delay), or hang.
+//! 4. The behaviour of the build the kernel file names (a fault may override a version's on one
+//!    machine): up (`rackproof-os VERSION: up`, the guest starts), panic (reboot after the panic
+//!    delay), or hang.
 //!
 //! Here: the machine's types and its handle; in `boot_task` the boot and the power transitions
 //! on its state; in `driver` the driver traits and the console.
@@ -32,7 +33,7 @@ use rackproof_driver::{
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
 
-use super::catalog::{Behaviour, Catalog, kernel_version};
+use super::catalog::{Behaviour, Catalog, SlotArtifact, kernel_build};
 use super::guest::{GuestContext, GuestOs};
 use crate::console::ConsoleLine;
 
@@ -133,7 +134,7 @@ struct State {
     /// Live console lines, once someone subscribed.
     console: Option<broadcast::Sender<ConsoleLine>>,
     ignore_power_on: u32,
-    /// Per-machine boot behaviours that replace the catalog's (fault: "this version panics on
+    /// Per-machine boot behaviours that replace the builds' own (fault: "this version panics on
     /// this node only").
     overrides: BTreeMap<String, Behaviour>,
     /// The running guest (the agent) and what it was started with, while the OS is up.
@@ -368,8 +369,8 @@ impl SimMachine {
         self.inner.esp.cut_power_after(n);
     }
 
-    /// Fault: from now on `version` boots like `behaviour` on this machine only (the catalog
-    /// stays as it is for the others).
+    /// Fault: from now on `version` boots like `behaviour` on this machine only, whatever build
+    /// of it is on the ESP (the other machines boot their builds as they are).
     pub fn override_behaviour(&self, version: &str, behaviour: Behaviour) {
         self.inner
             .lock()
@@ -418,18 +419,23 @@ impl SimMachine {
     /// ESP but `loader.conf` is removed, and `version` installed as the one good entry. Refused
     /// while the machine is on.
     pub fn reimage(&self, version: &str) -> Result<(), SimError> {
-        let node = self.inner.name.clone();
-        if self.inner.lock().power == PowerState::On {
-            return Err(SimError::PoweredOn { node });
-        }
         let artifact =
             self.inner
                 .catalog
                 .artifact(version)
                 .ok_or_else(|| SimError::UnknownVersion {
-                    node: node.clone(),
+                    node: self.inner.name.clone(),
                     version: version.to_owned(),
                 })?;
+        self.reimage_with(&artifact)
+    }
+
+    /// [`SimMachine::reimage`] with a given build (one published after the machine was built).
+    pub fn reimage_with(&self, artifact: &SlotArtifact) -> Result<(), SimError> {
+        let node = self.inner.name.clone();
+        if self.inner.lock().power == PowerState::On {
+            return Err(SimError::PoweredOn { node });
+        }
         let esp_err = |source| SimError::Esp {
             node: node.clone(),
             source,

@@ -316,7 +316,7 @@ impl ImageLab {
             .filter(|i| i.boot != BootBehaviour::Ok)
         {
             for name in lab.nodes.keys() {
-                lab.break_next_version(name, &image.boot)?;
+                lab.node_build(name, &image.version, &image.boot)?;
             }
         }
         Ok(lab)

@@ -17,19 +17,24 @@ const RESET_PATH: &str = "/redfish/v1/Systems/1/Actions/ComputerSystem.Reset";
 const SLOT_WRITE_LINE: &str = "installing the slot on the ESP";
 
 impl ImageLab {
-    /// The image server hands `name` the broken variant of the update target from now on.
-    pub(crate) fn break_next_version(
+    /// The image server hands `name` the variant of `version` that boots like `boot` from now on
+    /// (the images have variants of the update target only).
+    pub(crate) fn node_build(
         &self,
         name: &str,
+        version: &str,
         boot: &BootBehaviour,
     ) -> Result<(), ImageNodeError> {
         self.node(name)?;
+        if version != self.new_version {
+            return Err(ImageNodeError::NoVariants {
+                version: version.to_owned(),
+                target: self.new_version.clone(),
+            });
+        }
         let suffix = variant_suffix(boot, &self.base_version)?;
-        self.image_server.serve_variant(
-            name,
-            &self.new_version,
-            &format!("{}{suffix}", self.new_version),
-        );
+        self.image_server
+            .serve_variant(name, version, &format!("{version}{suffix}"));
         Ok(())
     }
 

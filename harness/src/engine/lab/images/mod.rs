@@ -78,6 +78,11 @@ pub(crate) enum ImageNodeError {
     /// The images have no variant that boots like the fault asks.
     #[error(transparent)]
     Variant(#[from] RollbackVersion),
+    /// The images have broken variants of the update target only.
+    #[error(
+        "the node images have broken builds of the update target {target} only, not of {version}"
+    )]
+    NoVariants { version: String, target: String },
     /// The node's BMC is not a Redfish emulator of the lab.
     #[error("BMC quirks are set through the Redfish emulator of a qemu node")]
     NoRedfishEmulator,
@@ -188,15 +193,35 @@ pub(crate) fn unsupported(scenario: &Scenario) -> Vec<String> {
             problems.push("BMC quirks on qemu are set through the Redfish emulator's fault rules: use `bmc: redfish`".to_owned());
         }
     }
-    let kills_agent = scenario
-        .faults
+    let target = ImageLab::update_target(scenario);
+    let actions = || {
+        scenario
+            .faults
+            .iter()
+            .map(|f| &f.action)
+            .chain(scenario.steps.iter().filter_map(|s| match s {
+                crate::scenario::Step::Fault(a) => Some(a),
+                _ => None,
+            }))
+    };
+    for action in actions() {
+        if let crate::scenario::FaultAction::BootFailure(f) = action {
+            if f.version.value != target {
+                problems.push(format!("`bootFailure` of node {} names version {}: the node images have broken builds of the update target {target} only", f.node.value, f.version.value));
+            }
+            if let Err(e) = variant_suffix(&f.boot, base) {
+                problems.push(e.to_string());
+            }
+        }
+    }
+    if scenario
+        .steps
         .iter()
-        .map(|f| &f.action)
-        .chain(scenario.steps.iter().filter_map(|s| match s {
-            crate::scenario::Step::Fault(a) => Some(a),
-            _ => None,
-        }))
-        .any(|a| matches!(a, crate::scenario::FaultAction::Kill(k) if k.component == crate::scenario::Component::Agent));
+        .any(|s| matches!(s, crate::scenario::Step::Publish(_)))
+    {
+        problems.push("a `publish` step needs a build made during the run; the node images are built before it: run the scenario on `sim`".to_owned());
+    }
+    let kills_agent = actions().any(|a| matches!(a, crate::scenario::FaultAction::Kill(k) if k.component == crate::scenario::Component::Agent));
     if kills_agent {
         problems.push("killing the agent of a node booting the node images is not available (init does not restart it)".to_owned());
     }
