@@ -61,6 +61,7 @@ pub(crate) async fn reconcile(
         }
         return unhealthy(machine, None, ctx).await;
     };
+    tracing::Span::current().record("node", tracing::field::display(&node_name));
     let Some(node) = nodes.get(&node_name).map(|n| &**n) else {
         return unhealthy(machine, Some(&node_name), ctx).await;
     };

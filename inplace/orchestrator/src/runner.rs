@@ -7,7 +7,8 @@
 //! MachineSets, Machines and Nodes from; a read waits until its cache shows the orchestrator's own
 //! last write to that kind, and lists from the API when the cache cannot show that, so a watch
 //! that drops (and resumes with back-off) costs latency, never correctness. WorkerPools and
-//! MachineDeployments (a handful) are listed afresh each pass.
+//! MachineDeployments (a handful) are listed afresh each pass. Each reconcile runs in a
+//! `reconcile{kind, name, node}` span, so a log line says which object (and node) it is about.
 
 use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -21,6 +22,7 @@ use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 use tokio::sync::Notify;
+use tracing::Instrument;
 
 use crate::cache::NodesByName;
 use crate::error::{Error, chain};
@@ -179,7 +181,15 @@ async fn pass(ctx: &Context) -> Option<Duration> {
             match read {
                 Ok(list) => {
                     for object in &list {
-                        match $reconcile(object, $($extra,)* ctx).await {
+                        // Every log line of a reconcile (Events included) names its object, and
+                        // a Machine's its node (recorded by `machine::reconcile`).
+                        let span = tracing::info_span!(
+                            "reconcile",
+                            kind = %$what,
+                            name = %object.name_any(),
+                            node = tracing::field::Empty,
+                        );
+                        match $reconcile(object, $($extra,)* ctx).instrument(span).await {
                             Ok(action) => merge(action),
                             Err(error) => {
                                 tracing::warn!(kind = $what, object = %object.name_any(), error = %chain(&error), "reconcile failed");
