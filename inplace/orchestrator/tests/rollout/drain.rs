@@ -44,12 +44,7 @@ async fn drain_blocked_by_a_pdb_retries_evictions_then_forces_deletion_after_the
 
     lab.change_template("workers", "v2").await;
     let selected_at = lab
-        .wait_for("SelectedForUpdate", Duration::from_secs(600), || async {
-            lab.condition(&node)
-                .await
-                .filter(|(reason, _)| reason == "SelectedForUpdate")
-                .map(|(_, at)| at)
-        })
+        .condition_reached(&node, "SelectedForUpdate", Duration::from_secs(600))
         .await;
     let deadline = selected_at.checked_add(Duration::from_secs(600)).unwrap();
 
@@ -96,12 +91,7 @@ async fn drain_blocked_by_a_pdb_retries_evictions_then_forces_deletion_after_the
 
     // The deadline passes: the pods are deleted despite the budget, and the node goes on.
     let ready_at = lab
-        .wait_for("ReadyForUpdate", Duration::from_secs(120), || async {
-            lab.condition(&node)
-                .await
-                .filter(|(reason, _)| reason == "ReadyForUpdate")
-                .map(|(_, at)| at)
-        })
+        .condition_reached(&node, "ReadyForUpdate", Duration::from_secs(120))
         .await;
     assert!(
         ready_at >= deadline,
@@ -174,20 +164,10 @@ async fn a_pod_refused_max_evict_retries_times_is_deleted() {
     lab.create_pdb("web", "web", 0).await;
     lab.change_template("workers", "v2").await;
     let selected_at = lab
-        .wait_for("SelectedForUpdate", Duration::from_secs(600), || async {
-            lab.condition(&node)
-                .await
-                .filter(|(reason, _)| reason == "SelectedForUpdate")
-                .map(|(_, at)| at)
-        })
+        .condition_reached(&node, "SelectedForUpdate", Duration::from_secs(600))
         .await;
     let ready_at = lab
-        .wait_for("ReadyForUpdate", Duration::from_secs(600), || async {
-            lab.condition(&node)
-                .await
-                .filter(|(reason, _)| reason == "ReadyForUpdate")
-                .map(|(_, at)| at)
-        })
+        .condition_reached(&node, "ReadyForUpdate", Duration::from_secs(600))
         .await;
     // Three refusals, 20 s apart, then the deletion.
     let took = ready_at.duration_since(selected_at).as_secs() as u64;
@@ -289,12 +269,7 @@ async fn a_node_whose_last_evicted_pod_is_gone_is_drained_within_the_deletion_po
         })
         .await;
     let ready_at = lab
-        .wait_for("ReadyForUpdate", Duration::from_secs(600), || async {
-            lab.condition(&node)
-                .await
-                .filter(|(reason, _)| reason == "ReadyForUpdate")
-                .map(|(_, at)| at)
-        })
+        .condition_reached(&node, "ReadyForUpdate", Duration::from_secs(600))
         .await;
     let took = ready_at.duration_since(evicted_at);
     assert!(

@@ -209,13 +209,8 @@ async fn total_failure_is_marked_failed_within_one_sync_period_of_the_deadline_a
         .unwrap()
         .insert(node.clone(), Outcome::Silent);
     lab.change_template("workers", "v2").await;
-    lab.wait_for("ReadyForUpdate", Duration::from_secs(600), || async {
-        lab.condition(&node)
-            .await
-            .filter(|(reason, _)| reason == "ReadyForUpdate")
-            .map(|_| ())
-    })
-    .await;
+    lab.condition_reached(&node, "ReadyForUpdate", Duration::from_secs(600))
+        .await;
     // The new slot never boots: the node goes silent, nothing about it changes any more.
     lab.kill_node(&node).await;
     let machine = lab.machine_of(&node).await;
@@ -236,12 +231,7 @@ async fn total_failure_is_marked_failed_within_one_sync_period_of_the_deadline_a
     let _orchestrator = lab.start_orchestrator(config.clone());
 
     let marked_at = lab
-        .wait_for("the failed mark", Duration::from_secs(1200), || async {
-            lab.condition(&node)
-                .await
-                .filter(|(reason, _)| reason == "UpdateFailed")
-                .map(|(_, at)| at)
-        })
+        .condition_reached(&node, "UpdateFailed", Duration::from_secs(1200))
         .await;
     assert!(
         marked_at >= deadline,

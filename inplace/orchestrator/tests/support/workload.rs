@@ -191,6 +191,23 @@ impl Lab {
         Some((condition.reason?, condition.last_transition_time?.0))
     }
 
+    /// Waits (at most `limit`, virtual) until `node`'s in-place update condition has `reason`;
+    /// returns when it took that reason.
+    pub(crate) async fn condition_reached(
+        &self,
+        node: &str,
+        reason: &str,
+        limit: std::time::Duration,
+    ) -> Timestamp {
+        self.wait_for(reason, limit, || async {
+            self.condition(node)
+                .await
+                .filter(|(now, _)| now == reason)
+                .map(|(_, at)| at)
+        })
+        .await
+    }
+
     /// Events whose message mentions `text`, with the given reason.
     pub(crate) async fn events_about(
         &self,
