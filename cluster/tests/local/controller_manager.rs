@@ -506,7 +506,7 @@ async fn a_controller_manager_that_fails_to_start_takes_the_control_plane_down_w
     let Error::Exited { program, log, .. } = &error else {
         panic!(
             "expected kube-controller-manager to exit, got: {}",
-            report(&error)
+            error_chain(&error)
         );
     };
     assert_eq!(*program, "kube-controller-manager");
@@ -531,7 +531,7 @@ async fn a_missing_kube_controller_manager_names_the_install_command() {
     assert!(
         matches!(error, Error::KubeControllerManagerNotFound { .. }),
         "{}",
-        report(&error)
+        error_chain(&error)
     );
     assert!(
         error.to_string().contains("ci/install-local-control-plane"),

@@ -20,10 +20,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
+use rackproof_std::error_chain;
 use tokio::sync::Notify;
 
 use crate::cache::NodesByName;
-use crate::error::{Error, chain};
+use crate::error::Error;
 use crate::{Action, Context, deployment, machine, machineset, workerpool};
 
 /// What to do after a failed reconcile: conflicts again soon, everything else after a back-off.
@@ -182,7 +183,7 @@ async fn pass(ctx: &Context) -> Option<Duration> {
                         match $reconcile(object, $($extra,)* ctx).await {
                             Ok(action) => merge(action),
                             Err(error) => {
-                                tracing::warn!(kind = $what, object = %object.name_any(), error = %chain(&error), "reconcile failed");
+                                tracing::warn!(kind = $what, object = %object.name_any(), error = %error_chain(&error), "reconcile failed");
                                 merge(error_policy(&error));
                             }
                         }

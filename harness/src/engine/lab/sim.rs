@@ -14,6 +14,7 @@ use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::console::{ConsoleLine, ConsoleSource};
 use rackproof_lab::sim::{Behaviour, BootTiming, Phase, SimError, SimMachine};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
+use rackproof_std::LockExt;
 
 use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::api::ClusterError;
@@ -179,7 +180,7 @@ impl SimLab {
             Err(e) => shared.record(
                 Some(name),
                 EntryKind::Lab,
-                format!("power-on failed: {}", crate::engine::error_chain(&e)),
+                format!("power-on failed: {}", rackproof_std::error_chain(&e)),
             ),
         }
     }
@@ -192,7 +193,7 @@ impl SimLab {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("{reset} failed: {}", crate::engine::error_chain(&e)),
+                format!("{reset} failed: {}", rackproof_std::error_chain(&e)),
             );
         }
     }
@@ -222,7 +223,7 @@ impl SimLab {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("power-off failed: {}", crate::engine::error_chain(&e)),
+                format!("power-off failed: {}", rackproof_std::error_chain(&e)),
             );
         }
     }
@@ -357,18 +358,15 @@ impl SimBmc {
             self.machine.ignore_power_on(count.unwrap_or(u32::MAX));
             return;
         }
-        self.quirks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(ActiveQuirk {
-                quirk: quirk.clone(),
-                remaining: count,
-            });
+        self.quirks.locked().push(ActiveQuirk {
+            quirk: quirk.clone(),
+            remaining: count,
+        });
     }
 
     /// The quirks affecting the next request (and uses one of each count).
     fn take_quirks(&self) -> Vec<BmcQuirk> {
-        let mut quirks = self.quirks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut quirks = self.quirks.locked();
         let mut now = Vec::new();
         for active in quirks.iter_mut() {
             match &mut active.remaining {

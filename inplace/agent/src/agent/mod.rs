@@ -54,6 +54,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use rackproof_clock::Clock;
+use rackproof_std::{LockExt, error_chain};
 use tokio::sync::{Notify, watch};
 
 use crate::assess::BootAssessor;
@@ -161,18 +162,6 @@ impl std::fmt::Debug for Agent {
             .field("platform", &self.platform)
             .finish_non_exhaustive()
     }
-}
-
-/// Formats an error with its sources.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 enum Step {
@@ -411,10 +400,7 @@ impl Agent {
             .uid
             .as_ref()
             .zip(secret.metadata.resource_version.as_ref());
-        let mut memo = self
-            .decoded_osc
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut memo = self.decoded_osc.locked();
         if let (Some((uid, rv)), Some(((seen_uid, seen_rv), decoded))) = (version, memo.as_ref())
             && uid == seen_uid
             && rv == seen_rv

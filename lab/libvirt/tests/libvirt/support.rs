@@ -12,6 +12,7 @@ pub(crate) use rackproof_driver::{
 pub(crate) use rackproof_libvirt::{
     LibvirtMachine, MachineConfig, MachineError, sweep_orphans, teardown_prefix,
 };
+use rackproof_std::error_chain;
 
 pub(crate) const URI: &str = "qemu:///system";
 pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -74,17 +75,6 @@ pub(crate) async fn define(config: MachineConfig) -> LibvirtMachine {
         ),
         Err(e) => panic!("{}", error_chain(&e)),
     }
-}
-
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// PIDs of processes whose command line mentions `needle` (QEMU carries `guest=NAME`).
