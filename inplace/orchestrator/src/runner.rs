@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use inplace_api::crd::{Machine, MachineDeployment, MachineSet, WorkerPool};
+use inplace_api::node_fingerprint::node_fingerprint;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
@@ -126,29 +127,6 @@ fn changes_read<K: ResourceExt + Send + Sync + 'static>(
             std::future::ready(relevant.then_some(()))
         })
         .boxed()
-}
-
-/// What the controllers read of a Node: labels, annotations, the cordon, deletion, and each
-/// condition's type, status and reason (not the heartbeat times).
-fn node_fingerprint(node: &Node) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    node.metadata.labels.hash(&mut hasher);
-    node.metadata.annotations.hash(&mut hasher);
-    node.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .hash(&mut hasher);
-    for condition in node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
-    }
-    hasher.finish()
 }
 
 /// What the controllers read of a Machine: all of it but the conditions mirrored from its Node

@@ -43,11 +43,11 @@ mod os_update;
 mod steps;
 
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inplace_api::keys;
+use inplace_api::node_fingerprint::node_fingerprint;
 use inplace_api::osc::secret::{DecodedOsc, decode_secret};
 use inplace_api::unmanaged::Unmanaged;
 use jiff::Timestamp;
@@ -180,25 +180,6 @@ enum Reads<'a> {
         node: &'a watch::Receiver<Option<Node>>,
         osc: &'a watch::Receiver<Option<Secret>>,
     },
-}
-
-/// What a reconcile pass reads of the Node: labels, annotations, and each condition's type,
-/// status and reason (not the heartbeat times, which move with every status report).
-pub fn node_fingerprint(node: &Node) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    node.metadata.uid.hash(&mut hasher);
-    node.metadata.labels.hash(&mut hasher);
-    node.metadata.annotations.hash(&mut hasher);
-    for condition in node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
-    }
-    hasher.finish()
 }
 
 /// Wakes the reconcile loop when the Node changed in what a pass reads, or the Secret changed
