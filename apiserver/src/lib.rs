@@ -163,6 +163,7 @@ mod watch;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 
 pub use auth::{MASTERS_GROUP, NODES_GROUP, User};
 pub use discovery::KUBERNETES_VERSION;
@@ -195,19 +196,15 @@ impl std::fmt::Debug for Core {
 
 impl Core {
     pub(crate) fn lock(&self) -> MutexGuard<'_, state::State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.locked()
     }
 
     /// The state lock for a request: while another request holds it, the task yields to the
     /// runtime instead of putting its worker thread to sleep, so the worker runs other tasks.
     pub(crate) async fn lock_for_request(&self) -> MutexGuard<'_, state::State> {
         loop {
-            match self.state.try_lock() {
-                Ok(guard) => return guard,
-                Err(std::sync::TryLockError::Poisoned(poisoned)) => return poisoned.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {}
+            if let Some(guard) = self.state.try_locked() {
+                return guard;
             }
             tokio::task::yield_now().await;
         }

@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rackproof_std::LockExt;
+
 /// Upper bounds of the latency buckets, in seconds (kube-apiserver's, up to 60 s).
 const BUCKETS: &[f64] = &[
     0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0,
@@ -50,9 +52,7 @@ pub(crate) struct Metrics {
 
 impl Metrics {
     fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
-        self.counts
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.counts.locked()
     }
 
     /// Records one finished request.

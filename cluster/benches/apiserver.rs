@@ -35,6 +35,7 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, Wat
 use rackproof_apiserver::{ApiServer, User};
 use rackproof_clock::Clock;
 use rackproof_cluster::local::{self, LocalControlPlane, LocalOptions};
+use rackproof_std::error_chain;
 use serde_json::json;
 
 type BoxError = Box<dyn Error + Send + Sync>;
@@ -106,7 +107,7 @@ async fn run() -> Result<(), BoxError> {
     eprintln!("bench: starting the real control plane (etcd + kube-apiserver v1.20.2)");
     let plane = LocalControlPlane::start(LocalOptions::default())
         .await
-        .map_err(|error| chain(&error))?;
+        .map_err(|error| BoxError::from(error_chain(&error)))?;
     let in_process = ApiServer::new(clock.clone());
     let https_server = ApiServer::new(clock.clone());
     let https = https_server
@@ -128,18 +129,11 @@ async fn run() -> Result<(), BoxError> {
     let [_, _, Target::Real(plane)] = targets else {
         unreachable!("the third target is the real one")
     };
-    (*plane).shutdown().await.map_err(|error| chain(&error))?;
+    (*plane)
+        .shutdown()
+        .await
+        .map_err(|error| BoxError::from(error_chain(&error)))?;
     Ok(())
-}
-
-fn chain(error: &dyn Error) -> BoxError {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let _ = write!(text, ": {cause}");
-        source = cause.source();
-    }
-    text.into()
 }
 
 async fn measure(target: &Target, clock: &Clock) -> Result<Results, BoxError> {

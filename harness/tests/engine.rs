@@ -7,6 +7,7 @@ use std::path::Path;
 use rackproof_harness::engine::{self, RunError, Verdict};
 use rackproof_harness::load::{LoadedScenario, load_str};
 use rackproof_harness::scenario::Backend;
+use rackproof_test_support::processes::processes_mentioning;
 
 const BASE: &str = r#"
 lab: { nodes: 3 }
@@ -282,12 +283,7 @@ fn a_run_step_past_its_timeout_is_killed_with_its_children() {
         "{:?}",
         result.failures
     );
-    let survivors: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
-        .map(|cmdline| String::from_utf8_lossy(&cmdline).replace('\0', " "))
-        .filter(|cmdline| cmdline.starts_with("sleep 31.4159"))
-        .collect();
+    let survivors = processes_mentioning("sleep 31.4159");
     assert!(survivors.is_empty(), "left running: {survivors:?}");
 }
 

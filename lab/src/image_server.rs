@@ -27,6 +27,7 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use rackproof_std::LockExt;
 use tokio::sync::broadcast;
 
 /// The header naming the node a request is for.
@@ -214,7 +215,7 @@ impl ImageServer {
     }
 
     fn rules(&self) -> std::sync::MutexGuard<'_, Rules> {
-        self.inner.rules.lock().unwrap_or_else(|p| p.into_inner())
+        self.inner.rules.locked()
     }
 }
 
@@ -287,12 +288,7 @@ async fn fetch(
             answer,
         };
         tracing::debug!(node = ?request.node, version = %request.version, file = %request.file, answer = %request.answer, "image server");
-        inner
-            .rules
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .journal
-            .push(request.clone());
+        inner.rules.locked().journal.push(request.clone());
         let _ = inner.events.send(request);
     };
     if !plain(&version) || !plain(&file) {
@@ -303,12 +299,7 @@ async fn fetch(
         )
             .into_response();
     }
-    let decision = decide(
-        &mut inner.rules.lock().unwrap_or_else(|p| p.into_inner()),
-        node.as_deref(),
-        &version,
-        &file,
-    );
+    let decision = decide(&mut inner.rules.locked(), node.as_deref(), &version, &file);
     match decision.fault {
         Some(ImageFault::Status(code)) => {
             record(format!("fault: HTTP {code}"));

@@ -282,12 +282,7 @@ async fn bmc_serve_writes_private_credentials_and_names_every_endpoint() {
     )
     .await
     .unwrap_err();
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(s) = source {
-        text.push_str(&format!(": {s}"));
-        source = s.source();
-    }
+    let text = rackproof_std::error_chain(&err);
     assert!(
         text.starts_with("node sim-1: connect to redfish BMC https://127.0.0.1:"),
         "{text}"

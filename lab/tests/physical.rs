@@ -20,6 +20,7 @@ use rackproof_lab::commands::{
 use rackproof_lab::env::Env;
 use rackproof_lab::physical::{InventoryError, InventoryFile, Reservation, ReservationError};
 use rackproof_lab::resource::CredentialsRef;
+use rackproof_std::error_chain;
 
 const SECRET: &str = "hunter2-top-secret";
 
@@ -131,18 +132,6 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     path
 }
 
-/// The error and every source below it, as one string.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = err.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 #[test]
 fn credentials_come_from_environment_variables() {
     let reference = CredentialsRef::Env {
@@ -216,7 +205,7 @@ fn credentials_come_from_a_file_and_errors_never_show_its_content() {
             &Env::fixed::<&str, &str>([]),
         )
         .unwrap_err();
-        let text = chain(&err);
+        let text = error_chain(&err);
         assert!(text.contains(&path.display().to_string()), "{text}");
         assert!(text.contains(expected), "{text}");
         assert!(!text.contains(SECRET), "{text}");
@@ -387,7 +376,7 @@ async fn dry_run_records_the_exact_actions_and_contacts_nothing() {
     let err = commands::power(&inventory, "rack1-node1", PowerCommand::Off, &no_password)
         .await
         .unwrap_err();
-    let text = chain(&err);
+    let text = error_chain(&err);
     assert!(
         text.contains("node rack1-node1: resolve BMC credentials"),
         "{text}"

@@ -7,7 +7,7 @@
 //! `apt-get install -y ipmitool` and the images (`ci/build-images`); fails saying so otherwise.
 
 mod qemu {
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
     use std::time::Duration;
 
     use rackproof_clock::Clock;
@@ -17,66 +17,23 @@ mod qemu {
     };
     use rackproof_lab::env::Env;
     use rackproof_lab::physical::InventoryFile;
-    use rackproof_qemu::Images;
     use rackproof_qemu::images::BASE_VERSION;
+    use rackproof_test_support::ipmitool::Ipmitool;
+    use rackproof_test_support::node_images;
+    use rackproof_test_support::processes::processes_mentioning;
     use regex::Regex;
 
     /// One boot through UEFI, systemd-boot and the kernel to the init marker, on a loaded machine.
     const BOOT: Duration = Duration::from_secs(180);
 
-    fn repo() -> PathBuf {
-        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-            .join("..")
-    }
-
-    fn images() -> Images {
-        if let Err(e) = rackproof_qemu::Prerequisites::find() {
-            panic!("{e}");
-        }
-        Images::build(&repo())
-            .unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
-    }
-
-    /// `ipmitool -I lanplus` against `port`, the password passed in the environment (`-E`), not
-    /// argv. Awaited, not blocking: the emulators answer on this test's runtime.
-    async fn ipmitool(port: u16, credentials: &Path, args: &[&str]) -> String {
+    /// ipmitool as the user `bmc serve` wrote into `credentials` (user, then password). QEMU's
+    /// start (the BMC answers once the process runs) can exceed a 1 s request timeout on a loaded
+    /// machine.
+    fn ipmitool(port: u16, credentials: &Path) -> Ipmitool {
         let text = std::fs::read_to_string(credentials).unwrap();
         let mut lines = text.lines();
         let (user, password) = (lines.next().unwrap(), lines.next().unwrap());
-        let port = port.to_string();
-        // QEMU's start (the BMC answers once the process runs) can exceed ipmitool's 1 s default
-        // timeout on a loaded machine; a retransmission would repeat the command.
-        let out = tokio::process::Command::new("ipmitool")
-            .args([
-                "-I",
-                "lanplus",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                user,
-                "-E",
-                "-N",
-                "30",
-                "-R",
-                "1",
-            ])
-            .args(args)
-            .env("IPMI_PASSWORD", password)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output()
-            .await
-            .unwrap_or_else(|e| {
-                panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool")
-            });
-        assert!(
-            out.status.success(),
-            "ipmitool {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        Ipmitool::lanplus(port, user, password).request_timeout(30)
     }
 
     /// Lines of the console file matching `pattern`.
@@ -107,33 +64,10 @@ mod qemu {
         }
     }
 
-    /// PIDs of processes whose command line mentions `needle`.
-    fn processes_mentioning(needle: &str) -> Vec<u32> {
-        let mut pids = Vec::new();
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid == std::process::id() {
-                continue;
-            }
-            if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-                && String::from_utf8_lossy(&cmdline).contains(needle)
-            {
-                pids.push(pid);
-            }
-        }
-        pids
-    }
-
     #[tokio::test]
     async fn ipmitool_and_redfish_power_a_qemu_node_through_bmc_serve_and_the_console_shows_each_boot()
      {
-        let images = images();
+        let images = node_images();
         let clock = Clock::wall();
         let dir = tempfile::tempdir().unwrap();
         let nodes = commands::qemu_nodes(&images, 1, &clock).unwrap();
@@ -150,7 +84,7 @@ mod qemu {
             .unwrap();
         let served = &server.nodes[0];
         assert_eq!(served.name, "node-1");
-        let ipmi_port = served.ipmi.unwrap().port();
+        let ipmi = ipmitool(served.ipmi.unwrap().port(), &served.credentials_file);
         let console = served.console_file.clone();
         let init = Regex::new(&format!(
             "^rackproof-os {}: init started",
@@ -164,18 +98,14 @@ mod qemu {
         .unwrap();
 
         assert_eq!(
-            ipmitool(ipmi_port, &served.credentials_file, &["power", "status"])
-                .await
-                .trim(),
+            ipmi.stdout(&["power", "status"]).await.trim(),
             "Chassis Power is off"
         );
-        let on = ipmitool(ipmi_port, &served.credentials_file, &["power", "on"]).await;
+        let on = ipmi.stdout(&["power", "on"]).await;
         assert!(on.contains("Up/On"), "{on}");
         wait_for_count(&clock, &console, &up, 1).await;
         assert_eq!(
-            ipmitool(ipmi_port, &served.credentials_file, &["power", "status"])
-                .await
-                .trim(),
+            ipmi.stdout(&["power", "status"]).await.trim(),
             "Chassis Power is on"
         );
 
@@ -203,12 +133,12 @@ mod qemu {
         assert_eq!(count(&console, &init), 2);
 
         // A power cycle over IPMI: off, then on; one more boot.
-        let cycle = ipmitool(ipmi_port, &served.credentials_file, &["power", "cycle"]).await;
+        let cycle = ipmi.stdout(&["power", "cycle"]).await;
         assert!(cycle.contains("Cycle"), "{cycle}");
         wait_for_count(&clock, &console, &up, 3).await;
         assert_eq!(count(&console, &init), 3);
 
-        let off = ipmitool(ipmi_port, &served.credentials_file, &["power", "off"]).await;
+        let off = ipmi.stdout(&["power", "off"]).await;
         assert!(off.contains("Down/Off"), "{off}");
         assert_eq!(
             power(PowerCommand::Status).await,
@@ -220,9 +150,10 @@ mod qemu {
         assert_eq!(count(&console, &init), 3);
 
         server.shutdown().await.unwrap();
+        let left = processes_mentioning(&node_dir);
         assert!(
-            processes_mentioning(&node_dir).is_empty(),
-            "a QEMU process of node-1 is still running"
+            left.is_empty(),
+            "a QEMU process of node-1 is still running: {left:?}"
         );
     }
 }

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
+use rackproof_std::LockExt;
 use rustix::process::{Pid, Signal};
 
 /// A process's start time in clock ticks since boot (field 22 of `/proc/PID/stat`).
@@ -139,7 +140,7 @@ impl Record {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u32, Child>> {
-        self.children.lock().unwrap_or_else(|p| p.into_inner())
+        self.children.locked()
     }
 
     fn write_logged(&self, children: &BTreeMap<u32, Child>) {

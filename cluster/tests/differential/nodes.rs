@@ -10,7 +10,7 @@ impl Pair {
         let options = LocalOptions::default().with_nodes(nodes.iter().copied());
         let plane = LocalControlPlane::start(options)
             .await
-            .unwrap_or_else(|error| panic!("{}", report(&error)));
+            .unwrap_or_else(|error| panic!("{}", error_chain(&error)));
         let server = ApiServer::new(Clock::wall());
         let embedded = server.admin_client();
         let real = plane.client();
@@ -29,7 +29,7 @@ impl Pair {
             .plane
             .client_as(&rackproof_cluster::local::User::node(name))
             .await
-            .unwrap_or_else(|error| panic!("{}", report(&error)));
+            .unwrap_or_else(|error| panic!("{}", error_chain(&error)));
         (self._server.node_client(name), real)
     }
 

@@ -10,6 +10,7 @@ pub(crate) use kube::client::Body;
 pub(crate) use rackproof_apiserver::ApiServer;
 pub(crate) use rackproof_clock::Clock;
 pub(crate) use rackproof_cluster::local::{LocalControlPlane, LocalOptions};
+pub(crate) use rackproof_std::error_chain;
 pub(crate) use serde_json::{Map, Value, json};
 
 /// One HTTP request of a sequence.
@@ -119,7 +120,7 @@ impl Pair {
     pub(crate) async fn start() -> Self {
         let plane = LocalControlPlane::start(LocalOptions::default())
             .await
-            .unwrap_or_else(|error| panic!("{}", report(&error)));
+            .unwrap_or_else(|error| panic!("{}", error_chain(&error)));
         let server = ApiServer::new(Clock::wall());
         let embedded = server.admin_client();
         let real = plane.client();
@@ -241,7 +242,7 @@ impl Pair {
         plane
             .shutdown()
             .await
-            .unwrap_or_else(|error| panic!("{}", report(&error)));
+            .unwrap_or_else(|error| panic!("{}", error_chain(&error)));
         assert!(
             mismatches.is_empty(),
             "{} mismatch(es):\n{}",
@@ -249,16 +250,6 @@ impl Pair {
             mismatches.join("\n\n")
         );
     }
-}
-
-pub(crate) fn report(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
 }
 
 pub(crate) fn differing_paths(a: &Value, b: &Value, at: String) -> Vec<String> {

@@ -312,7 +312,10 @@ async fn a_failed_startup_keeps_the_logs_and_names_them() {
     };
     let error = LocalControlPlane::start(options).await.unwrap_err();
     let Error::Exited { program, log, .. } = &error else {
-        panic!("expected kube-apiserver to exit, got: {}", report(&error));
+        panic!(
+            "expected kube-apiserver to exit, got: {}",
+            error_chain(&error)
+        );
     };
     assert_eq!(*program, "kube-apiserver");
     let text = std::fs::read_to_string(log).unwrap();
@@ -330,7 +333,7 @@ async fn an_invalid_node_name_is_an_error() {
     assert!(
         matches!(error, Error::InvalidNodeName(_)),
         "{}",
-        report(&error)
+        error_chain(&error)
     );
 }
 
@@ -344,7 +347,7 @@ async fn a_missing_kube_apiserver_names_the_install_command() {
     assert!(
         matches!(error, Error::KubeApiserverNotFound { .. }),
         "{}",
-        report(&error)
+        error_chain(&error)
     );
     assert!(
         error.to_string().contains("ci/install-local-control-plane"),

@@ -1,6 +1,8 @@
 //! kube-controller-manager's controllers (node lifecycle, disruption, garbage collector,
 //! namespace), and stopping and starting it.
 
+use rackproof_test_support::processes::processes_mentioning;
+
 use crate::support::*;
 
 /// How long a node may go unrenewed before the controller manager marks it.
@@ -481,21 +483,6 @@ async fn a_stopped_controller_manager_marks_nothing_and_a_restarted_one_resumes(
     }
 }
 
-/// PIDs of processes whose command line mentions `needle`.
-fn processes_mentioning(needle: &str) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|entry| {
-            let entry = entry.ok()?;
-            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-            String::from_utf8_lossy(&cmdline)
-                .contains(needle)
-                .then_some(pid)
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn a_controller_manager_that_fails_to_start_takes_the_control_plane_down_with_it() {
     let mut options = with_controller_manager();
@@ -506,17 +493,17 @@ async fn a_controller_manager_that_fails_to_start_takes_the_control_plane_down_w
     let Error::Exited { program, log, .. } = &error else {
         panic!(
             "expected kube-controller-manager to exit, got: {}",
-            report(&error)
+            error_chain(&error)
         );
     };
     assert_eq!(*program, "kube-controller-manager");
     let text = std::fs::read_to_string(log).unwrap();
     assert!(text.contains("no-such-flag"), "{text}");
     let dir = log.parent().unwrap();
-    assert_eq!(
-        processes_mentioning(&dir.display().to_string()),
-        Vec::<u32>::new(),
-        "processes of the failed control plane survived"
+    let left = processes_mentioning(&dir.display().to_string());
+    assert!(
+        left.is_empty(),
+        "processes of the failed control plane survived: {left:?}"
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
@@ -531,7 +518,7 @@ async fn a_missing_kube_controller_manager_names_the_install_command() {
     assert!(
         matches!(error, Error::KubeControllerManagerNotFound { .. }),
         "{}",
-        report(&error)
+        error_chain(&error)
     );
     assert!(
         error.to_string().contains("ci/install-local-control-plane"),

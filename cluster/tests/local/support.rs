@@ -15,22 +15,13 @@ pub(crate) use rackproof_cluster::local::{
     ControllerManagerOptions, Decision, Error, LocalControlPlane, LocalOptions, NodeAuthorizer,
     User,
 };
+pub(crate) use rackproof_std::error_chain;
 pub(crate) use serde_json::json;
 
 pub(crate) async fn start(options: LocalOptions) -> LocalControlPlane {
     LocalControlPlane::start(options)
         .await
-        .unwrap_or_else(|error| panic!("{}", report(&error)))
-}
-
-pub(crate) fn report(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    text
+        .unwrap_or_else(|error| panic!("{}", error_chain(&error)))
 }
 
 pub(crate) fn from_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {

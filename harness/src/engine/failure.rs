@@ -61,11 +61,11 @@ pub(crate) enum StepError {
     NoOutside,
     /// A `run` step's command could not be started or waited for, or ran past its timeout. The
     /// message carries the whole chain: a step failure is read as one line.
-    #[error("{}", crate::engine::error_chain(.0))]
+    #[error("{}", rackproof_std::error_chain(.0))]
     Command(OutsideError),
     /// The lab could not do what the step asked (a `publish` on a backend without one). The
     /// message carries the whole chain.
-    #[error("{}", crate::engine::error_chain(.0))]
+    #[error("{}", rackproof_std::error_chain(.0))]
     Lab(crate::engine::lab::LabError),
     /// A value of the step the loader let through but the run cannot use.
     #[error("{0}")]
@@ -73,7 +73,7 @@ pub(crate) enum StepError {
 }
 
 /// The lab, the cluster or the run's own machinery failed before the system under test could be
-/// judged. Its message is read with its sources ([`crate::engine::error_chain`]).
+/// judged. Its message is read with its sources ([`rackproof_std::error_chain`]).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LabFailure {
     /// The node images could not be found or built.
@@ -169,7 +169,7 @@ mod tests {
     fn a_lab_failure_reads_with_its_sources() {
         let failure = LabFailure::from(OutsideError::KubeconfigDir(not_found()));
         assert_eq!(
-            crate::engine::error_chain(&failure),
+            rackproof_std::error_chain(&failure),
             "failed to create a directory for the run's kubeconfig: no such file"
         );
     }

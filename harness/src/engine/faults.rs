@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
+use rackproof_std::LockExt;
 use regex::Regex;
 
 use crate::engine::cluster::objects::NAMESPACE;
@@ -111,7 +112,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                     EntryKind::Fault,
                     format!(
                         "boot failure of {version} not armed: {}",
-                        crate::engine::error_chain(&e)
+                        rackproof_std::error_chain(&e)
                     ),
                 ),
             }
@@ -158,7 +159,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("BMC quirk not set: {}", crate::engine::error_chain(&e)),
+                    format!("BMC quirk not set: {}", rackproof_std::error_chain(&e)),
                 );
             }
         }
@@ -174,7 +175,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("partition failed: {}", crate::engine::error_chain(&e)),
+                    format!("partition failed: {}", rackproof_std::error_chain(&e)),
                 );
                 return;
             }
@@ -187,7 +188,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 Err(e) => shared.record(
                     Some(node),
                     EntryKind::Fault,
-                    format!("reconnecting failed: {}", crate::engine::error_chain(&e)),
+                    format!("reconnecting failed: {}", rackproof_std::error_chain(&e)),
                 ),
             }
         }
@@ -208,7 +209,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                             shared.record(
                                 Some(&name),
                                 EntryKind::Fault,
-                                format!("agent kill failed: {}", crate::engine::error_chain(&e)),
+                                format!("agent kill failed: {}", rackproof_std::error_chain(&e)),
                             );
                             return;
                         }
@@ -233,7 +234,7 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                     let text = match kill_component(ctx, component, restart).await {
                         Ok(name) => format!("{name} killed, {again}"),
                         Err(why) => {
-                            format!("{component:?} kill: {}", crate::engine::error_chain(&why))
+                            format!("{component:?} kill: {}", rackproof_std::error_chain(&why))
                                 .to_lowercase()
                         }
                     };
@@ -282,12 +283,7 @@ pub struct PowerCutLanes(Mutex<BTreeMap<String, Arc<tokio::sync::Mutex<()>>>>);
 impl PowerCutLanes {
     /// `node`'s lane (made on first use).
     pub fn lane(&self, node: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(node.to_owned())
-            .or_default()
-            .clone()
+        self.0.locked().entry(node.to_owned()).or_default().clone()
     }
 }
 

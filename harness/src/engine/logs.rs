@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use rackproof_std::LockExt;
+
 use crate::engine::shared::Shared;
 
 /// The lines of a run per source. Clones share them.
@@ -16,8 +18,7 @@ impl LineLogs {
     pub fn push(&self, shared: &Shared, source: &str, line: &str) {
         let at = rackproof_clock::format_duration(shared.elapsed());
         self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .entry(source.to_owned())
             .or_default()
             .push(format!("[{at}] {line}"));
@@ -26,8 +27,7 @@ impl LineLogs {
     /// Appends lines stamped elsewhere (a process's own log file) to `source`'s log.
     pub fn extend(&self, source: &str, lines: Vec<String>) {
         self.0
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
+            .locked()
             .entry(source.to_owned())
             .or_default()
             .extend(lines);
@@ -35,6 +35,6 @@ impl LineLogs {
 
     /// Every source's lines, leaving the logs empty.
     pub fn take(&self) -> BTreeMap<String, Vec<String>> {
-        std::mem::take(&mut *self.0.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.0.locked())
     }
 }

@@ -16,6 +16,8 @@ pub mod run;
 pub(crate) mod shared;
 pub(crate) mod steps;
 
+use rackproof_std::error_chain;
+
 use crate::load::LoadedScenario;
 use crate::scenario::Backend;
 pub use judge::timeline;
@@ -139,16 +141,4 @@ pub fn run_scenario_with(
     // A blocking image build is not waited for (it finishes on its own, under its lock).
     runtime.shutdown_timeout(std::time::Duration::from_secs(10));
     result
-}
-
-/// An error and its sources on one line: `a: b: c`.
-pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use tokio::sync::watch;
 
 use crate::engine::credentials::Credentials;
@@ -40,18 +41,12 @@ impl Shared {
 
     /// Keeps credentials the run made (so its artifacts can be checked for them).
     pub fn keep_credentials(&self, values: impl IntoIterator<Item = String>) {
-        self.credentials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(values);
+        self.credentials.locked().extend(values);
     }
 
     /// The credentials kept so far.
     pub fn credentials(&self) -> Credentials {
-        self.credentials
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.credentials.locked().clone()
     }
 
     pub fn clock(&self) -> &Clock {
@@ -66,7 +61,7 @@ impl Shared {
 
     /// The judge, locked. Never held across an `.await`.
     pub fn judge(&self) -> MutexGuard<'_, Judge> {
-        self.judge.lock().unwrap_or_else(|p| p.into_inner())
+        self.judge.locked()
     }
 
     /// Records a timeline entry now.

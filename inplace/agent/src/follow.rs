@@ -59,7 +59,7 @@ pub(crate) async fn follow<K>(
                 }
             }
             Err(e) => {
-                tracing::debug!(object = name, error = %crate::error_chain(&e), retry_in = ?backoff, "watch failed; retrying");
+                tracing::debug!(object = name, error = %rackproof_std::error_chain(&e), retry_in = ?backoff, "watch failed; retrying");
                 clock.sleep(backoff).await;
                 backoff = (backoff * 2).min(retry);
             }

@@ -38,6 +38,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Owne
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::watcher::{self, Event};
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use serde_json::json;
 use tokio::sync::watch;
 
@@ -138,9 +139,7 @@ impl Heartbeat {
     }
 
     fn memory(&self) -> std::sync::MutexGuard<'_, Memory> {
-        self.memory
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.memory.locked()
     }
 
     fn error(&self, action: &str, source: kube::Error) -> HeartbeatError {
@@ -192,7 +191,7 @@ impl Heartbeat {
             loop {
                 ticks.tick().await;
                 if let Err(e) = self.renew(&node, os, kubelet).await {
-                    tracing::warn!(error = %crate::error_chain(&e), "heartbeat failed");
+                    tracing::warn!(error = %rackproof_std::error_chain(&e), "heartbeat failed");
                 }
             }
         };
@@ -280,13 +279,13 @@ impl Heartbeat {
             match event {
                 Ok(Event::Apply(pod) | Event::InitApply(pod)) => {
                     if let Err(e) = self.handle_pod(&pod).await {
-                        tracing::warn!(error = %crate::error_chain(&e), "pod not handled; listing the pods at the next beat");
+                        tracing::warn!(error = %rackproof_std::error_chain(&e), "pod not handled; listing the pods at the next beat");
                         self.memory().pods_pending = true;
                     }
                 }
                 Ok(Event::Delete(_) | Event::Init | Event::InitDone) => {}
                 Err(e) => {
-                    tracing::debug!(error = %crate::error_chain(&e), "pod watch failed; retrying");
+                    tracing::debug!(error = %rackproof_std::error_chain(&e), "pod watch failed; retrying");
                     self.clock.sleep(self.retry).await;
                 }
             }

@@ -68,5 +68,3 @@ mod together;
 
 pub use agent::{Agent, AgentError, Outcome, Platform};
 pub use config::{AgentConfig, HeartbeatConfig, TokenSecret};
-
-pub(crate) use agent::error_chain;

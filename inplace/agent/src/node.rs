@@ -8,6 +8,7 @@ use inplace_api::keys;
 use inplace_api::resource_version::{self, Written};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use rackproof_std::LockExt;
 use serde_json::{Value, json};
 
 /// An API call on the Node or its pods failed.
@@ -105,10 +106,7 @@ impl NodeHandle {
     /// the failed label it just set for one a person removed.
     pub async fn get_followed(&self, followed: Option<Node>) -> Result<Option<Node>, NodeError> {
         let behind = {
-            let mut unseen = self
-                .unseen_write
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut unseen = self.unseen_write.locked();
             let shown = match (
                 unseen.as_deref(),
                 followed
@@ -154,10 +152,7 @@ impl NodeHandle {
             .request(request)
             .await
             .map_err(|e| self.error("label and annotate the node", e))?;
-        *self
-            .unseen_write
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = written.resource_version();
+        *self.unseen_write.locked() = written.resource_version();
         Ok(())
     }
 

@@ -44,6 +44,7 @@ pub mod hash;
 pub mod keys;
 pub mod leader;
 pub mod maintenance;
+pub mod node_fingerprint;
 pub mod node_lease;
 pub mod osc;
 pub mod pool;

@@ -6,6 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use rackproof_std::LockExt;
+
 use crate::esp::{DirEntry, Esp, EspError, check_path};
 
 /// Called (outside the ESP's lock) when an injected power cut fires.
@@ -55,9 +57,7 @@ impl MemEsp {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock leaves consistent data (every update is one insert/remove).
-        self.inner
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.inner.locked()
     }
 
     /// Arms the fault point: `n` more writes (write, rename, remove) succeed, the next one is cut.

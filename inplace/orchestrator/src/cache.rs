@@ -40,6 +40,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource};
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
@@ -190,7 +191,7 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     fn lock(&self) -> MutexGuard<'_, State<K>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Applies the watch's events as they come; yields one item per event: the object it added

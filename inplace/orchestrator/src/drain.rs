@@ -247,7 +247,7 @@ pub(crate) async fn drain_round(
                 // drained."
                 round.forced = Some(Forced::Failed(format!(
                     "evicting pod {key} failed: {}",
-                    crate::error::chain(&e)
+                    rackproof_std::error_chain(&e)
                 )));
                 round.remaining = 0;
                 force_delete(client, node, &drainable, refusals, &mut round).await?;

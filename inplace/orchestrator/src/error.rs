@@ -28,15 +28,3 @@ pub(crate) fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Err
     let action = action.into();
     move |source| Error::Kube { action, source }
 }
-
-/// The error and its sources on one line.
-pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(next) = source {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        source = next.source();
-    }
-    text
-}

@@ -26,6 +26,7 @@ use kube::api::ListParams;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
+use rackproof_std::LockExt;
 
 pub(crate) use inplace_api::node_lease::{NODE_LEASE_NAMESPACE, NodeLease};
 
@@ -69,7 +70,7 @@ pub(crate) struct Leases {
 
 impl Leases {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.locked()
     }
 
     /// Follows the Leases until dropped (failed watches are retried with back-off).

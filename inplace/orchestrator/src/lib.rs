@@ -116,6 +116,7 @@ use inplace_api::version::KubeVersion;
 use jiff::Timestamp;
 use kube::{Api, Client, Resource, ResourceExt};
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use tokio::sync::Mutex;
 
 use cache::{Cached, Caches};
@@ -302,7 +303,7 @@ impl Context {
     /// Records whether the rollout of the deployment that owns the MachineSets `sets` (uids) is
     /// halted, and why.
     pub(crate) fn set_halt(&self, sets: impl IntoIterator<Item = String>, why: Option<&str>) {
-        let mut halts = self.halts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut halts = self.halts.locked();
         for set in sets {
             halts.insert(set, why.map(str::to_owned));
         }
@@ -311,7 +312,7 @@ impl Context {
     /// Whether the rollout of the MachineSet `set` (uid) is halted: `Some(None)` when it is not,
     /// `Some(Some(why))` when it is, `None` while no pass has found out yet.
     pub(crate) fn halt(&self, set: &str) -> Option<Option<String>> {
-        let halts = self.halts.lock().unwrap_or_else(|p| p.into_inner());
+        let halts = self.halts.locked();
         halts.get(set).cloned()
     }
 

@@ -17,15 +17,17 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use inplace_api::crd::{Machine, MachineDeployment, MachineSet, WorkerPool};
+use inplace_api::node_fingerprint::node_fingerprint;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::ListParams;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
+use rackproof_std::error_chain;
 use tokio::sync::Notify;
 use tracing::Instrument;
 
 use crate::cache::NodesByName;
-use crate::error::{Error, chain};
+use crate::error::Error;
 use crate::{Action, Context, deployment, machine, machineset, workerpool};
 
 /// What to do after a failed reconcile: conflicts again soon, everything else after a back-off.
@@ -129,29 +131,6 @@ fn changes_read<K: ResourceExt + Send + Sync + 'static>(
         .boxed()
 }
 
-/// What the controllers read of a Node: labels, annotations, the cordon, deletion, and each
-/// condition's type, status and reason (not the heartbeat times).
-fn node_fingerprint(node: &Node) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    node.metadata.labels.hash(&mut hasher);
-    node.metadata.annotations.hash(&mut hasher);
-    node.metadata.deletion_timestamp.is_some().hash(&mut hasher);
-    node.spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .hash(&mut hasher);
-    for condition in node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
-    }
-    hasher.finish()
-}
-
 /// What the controllers read of a Machine: all of it but the conditions mirrored from its Node
 /// (which only the mirroring compares) and the resourceVersion (the watch brings no managedFields).
 fn machine_fingerprint(machine: &Machine) -> u64 {
@@ -192,7 +171,7 @@ async fn pass(ctx: &Context) -> Option<Duration> {
                         match $reconcile(object, $($extra,)* ctx).instrument(span).await {
                             Ok(action) => merge(action),
                             Err(error) => {
-                                tracing::warn!(kind = $what, object = %object.name_any(), error = %chain(&error), "reconcile failed");
+                                tracing::warn!(kind = $what, object = %object.name_any(), error = %error_chain(&error), "reconcile failed");
                                 merge(error_policy(&error));
                             }
                         }

@@ -17,8 +17,8 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::PostParams;
 use kube::{Api, Client, ResourceExt};
+use rackproof_test_support::kube::faults::{Seen, Verdict, faulty_client, hook};
 use serde_json::Value;
-use support::faults::{Seen, Verdict, faulty_client, hook};
 use support::{Lab, NS};
 
 const LEASE_DURATION: Duration = Duration::from_secs(15);

@@ -13,24 +13,11 @@ use inplace_api::keys::{
 };
 use inplace_api::strategy::OrchestrationType;
 use kube::ResourceExt;
+use rackproof_test_support::kube::faults::{
+    ConcurrentWriter, Record, Seen, Verdict, faulty_client, hook,
+};
 use serde_json::json;
-use support::faults::{Record, Seen, Verdict, faulty_client, hook};
 use support::{Lab, Outcome};
-
-/// Merge-patches an annotation onto the object at `path` (a `/status` suffix is dropped), as another
-/// writer would: the object's resourceVersion moves on.
-async fn bump(client: &kube::Client, path: &str, n: usize) {
-    let path = path.strip_suffix("/status").unwrap_or(path);
-    let body = json!({ "metadata": { "annotations": { "test.rackproof.dev/concurrent-writer": n.to_string() } } });
-    let request = http::Request::patch(path)
-        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
-        .body(serde_json::to_vec(&body).unwrap())
-        .unwrap();
-    client
-        .request_text(request)
-        .await
-        .expect("the concurrent write lands");
-}
 
 #[tokio::test(start_paused = true)]
 async fn writes_that_conflict_with_a_concurrent_writer_are_retried_until_they_land() {
@@ -39,32 +26,13 @@ async fn writes_that_conflict_with_a_concurrent_writer_are_retried_until_they_la
     let _doubles = lab.start_doubles();
     // Every read-modify-write (PUT) of the orchestrator first loses a race: another writer changes
     // the object between the orchestrator's read and its write, so the server answers 409.
-    let admin = lab.client.clone();
-    let raced: Arc<Mutex<BTreeSet<String>>> = Arc::default();
-    let count = Arc::new(Mutex::new(0usize));
+    let writer = ConcurrentWriter::new(lab.client.clone());
     let log: Arc<Mutex<Vec<Record>>> = Arc::default();
     let race = hook(move |seen: Seen| {
-        let (admin, raced, count) = (admin.clone(), raced.clone(), count.clone());
+        let writer = writer.clone();
         async move {
-            if seen.method != http::Method::PUT || seen.path.contains("/events/") {
-                return Verdict::Forward;
-            }
-            // Alternate per object: the first write loses the race, its retry lands.
-            let lose = {
-                let mut raced = raced.lock().unwrap();
-                if raced.remove(&seen.path) {
-                    false
-                } else {
-                    raced.insert(seen.path.clone())
-                }
-            };
-            if lose {
-                let n = {
-                    let mut count = count.lock().unwrap();
-                    *count += 1;
-                    *count
-                };
-                bump(&admin, &seen.path, n).await;
+            if seen.method == http::Method::PUT && !seen.path.contains("/events/") {
+                writer.race(&seen.path).await;
             }
             Verdict::Forward
         }

@@ -62,6 +62,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, ObjectReference};
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, Resource};
 use rackproof_clock::Clock;
+use rackproof_std::error_chain;
 
 pub use error::Error;
 use error::{is_conflict, is_not_found};
@@ -470,16 +471,4 @@ impl Status {
             message,
         }
     }
-}
-
-/// The error and its sources, one line.
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(next) = source {
-        text.push_str(": ");
-        text.push_str(&next.to_string());
-        source = next.source();
-    }
-    text
 }

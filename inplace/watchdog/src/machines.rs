@@ -17,6 +17,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use tokio::sync::watch;
 
 use crate::error::Error;
@@ -61,10 +62,7 @@ impl Machines {
     }
 
     fn apply(&self, event: Result<Event<MachineItem>, watcher::Error>) {
-        let mut state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut state = self.state.locked();
         match event {
             Ok(Event::Init) => state.listing = Some(BTreeMap::new()),
             Ok(Event::InitApply(machine)) => {
@@ -107,10 +105,7 @@ impl Machines {
             clock.timeout(wait, synced.wait_for(|synced| *synced)).await,
             Ok(Ok(_))
         );
-        let state = self
-            .state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let state = self.state.locked();
         if !listed {
             return Err(Error::MachinesNotListed {
                 namespace: self.namespace.clone(),

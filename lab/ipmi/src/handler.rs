@@ -19,6 +19,7 @@ use std::sync::Mutex;
 use rackproof_driver::{
     BootOverride, BootOverrideMode, BootTarget, DriverError, PowerState, ResetAction, SharedMachine,
 };
+use rackproof_std::LockExt;
 
 use crate::codec::command::{
     BootDevice, BootFlags, BootOptionResponse, BootParameter, ChassisControl, ChassisStatus,
@@ -68,9 +69,7 @@ impl CommandHandler {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, BmcState> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.locked()
     }
 
     /// Executes `request` against the machine.

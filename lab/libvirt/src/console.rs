@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use regex::Regex;
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
 use tokio::sync::{broadcast, watch};
@@ -46,9 +47,7 @@ struct Shared {
 
 impl Shared {
     fn lines(&self) -> MutexGuard<'_, Lines> {
-        self.lines
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.lines.locked()
     }
 }
 

@@ -34,6 +34,7 @@ use rackproof_driver::{
     BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
     ResetAction,
 };
+use rackproof_std::LockExt;
 use virt::connect::Connect;
 use virt::domain::{Domain, DomainState};
 use virt::sys;
@@ -330,12 +331,12 @@ impl LibvirtMachine {
 
     /// Starts the domain with the boot override in force; a `Once` override is cleared after.
     async fn start(&self) -> Result<(), MachineError> {
-        let setting = *self.boot.lock().unwrap_or_else(|p| p.into_inner());
+        let setting = *self.boot.locked();
         let order = boot_order(setting);
         self.redefine(order).await?;
         self.call("start", |d| d.create()).await?;
         if setting.mode == BootOverrideMode::Once {
-            *self.boot.lock().unwrap_or_else(|p| p.into_inner()) = BootOverride::default();
+            *self.boot.locked() = BootOverride::default();
             self.redefine(BootOrder::DiskFirst).await?;
         }
         Ok(())
@@ -427,7 +428,7 @@ impl Power for LibvirtMachine {
 #[async_trait]
 impl BootControl for LibvirtMachine {
     async fn boot_override(&self) -> Result<BootOverride, DriverError> {
-        Ok(*self.boot.lock().unwrap_or_else(|p| p.into_inner()))
+        Ok(*self.boot.locked())
     }
 
     async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
@@ -443,7 +444,7 @@ impl BootControl for LibvirtMachine {
         self.redefine(boot_order(setting))
             .await
             .map_err(|e| self.driver_error(e))?;
-        *self.boot.lock().unwrap_or_else(|p| p.into_inner()) = setting;
+        *self.boot.locked() = setting;
         Ok(())
     }
 }
@@ -584,11 +585,7 @@ pub async fn sweep_orphans(uri: &str) -> Result<Vec<String>, MachineError> {
 /// (defining the domain reports what is wrong with the connection).
 async fn sweep_orphans_once(uri: &str) {
     static SWEPT: Mutex<BTreeSet<String>> = Mutex::new(BTreeSet::new());
-    if !SWEPT
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(uri.to_owned())
-    {
+    if !SWEPT.locked().insert(uri.to_owned()) {
         return;
     }
     if let Err(error) = sweep_orphans(uri).await {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use regex::Regex;
 use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWriteExt as _, BufReader};
 use tokio::sync::{Notify, broadcast};
@@ -199,10 +200,7 @@ impl Console {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<String>> {
-        self.shared
-            .lines
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.shared.lines.locked()
     }
 }
 

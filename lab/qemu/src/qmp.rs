@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
 use tokio::net::UnixStream;
@@ -197,10 +198,7 @@ impl Qmp {
 
     /// Every event received so far, in order.
     pub fn events(&self) -> Vec<QmpEvent> {
-        self.events
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.events.locked().clone()
     }
 
     /// Events from now on.
@@ -232,10 +230,7 @@ async fn read_loop(
                 data: value.get("data").cloned().unwrap_or(Value::Null),
             };
             tracing::debug!(event = %event.event, data = %event.data, "QMP event");
-            events
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .push(event.clone());
+            events.locked().push(event.clone());
             let _ = live.send(event);
         } else if answers.send(value).await.is_err() {
             return;

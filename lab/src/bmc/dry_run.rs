@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use rackproof_driver::{BootControl, BootOverride, DriverError, Power, PowerState, ResetAction};
+use rackproof_std::LockExt;
 
 /// One BMC request a dry run would have sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,9 +87,7 @@ impl DryRunPower {
     }
 
     fn lock(&self) -> MutexGuard<'_, Record> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.locked()
     }
 
     fn record(&self, record: &mut Record, action: BmcAction) {

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rackproof_clock::Clock;
+use rackproof_std::LockExt;
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncSeekExt as _};
 use tokio::sync::broadcast;
 use tokio::task::AbortHandle;
@@ -66,9 +67,7 @@ struct State {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.locked()
     }
 
     fn push(&self, text: String, clock: &Clock) {

@@ -23,10 +23,11 @@ mod qemu {
     use rackproof_clock::Clock;
     use rackproof_driver::{Power, PowerState, ResetAction};
     use rackproof_qemu::images::BASE_VERSION;
-    use rackproof_qemu::{Images, QemuConfig, QemuMachine};
+    use rackproof_qemu::{QemuConfig, QemuMachine};
     use rackproof_ssh::{
         Error, ExitStatus, HostKeyPin, HostKeyTrust, SshSession, SshTarget, dropbear_host_key_pin,
     };
+    use rackproof_test_support::{node_images, workspace_root};
     use regex::Regex;
 
     use crate::common::{client_key, public_line};
@@ -36,19 +37,6 @@ mod qemu {
     /// One SSH operation on a TCG guest.
     const LIMIT: Duration = Duration::from_secs(60);
     const HOST_KEY_IN_INITRD: &str = "*etc/dropbear/dropbear_ed25519_host_key";
-
-    fn repo() -> PathBuf {
-        Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-            .join("../..")
-    }
-
-    fn images() -> Images {
-        if let Err(e) = rackproof_qemu::Prerequisites::find() {
-            panic!("{e}");
-        }
-        Images::build(&repo())
-            .unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
-    }
 
     /// The dropbear host key file inside a slot's initramfs (gzip'd newc cpio).
     fn slot_host_key(initrd: &Path) -> HostKeyPin {
@@ -88,7 +76,7 @@ mod qemu {
 
     impl Node {
         fn new(test: &str, disk: &Path, authorized_key: String) -> Self {
-            let dir = repo().join("target/qemu-artifacts").join(test);
+            let dir = workspace_root().join("target/qemu-artifacts").join(test);
             let _ = std::fs::remove_dir_all(&dir);
             let mut config = QemuConfig::new(test, disk);
             config.identity.ssh_authorized_key = authorized_key;
@@ -125,7 +113,7 @@ mod qemu {
 
     #[tokio::test]
     async fn ssh_into_a_guest_pinned_by_the_slot_host_key_runs_copies_and_collects_logs() {
-        let images = images();
+        let images = node_images();
         let keys = tempfile::tempdir().unwrap();
         let key = client_key(keys.path(), "node_ed25519", "ed25519");
         let pin = slot_host_key(&images.slot(BASE_VERSION).unwrap().dir.join("initrd.img"));

@@ -23,7 +23,7 @@ use crate::engine::lab::provider::OscLocation;
 use crate::scenario::Scenario;
 
 /// What went wrong with the run's cluster. Read with its sources
-/// ([`crate::engine::error_chain`]).
+/// ([`rackproof_std::error_chain`]).
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum ClusterError {
     #[error("starting the local control plane failed")]
@@ -119,7 +119,7 @@ impl ControllerManagerSwitch {
             if let Some(plane) = plane.lock().await.as_mut()
                 && let Err(e) = plane.start_controller_manager().await
             {
-                failed(crate::engine::error_chain(&e));
+                failed(rackproof_std::error_chain(&e));
             }
         });
     }
@@ -131,7 +131,7 @@ impl ControllerManagerSwitch {
             if let Some(plane) = plane.lock().await.as_mut()
                 && let Err(e) = plane.stop_controller_manager().await
             {
-                tracing::warn!(error = %crate::engine::error_chain(&e), "stopping kube-controller-manager failed");
+                tracing::warn!(error = %rackproof_std::error_chain(&e), "stopping kube-controller-manager failed");
             }
         });
     }
@@ -358,7 +358,7 @@ impl ApiCluster {
             })
             .collect();
         if let Err(e) = plane.shutdown().await {
-            tracing::warn!(error = %crate::engine::error_chain(&e), "shutting the local control plane down failed");
+            tracing::warn!(error = %rackproof_std::error_chain(&e), "shutting the local control plane down failed");
         }
         logs
     }

@@ -62,7 +62,7 @@ async fn decide(client: &Client, access: &AccessRequest) -> Decision {
         }
         Err(e) => Decision::NoOpinion(format!(
             "reading the Machines of node {node} failed: {}",
-            crate::engine::error_chain(&e)
+            rackproof_std::error_chain(&e)
         )),
     }
 }

@@ -9,6 +9,7 @@ use std::os::unix::process::CommandExt as _;
 use std::process::{Child, Command, ExitStatus};
 use std::sync::{Mutex, MutexGuard};
 
+use rackproof_std::LockExt;
 use rustix::process::{Pid, Signal, WaitId, WaitIdOptions};
 
 /// A running group leader. Dropping it kills the group and reaps the leader.
@@ -76,7 +77,7 @@ impl GroupLeader {
     }
 
     fn lock(&self) -> MutexGuard<'_, Option<Child>> {
-        self.child.lock().unwrap_or_else(|p| p.into_inner())
+        self.child.locked()
     }
 }
 

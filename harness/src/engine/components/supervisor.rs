@@ -319,7 +319,7 @@ impl Supervisor {
                         shared.record(
                             None,
                             EntryKind::Component,
-                            format!("{name} could not start: {}", crate::engine::error_chain(&e)),
+                            format!("{name} could not start: {}", rackproof_std::error_chain(&e)),
                         );
                     }
                 }

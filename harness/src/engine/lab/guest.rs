@@ -308,12 +308,12 @@ impl Guest {
             #[cfg(feature = "libvirt")]
             Self::Libvirt(guest) => {
                 if let Err(e) = guest.machine.teardown().await {
-                    tracing::warn!(error = %crate::engine::error_chain(&e), "tearing the libvirt domain down failed");
+                    tracing::warn!(error = %rackproof_std::error_chain(&e), "tearing the libvirt domain down failed");
                 }
             }
             Self::Rack(server) => {
                 if let Err(e) = server.bmc.reset(ResetAction::ForceOff).await {
-                    tracing::warn!(node = %server.description.name, error = %crate::engine::error_chain(&e), "powering the rack server off failed");
+                    tracing::warn!(node = %server.description.name, error = %rackproof_std::error_chain(&e), "powering the rack server off failed");
                 }
             }
         }

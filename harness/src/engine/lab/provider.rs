@@ -16,6 +16,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
+use rackproof_std::LockExt;
 use serde_json::json;
 
 use crate::engine::cluster::objects::NAMESPACE;
@@ -135,7 +136,7 @@ impl Provider {
             name: osc.1.to_owned(),
         };
         let (node, new) = {
-            let mut bindings = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+            let mut bindings = self.bindings.locked();
             if let Some(node) = bindings.by_machine.get(&machine_name) {
                 (node.clone(), false)
             } else if let Some(node) = bindings.free.pop_first() {
@@ -166,7 +167,7 @@ impl Provider {
                 shared.record(
                     Some(&node),
                     EntryKind::Lab,
-                    format!("provisioning failed: {}", crate::engine::error_chain(&e)),
+                    format!("provisioning failed: {}", rackproof_std::error_chain(&e)),
                 );
                 return;
             }
@@ -221,7 +222,7 @@ impl Provider {
 
     async fn release(&self, machine_name: &str, shared: &Shared) {
         let node = {
-            let mut bindings = self.bindings.lock().unwrap_or_else(|p| p.into_inner());
+            let mut bindings = self.bindings.locked();
             let node = bindings.by_machine.remove(machine_name);
             if let Some(node) = &node {
                 bindings.free.insert(node.clone());

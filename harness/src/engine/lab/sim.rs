@@ -15,6 +15,7 @@ use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::console::{ConsoleLine, ConsoleSource};
 use rackproof_lab::sim::{Behaviour, BootTiming, Catalog, SimError, SimMachine, SlotArtifact};
 use rackproof_lab::strategy::{NodeControl, WaitOptions};
+use rackproof_std::LockExt;
 
 use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::api::ClusterError;
@@ -193,7 +194,7 @@ impl SimLab {
             Err(e) => shared.record(
                 Some(name),
                 EntryKind::Lab,
-                format!("power-on failed: {}", crate::engine::error_chain(&e)),
+                format!("power-on failed: {}", rackproof_std::error_chain(&e)),
             ),
         }
     }
@@ -206,7 +207,7 @@ impl SimLab {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("{reset} failed: {}", crate::engine::error_chain(&e)),
+                format!("{reset} failed: {}", rackproof_std::error_chain(&e)),
             );
         }
     }
@@ -244,7 +245,7 @@ impl SimLab {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("power-off failed: {}", crate::engine::error_chain(&e)),
+                format!("power-off failed: {}", rackproof_std::error_chain(&e)),
             );
         }
     }
@@ -319,7 +320,7 @@ impl SimLab {
             &SlotArtifact::build(version, behaviour),
             &self.key,
         )?;
-        let mut builds = self.builds.lock().unwrap_or_else(|p| p.into_inner());
+        let mut builds = self.builds.locked();
         *builds = std::mem::take(&mut *builds).with(version, behaviour.clone());
         for node in self.nodes.values() {
             node.guest.source.drop_own_build(version);
@@ -387,18 +388,15 @@ impl SimBmc {
             self.machine.ignore_power_on(count.unwrap_or(u32::MAX));
             return;
         }
-        self.quirks
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(ActiveQuirk {
-                quirk: quirk.clone(),
-                remaining: count,
-            });
+        self.quirks.locked().push(ActiveQuirk {
+            quirk: quirk.clone(),
+            remaining: count,
+        });
     }
 
     /// The quirks affecting the next request (and uses one of each count).
     fn take_quirks(&self) -> Vec<BmcQuirk> {
-        let mut quirks = self.quirks.lock().unwrap_or_else(|p| p.into_inner());
+        let mut quirks = self.quirks.locked();
         let mut now = Vec::new();
         for active in quirks.iter_mut() {
             match &mut active.remaining {

@@ -26,6 +26,7 @@ use rackproof_clock::Clock;
 use rackproof_lab::sim::{
     Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle, SlotArtifact,
 };
+use rackproof_std::LockExt;
 
 use crate::engine::lab::link::Link;
 use crate::scenario::{BootBehaviour, ImageServerAnswer, Scenario};
@@ -154,7 +155,7 @@ impl NodeSource {
 
     /// The bad answer for this request, if one is set (and counts it).
     fn take_fault(&self) -> Option<ImageServerAnswer> {
-        let mut fault = self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        let mut fault = self.fault.locked();
         let (answer, remaining) = (*fault)?;
         match remaining {
             Some(0) => {
@@ -210,11 +211,7 @@ impl ArtifactSource for NodeSource {
         limit: BodyLimit,
     ) -> Result<Vec<u8>, FetchError> {
         if self.cut_next_download.swap(false, Ordering::SeqCst) {
-            let machine = self
-                .machine
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+            let machine = self.machine.locked().clone();
             if let Some(machine) = machine {
                 machine.print(&format!("rackproof-agent: downloading {version}/{name}"));
                 machine.cut_power();
@@ -273,7 +270,7 @@ pub struct DiskStore {
 
 impl DiskStore {
     async fn powered(&self) {
-        let disk = self.disk.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let disk = self.disk.locked().clone();
         if disk.is_some_and(|esp| !esp.is_powered()) {
             std::future::pending::<()>().await;
         }
@@ -343,17 +340,17 @@ impl AgentGuest {
 
     /// The machine's disk, whose power state the store follows.
     pub fn attach_disk(&self, esp: MemEsp) {
-        *self.store.disk.lock().unwrap_or_else(|p| p.into_inner()) = Some(esp);
+        *self.store.disk.locked() = Some(esp);
     }
 
     /// Binds the node to a pool: the next boot's agent runs with `config`.
     pub fn bind(&self, config: Option<AgentConfig>) {
-        *self.binding.lock().unwrap_or_else(|p| p.into_inner()) = config;
+        *self.binding.locked() = config;
     }
 
     /// Makes the image server answer this node's next `count` requests (all, when absent) badly.
     pub fn image_server_fault(&self, answer: ImageServerAnswer, count: Option<u32>) {
-        *self.source.fault.lock().unwrap_or_else(|p| p.into_inner()) = Some((answer, count));
+        *self.source.fault.locked() = Some((answer, count));
     }
 
     /// Arms the download power cut.
@@ -372,22 +369,13 @@ impl std::fmt::Debug for AgentGuest {
 
 impl GuestOs for AgentGuest {
     fn start(&self, ctx: GuestContext) -> GuestTask {
-        let Some(config) = self
-            .binding
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-        else {
+        let Some(config) = self.binding.locked().clone() else {
             // A machine no Machine object owns: the OS is up, but nothing tells it where to go.
             ctx.machine
                 .print("rackproof-agent: no node configuration; not starting");
             return Box::pin(std::future::pending());
         };
-        *self
-            .source
-            .machine
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = Some(ctx.machine.clone());
+        *self.source.machine.locked() = Some(ctx.machine.clone());
         let clock: Clock = ctx.clock.clone();
         let booted = FixedBooted::new(LoaderHint {
             boot_count_path: ctx.loader_boot_count_path.clone(),

@@ -22,6 +22,7 @@ use inplace_api::version::KubeVersion;
 use kube::Client;
 use rackproof_clock::Clock;
 use rackproof_qemu::Images;
+use rackproof_std::LockExt;
 
 use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
@@ -123,7 +124,7 @@ impl std::fmt::Debug for Ctx {
 impl Ctx {
     /// The supervisor, locked (a panic elsewhere while it was held does not stop the run).
     pub fn supervisor(&self) -> std::sync::MutexGuard<'_, Supervisor> {
-        self.supervisor.lock().unwrap_or_else(|p| p.into_inner())
+        self.supervisor.locked()
     }
 
     /// Lets the supervisor match the components to the world now.
@@ -248,7 +249,7 @@ pub async fn run(
     let elapsed = shared.elapsed();
     let mut judge = shared.judge();
     let (verdict, mut failures) = match outcome {
-        Err(lab) => (Verdict::LabFailed, vec![crate::engine::error_chain(&lab)]),
+        Err(lab) => (Verdict::LabFailed, vec![rackproof_std::error_chain(&lab)]),
         Ok(ended) => {
             judge.finish(elapsed);
             let mut failures: Vec<String> = ended.failure().into_iter().collect();
@@ -576,10 +577,7 @@ async fn drive(
     if matches!(ended, StepsEnded::Done) {
         settle(scenario, clock, shared).await;
     }
-    supervisor
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .stop_all();
+    supervisor.locked().stop_all();
     lab.tear_down().await;
     Ok(ended)
 }

@@ -43,17 +43,18 @@ mod os_update;
 mod steps;
 
 use std::collections::BTreeMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inplace_api::keys;
+use inplace_api::node_fingerprint::node_fingerprint;
 use inplace_api::osc::secret::{DecodedOsc, decode_secret};
 use inplace_api::unmanaged::Unmanaged;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
 use rackproof_clock::Clock;
+use rackproof_std::{LockExt, error_chain};
 use tokio::sync::{Notify, watch};
 
 use crate::assess::BootAssessor;
@@ -163,18 +164,6 @@ impl std::fmt::Debug for Agent {
     }
 }
 
-/// Formats an error with its sources.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 enum Step {
     Continue,
     Stop(Outcome),
@@ -191,25 +180,6 @@ enum Reads<'a> {
         node: &'a watch::Receiver<Option<Node>>,
         osc: &'a watch::Receiver<Option<Secret>>,
     },
-}
-
-/// What a reconcile pass reads of the Node: labels, annotations, and each condition's type,
-/// status and reason (not the heartbeat times, which move with every status report).
-pub fn node_fingerprint(node: &Node) -> u64 {
-    let mut hasher = DefaultHasher::new();
-    node.metadata.uid.hash(&mut hasher);
-    node.metadata.labels.hash(&mut hasher);
-    node.metadata.annotations.hash(&mut hasher);
-    for condition in node
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .into_iter()
-        .flatten()
-    {
-        (&condition.type_, &condition.status, &condition.reason).hash(&mut hasher);
-    }
-    hasher.finish()
 }
 
 /// Wakes the reconcile loop when the Node changed in what a pass reads, or the Secret changed
@@ -411,10 +381,7 @@ impl Agent {
             .uid
             .as_ref()
             .zip(secret.metadata.resource_version.as_ref());
-        let mut memo = self
-            .decoded_osc
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut memo = self.decoded_osc.locked();
         if let (Some((uid, rv)), Some(((seen_uid, seen_rv), decoded))) = (version, memo.as_ref())
             && uid == seen_uid
             && rv == seen_rv

@@ -6,9 +6,11 @@
 use std::collections::BTreeMap;
 
 use inplace_api::keys::{self, OsUpdateExit};
+use rackproof_std::error_chain;
 
 use super::journal::Journal;
-use super::{Agent, AgentError, Outcome, Step, error_chain};
+
+use super::{Agent, AgentError, Outcome, Step};
 use crate::osupdate::runner::{OsUpdateInvocation, RunError};
 use crate::state::Plan;
 

@@ -7,9 +7,11 @@ use std::collections::BTreeMap;
 use inplace_api::keys;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use kube::Api;
+use rackproof_std::error_chain;
 
 use super::journal::Journal;
-use super::{Agent, AgentError, Outcome, Step, error_chain};
+
+use super::{Agent, AgentError, Outcome, Step};
 use crate::node;
 use crate::state::{OsProgress, Plan};
 

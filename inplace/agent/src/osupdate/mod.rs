@@ -45,6 +45,7 @@ use clap::Parser;
 use ed25519_dalek::VerifyingKey;
 use inplace_api::keys::OsUpdateExit;
 use inplace_boot::{DirEsp, EntryConf, Esp, NewEntry};
+use rackproof_std::error_chain;
 
 use crate::assess::booted::{BootedEntrySource, Efivars, FirstOf, KernelCmdline, LoaderHint};
 use crate::manifest::{SlotManifest, public_key_from_pem, validate_version};
@@ -139,17 +140,6 @@ impl OsUpdateError {
             Self::Network(_) => OsUpdateExit::NetworkProblem,
         }
     }
-}
-
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 fn fetch_error(error: FetchError) -> OsUpdateError {
@@ -260,7 +250,9 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
     };
     let esp: Arc<dyn Esp> = match &env.esp {
         Some(esp) => esp.clone(),
-        None => Arc::new(DirEsp::new(&args.esp).map_err(|e| OsUpdateError::System(chain(&e)))?),
+        None => {
+            Arc::new(DirEsp::new(&args.esp).map_err(|e| OsUpdateError::System(error_chain(&e)))?)
+        }
     };
     let booted_source: Arc<dyn BootedEntrySource> = match &env.booted {
         Some(b) => b.clone(),
@@ -270,7 +262,7 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
         )),
     };
     let hint = booted_source.hint().unwrap_or_else(|e| {
-        tracing::warn!(error = %chain(&e), "booted entry unknown; treating no entry as booted");
+        tracing::warn!(error = %error_chain(&e), "booted entry unknown; treating no entry as booted");
         LoaderHint::default()
     });
     let booted = inplace_boot::booted_entry(
@@ -278,7 +270,7 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
         hint.boot_count_path.as_deref(),
         hint.entry_selected.as_deref(),
     )
-    .map_err(|e| OsUpdateError::System(chain(&e)))?;
+    .map_err(|e| OsUpdateError::System(error_chain(&e)))?;
     if booted
         .as_ref()
         .is_some_and(|b| b.stem().eq_ignore_ascii_case(&stem))
@@ -304,7 +296,7 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
         .await
         .map_err(fetch_error)?;
     let manifest = SlotManifest::parse_verified(&manifest_bytes, &key)
-        .map_err(|e| OsUpdateError::System(chain(&e)))?;
+        .map_err(|e| OsUpdateError::System(error_chain(&e)))?;
     if manifest.version != args.version {
         return Err(OsUpdateError::System(format!(
             "the manifest for {:?} describes version {:?}",
@@ -324,7 +316,7 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
             .await
             .map_err(fetch_error)?;
         file.check(&args.version, &data)
-            .map_err(|e| OsUpdateError::System(chain(&e)))?;
+            .map_err(|e| OsUpdateError::System(error_chain(&e)))?;
         if file.name == manifest.boot.linux {
             kernel = Some(data);
         } else if manifest.boot.initrd.as_deref() == Some(file.name.as_str()) {
@@ -359,9 +351,9 @@ pub async fn install(args: &OsUpdateArgs, env: &OsUpdateEnv) -> Result<Installed
     let needed = inplace_boot::update::install_size(&new);
     tracing::info!(entry = %stem, bytes = needed, "installing the slot on the ESP");
     let removed = inplace_boot::make_room(esp.as_ref(), needed, booted.as_ref())
-        .map_err(|e| OsUpdateError::System(chain(&e)))?;
+        .map_err(|e| OsUpdateError::System(error_chain(&e)))?;
     let name = inplace_boot::install_entry(esp.as_ref(), &new, booted.as_ref())
-        .map_err(|e| OsUpdateError::System(chain(&e)))?;
+        .map_err(|e| OsUpdateError::System(error_chain(&e)))?;
     Ok(Installed {
         entry: name.file_name().to_owned(),
         removed: removed.iter().map(|n| n.file_name().to_owned()).collect(),

@@ -13,6 +13,8 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rackproof_std::error_chain;
+
 /// A failed download.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum FetchError {
@@ -193,17 +195,6 @@ impl ArtifactSource for HttpSource {
         limit.check_complete(&url, body.len() as u64)?;
         Ok(body)
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// Slot files in memory, for simulated machines; clones share the files and the faults.

@@ -39,10 +39,11 @@ use jiff::Timestamp;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use rackproof_clock::Clock;
+use rackproof_std::error_chain;
 use tokio::sync::Notify;
 
 use crate::Config;
-use crate::error::{Error, chain, kube};
+use crate::error::{Error, kube};
 
 /// Component name on the Events it writes.
 pub const COMPONENT: &str = "inplace-maintenance";
@@ -113,7 +114,7 @@ impl Pass<'_> {
         let pools = match api.list(&Default::default()).await {
             Ok(list) => list.items,
             Err(e) => {
-                tracing::warn!(error = %chain(&e), "maintenance: failed to list workerpools");
+                tracing::warn!(error = %error_chain(&e), "maintenance: failed to list workerpools");
                 return None;
             }
         };
@@ -124,7 +125,7 @@ impl Pass<'_> {
                 return None;
             }
             Err(e) => {
-                tracing::warn!(error = %chain(&e), "maintenance: no image catalog");
+                tracing::warn!(error = %error_chain(&e), "maintenance: no image catalog");
                 return None;
             }
         };
@@ -136,7 +137,7 @@ impl Pass<'_> {
                 Ok(Some(at)) => next = Some(next.map_or(at, |n| n.min(at))),
                 Ok(None) => {}
                 Err(e) => {
-                    tracing::warn!(error = %chain(&e), "maintenance pass failed");
+                    tracing::warn!(error = %error_chain(&e), "maintenance pass failed");
                     return None;
                 }
             }

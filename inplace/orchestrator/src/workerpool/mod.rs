@@ -282,7 +282,7 @@ pub(crate) async fn reconcile(pool: &WorkerPool, ctx: &Context) -> Result<Action
         let rendered =
             render::render(&name, spec, &resolved, config).map_err(|e| Error::Invalid {
                 object: format!("workerpool {namespace}/{name}"),
-                why: crate::error::chain(&e),
+                why: rackproof_std::error_chain(&e),
             })?;
         match write::deployment(&deployments, &pool_now, spec, &rendered.deployment).await? {
             Written::Unchanged => {}

@@ -8,8 +8,8 @@ use std::time::Duration;
 use inplace_api::strategy::OrchestrationType;
 
 use crate::support::Lab;
-use crate::support::faults::{Record, Seen, Verdict, faulty_client, hook};
 use crate::support::workload::PodKind;
+use rackproof_test_support::kube::faults::{Record, Seen, Verdict, faulty_client, hook};
 
 #[tokio::test(start_paused = true)]
 async fn drain_blocked_by_a_pdb_retries_evictions_then_forces_deletion_after_the_drain_timeout() {

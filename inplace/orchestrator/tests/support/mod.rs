@@ -4,7 +4,6 @@
 
 #![expect(dead_code, reason = "not every test uses every helper")]
 
-pub(crate) mod faults;
 pub(crate) mod pool;
 pub(crate) mod workload;
 
@@ -28,13 +27,13 @@ use inplace_orchestrator::Config;
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{Event, Node, NodeCondition, NodeStatus, Pod, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, MicroTime, ObjectMeta, Time};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
+use rackproof_test_support::kube::simulated_cluster;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -75,15 +74,7 @@ type PlannedUpdate = (Timestamp, Option<String>);
 
 impl Lab {
     pub(crate) async fn new() -> Self {
-        let clock = Clock::simulated("2026-01-01T00:00:00Z".parse().unwrap());
-        let server = ApiServer::new(clock.clone());
-        let client = server.admin_client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in inplace_api::crd::crds() {
-            crds.create(&PostParams::default(), &crd)
-                .await
-                .expect("install CRD");
-        }
+        let (server, client, clock) = simulated_cluster().await;
         Self {
             server,
             client,

@@ -1,18 +1,18 @@
 //! An API server that throttles, fails or races: the watchdog backs off, decides nothing on
 //! what it could not read, and keeps the replicas it records.
 
-use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use inplace_watchdog::Config;
-use serde_json::json;
+use rackproof_test_support::kube::faults::{
+    ConcurrentWriter, Hook, Record, Seen, Verdict, faulty_client, hook,
+};
 
-use crate::faults::{Record, Seen, Verdict, faulty_client, hook};
 use crate::{Cluster, events_with_reason, names, scaled_down};
 
 /// A fault hook that answers 429 to requests matching `matches` while `throttled` is set.
-fn throttle(throttled: Arc<Mutex<bool>>, matches: fn(&Seen) -> bool) -> crate::faults::Hook {
+fn throttle(throttled: Arc<Mutex<bool>>, matches: fn(&Seen) -> bool) -> Hook {
     hook(move |seen: Seen| {
         let throttled = throttled.clone();
         async move {
@@ -255,38 +255,13 @@ async fn scaling_that_conflicts_with_a_concurrent_writer_is_retried_and_keeps_th
     let cluster = Cluster::new(&refs).await;
     let _kubelets = cluster.start_kubelets(all.clone());
     // Another writer changes each dependent between the watchdog's read and its first write.
-    let admin = cluster.client.clone();
-    let raced: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let writer = ConcurrentWriter::new(cluster.client.clone());
     let log: Arc<Mutex<Vec<Record>>> = Arc::default();
-    let writes = Arc::new(Mutex::new(0usize));
     let race = hook(move |seen: Seen| {
-        let (admin, raced, writes) = (admin.clone(), raced.clone(), writes.clone());
+        let writer = writer.clone();
         async move {
             if seen.method == http::Method::PUT && seen.path.contains("/deployments/") {
-                let lose = {
-                    let mut raced = raced.lock().unwrap();
-                    if raced.remove(&seen.path) {
-                        false
-                    } else {
-                        raced.insert(seen.path.clone())
-                    }
-                };
-                if lose {
-                    let n = {
-                        let mut writes = writes.lock().unwrap();
-                        *writes += 1;
-                        *writes
-                    };
-                    let patch = json!({ "metadata": { "labels": { "touched-by": format!("writer-{n}") } } });
-                    let request = http::Request::patch(seen.path.as_str())
-                        .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
-                        .body(serde_json::to_vec(&patch).unwrap())
-                        .unwrap();
-                    admin
-                        .request_text(request)
-                        .await
-                        .expect("the concurrent write lands");
-                }
+                writer.race(&seen.path).await;
             }
             Verdict::Forward
         }

@@ -6,8 +6,8 @@ use std::time::Duration;
 use inplace_watchdog::Config;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
+use rackproof_test_support::kube::faults::{Seen, Verdict, faulty_client, hook};
 
-use crate::faults::{Seen, Verdict, faulty_client, hook};
 use crate::{Cluster, NS, names};
 
 /// A write of one watchdog instance: when, and to what.

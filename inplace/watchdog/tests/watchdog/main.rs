@@ -2,14 +2,6 @@
 //!
 //! `main.rs` holds the simulated [`Cluster`] (nodes, leases, dependents) the test modules share.
 
-// The orchestrator's tests hold the fault-injecting client; the watchdog uses the same one.
-#[path = "../../../orchestrator/tests/support/faults.rs"]
-#[expect(
-    dead_code,
-    reason = "the watchdog's tests use only part of the fault client"
-)]
-mod faults;
-
 mod api_faults;
 mod leader;
 mod scale_down;
@@ -23,12 +15,11 @@ use inplace_watchdog::scale::ANNOTATION_REPLICAS;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeCondition, NodeStatus};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, MicroTime, ObjectMeta};
 use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
-use rackproof_apiserver::ApiServer;
 use rackproof_clock::Clock;
+use rackproof_test_support::kube::simulated_cluster;
 use serde_json::json;
 
 pub(crate) const NS: &str = "kube-system";
@@ -42,13 +33,7 @@ pub(crate) struct Cluster {
 
 impl Cluster {
     async fn new(nodes: &[&str]) -> Self {
-        let clock = Clock::simulated("2026-01-01T00:00:00Z".parse().unwrap());
-        let server = ApiServer::new(clock.clone());
-        let client = server.admin_client();
-        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-        for crd in inplace_api::crd::crds() {
-            crds.create(&PostParams::default(), &crd).await.unwrap();
-        }
+        let (_server, client, clock) = simulated_cluster().await;
         let cluster = Self {
             client,
             clock,

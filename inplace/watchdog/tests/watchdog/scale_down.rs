@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::api::{Patch, PatchParams};
+use rackproof_test_support::kube::faults::{Record, Seen, Verdict, faulty_client, hook};
 use serde_json::json;
 
-use crate::faults::{Record, Seen, Verdict, faulty_client, hook};
 use crate::{Cluster, NS, events_with_reason, names, scaled_down};
 
 #[tokio::test(start_paused = true)]

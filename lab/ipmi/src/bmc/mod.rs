@@ -20,11 +20,12 @@
 
 mod sessions;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rackproof_clock::Clock;
 use rackproof_driver::SharedMachine;
+use rackproof_std::LockExt;
 
 use crate::codec::command::{
     AuthCapabilities, CIPHER_SUITE_CHUNK, CURRENT_CHANNEL, CipherSuiteRecord, CompletionCode,
@@ -107,7 +108,7 @@ impl Bmc {
     }
 
     fn sessions(&self) -> MutexGuard<'_, Sessions> {
-        let mut sessions = self.sessions.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sessions = self.sessions.locked();
         sessions.expire(self.clock.instant(), self.config.session_timeout);
         sessions
     }

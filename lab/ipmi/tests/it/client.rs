@@ -1,7 +1,6 @@
 //! The native client against the emulator: the same operations ipmitool performs, through the
 //! `Power` and `BootControl` traits.
 
-use std::error::Error as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +13,7 @@ use rackproof_ipmi::codec::command::Privilege;
 use rackproof_ipmi::{
     BmcConfig, ClientError, ClientOptions, Credentials, IpmiClient, IpmiEmulator,
 };
+use rackproof_std::error_chain;
 
 use crate::common::TestMachine;
 
@@ -39,18 +39,6 @@ async fn setup(
         Clock::wall(),
     );
     (machine, emulator, client)
-}
-
-/// The whole error chain as one string.
-fn chain(error: &DriverError) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 #[tokio::test]
@@ -171,7 +159,7 @@ async fn a_wrong_password_fails_without_revealing_credentials() {
         Clock::wall(),
     );
     let error = client.reset(ResetAction::On).await.unwrap_err();
-    let text = chain(&error);
+    let text = error_chain(&error);
     assert!(
         text.contains("does not know the configured password"),
         "{text}"
@@ -210,7 +198,7 @@ async fn an_unknown_user_is_refused_at_rakp_2() {
         Clock::wall(),
     );
     let error = client.power_state().await.unwrap_err();
-    let text = chain(&error);
+    let text = error_chain(&error);
     assert!(
         text.contains("refused the session at RAKP 2: unauthorized name"),
         "{text}"
@@ -231,9 +219,9 @@ async fn a_user_privilege_session_cannot_control_power() {
     assert_eq!(client.power_state().await.unwrap(), PowerState::Off);
     let error = client.reset(ResetAction::ForceOff).await.unwrap_err();
     assert!(
-        chain(&error).contains("insufficient privilege level"),
+        error_chain(&error).contains("insufficient privilege level"),
         "{}",
-        chain(&error)
+        error_chain(&error)
     );
     assert!(machine.state().actions.is_empty());
 }
@@ -275,7 +263,7 @@ async fn a_silent_bmc_times_out_with_its_address() {
         Clock::wall(),
     );
     let error = client.power_state().await.unwrap_err();
-    let text = chain(&error);
+    let text = error_chain(&error);
     assert!(
         text.contains(&silent.local_addr().unwrap().to_string()),
         "{text}"

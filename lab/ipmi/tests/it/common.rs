@@ -1,8 +1,6 @@
-//! Shared test fixtures: a small in-memory machine and the ipmitool runner.
+//! Shared test fixtures: a small in-memory machine (ipmitool comes from `rackproof-test-support`).
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use rackproof_driver::{
@@ -105,77 +103,5 @@ impl BootControl for TestMachine {
     async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
         self.state.lock().unwrap().boot = setting;
         Ok(())
-    }
-}
-
-/// Finds `program` in the directories of `path` (a `PATH`-style list), or says how to install
-/// the Debian `package` that provides it.
-pub(crate) fn find_program(
-    program: &str,
-    package: &str,
-    path: Option<&std::ffi::OsStr>,
-) -> Result<PathBuf, String> {
-    path.into_iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join(program))
-        .find(|candidate| is_executable(candidate))
-        .ok_or_else(|| {
-            format!("{program} is not installed; install it with: apt-get update && apt-get install -y {package}")
-        })
-}
-
-fn is_executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-/// The ipmitool binary; panics with the install command when it is missing.
-pub(crate) fn ipmitool_path() -> PathBuf {
-    find_program("ipmitool", "ipmitool", std::env::var_os("PATH").as_deref())
-        .unwrap_or_else(|message| panic!("{message}"))
-}
-
-/// What one ipmitool run printed.
-#[derive(Debug)]
-pub(crate) struct Run {
-    pub(crate) success: bool,
-    pub(crate) stdout: String,
-    pub(crate) stderr: String,
-}
-
-/// Runs `ipmitool -I lanplus -H 127.0.0.1 -p PORT -U user -P password ARGS…` with a deadline;
-/// the child is killed if the deadline passes or the test unwinds.
-pub(crate) async fn ipmitool(port: u16, user: &str, password: &str, args: &[&str]) -> Run {
-    let mut command = tokio::process::Command::new(ipmitool_path());
-    command
-        .args([
-            "-I",
-            "lanplus",
-            "-H",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "-U",
-            user,
-            "-P",
-            password,
-        ])
-        // One-second timeout and one retry per request: failures are quick, loopback never loses packets.
-        .args(["-N", "1", "-R", "1"])
-        .args(args)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true);
-    let child = command.spawn().expect("ipmitool starts");
-    let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
-        .await
-        .unwrap_or_else(|_| panic!("ipmitool {args:?} did not finish within 60s (killed)"))
-        .expect("ipmitool runs");
-    Run {
-        success: output.status.success(),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }

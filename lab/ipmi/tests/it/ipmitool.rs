@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use crate::common::{self, TestMachine, find_program, ipmitool};
+use crate::common::TestMachine;
 use rackproof_clock::Clock;
 use rackproof_driver::{
     BootControl as _, BootOverride, BootOverrideMode, BootTarget, Power as _, PowerState,
     ResetAction,
 };
 use rackproof_ipmi::{Credentials, IpmiEmulator};
+use rackproof_test_support::ipmitool::{Ipmitool, find_program, ipmitool_path};
 
 const USER: &str = "admin";
 const PASSWORD: &str = "s3cret-pw";
@@ -26,7 +27,9 @@ async fn emulator(power: PowerState) -> (Arc<TestMachine>, IpmiEmulator) {
 }
 
 async fn run_ok(emulator: &IpmiEmulator, args: &[&str]) -> String {
-    let run = ipmitool(emulator.local_addr().port(), USER, PASSWORD, args).await;
+    let run = Ipmitool::lanplus(emulator.local_addr().port(), USER, PASSWORD)
+        .run(args)
+        .await;
     assert!(
         run.success,
         "ipmitool {args:?} failed\nstdout: {}\nstderr: {}",
@@ -41,7 +44,7 @@ async fn missing_ipmitool_fails_with_the_install_command() {
     let message = find_program("ipmitool", "ipmitool", Some(empty.path().as_os_str())).unwrap_err();
     assert!(message.contains("apt-get install -y ipmitool"), "{message}");
     // And the real lookup succeeds here (ci/test installs it).
-    common::ipmitool_path();
+    ipmitool_path();
 }
 
 #[tokio::test]
@@ -99,13 +102,9 @@ async fn power_reset_restarts_the_machine() {
 #[tokio::test]
 async fn power_reset_of_a_machine_that_is_off_is_refused() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(
-        emulator.local_addr().port(),
-        USER,
-        PASSWORD,
-        &["power", "reset"],
-    )
-    .await;
+    let run = Ipmitool::lanplus(emulator.local_addr().port(), USER, PASSWORD)
+        .run(&["power", "reset"])
+        .await;
     assert!(!run.success, "{run:?}");
     assert!(
         run.stderr
@@ -209,13 +208,9 @@ async fn mc_info_shows_the_device_id() {
 #[tokio::test]
 async fn ipmitool_picks_cipher_suite_17_from_the_offered_list() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(
-        emulator.local_addr().port(),
-        USER,
-        PASSWORD,
-        &["-v", "power", "on"],
-    )
-    .await;
+    let run = Ipmitool::lanplus(emulator.local_addr().port(), USER, PASSWORD)
+        .run(&["-v", "power", "on"])
+        .await;
     assert!(run.success, "{run:?}");
     assert!(
         run.stderr.contains("Using best available cipher suite 17"),
@@ -246,13 +241,9 @@ async fn ipmitool_closes_its_session() {
 #[tokio::test]
 async fn a_wrong_password_is_refused_and_changes_nothing() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(
-        emulator.local_addr().port(),
-        USER,
-        "wrong-password",
-        &["-v", "power", "on"],
-    )
-    .await;
+    let run = Ipmitool::lanplus(emulator.local_addr().port(), USER, "wrong-password")
+        .run(&["-v", "power", "on"])
+        .await;
     assert!(!run.success, "{run:?}");
     assert!(
         run.stderr.contains("RAKP 2 HMAC is invalid"),
@@ -272,13 +263,9 @@ async fn a_wrong_password_is_refused_and_changes_nothing() {
 #[tokio::test]
 async fn an_unknown_user_gets_unauthorized_name() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let run = ipmitool(
-        emulator.local_addr().port(),
-        "mallory",
-        PASSWORD,
-        &["-v", "power", "on"],
-    )
-    .await;
+    let run = Ipmitool::lanplus(emulator.local_addr().port(), "mallory", PASSWORD)
+        .run(&["-v", "power", "on"])
+        .await;
     assert!(!run.success, "{run:?}");
     assert!(run.stderr.contains("unauthorized name"), "{}", run.stderr);
     assert_eq!(machine.state().power, PowerState::Off);
@@ -287,21 +274,13 @@ async fn an_unknown_user_gets_unauthorized_name() {
 #[tokio::test]
 async fn a_user_level_session_may_read_but_not_control_power() {
     let (machine, emulator) = emulator(PowerState::Off).await;
-    let status = ipmitool(
-        emulator.local_addr().port(),
-        USER,
-        PASSWORD,
-        &["-L", "USER", "power", "status"],
-    )
-    .await;
+    let status = Ipmitool::lanplus(emulator.local_addr().port(), USER, PASSWORD)
+        .run(&["-L", "USER", "power", "status"])
+        .await;
     assert!(status.success, "{status:?}");
-    let on = ipmitool(
-        emulator.local_addr().port(),
-        USER,
-        PASSWORD,
-        &["-L", "USER", "power", "on"],
-    )
-    .await;
+    let on = Ipmitool::lanplus(emulator.local_addr().port(), USER, PASSWORD)
+        .run(&["-L", "USER", "power", "on"])
+        .await;
     assert!(!on.success, "{on:?}");
     assert!(
         on.stderr.contains("Insufficient privilege level"),

@@ -1,6 +1,8 @@
 //! Domains that boot (nextest's `qemu` group): power, boot override, consoles, the BMC emulators
 //! and tools in front of them, and sweeping what a killed run left.
 
+use rackproof_test_support::ipmitool::Ipmitool;
+
 use crate::support::*;
 
 /// Marks `machine`'s domain as defined by a process that is gone (no process has pid
@@ -143,48 +145,16 @@ async fn rackproof_emulators_power_the_domain_on_reset_cycle_and_off_over_ipmi_a
     )
     .await
     .unwrap();
-    let port = ipmi.local_addr().port().to_string();
-    let ipmitool = async |args: &[&str]| -> String {
-        let out = tokio::process::Command::new("ipmitool")
-            .args([
-                "-I",
-                "lanplus",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                USER,
-                "-E",
-                "-N",
-                "30",
-                "-R",
-                "1",
-            ])
-            .args(args)
-            .env("IPMI_PASSWORD", PASSWORD)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output()
-            .await
-            .unwrap_or_else(|e| {
-                panic!("ipmitool is missing ({e}); install it with: apt-get install -y ipmitool")
-            });
-        assert!(
-            out.status.success(),
-            "ipmitool {args:?} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    // The BMC answers once QEMU runs, which can exceed a 1 s request timeout on a loaded machine.
+    let ipmitool = Ipmitool::lanplus(ipmi.local_addr().port(), USER, PASSWORD).request_timeout(30);
     let console = machine.console();
 
     assert_eq!(
-        ipmitool(&["power", "status"]).await.trim(),
+        ipmitool.stdout(&["power", "status"]).await.trim(),
         "Chassis Power is off"
     );
     let mark = console.mark();
-    assert!(ipmitool(&["power", "on"]).await.contains("Up/On"));
+    assert!(ipmitool.stdout(&["power", "on"]).await.contains("Up/On"));
     console
         .wait_for_since(mark, &bds(), BOOT_TIMEOUT)
         .await
@@ -200,7 +170,7 @@ async fn rackproof_emulators_power_the_domain_on_reset_cycle_and_off_over_ipmi_a
         let mark = console.mark();
         match reset {
             Some(action) => {
-                ipmitool(&["power", action]).await;
+                ipmitool.stdout(&["power", action]).await;
             }
             None if how.ends_with("ForceRestart") => client
                 .reset_system(ResetAction::ForceRestart)
@@ -214,7 +184,12 @@ async fn rackproof_emulators_power_the_domain_on_reset_cycle_and_off_over_ipmi_a
             .unwrap_or_else(|e| panic!("{how}: no boot on the console: {e}"));
     }
 
-    assert!(ipmitool(&["power", "off"]).await.contains("Down/Off"));
+    assert!(
+        ipmitool
+            .stdout(&["power", "off"])
+            .await
+            .contains("Down/Off")
+    );
     machine
         .wait_for_state(PowerState::Off, STATE_TIMEOUT)
         .await

@@ -12,6 +12,8 @@ pub(crate) use rackproof_driver::{
 pub(crate) use rackproof_libvirt::{
     LibvirtMachine, MachineConfig, MachineError, sweep_orphans, teardown_prefix,
 };
+use rackproof_std::error_chain;
+pub(crate) use rackproof_test_support::processes::processes_mentioning;
 
 pub(crate) const URI: &str = "qemu:///system";
 pub(crate) const BOOT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -76,40 +78,6 @@ pub(crate) async fn define(config: MachineConfig) -> LibvirtMachine {
     }
 }
 
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
-/// PIDs of processes whose command line mentions `needle` (QEMU carries `guest=NAME`).
-pub(crate) fn processes_mentioning(needle: &str) -> Vec<u32> {
-    let mut pids = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if pid == std::process::id() {
-            continue;
-        }
-        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmdline).contains(needle)
-        {
-            pids.push(pid);
-        }
-    }
-    pids
-}
-
 /// PIDs of the processes in process group `pgid`.
 pub(crate) fn group_members(pgid: u32) -> Vec<u32> {
     let mut pids = Vec::new();
@@ -141,9 +109,10 @@ pub(crate) fn group_members(pgid: u32) -> Vec<u32> {
 pub(crate) async fn assert_gone(prefix: &str, name: &str, dir: &Path) {
     let leftovers = teardown_prefix(URI, prefix).await.unwrap();
     assert!(leftovers.is_empty(), "domains left behind: {leftovers:?}");
+    let guests = processes_mentioning(&format!("guest={name}"));
     assert!(
-        processes_mentioning(&format!("guest={name}")).is_empty(),
-        "a QEMU process of {name} is still running"
+        guests.is_empty(),
+        "a QEMU process of {name} is still running: {guests:?}"
     );
     assert!(
         !dir.exists(),

@@ -1,5 +1,7 @@
 //! The machine as the lab drives it: the driver traits (power through QMP, boot override).
 
+use rackproof_std::LockExt;
+
 use super::*;
 
 #[async_trait]
@@ -75,10 +77,7 @@ impl Power for QemuMachine {
 #[async_trait]
 impl BootControl for QemuMachine {
     async fn boot_override(&self) -> Result<BootOverride, DriverError> {
-        Ok(*self
-            .boot_override
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner))
+        Ok(*self.boot_override.locked())
     }
 
     /// `None` and `Hdd` (the disk's ESP, which is what the node boots anyway) are accepted and
@@ -86,10 +85,7 @@ impl BootControl for QemuMachine {
     async fn set_boot_override(&self, setting: BootOverride) -> Result<(), DriverError> {
         match setting.target {
             BootTarget::None | BootTarget::Hdd => {
-                *self
-                    .boot_override
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner) = setting;
+                *self.boot_override.locked() = setting;
                 Ok(())
             }
             other => Err(DriverError::Unsupported {

@@ -38,6 +38,7 @@ use rackproof_driver::{
     BootControl, BootOverride, BootOverrideMode, BootTarget, DriverError, Power, PowerState,
     ResetAction,
 };
+use rackproof_std::LockExt;
 use serde_json::json;
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
@@ -515,10 +516,7 @@ impl QemuMachine {
             qmp,
             resets_sent: 0,
         });
-        let mut o = self
-            .boot_override
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut o = self.boot_override.locked();
         if o.mode == BootOverrideMode::Once {
             *o = BootOverride::default();
         }

@@ -24,11 +24,11 @@ use rackproof_apiserver::{ApiServer, User};
 use rackproof_driver::{Power as _, ResetAction};
 use rackproof_qemu::images::{BASE_VERSION, NEW_VERSION};
 use rackproof_qemu::{HOST_ALIAS, NodeIdentity};
+use rackproof_test_support::node_images;
 use serde_json::json;
 
 use super::{
-    BOOT, Node, agent_started, base_blessed, blessed, boot_model, entries, images, marker,
-    model_of, re,
+    BOOT, Node, agent_started, base_blessed, blessed, boot_model, entries, marker, model_of, re,
 };
 
 const NODE: &str = "bless";
@@ -133,7 +133,7 @@ async fn wait_node(
 
 #[tokio::test]
 async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
-    let images = images();
+    let images = node_images();
     let clock = rackproof_clock::Clock::wall();
     let server = ApiServer::new(clock);
     let https = server

@@ -8,14 +8,13 @@ use rackproof_driver::{
     ResetAction,
 };
 use rackproof_qemu::images::{BASE_VERSION, NEW_VERSION};
+use rackproof_test_support::node_images;
 
-use super::{
-    Node, agent_started, any_init, base_blessed, entries, images, marker, model_of, predict, re,
-};
+use super::{Node, agent_started, any_init, base_blessed, entries, marker, model_of, predict, re};
 
 #[tokio::test]
 async fn boots_the_installed_version_and_starts_the_agent() {
-    let images = images();
+    let images = node_images();
     let node = Node::new(
         "boots_the_installed_version",
         &images.disk(BASE_VERSION).unwrap(),
@@ -36,7 +35,7 @@ async fn boots_the_installed_version_and_starts_the_agent() {
 
 #[tokio::test]
 async fn power_actions_through_the_driver_traits_show_on_the_console() {
-    let images = images();
+    let images = node_images();
     let node = Node::new("power_actions", &images.disk(BASE_VERSION).unwrap());
     let m = &node.machine;
     let booted = marker(BASE_VERSION, "init started");
@@ -93,7 +92,7 @@ async fn power_actions_through_the_driver_traits_show_on_the_console() {
 /// exactly as the model predicts for two boots. A power cut (`ForceOff`) leaves it dirty.
 #[tokio::test]
 async fn graceful_restart_and_shutdown_leave_the_esp_clean() {
-    let images = images();
+    let images = node_images();
     let node = Node::new("graceful", &images.disk(BASE_VERSION).unwrap());
     let m = &node.machine;
     let model = model_of(&m.esp());
@@ -132,7 +131,7 @@ async fn graceful_restart_and_shutdown_leave_the_esp_clean() {
 /// A power request to a node that is off changes nothing.
 #[tokio::test]
 async fn a_graceful_shutdown_of_a_node_that_is_off_does_nothing() {
-    let images = images();
+    let images = node_images();
     let node = Node::new("graceful_off", &images.disk(BASE_VERSION).unwrap());
     node.machine
         .reset(ResetAction::GracefulShutdown)
@@ -153,7 +152,7 @@ async fn update(
     boots: u32,
     expected: &[String],
 ) -> (Node, usize) {
-    let images = images();
+    let images = node_images();
     let node = Node::new(test, &images.disk(BASE_VERSION).unwrap());
     let esp = node.machine.esp();
     images

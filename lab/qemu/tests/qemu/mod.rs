@@ -12,25 +12,13 @@ use inplace_boot::{BootRecord, Esp, LoaderVars, MemEsp};
 use rackproof_clock::Clock;
 use rackproof_driver::{Power, PowerState, ResetAction};
 use rackproof_qemu::images::BASE_VERSION;
-use rackproof_qemu::{Images, Mark, NodeIdentity, QemuConfig, QemuMachine};
+use rackproof_qemu::{Mark, NodeIdentity, QemuConfig, QemuMachine};
+use rackproof_test_support::workspace_root;
 use regex::Regex;
 
 /// One boot through UEFI, systemd-boot and the kernel to the init marker, with room for a
 /// loaded CI machine.
 pub(crate) const BOOT: Duration = Duration::from_secs(120);
-
-pub(crate) fn repo() -> PathBuf {
-    Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
-        .join("../..")
-}
-
-pub(crate) fn images() -> Images {
-    if let Err(e) = rackproof_qemu::Prerequisites::find() {
-        panic!("{e}");
-    }
-    Images::build(&repo())
-        .unwrap_or_else(|e| panic!("{e}\n(build the images with: ci/build-images)"))
-}
 
 pub(crate) fn re(pattern: &str) -> Regex {
     Regex::new(pattern).unwrap()
@@ -64,7 +52,7 @@ impl Node {
     }
 
     pub(crate) fn with_identity(test: &str, disk: &Path, identity: Option<NodeIdentity>) -> Self {
-        let dir = repo().join("target/qemu-artifacts").join(test);
+        let dir = workspace_root().join("target/qemu-artifacts").join(test);
         let _ = std::fs::remove_dir_all(&dir);
         let mut config = QemuConfig::new(test, disk);
         if let Some(identity) = identity {

@@ -4,11 +4,12 @@ use std::time::Duration;
 
 use rackproof_driver::{Power, ResetAction};
 use rackproof_qemu::images::{BASE_VERSION, NEW_VERSION};
+use rackproof_test_support::node_images;
 use tokio::io::AsyncReadExt as _;
 
 use super::{
-    BOOT, Node, agent_started, any_init, base_blessed, boot_model, entries, images, marker,
-    model_of, predict, re,
+    BOOT, Node, agent_started, any_init, base_blessed, boot_model, entries, marker, model_of,
+    predict, re,
 };
 
 /// The first bytes the guest's SSH server sends through the forwarded port.
@@ -47,7 +48,7 @@ async fn ssh_banner(node: &Node) -> String {
 /// entry: it stays on trial, exactly as after one boot of the model.
 #[tokio::test]
 async fn a_silent_version_boots_and_answers_ssh_but_never_starts_the_agent() {
-    let images = images();
+    let images = node_images();
     let node = Node::new("variant_silent", &images.disk(BASE_VERSION).unwrap());
     let esp = node.machine.esp();
     images
@@ -83,7 +84,7 @@ async fn a_silent_version_boots_and_answers_ssh_but_never_starts_the_agent() {
 /// it, as the model selects it), but its os-release says BASE: the console shows BASE.
 #[tokio::test]
 async fn a_rollback_version_boots_the_new_entry_but_reports_the_old_version() {
-    let images = images();
+    let images = node_images();
     let node = Node::new("variant_rollback", &images.disk(BASE_VERSION).unwrap());
     let esp = node.machine.esp();
     let slot = images.slot(&format!("{NEW_VERSION}-rollback")).unwrap();
@@ -127,7 +128,7 @@ async fn a_rollback_version_boots_the_new_entry_but_reports_the_old_version() {
 #[tokio::test]
 async fn with_every_entry_failing_the_node_reboots_forever() {
     const BOOTS: usize = 6;
-    let images = images();
+    let images = node_images();
     let node = Node::new(
         "total_failure",
         &images.disk(&format!("{BASE_VERSION}-corrupt")).unwrap(),

@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rackproof_clock::Clock;
 use rackproof_driver::{BootOverride, PowerState, ResetAction};
+use rackproof_std::LockExt;
 use serde_json::Value;
 
 pub use self::config::{
@@ -78,9 +79,7 @@ impl std::fmt::Debug for RedfishClient {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.locked()
 }
 
 impl RedfishClient {

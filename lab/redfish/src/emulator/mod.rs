@@ -31,6 +31,7 @@ use axum::routing::{get, post};
 use http::{HeaderValue, Method, StatusCode};
 use rackproof_clock::Clock;
 use rackproof_driver::{ResetAction, SharedMachine};
+use rackproof_std::LockExt;
 
 use self::auth::{Principal, SessionStore};
 use self::errors::RedfishFailure;
@@ -126,9 +127,7 @@ struct Inner {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    mutex.locked()
 }
 
 impl Emulator {

@@ -1,13 +1,13 @@
 //! One boot as a task (firmware, loader, kernel, the behaviour of the build on the ESP) and the power
 //! transitions that start and abort it, on the machine's state.
 
+use rackproof_std::LockExt;
+
 use super::*;
 
 impl Inner {
     pub(super) fn lock(&self) -> MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state.locked()
     }
 
     pub(super) fn print(inner: &Arc<Inner>, s: &mut State, text: String) {

@@ -76,7 +76,7 @@ impl ImageLab {
                 EntryKind::Fault,
                 format!(
                     "cutting the power failed: {}",
-                    crate::engine::error_chain(&e)
+                    rackproof_std::error_chain(&e)
                 ),
             );
             return false;

@@ -8,6 +8,7 @@ use rackproof_driver::{DriverError, Power, PowerState, ResetAction};
 use rackproof_lab::resource::BmcKind as LabBmcKind;
 use rackproof_lab::strategy::{self, WaitOptions};
 use rackproof_qemu::NodeIdentity;
+use rackproof_std::LockExt;
 use regex::Regex;
 
 use super::{ImageLab, ImageNode, ImageNodeError, Served};
@@ -49,13 +50,7 @@ impl ImageLab {
             return Ok(());
         }
         node.machine.set_identity(&identity).await?;
-        let fresh = node
-            .installed
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            == version
-            && node.machine.boots().await == 0;
+        let fresh = node.installed.locked().clone() == version && node.machine.boots().await == 0;
         if !fresh {
             if version != self.base_version {
                 return Err(ImageNodeError::NotOnDisk {
@@ -65,7 +60,7 @@ impl ImageLab {
             }
             let disk = self.images.disk(version).map_err(ImageNodeError::Disk)?;
             node.machine.reimage(&disk).await?;
-            *node.installed.lock().unwrap_or_else(|p| p.into_inner()) = version.to_owned();
+            *node.installed.locked() = version.to_owned();
         }
         Ok(())
     }
@@ -90,7 +85,7 @@ impl ImageLab {
             Ok(Err(e)) => shared.record(
                 Some(name),
                 EntryKind::Lab,
-                format!("power-on failed: {}", crate::engine::error_chain(&e)),
+                format!("power-on failed: {}", rackproof_std::error_chain(&e)),
             ),
             Err(_) => shared.record(
                 Some(name),
@@ -177,7 +172,7 @@ impl ImageLab {
             shared.record(
                 Some(name),
                 EntryKind::Bmc,
-                format!("{reset} failed: {}", crate::engine::error_chain(&e)),
+                format!("{reset} failed: {}", rackproof_std::error_chain(&e)),
             );
         }
     }

@@ -4,6 +4,7 @@
 //! component "dies" right after the server applied its write). The embedded server has no fault
 //! hooks of its own; this wraps its in-process client as a tower service.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
@@ -14,24 +15,24 @@ use serde_json::{Value, json};
 
 /// A request as the hook sees it.
 #[derive(Debug, Clone)]
-pub(crate) struct Seen {
-    pub(crate) method: http::Method,
-    pub(crate) path: String,
+pub struct Seen {
+    pub method: http::Method,
+    pub path: String,
     /// The query string (without `?`).
-    pub(crate) query: String,
+    pub query: String,
     /// The body as JSON, if it is JSON.
-    pub(crate) body: Option<Value>,
+    pub body: Option<Value>,
 }
 
 impl Seen {
     /// Whether this is a watch request.
-    pub(crate) fn is_watch(&self) -> bool {
+    pub fn is_watch(&self) -> bool {
         self.query
             .split('&')
             .any(|p| p == "watch=true" || p == "watch=1")
     }
 
-    pub(crate) fn is_write(&self) -> bool {
+    pub fn is_write(&self) -> bool {
         !matches!(
             self.method,
             http::Method::GET | http::Method::HEAD | http::Method::OPTIONS
@@ -39,7 +40,7 @@ impl Seen {
     }
 
     /// Whether this is a write of the `InPlaceUpdate` condition with `reason` to a node's status.
-    pub(crate) fn writes_condition(&self, reason: &str) -> bool {
+    pub fn writes_condition(&self, reason: &str) -> bool {
         self.method == http::Method::PUT
             && self.path.starts_with("/api/v1/nodes/")
             && self.path.ends_with("/status")
@@ -56,7 +57,7 @@ impl Seen {
     }
 
     /// Whether this is a patch of a node that sets `label` to `value`.
-    pub(crate) fn sets_node_label(&self, label: &str, value: &str) -> bool {
+    pub fn sets_node_label(&self, label: &str, value: &str) -> bool {
         self.method == http::Method::PATCH
             && self.path.starts_with("/api/v1/nodes/")
             && self
@@ -68,7 +69,7 @@ impl Seen {
     }
 
     /// The node a `/api/v1/nodes/<name>[/...]` request is about.
-    pub(crate) fn node(&self) -> Option<&str> {
+    pub fn node(&self) -> Option<&str> {
         self.path
             .strip_prefix("/api/v1/nodes/")
             .map(|rest| rest.split('/').next().unwrap_or(rest))
@@ -77,7 +78,7 @@ impl Seen {
 
 /// What happens to a request.
 #[derive(Debug, Clone)]
-pub(crate) enum Verdict {
+pub enum Verdict {
     Forward,
     /// Answer with this status code and message; the server never sees the request.
     Fail(u16, String),
@@ -87,17 +88,17 @@ pub(crate) enum Verdict {
 
 /// What a request got, for the test to count.
 #[derive(Debug, Clone)]
-pub(crate) struct Record {
-    pub(crate) method: http::Method,
-    pub(crate) path: String,
-    pub(crate) watch: bool,
-    pub(crate) code: u16,
+pub struct Record {
+    pub method: http::Method,
+    pub path: String,
+    pub watch: bool,
+    pub code: u16,
 }
 
-pub(crate) type Hook = Arc<dyn Fn(Seen) -> BoxFuture<'static, Verdict> + Send + Sync>;
+pub type Hook = Arc<dyn Fn(Seen) -> BoxFuture<'static, Verdict> + Send + Sync>;
 
 /// Builds a hook from an async closure.
-pub(crate) fn hook<F, Fut>(f: F) -> Hook
+pub fn hook<F, Fut>(f: F) -> Hook
 where
     F: Fn(Seen) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Verdict> + Send + 'static,
@@ -106,7 +107,7 @@ where
 }
 
 /// A client that sends through `inner` after asking `hook`, logging every answer in `log`.
-pub(crate) fn faulty_client(inner: Client, hook: Hook, log: Arc<Mutex<Vec<Record>>>) -> Client {
+pub fn faulty_client(inner: Client, hook: Hook, log: Arc<Mutex<Vec<Record>>>) -> Client {
     let service = tower::service_fn(move |request: http::Request<Body>| {
         let (inner, hook, log) = (inner.clone(), hook.clone(), log.clone());
         async move {
@@ -153,4 +154,61 @@ pub(crate) fn faulty_client(inner: Client, hook: Hook, log: Arc<Mutex<Vec<Record
         }
     });
     Client::new(service, "default")
+}
+
+/// Another writer racing the component under test: per object, the component's first write loses
+/// (this writer changes the object between the component's read and its write, so the server
+/// answers 409), its retry lands, and its next write loses again.
+pub struct ConcurrentWriter {
+    admin: Client,
+    /// The paths whose last write lost, and how many races were lost so far.
+    state: Mutex<(BTreeSet<String>, usize)>,
+}
+
+impl std::fmt::Debug for ConcurrentWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConcurrentWriter")
+            .field("state", &self.state)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ConcurrentWriter {
+    /// A writer that changes objects through `admin` (a client that bypasses the faults).
+    pub fn new(admin: Client) -> Arc<Self> {
+        Arc::new(Self {
+            admin,
+            state: Mutex::default(),
+        })
+    }
+
+    /// Before the component's write to `path` goes on: if this write is to lose, merge-patches the
+    /// annotation `test.rackproof.dev/concurrent-writer: N` (N counting the lost races) onto the
+    /// object (a `/status` suffix is dropped), so its resourceVersion moves on.
+    pub async fn race(&self, path: &str) {
+        let lost = {
+            let mut state = self.state.lock().unwrap();
+            let (raced, lost) = &mut *state;
+            if raced.remove(path) {
+                None
+            } else {
+                raced.insert(path.to_owned());
+                *lost += 1;
+                Some(*lost)
+            }
+        };
+        let Some(n) = lost else {
+            return;
+        };
+        let object = path.strip_suffix("/status").unwrap_or(path);
+        let body = json!({ "metadata": { "annotations": { "test.rackproof.dev/concurrent-writer": n.to_string() } } });
+        let request = http::Request::patch(object)
+            .header(http::header::CONTENT_TYPE, "application/merge-patch+json")
+            .body(serde_json::to_vec(&body).expect("a JSON value serializes"))
+            .expect("a patch request");
+        self.admin
+            .request_text(request)
+            .await
+            .expect("the concurrent write lands");
+    }
 }

@@ -1,0 +1,31 @@
+//! Helpers that the test suites of several Rackproof crates share, so each exists once: a
+//! dev-dependency only, never a dependency of a shipped binary.
+//!
+//! - [`ipmitool`]: Debian's ipmitool, the referee of the IPMI emulators, run against 127.0.0.1;
+//! - [`processes`]: scans of `/proc` for the processes a test must not leave behind;
+//! - [`node_images`] (feature `qemu`): the node images of `ci/build-images`, or a failure that
+//!   says how to build them;
+//! - [`kube`] (feature `kube`): the embedded API server with Rackproof's CRDs in virtual time, and
+//!   a fault-injecting client in front of it.
+
+use std::path::PathBuf;
+
+pub mod ipmitool;
+#[cfg(feature = "kube")]
+pub mod kube;
+pub mod processes;
+
+#[cfg(feature = "qemu")]
+mod images;
+
+#[cfg(feature = "qemu")]
+pub use images::node_images;
+
+/// The workspace's root directory (where `Cargo.toml`, `ci/` and `target/` are).
+pub fn workspace_root() -> PathBuf {
+    let manifest_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest_dir
+        .parent()
+        .expect("test-support/ sits in the workspace root")
+        .to_path_buf()
+}
