@@ -211,6 +211,19 @@ const BUILTINS: &[Builtin] = &[
     Builtin {
         group: "",
         version: "v1",
+        plural: "services",
+        singular: "service",
+        kind: "Service",
+        namespaced: true,
+        short: &["svc"],
+        status: true,
+        scale: false,
+        fields: &[],
+        generation: false,
+    },
+    Builtin {
+        group: "",
+        version: "v1",
         plural: "serviceaccounts",
         singular: "serviceaccount",
         kind: "ServiceAccount",
@@ -342,7 +355,7 @@ impl Registry {
                 short_names: b.short.iter().map(|s| (*s).to_owned()).collect(),
                 categories: if matches!(
                     b.kind,
-                    "Pod" | "Deployment" | "DaemonSet" | "ReplicaSet" | "StatefulSet"
+                    "Pod" | "Service" | "Deployment" | "DaemonSet" | "ReplicaSet" | "StatefulSet"
                 ) {
                     vec!["all".to_owned()]
                 } else {

@@ -20,6 +20,11 @@ use crate::store::{Key, Store};
 pub(crate) const INITIAL_NAMESPACES: &[&str] =
     &["default", "kube-system", "kube-public", "kube-node-lease"];
 
+/// The port the `kubernetes` Service forwards to: kube-apiserver's default secure port. (The
+/// embedded server's HTTPS listeners take ports of their own; clients reach it by their
+/// kubeconfig, as `kubectl cluster-info` prints.)
+const KUBERNETES_TARGET_PORT: u16 = 6443;
+
 /// Everything behind the server's lock.
 #[derive(Debug)]
 pub(crate) struct State {
@@ -95,6 +100,19 @@ impl State {
             });
             state.store.put(&key(&namespaces, "", name), object);
         }
+        // The `kubernetes` Service's uid comes from a stream of its own, so that a seed names
+        // every later object as it did before the Service existed.
+        let stream = std::mem::replace(&mut state.random, seed ^ 0x6b75_6265_7365_7276);
+        let uid = state.uid();
+        state.random = stream;
+        let services = state
+            .registry
+            .get("", "v1", "services")
+            .expect("services are built in");
+        state.store.put(
+            &key(&services, "default", "kubernetes"),
+            crate::kinds::service::kubernetes(&uid, now, KUBERNETES_TARGET_PORT),
+        );
         state
     }
 

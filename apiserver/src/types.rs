@@ -47,6 +47,7 @@ builtins! {
     ("", "Secret", core::v1::Secret),
     ("", "ConfigMap", core::v1::ConfigMap),
     ("", "ServiceAccount", core::v1::ServiceAccount),
+    ("", "Service", core::v1::Service),
     ("apps", "Deployment", apps::v1::Deployment),
     ("apps", "ReplicaSet", apps::v1::ReplicaSet),
     ("apps", "StatefulSet", apps::v1::StatefulSet),

@@ -70,6 +70,7 @@ pub(super) fn create(
         },
     );
     kinds::admit(&resource, &mut object, None)?;
+    allocate_service(state, &resource, &k, &mut object, None)?;
     match kinds::initial_status(&resource, &object) {
         Some(_) if !resource.strategic => {
             if let Some(map) = object.as_object_mut() {
@@ -316,6 +317,8 @@ pub(super) fn write_over(
     }
     if target.sub.is_none() {
         kinds::admit(&resource, &mut new, Some(old))?;
+        let k = key(&resource, target.namespace(), target.name());
+        allocate_service(state, &resource, &k, &mut new, Some(old))?;
     }
     if resource.group == "apiextensions.k8s.io" {
         new["status"] = crate::crd::accepted_status(&new, now);
@@ -362,6 +365,27 @@ pub(super) fn write_over(
     }
     let stored = state.write(&resource, &k, new, now)?;
     Ok(Written::Stored(k, stored))
+}
+
+/// A Service's cluster IP and node ports, against every other Service (see
+/// [`kinds::service::allocate`]).
+fn allocate_service(
+    state: &State,
+    resource: &Resource,
+    k: &crate::store::Key,
+    object: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if !(resource.group.is_empty() && resource.kind == "Service") {
+        return Ok(());
+    }
+    let others = state
+        .store
+        .range(&k.gr, None, None)
+        .filter(|((namespace, name), _)| *namespace != k.namespace || *name != k.name)
+        .map(|(_, service)| service.as_ref());
+    kinds::service::allocate(object, old, others)
+        .map_err(|causes| ApiError::invalid(&resource.group, &resource.kind, &k.name, causes))
 }
 
 /// Whether `resource` is the core group's Node.

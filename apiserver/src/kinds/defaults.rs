@@ -99,6 +99,7 @@ pub(super) fn sync_pod_cidrs(node: &mut Value) {
 /// Defaults every write gets (create and update).
 pub(crate) fn default(resource: &Resource, object: &mut Value) {
     match (resource.group.as_str(), resource.kind.as_str()) {
+        ("", "Service") => super::service::default(object),
         ("", "Pod") => {
             if let Some(spec) = object.get_mut("spec") {
                 default_pod_spec(spec);

@@ -4,6 +4,7 @@
 
 mod admission;
 mod defaults;
+pub(crate) mod service;
 mod validation;
 
 use serde_json::{Value, json};
@@ -23,6 +24,7 @@ pub(crate) fn initial_status(resource: &Resource, object: &Value) -> Option<Valu
             Some(json!({"phase": "Pending", "qosClass": qos}))
         }
         ("", "Namespace") => Some(json!({"phase": "Active"})),
+        ("", "Service") => Some(json!({"loadBalancer": {}})),
         _ if resource.status => {
             let _ = object;
             Some(json!({}))

@@ -152,6 +152,7 @@ pub(crate) fn validate(
     }
     match (resource.group.as_str(), resource.kind.as_str()) {
         ("", "Pod") => validate_pod_spec(object.get("spec"), "spec", &mut causes),
+        ("", "Service") => super::service::validate(object, old, &mut causes),
         ("apps", "Deployment" | "ReplicaSet" | "DaemonSet" | "StatefulSet") => {
             match object.at("/spec/selector") {
                 None => causes.push(("spec.selector".into(), "Required value".into())),

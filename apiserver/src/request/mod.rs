@@ -17,7 +17,7 @@ use crate::patch::PatchType;
 use crate::registry::{Registry, Resource};
 use crate::selector::{FieldSelector, LabelSelector};
 
-use options::{delete_options, dry_run, json_body, list_options};
+use options::{delete_options, dry_run, list_options, object_body};
 use query::{Query, query_pairs};
 
 pub(crate) use query::query_value;
@@ -253,12 +253,10 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
                     raw.method, raw.path
                 )));
             }
-            let body = if crate::protobuf::is_protobuf(raw.content_type) {
-                crate::protobuf::decode(&raw.body)?
-            } else {
-                json_body(&raw.body, raw.content_type)?
-            };
-            return Ok(Action::AccessReview(body));
+            return Ok(Action::AccessReview(object_body(
+                &raw.body,
+                raw.content_type,
+            )?));
         }
         ["openapi", "v3", "api", version] => {
             return get_only(Action::OpenApiV3 {
@@ -410,7 +408,7 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
             if sub == Some(Subresource::Eviction) {
                 return Ok(Action::Evict(
                     target,
-                    json_body(&raw.body, raw.content_type)?,
+                    object_body(&raw.body, raw.content_type)?,
                 ));
             }
             if name.is_some() || sub.is_some() {
@@ -427,7 +425,7 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
             }
             Ok(Action::Create(
                 target,
-                json_body(&raw.body, raw.content_type)?,
+                object_body(&raw.body, raw.content_type)?,
                 write,
             ))
         }
@@ -440,7 +438,7 @@ pub(crate) fn parse(raw: RawRequest<'_>, registry: &Registry) -> Result<Action, 
             }
             Ok(Action::Update(
                 target,
-                json_body(&raw.body, raw.content_type)?,
+                object_body(&raw.body, raw.content_type)?,
                 write,
             ))
         }

@@ -55,8 +55,17 @@ pub(super) fn check_json_media(content_type: &str) -> Result<(), ApiError> {
     }
 }
 
+/// Decodes an object body: protobuf (as kubectl sends the objects it builds) or JSON.
+pub(crate) fn object_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+    if crate::protobuf::is_protobuf(content_type) {
+        crate::protobuf::decode(body)
+    } else {
+        json_body(body, content_type)
+    }
+}
+
 /// Decodes a JSON object body.
-pub(crate) fn json_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+fn json_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     check_json_media(content_type)?;
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         ApiError::bad_request(format!("the body of the request could not be decoded: {e}"))

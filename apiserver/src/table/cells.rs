@@ -356,6 +356,89 @@ pub(super) fn secret_cells(secret: &Value, now: Timestamp) -> Vec<Value> {
     ]
 }
 
+/// kubectl's service columns: type, cluster IP, external IP, ports (`port[:nodePort]/protocol`),
+/// age, and (wide) the selector.
+pub(super) fn service_cells(service: &Value, now: Timestamp) -> Vec<Value> {
+    let kind = text_at(service, "/spec/type").unwrap_or("ClusterIP");
+    let strings = |pointer: &str| -> Vec<String> {
+        service
+            .at(pointer)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut external = strings("/spec/externalIPs");
+    let external = match kind {
+        "ExternalName" => text_at(service, "/spec/externalName")
+            .unwrap_or_default()
+            .to_owned(),
+        "LoadBalancer" => {
+            let ingress = service
+                .at("/status/loadBalancer/ingress")
+                .and_then(Value::as_array);
+            let mut addresses: Vec<String> = ingress
+                .into_iter()
+                .flatten()
+                .filter_map(|i| i.get("ip").or_else(|| i.get("hostname")))
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            addresses.append(&mut external);
+            if addresses.is_empty() {
+                "<pending>".to_owned()
+            } else {
+                addresses.join(",")
+            }
+        }
+        _ if external.is_empty() => "<none>".to_owned(),
+        _ => external.join(","),
+    };
+    let ports: Vec<String> = service
+        .at("/spec/ports")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let number = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+            let protocol = p.get("protocol").and_then(Value::as_str).unwrap_or("TCP");
+            match p
+                .get("nodePort")
+                .and_then(Value::as_i64)
+                .filter(|n| *n != 0)
+            {
+                Some(node_port) => format!("{number}:{node_port}/{protocol}"),
+                None => format!("{number}/{protocol}"),
+            }
+        })
+        .collect();
+    let selector: Vec<String> = service
+        .at("/spec/selector")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    let none_if_empty = |text: String| {
+        if text.is_empty() {
+            "<none>".to_owned()
+        } else {
+            text
+        }
+    };
+    vec![
+        name_of(service),
+        Value::String(kind.to_owned()),
+        or_none(text_at(service, "/spec/clusterIP")),
+        Value::String(external),
+        Value::String(none_if_empty(ports.join(","))),
+        age(service, now),
+        Value::String(none_if_empty(selector.join(","))),
+    ]
+}
+
 pub(super) fn lease_cells(lease: &Value, now: Timestamp) -> Vec<Value> {
     vec![
         name_of(lease),

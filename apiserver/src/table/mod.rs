@@ -19,7 +19,7 @@ use crate::registry::Resource;
 
 use cells::{
     config_map_cells, custom_cell, deployment_cells, event_cells, lease_cells, name_of,
-    namespace_cells, node_cells, pod_cells, secret_cells,
+    namespace_cells, node_cells, pod_cells, secret_cells, service_cells,
 };
 
 /// The Table version a client asked for in its Accept header, if any.
@@ -269,6 +269,18 @@ fn printer(resource: &Resource, crd: Option<&Value>) -> Printer {
                 ("Name", "string", "name", 0),
                 ("Data", "string", "", 0),
                 ("Age", "string", "", 0),
+            ]),
+        ),
+        ("", "services") => Printer::Builtin(
+            service_cells,
+            columns(&[
+                ("Name", "string", "name", 0),
+                ("Type", "string", "", 0),
+                ("Cluster-IP", "string", "", 0),
+                ("External-IP", "string", "", 0),
+                ("Port(s)", "string", "", 0),
+                ("Age", "string", "", 0),
+                ("Selector", "string", "", 1),
             ]),
         ),
         ("", "secrets") => Printer::Builtin(

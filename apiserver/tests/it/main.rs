@@ -13,6 +13,7 @@ mod fuzz;
 mod health;
 mod https;
 mod kubectl;
+mod kubectl_create;
 mod nodeauth;
 mod patch;
 mod runtime;
