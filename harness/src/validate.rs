@@ -363,18 +363,19 @@ impl Checker<'_> {
             FaultAction::PowerCut(f) => self.known_node(&f.node),
             FaultAction::Bmc(f) => self.known_node(&f.node),
             FaultAction::Partition(f) => self.known_node(&f.node),
-            FaultAction::Kill(kill) => match (&kill.component, &kill.node) {
-                (Component::Agent, Some(node)) => self.known_node(node),
-                (Component::Agent, None) => self.top(
-                    "`kill` of the agent needs `node`",
-                    "say whose agent: `node: node-2`",
+            FaultAction::Kill(kill) => match (kill.component.on_a_node(), &kill.node) {
+                (true, Some(node)) => self.known_node(node),
+                (true, None) => self.at(
+                    kill.component.at,
+                    format!("`kill` of the {} needs `node`", kill.component.name()),
+                    format!("say whose {}: `node: node-2`", kill.component.name()),
                 ),
-                (_, Some(node)) => self.at(
+                (false, Some(node)) => self.at(
                     node.at,
-                    "`node` applies only to `component: agent`",
+                    "`node` applies only to `component: agent` and `component: kubelet`",
                     "remove `node`",
                 ),
-                (_, None) => {}
+                (false, None) => {}
             },
             FaultAction::NodesDie(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
             FaultAction::ImageServer(f) => self.known_node(&f.node),
@@ -422,10 +423,10 @@ impl Checker<'_> {
         let component = match leader.of {
             Component::Orchestrator => "orchestrator",
             Component::Watchdog => "watchdog",
-            Component::Agent => {
+            Component::Agent | Component::Kubelet => {
                 return self.at(
                     leader.is.at,
-                    "the agent does not elect a leader",
+                    format!("the {} does not elect a leader", leader.of.name()),
                     "use `of: orchestrator` or `of: watchdog`",
                 );
             }

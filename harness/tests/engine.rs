@@ -148,6 +148,16 @@ fn backends_the_engine_cannot_drive_are_refused_before_anything_starts() {
         error.contains("killing the agent of a node booting the node images"),
         "{error}"
     );
+    let kill_kubelet = scenario(
+        "faults:\n  - when: { after: 1m }\n    do: { kill: { component: kubelet, node: node-1 } }\n",
+    );
+    let error = engine::run_scenario(&kill_kubelet, Backend::Qemu)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("killing the kubelet of a node booting the node images"),
+        "{error}"
+    );
     let text = BASE.replace(
         "  - version: \"1.0.0\"\n",
         "  - version: \"1.0.0\"\n    boot: hangs\n",
@@ -500,5 +510,73 @@ fn publishing_and_boot_failures_the_node_images_lack_are_refused_before_the_run(
     assert!(
         error.contains("a `publish` step") && error.contains("on `sim`"),
         "{error}"
+    );
+}
+
+/// The node-1 entries of `result`'s timeline from the first whose text contains `from` up to
+/// (not including) the first after it whose text contains `to`.
+fn node_1_between<'a>(
+    result: &'a engine::RunResult,
+    from: &str,
+    to: &str,
+) -> Vec<&'a rackproof_harness::engine::timeline::Entry> {
+    let node_1 = result
+        .timeline
+        .entries
+        .iter()
+        .filter(|e| e.node.as_deref() == Some("node-1"));
+    node_1
+        .skip_while(|e| !e.text.contains(from))
+        .take_while(|e| !e.text.contains(to))
+        .collect()
+}
+
+/// Killing the agent leaves the kubelet running: the node stays Ready while the agent is dead
+/// (nothing rebooted), and the agent's restart resumes the update from its saved plan.
+#[test]
+fn killing_the_agent_leaves_the_node_ready() {
+    let loaded = scenario(
+        "faults:\n  - when: { nodeReaches: { node: node-1, state: readyForUpdate } }\n    do: { kill: { component: agent, node: node-1, restartAfter: 3m } }\n",
+    );
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+    let dead = node_1_between(&result, "agent killed", "agent restarted");
+    assert!(
+        dead.first()
+            .is_some_and(|e| e.text.contains("agent killed")),
+        "the agent was killed: {:#?}",
+        result.timeline.entries
+    );
+    let states: Vec<&str> = dead
+        .iter()
+        .filter(|e| e.kind == rackproof_harness::engine::timeline::EntryKind::NodeState)
+        .map(|e| e.text.as_str())
+        .collect();
+    assert!(
+        states.is_empty(),
+        "node-1 changed state while only its agent was dead: {states:?}"
+    );
+}
+
+/// Killing the kubelet stops the heartbeat: the node goes NotReady, and the timeline says so
+/// (`notReady`, not `rebooting`, although the node is drained for its update: its agent is
+/// killed too, so nothing reboots it); the restarts heal it and the rollout completes.
+#[test]
+fn killing_the_kubelet_makes_the_node_not_ready_until_it_restarts() {
+    let loaded = scenario(
+        "faults:\n  - when: { nodeReaches: { node: node-1, state: readyForUpdate } }\n    do: { kill: { component: agent, node: node-1, restartAfter: 3m } }\n  - when: { nodeReaches: { node: node-1, state: readyForUpdate } }\n    do: { kill: { component: kubelet, node: node-1, restartAfter: 3m } }\n",
+    );
+    let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+    let dead = node_1_between(&result, "kubelet killed", "kubelet restarted");
+    let states: Vec<&str> = dead
+        .iter()
+        .filter(|e| e.kind == rackproof_harness::engine::timeline::EntryKind::NodeState)
+        .map(|e| e.text.as_str())
+        .collect();
+    assert!(
+        states.first() == Some(&"notReady") && !states.contains(&"rebooting"),
+        "node-1 while its kubelet was dead: {states:?} in {:#?}",
+        result.timeline.entries
     );
 }

@@ -124,6 +124,30 @@ fn unknown_nodes_and_versions_point_at_where_they_are_written() {
     );
 }
 
+/// A node's agent and kubelet are killed one node at a time: `kill` without `node` is refused
+/// where the component is written.
+#[test]
+fn killing_a_nodes_kubelet_or_agent_needs_the_node() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{BODY}faults:\n  - when: {{ after: 1m }}\n    do: {{ kill: {{ component: kubelet }} }}\n  - when: {{ after: 2m }}\n    do: {{ kill: {{ component: agent, restartAfter: 1m }} }}\n"
+        ),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("s.yaml:12:30: `kill` of the kubelet needs `node`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("s.yaml:14:30: `kill` of the agent needs `node`"),
+        "{text}"
+    );
+    assert!(text.contains("`node: node-2`"), "{text}");
+}
+
 #[test]
 fn durations_need_units_and_bad_values_are_explained() {
     let dir = tempfile::tempdir().unwrap();

@@ -198,37 +198,12 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 || "not restarted".to_owned(),
                 |d| format!("restarted after {d}"),
             );
-            match kill.component {
-                Component::Agent => {
+            match kill.component.value {
+                component @ (Component::Agent | Component::Kubelet) => {
                     let Some(name) = kill.node.as_ref().map(|n| n.value.clone()) else {
                         return;
                     };
-                    let killed = match ctx.lab.kill_agent(&name).await {
-                        Ok(killed) => killed,
-                        Err(e) => {
-                            shared.record(
-                                Some(&name),
-                                EntryKind::Fault,
-                                format!("agent kill failed: {}", rackproof_std::error_chain(&e)),
-                            );
-                            return;
-                        }
-                    };
-                    shared.record(
-                        Some(&name),
-                        EntryKind::Fault,
-                        if killed {
-                            format!("agent killed, {again}")
-                        } else {
-                            "agent kill: no agent was running".to_owned()
-                        },
-                    );
-                    if let (true, Some(after)) = (killed, restart) {
-                        shared.clock().sleep(after).await;
-                        if ctx.lab.restart_agent(&name).await {
-                            shared.record(Some(&name), EntryKind::Fault, "agent restarted");
-                        }
-                    }
+                    kill_on_node(ctx, &name, component, restart, &again).await;
                 }
                 component => {
                     let text = match kill_component(ctx, component, restart).await {
@@ -271,6 +246,63 @@ pub(crate) async fn fire(ctx: &Ctx, action: &FaultAction) {
                 ctx.lab.power(&node.value, PowerAction::Off, shared).await;
             }
         }
+    }
+}
+
+/// Kills `component` (the agent or the kubelet) of node `name` and starts it again after
+/// `restart`. The node stays up: the agent's death stops its updates (resumed from its saved
+/// plan when it starts again), the kubelet's its heartbeat, which makes the node NotReady once
+/// its Lease expires: an outage, as a partition is.
+async fn kill_on_node(
+    ctx: &Ctx,
+    name: &str,
+    component: Component,
+    restart: Option<Duration>,
+    again: &str,
+) {
+    let shared = &ctx.shared;
+    let what = component.name();
+    let killed = match ctx.lab.kill_service(name, component).await {
+        Ok(killed) => killed,
+        Err(e) => {
+            shared.record(
+                Some(name),
+                EntryKind::Fault,
+                format!("{what} kill failed: {}", rackproof_std::error_chain(&e)),
+            );
+            return;
+        }
+    };
+    if !killed {
+        shared.record(
+            Some(name),
+            EntryKind::Fault,
+            format!("{what} kill: no {what} was running"),
+        );
+        return;
+    }
+    if component == Component::Kubelet {
+        let mut judge = shared.judge();
+        judge.world.outage.insert(name.to_owned());
+        judge.world.kubelet_stopped.insert(name.to_owned());
+    }
+    shared.record(
+        Some(name),
+        EntryKind::Fault,
+        format!("{what} killed (the node stays up), {again}"),
+    );
+    let Some(after) = restart else {
+        return;
+    };
+    shared.clock().sleep(after).await;
+    // A reboot meanwhile started it with the rest of the OS: running either way from now on.
+    if component == Component::Kubelet {
+        let mut judge = shared.judge();
+        judge.world.outage.remove(name);
+        judge.world.kubelet_stopped.remove(name);
+    }
+    if ctx.lab.restart_service(name, component).await {
+        shared.record(Some(name), EntryKind::Fault, format!("{what} restarted"));
     }
 }
 

@@ -72,6 +72,8 @@ pub enum FaultAction {
     /// The node loses its network for a while.
     Partition(Partition),
     /// A component is killed, and started again after a while unless `restartAfter` is absent.
+    /// On a node, the agent and the kubelet are killed apart: the agent's death leaves the
+    /// heartbeat running (the node stays Ready), the kubelet's stops it.
     Kill(Kill),
     /// These nodes die (power off; their leases expire) although they are not being updated.
     NodesDie(Vec<NodeName>),
@@ -200,8 +202,8 @@ pub struct Partition {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Kill {
-    pub component: Component,
-    /// For the agent: which node's.
+    pub component: Located<Component>,
+    /// For the agent and the kubelet (required for them, refused for the others): which node's.
     #[serde(default)]
     pub node: Option<NodeName>,
     /// Start it again after this long.
@@ -214,6 +216,26 @@ pub struct Kill {
 #[serde(rename_all = "camelCase")]
 pub enum Component {
     Orchestrator,
+    /// A node's agent (gardener-node-agent's in-place part).
     Agent,
     Watchdog,
+    /// A node's kubelet: its heartbeat (Lease renewals, the Ready condition) and its pods.
+    Kubelet,
+}
+
+impl Component {
+    /// Whether one of it runs on each node (`kill` names the node).
+    pub fn on_a_node(self) -> bool {
+        matches!(self, Self::Agent | Self::Kubelet)
+    }
+
+    /// Its name in scenarios and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Orchestrator => "orchestrator",
+            Self::Agent => "agent",
+            Self::Watchdog => "watchdog",
+            Self::Kubelet => "kubelet",
+        }
+    }
 }

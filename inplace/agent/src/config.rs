@@ -1,5 +1,5 @@
-//! The agent's configuration: which node and pool it serves, where its OSC Secret is, and the
-//! timeouts and retry budget of the update steps.
+//! The agent's configuration (which node and pool it serves, where its OSC Secret is, the
+//! timeouts and retry budget of the update steps) and the heartbeat's (the kubelet's part).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -37,12 +37,10 @@ pub struct AgentConfig {
     pub kubelet_health_interval: Duration,
     /// Service-account token Secrets copied to files on a ServiceAccount key rotation.
     pub token_secrets: Vec<TokenSecret>,
-    /// The kubelet role on lab nodes without a kubelet; `None` when a real kubelet runs.
-    pub heartbeat: Option<HeartbeatConfig>,
 }
 
 impl AgentConfig {
-    /// Defaults for `node` of `pool` reading `namespace/secret`, with the heartbeat off.
+    /// Defaults for `node` of `pool` reading `namespace/secret`.
     pub fn new(node: &str, pool: &str, namespace: &str, secret: &str) -> Self {
         Self {
             node_name: node.to_owned(),
@@ -58,7 +56,6 @@ impl AgentConfig {
             kubelet_health_timeout: Duration::from_secs(5 * 60),
             kubelet_health_interval: Duration::from_secs(5),
             token_secrets: Vec::new(),
-            heartbeat: None,
         }
     }
 
@@ -84,7 +81,8 @@ pub struct TokenSecret {
     pub path: String,
 }
 
-/// The heartbeat's settings (kubelet defaults).
+/// The settings of the heartbeat, the kubelet's part on lab nodes (kubelet defaults). It runs
+/// apart from the agent: `rackproof-agent kubelet`, a simulated node's `kubelet` service.
 #[derive(Debug, Clone)]
 pub struct HeartbeatConfig {
     /// How often the Lease is renewed (kubelet: 10 s, a quarter of the duration).
@@ -98,6 +96,8 @@ pub struct HeartbeatConfig {
     pub labels: BTreeMap<String, String>,
     /// `nodeInfo.osImage` is this prefix, a space, and the running OS version.
     pub os_image_prefix: String,
+    /// How soon a failed watch (of the Node, of its pods) is retried.
+    pub retry: Duration,
 }
 
 impl Default for HeartbeatConfig {
@@ -108,6 +108,7 @@ impl Default for HeartbeatConfig {
             status_report_interval: Duration::from_secs(5 * 60),
             labels: BTreeMap::new(),
             os_image_prefix: "Rackproof".to_owned(),
+            retry: Duration::from_secs(5),
         }
     }
 }

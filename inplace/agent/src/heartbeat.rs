@@ -1,6 +1,13 @@
 //! The kubelet's part on lab nodes that run no kubelet: registration, node status, the node
 //! Lease, and the pods bound to the node.
 //!
+//! It runs apart from the agent, as the kubelet runs apart from gardener-node-agent: its own
+//! process on the node images (`rackproof-agent kubelet`, supervised by init beside `rackproof-agent
+//! run`), its own service on a simulated node. The agent never renews the Lease: killing the agent
+//! leaves the node Ready, killing the heartbeat makes it NotReady once the Lease expires. The two
+//! share only the kubelet version ([`crate::platform::kubelet::HeartbeatKubelet`]), as a kubelet
+//! and its node agent share the version drop-in on disk.
+//!
 //! [`Heartbeat::run`] works like the kubelet: it watches its own Node and the pods bound to it,
 //! and every [`HeartbeatConfig::renew_interval`] (kubelet: 10 s):
 //!
@@ -42,7 +49,7 @@ use rackproof_std::LockExt;
 use serde_json::json;
 use tokio::sync::watch;
 
-use crate::config::{AgentConfig, HeartbeatConfig};
+use crate::config::HeartbeatConfig;
 use crate::platform::kubelet::Kubelet;
 use crate::platform::os_version::OsVersionSource;
 use crate::together::run_together;
@@ -93,8 +100,6 @@ pub struct Heartbeat {
     pool: String,
     config: HeartbeatConfig,
     clock: Clock,
-    /// How soon a failed watch is retried.
-    retry: std::time::Duration,
     memory: Arc<Mutex<Memory>>,
 }
 
@@ -120,20 +125,20 @@ fn time_text(ts: jiff::Timestamp) -> String {
 }
 
 impl Heartbeat {
-    /// The heartbeat for the agent's node.
+    /// The heartbeat of `node` of `pool` (the pool labels the Node when it registers it).
     pub fn new(
         client: kube::Client,
-        agent: &AgentConfig,
+        node: &str,
+        pool: &str,
         config: HeartbeatConfig,
         clock: Clock,
     ) -> Self {
         Self {
             client,
-            node: agent.node_name.clone(),
-            pool: agent.pool.clone(),
+            node: node.to_owned(),
+            pool: pool.to_owned(),
             config,
             clock,
-            retry: agent.poll_interval,
             memory: Arc::default(),
         }
     }
@@ -171,7 +176,7 @@ impl Heartbeat {
                 nodes,
                 &self.node,
                 &self.clock,
-                self.retry,
+                self.config.retry,
                 &latest,
             )),
             Box::pin(self.run_with(os, kubelet, node)),
@@ -180,7 +185,7 @@ impl Heartbeat {
     }
 
     /// Runs the heartbeat until dropped, with `node` following the Node (see the module docs).
-    pub async fn run_with(
+    async fn run_with(
         &self,
         os: &dyn OsVersionSource,
         kubelet: &dyn Kubelet,
@@ -286,7 +291,7 @@ impl Heartbeat {
                 Ok(Event::Delete(_) | Event::Init | Event::InitDone) => {}
                 Err(e) => {
                     tracing::debug!(error = %rackproof_std::error_chain(&e), "pod watch failed; retrying");
-                    self.clock.sleep(self.retry).await;
+                    self.clock.sleep(self.config.retry).await;
                 }
             }
         }

@@ -4,7 +4,9 @@
 //! images, and in-process on simulated machines. It reconciles the node to its pool's
 //! OperatingSystemConfig ([`agent`] documents the pass step by step), runs the OS-update command
 //! ([`osupdate`], also the `rackproof-agent os-update` subcommand), assesses the boot
-//! ([`assess`]), and on lab nodes without a kubelet keeps the node's heartbeat ([`heartbeat`]).
+//! ([`assess`]). On lab nodes without a kubelet, [`heartbeat`] plays the kubelet's part (Lease,
+//! Ready, pods) as a process of its own (`rackproof-agent kubelet`): the agent never heartbeats,
+//! so its death leaves the node Ready, as gardener-node-agent's leaves the kubelet running.
 //!
 //! # Use
 //!
@@ -12,6 +14,8 @@
 //! let agent = Agent::new(config, platform, client, clock);
 //! agent.run().await;          // until the future is dropped (power-off)
 //! agent.run_once().await?;    // one pass (`--once`)
+//! Heartbeat::new(client, node, pool, HeartbeatConfig::default(), clock)
+//!     .run(&os_version, &kubelet).await;   // the kubelet's part, apart from the agent
 //! ```
 //!
 //! # Platform
@@ -23,7 +27,7 @@
 //! |---|---|---|
 //! | [`store::StateStore`] | [`store::DirStore`] (atomic file writes) | [`store::MemoryStore`] (outlives agent restarts) |
 //! | [`platform::files::FileSink`] | [`platform::files::RootFiles`] | [`platform::files::MemoryFiles`] |
-//! | [`platform::kubelet::Kubelet`] | [`platform::kubelet::SystemdKubelet`] | [`platform::kubelet::HeartbeatKubelet`] (lab nodes) |
+//! | [`platform::kubelet::Kubelet`] | [`platform::kubelet::SystemdKubelet`] | [`platform::kubelet::HeartbeatKubelet`] (lab nodes; a version file shared with `rackproof-agent kubelet`) |
 //! | [`platform::reboot::Reboot`] | [`platform::reboot::CommandReboot`] | [`platform::reboot::CallbackReboot`] |
 //! | [`platform::os_version::OsVersionSource`] | [`platform::os_version::OsRelease`] | [`platform::os_version::FixedOsVersion`] |
 //! | [`assess::BootAssessor`] | [`assess::EspAssessor`] on `inplace_boot::DirEsp` + efivarfs/cmdline | [`assess::EspAssessor`] on `inplace_boot::MemEsp` + [`assess::booted::FixedBooted`] |

@@ -1,11 +1,16 @@
 //! `rackproof-agent`: the node agent binary (thin: flags → library).
 //!
 //! ```text
-//! rackproof-agent run --node N --pool P --osc-secret kube-system/NAME [--heartbeat] [--once] ...
+//! rackproof-agent run --node N --pool P --osc-secret kube-system/NAME [--kubelet heartbeat] [--once] ...
+//! rackproof-agent kubelet --node N --pool P --kubelet-version V [--kubelet-version-file F] ...
 //! rackproof-agent os-update --version V --image-server URL ...   # exit 0/1/2/3
 //! rackproof-agent keygen --private slot.key --public slot.pub
 //! rackproof-agent sign-slot --key slot.key --version V --dir DIR --linux vmlinuz [--initrd initrd.img] [--options "..."]
 //! ```
+//!
+//! `kubelet` is the kubelet's part on lab nodes (the heartbeat), a process of its own beside
+//! `run --kubelet heartbeat`, as the kubelet runs beside gardener-node-agent: killing one leaves
+//! the other running. The two share the kubelet version through `--kubelet-version-file`.
 //!
 //! Exit codes of `run`: 0 after `--once` applied or found the OSC up to date, 1 on usage or setup
 //! errors, 4 when `--once` ended with a failed update, 5 when it is still waiting or retrying.
@@ -20,6 +25,7 @@ use anyhow::{Context as _, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use inplace_agent::assess::EspAssessor;
 use inplace_agent::assess::booted::{Efivars, FirstOf, KernelCmdline};
+use inplace_agent::heartbeat::Heartbeat;
 use inplace_agent::manifest::{BootSpec, SlotKeyPair, sign_directory};
 use inplace_agent::osupdate::OsUpdateEnv;
 use inplace_agent::osupdate::runner::SubprocessRunner;
@@ -57,6 +63,9 @@ enum LogFormat {
 enum Command {
     /// Run the agent.
     Run(Box<RunArgs>),
+    /// Run the kubelet's part on a lab node without a kubelet: the node's heartbeat (registration,
+    /// status, Lease) and its pods.
+    Kubelet(Box<KubeletArgs>),
     /// Install the boot slot for an OS version (the OSC's osUpdate command).
     #[command(name = "os-update", disable_help_flag = true)]
     OsUpdate {
@@ -100,7 +109,7 @@ enum Command {
 enum KubeletKind {
     /// A systemd-managed kubelet.
     Systemd,
-    /// No kubelet: the agent's heartbeat plays its part (lab nodes).
+    /// No kubelet: `rackproof-agent kubelet` plays its part (lab nodes).
     Heartbeat,
 }
 
@@ -142,13 +151,14 @@ struct RunArgs {
     /// The kubelet backend.
     #[arg(long, value_enum, default_value_t = KubeletKind::Systemd)]
     kubelet: KubeletKind,
-    /// With `--kubelet heartbeat`: the kubelet version the node reports until the OSC installs
+    /// With `--kubelet heartbeat`: the kubelet version the node runs until the OSC installs
     /// another.
     #[arg(long, env = "RACKPROOF_KUBELET_VERSION")]
     kubelet_version: Option<String>,
-    /// Extra Node labels when the heartbeat registers the node (KEY=VALUE).
-    #[arg(long = "node-label")]
-    node_labels: Vec<String>,
+    /// With `--kubelet heartbeat`: where the applied kubelet version is written for
+    /// `rackproof-agent kubelet` (the same file given to it).
+    #[arg(long)]
+    kubelet_version_file: Option<PathBuf>,
     /// The reboot command.
     #[arg(long, default_value = "systemctl reboot", value_delimiter = ' ')]
     reboot_command: Vec<String>,
@@ -164,16 +174,40 @@ struct RunArgs {
     /// OS-update runs before a retriable failure turns non-retriable.
     #[arg(long, default_value_t = 5)]
     os_update_max_attempts: u32,
-    /// Heartbeat Lease renew interval.
+}
+
+#[derive(Debug, clap::Args)]
+struct KubeletArgs {
+    /// The Node name.
+    #[arg(long, env = "RACKPROOF_NODE")]
+    node: String,
+    /// The worker pool (labels the Node when it is registered).
+    #[arg(long, env = "RACKPROOF_POOL")]
+    pool: String,
+    /// The kubelet version the node reports until the agent applies another.
+    #[arg(long, env = "RACKPROOF_KUBELET_VERSION")]
+    kubelet_version: Option<String>,
+    /// Where the agent writes the kubelet version it applies (`run --kubelet-version-file`).
+    #[arg(long)]
+    kubelet_version_file: Option<PathBuf>,
+    /// os-release file (the running OS version the node reports).
+    #[arg(long, default_value = "/etc/os-release")]
+    os_release: PathBuf,
+    /// Extra Node labels when the node is registered (KEY=VALUE).
+    #[arg(long = "node-label")]
+    node_labels: Vec<String>,
+    /// Lease renew interval.
     #[arg(long, default_value = "10s", value_parser = duration)]
     lease_renew: Duration,
-    /// Heartbeat Lease duration.
+    /// Lease duration.
     #[arg(long, default_value = "40s", value_parser = duration)]
     lease_duration: Duration,
-    /// Heartbeat: report an unchanged node status this often (kubelet's
-    /// nodeStatusReportFrequency).
+    /// Report an unchanged node status this often (kubelet's nodeStatusReportFrequency).
     #[arg(long, default_value = "5m", value_parser = duration)]
     status_report_interval: Duration,
+    /// Retry interval after a failed watch.
+    #[arg(long, default_value = "5s", value_parser = duration)]
+    poll_interval: Duration,
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -244,7 +278,51 @@ async fn main() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Run(args) => run(*args).await,
+        Command::Kubelet(args) => kubelet(*args).await,
     }
+}
+
+/// The kubelet version `rackproof-agent kubelet` and `run --kubelet heartbeat` start from: the
+/// given one, and the file's once the agent applied another.
+fn heartbeat_kubelet(
+    client: kube::Client,
+    node: &str,
+    version: Option<&String>,
+    file: Option<&PathBuf>,
+) -> HeartbeatKubelet {
+    let kubelet = HeartbeatKubelet::new(client, node, version.filter(|v| !v.is_empty()).cloned());
+    match file {
+        Some(file) => kubelet.with_version_file(file.clone()),
+        None => kubelet,
+    }
+}
+
+async fn kubelet(args: KubeletArgs) -> anyhow::Result<()> {
+    let clock = Clock::wall();
+    let client = kube::Client::try_default()
+        .await
+        .context("failed to build the Kubernetes client")?;
+    let labels =
+        inplace_agent::heartbeat::parse_labels(&args.node_labels).map_err(anyhow::Error::msg)?;
+    let config = HeartbeatConfig {
+        renew_interval: args.lease_renew,
+        lease_duration: args.lease_duration,
+        status_report_interval: args.status_report_interval,
+        labels,
+        retry: args.poll_interval,
+        ..HeartbeatConfig::default()
+    };
+    let kubelet = heartbeat_kubelet(
+        client.clone(),
+        &args.node,
+        args.kubelet_version.as_ref(),
+        args.kubelet_version_file.as_ref(),
+    );
+    let os = OsRelease::new(&args.os_release);
+    let heartbeat = Heartbeat::new(client, &args.node, &args.pool, config, clock);
+    tracing::info!(node = %args.node, "kubelet heartbeat started");
+    heartbeat.run(&os, &kubelet).await;
+    Ok(())
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
@@ -266,22 +344,12 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             SystemdKubeletConfig::default(),
             files.clone(),
         )),
-        KubeletKind::Heartbeat => {
-            let labels = inplace_agent::heartbeat::parse_labels(&args.node_labels)
-                .map_err(anyhow::Error::msg)?;
-            config.heartbeat = Some(HeartbeatConfig {
-                renew_interval: args.lease_renew,
-                lease_duration: args.lease_duration,
-                status_report_interval: args.status_report_interval,
-                labels,
-                ..HeartbeatConfig::default()
-            });
-            Arc::new(HeartbeatKubelet::new(
-                client.clone(),
-                &args.node,
-                args.kubelet_version.clone().filter(|v| !v.is_empty()),
-            ))
-        }
+        KubeletKind::Heartbeat => Arc::new(heartbeat_kubelet(
+            client.clone(),
+            &args.node,
+            args.kubelet_version.as_ref(),
+            args.kubelet_version_file.as_ref(),
+        )),
     };
     let esp = Arc::new(inplace_boot::DirEsp::new(&args.esp).context("failed to open the ESP")?);
     let booted = Arc::new(FirstOf::new(

@@ -1,4 +1,5 @@
-//! Running the agent's long-lived loops (watches, heartbeat, reconcile) side by side in one task.
+//! Running long-lived loops (the agent's watches and reconcile; the heartbeat's beats and pod
+//! watch) side by side in one task.
 
 use std::future::Future;
 use std::pin::Pin;

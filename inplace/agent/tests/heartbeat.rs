@@ -4,10 +4,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use inplace_agent::HeartbeatConfig;
 use inplace_agent::heartbeat::{ANNOTATION_OS_VERSION, Heartbeat, LEASE_NAMESPACE};
 use inplace_agent::platform::kubelet::{HeartbeatKubelet, Kubelet};
 use inplace_agent::platform::os_version::FixedOsVersion;
-use inplace_agent::{AgentConfig, HeartbeatConfig};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Api;
@@ -57,11 +57,11 @@ async fn the_heartbeat_renews_the_lease_and_reports_the_status_only_when_due() {
     let server = ApiServer::new(clock.clone());
     let admin = server.admin_client();
     let client = server.node_client(NODE);
-    let agent = AgentConfig::new(NODE, "pool-a", "kube-system", "osc");
     let requests: Arc<Mutex<Vec<String>>> = Arc::default();
     let heartbeat = Heartbeat::new(
         recording::recording(client.clone(), requests.clone()),
-        &agent,
+        NODE,
+        "pool-a",
         HeartbeatConfig::default(),
         clock.clone(),
     );

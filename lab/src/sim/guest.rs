@@ -1,6 +1,7 @@
-//! The hook through which a simulated machine runs the in-process node agent: when an OS is up,
-//! the machine calls [`GuestOs::start`] and spawns the returned task; on power-off or reset it
-//! aborts that task, as a real power cut kills the agent.
+//! The hook through which a simulated machine runs the node's services in-process (the node
+//! agent, the kubelet): when an OS is up, the machine calls [`GuestOs::start`] for each of
+//! [`GuestOs::services`] and spawns the returned tasks; on power-off or reset it aborts them, as
+//! a real power cut kills every process. A fault kills one service alone while the OS stays up.
 
 use std::fmt;
 use std::future::Future;
@@ -34,7 +35,11 @@ pub struct GuestContext {
     pub machine: SimHandle,
 }
 
-/// An OS payload the machine starts when it is up (the node agent, or a test double).
+/// An OS payload the machine starts when it is up (the node agent and the kubelet, or a test
+/// double).
 pub trait GuestOs: Send + Sync + fmt::Debug {
-    fn start(&self, ctx: GuestContext) -> GuestTask;
+    /// The services (unit names) the OS runs while up, in the order they start.
+    fn services(&self) -> &'static [&'static str];
+    /// The task of `service` (one of [`GuestOs::services`]) for the boot described by `ctx`.
+    fn start(&self, service: &str, ctx: GuestContext) -> GuestTask;
 }

@@ -65,15 +65,15 @@ async fn a_killed_guest_stays_dead_until_restarted_while_the_os_stays_up() {
         .await
         .unwrap();
     assert!(
-        !m.restart_guest(),
+        !m.restart_guest(AGENT),
         "nothing to restart while the guest runs"
     );
-    assert!(m.kill_guest());
+    assert!(m.kill_guest(AGENT));
     tokio::task::yield_now().await;
     assert_eq!(rec.running.load(Ordering::SeqCst), 0, "the agent is gone");
-    assert!(!m.kill_guest(), "a dead guest cannot be killed twice");
+    assert!(!m.kill_guest(AGENT), "a dead guest cannot be killed twice");
     assert!(matches!(m.phase(), Phase::Up { .. }), "the OS stays up");
-    assert!(m.restart_guest());
+    assert!(m.restart_guest(AGENT));
     tokio::task::yield_now().await;
     assert_eq!(rec.running.load(Ordering::SeqCst), 1);
     assert_eq!(
@@ -83,9 +83,12 @@ async fn a_killed_guest_stays_dead_until_restarted_while_the_os_stays_up() {
     );
     assert_eq!(m.boots(), 1, "no reboot");
     // A kill followed by a power-off: the next boot starts the guest normally.
-    assert!(m.kill_guest());
+    assert!(m.kill_guest(AGENT));
     m.reset(ResetAction::ForceOff).await.unwrap();
-    assert!(!m.restart_guest(), "a powered-off machine runs no guest");
+    assert!(
+        !m.restart_guest(AGENT),
+        "a powered-off machine runs no guest"
+    );
     ctl.power_on_and_wait_until_up(WaitOptions::default())
         .await
         .unwrap();
@@ -144,4 +147,87 @@ async fn reimaging_leaves_one_good_entry_of_the_new_version() {
         "2.0.0"
     );
     assert!(m.reimage("9.9.9").is_err(), "unknown versions are refused");
+}
+
+/// A guest of two services (the agent and the kubelet, each counted while it runs).
+#[derive(Debug, Default)]
+struct TwoServices {
+    running: Mutex<Vec<&'static str>>,
+}
+
+struct Runs(Arc<TwoServices>, &'static str);
+
+impl Drop for Runs {
+    fn drop(&mut self) {
+        let mut running = self.0.running.lock().unwrap();
+        if let Some(at) = running.iter().position(|s| *s == self.1) {
+            running.remove(at);
+        }
+    }
+}
+
+#[derive(Debug)]
+struct TwoServicesGuest(Arc<TwoServices>);
+
+impl GuestOs for TwoServicesGuest {
+    fn services(&self) -> &'static [&'static str] {
+        &["rackproof-agent", "kubelet"]
+    }
+
+    fn start(&self, service: &str, _ctx: GuestContext) -> GuestTask {
+        let unit = self
+            .services()
+            .iter()
+            .copied()
+            .find(|s| *s == service)
+            .unwrap();
+        self.0.running.lock().unwrap().push(unit);
+        let guard = Runs(self.0.clone(), unit);
+        Box::pin(async move {
+            let _guard = guard;
+            std::future::pending::<()>().await;
+        })
+    }
+}
+
+/// Killing one service leaves the other running; each restarts alone; a power-off stops both.
+#[tokio::test(start_paused = true)]
+async fn a_killed_service_dies_alone_and_restarts_alone() {
+    let services = Arc::new(TwoServices::default());
+    let m = SimMachine::builder("node-1", clock())
+        .catalog(catalog())
+        .installed("1.0.0")
+        .guest(Arc::new(TwoServicesGuest(services.clone())))
+        .build()
+        .unwrap();
+    let ctl = control(&m);
+    ctl.power_on_and_wait_until_up(WaitOptions::default())
+        .await
+        .unwrap();
+    tokio::task::yield_now().await;
+    let running = || {
+        let mut now = services.running.lock().unwrap().clone();
+        now.sort_unstable();
+        now
+    };
+    assert_eq!(running(), ["kubelet", "rackproof-agent"]);
+    assert!(m.kill_guest("kubelet"));
+    tokio::task::yield_now().await;
+    assert_eq!(running(), ["rackproof-agent"], "the agent keeps running");
+    assert!(
+        !m.restart_guest("rackproof-agent"),
+        "the agent was never killed"
+    );
+    assert!(!m.kill_guest("sshd"), "no such service");
+    assert!(m.restart_guest("kubelet"));
+    tokio::task::yield_now().await;
+    assert_eq!(running(), ["kubelet", "rackproof-agent"]);
+    assert!(
+        m.console_history()
+            .contains(&"rackproof-os: kubelet.service: killed".to_owned())
+    );
+    assert_eq!(m.boots(), 1, "no reboot");
+    m.reset(ResetAction::ForceOff).await.unwrap();
+    tokio::task::yield_now().await;
+    assert!(running().is_empty(), "a power-off stops every service");
 }

@@ -9,7 +9,11 @@ struct Updater {
 }
 
 impl GuestOs for Updater {
-    fn start(&self, ctx: GuestContext) -> GuestTask {
+    fn services(&self) -> &'static [&'static str] {
+        &["updater"]
+    }
+
+    fn start(&self, _service: &str, ctx: GuestContext) -> GuestTask {
         let first = !self.attempted.swap(true, Ordering::SeqCst);
         Box::pin(async move {
             if !first {

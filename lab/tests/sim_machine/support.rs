@@ -50,8 +50,15 @@ impl Drop for Running {
 #[derive(Debug)]
 pub(crate) struct RecGuest(Arc<Recorder>);
 
+/// The recording guest's one service.
+pub(crate) const AGENT: &str = "rackproof-agent";
+
 impl GuestOs for RecGuest {
-    fn start(&self, ctx: GuestContext) -> GuestTask {
+    fn services(&self) -> &'static [&'static str] {
+        &[AGENT]
+    }
+
+    fn start(&self, _service: &str, ctx: GuestContext) -> GuestTask {
         self.0.starts.lock().unwrap().push((
             ctx.booted_entry.file_name().to_owned(),
             ctx.os_version.clone(),

@@ -525,7 +525,7 @@ fn managed(component: Component) -> Option<Managed> {
     match component {
         Component::Orchestrator => Some(Managed::Orchestrator),
         Component::Watchdog => Some(Managed::Watchdog),
-        Component::Agent => None,
+        Component::Agent | Component::Kubelet => None,
     }
 }
 

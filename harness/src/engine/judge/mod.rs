@@ -15,7 +15,7 @@ use crate::engine::judge::expectations::Expectations;
 use crate::engine::judge::invariants::{InvariantChecker, Violation};
 use crate::engine::judge::observe::Observation;
 use crate::engine::judge::timeline::{EntryKind, Timeline};
-use crate::engine::judge::world::{NodeView, PoolView, World, is_daemon_or_mirror, lane_phase};
+use crate::engine::judge::world::{NodeView, PoolView, World, is_daemon_or_mirror};
 use crate::scenario::{InvariantName, NodeState};
 use inplace_api::crd::{WorkerPool, WorkerPoolSpec};
 
@@ -47,7 +47,7 @@ impl Judge {
                 Duration::ZERO,
                 Some(name),
                 EntryKind::NodeState,
-                lane_phase(view),
+                world.lane_phase(name, view),
             );
         }
         Self {
@@ -166,9 +166,10 @@ impl Judge {
             let Some(now) = self.world.nodes.get(name) else {
                 continue;
             };
-            if lane_phase(was) != lane_phase(now) {
+            let phase = self.world.lane_phase(name, now);
+            if before.lane_phase(name, was) != phase {
                 self.timeline
-                    .push(elapsed, Some(name), EntryKind::NodeState, lane_phase(now));
+                    .push(elapsed, Some(name), EntryKind::NodeState, phase);
             }
         }
         let unavailable = self.world.unavailable();

@@ -185,6 +185,9 @@ pub struct World {
     /// Nodes the harness powered off (a fault) and has not powered on since: down, whatever
     /// their `Ready` condition still says.
     pub powered_off: BTreeSet<String>,
+    /// Nodes whose kubelet the harness killed (a fault) and has not started since: NotReady
+    /// because of that, not because they reboot.
+    pub kubelet_stopped: BTreeSet<String>,
     /// When each node's Lease expires (its renew time plus its duration), as last observed.
     pub lease_expiry: BTreeMap<String, Timestamp>,
     /// Who holds each component's leader Lease, by Lease name (absent: nobody).
@@ -214,6 +217,7 @@ impl World {
             dependents_at_start: self.dependents_at_start.clone(),
             outage: self.outage.clone(),
             powered_off: self.powered_off.clone(),
+            kubelet_stopped: self.kubelet_stopped.clone(),
             lease_expiry: BTreeMap::new(),
             leaders: self.leaders.clone(),
             now: self.now,
@@ -395,8 +399,21 @@ pub(crate) fn is_daemon_or_mirror(pod: &Pod) -> bool {
     mirror || daemon
 }
 
-/// The phase a node is drawn in on the report's swimlanes: one word per node at any instant.
-pub(crate) fn lane_phase(view: &NodeView) -> &'static str {
+impl World {
+    /// The phase node `name`, seen as `view`, is drawn in on the report's swimlanes: one word
+    /// per node at any instant. A node drained for its update that goes NotReady is rebooting,
+    /// unless the harness stopped its kubelet.
+    pub(crate) fn lane_phase(&self, name: &str, view: &NodeView) -> &'static str {
+        let phase = lane_phase(view);
+        if phase == "rebooting" && self.kubelet_stopped.contains(name) {
+            return "notReady";
+        }
+        phase
+    }
+}
+
+/// The phase a node is drawn in from its view alone (see [`World::lane_phase`]).
+fn lane_phase(view: &NodeView) -> &'static str {
     if !view.registered {
         return "absent";
     }

@@ -19,7 +19,9 @@ use crate::engine::lab::provider::OscLocation;
 use crate::engine::lab::sim::{SimLab, SimLabError};
 use crate::engine::logs::LineLogs;
 use crate::engine::shared::Shared;
-use crate::scenario::{BmcQuirk, BootBehaviour, ImageServerAnswer, PowerAction, PowerCutPoint};
+use crate::scenario::{
+    BmcQuirk, BootBehaviour, Component, ImageServerAnswer, PowerAction, PowerCutPoint,
+};
 
 /// The BMC reset action a scenario's power action takes (every backend alike).
 pub(crate) fn reset_action(action: PowerAction) -> rackproof_driver::ResetAction {
@@ -42,9 +44,10 @@ pub(crate) enum LabError {
     /// The lab of the node-image backends refused or failed.
     #[error(transparent)]
     Images(#[from] ImageNodeError),
-    /// The node-image backends cannot kill a node's agent (init does not restart it).
-    #[error("killing the agent of a node booting the node images is not available")]
-    KillAgentUnavailable,
+    /// The node-image backends cannot kill one service of a node (the harness has no way to
+    /// hold init's supervisor from restarting it at once).
+    #[error("killing the {service} of a node booting the node images is not available")]
+    KillUnavailable { service: &'static str },
     /// The node images are built before the run; no new build can be published during it.
     #[error("publishing a build during the run is available on `sim` only")]
     PublishUnavailable,
@@ -200,18 +203,31 @@ impl Lab {
         }
     }
 
-    /// Fault: kills the node's agent; `true` if one was running.
-    pub(crate) async fn kill_agent(&self, name: &str) -> Result<bool, LabError> {
+    /// Fault: kills the node's `component` (the agent or the kubelet) while the node stays up;
+    /// `true` if it was running.
+    pub(crate) async fn kill_service(
+        &self,
+        name: &str,
+        component: Component,
+    ) -> Result<bool, LabError> {
         match self {
-            Self::Sim(lab) => Ok(lab.node(name).is_some_and(|n| n.machine.kill_guest())),
-            Self::Images(_) => Err(LabError::KillAgentUnavailable),
+            Self::Sim(lab) => Ok(lab
+                .node(name)
+                .zip(sim_service(component))
+                .is_some_and(|(n, service)| n.machine.kill_guest(service))),
+            Self::Images(_) => Err(LabError::KillUnavailable {
+                service: component.name(),
+            }),
         }
     }
 
-    /// Starts the node's agent again after [`Lab::kill_agent`]; `true` if it started.
-    pub async fn restart_agent(&self, name: &str) -> bool {
+    /// Starts the node's `component` again after [`Lab::kill_service`]; `true` if it started.
+    pub async fn restart_service(&self, name: &str, component: Component) -> bool {
         match self {
-            Self::Sim(lab) => lab.node(name).is_some_and(|n| n.machine.restart_guest()),
+            Self::Sim(lab) => lab
+                .node(name)
+                .zip(sim_service(component))
+                .is_some_and(|(n, service)| n.machine.restart_guest(service)),
             Self::Images(_) => false,
         }
     }
@@ -252,5 +268,15 @@ impl Lab {
             Self::Sim(lab) => lab.tear_down().await,
             Self::Images(lab) => lab.tear_down().await,
         }
+    }
+}
+
+/// The service of a simulated node that runs `component` (none for the components that do not
+/// run on a node).
+fn sim_service(component: Component) -> Option<&'static str> {
+    match component {
+        Component::Agent => Some(sim_nodes::AGENT_SERVICE),
+        Component::Kubelet => Some(sim_nodes::KUBELET_SERVICE),
+        Component::Orchestrator | Component::Watchdog => None,
     }
 }

@@ -1,5 +1,6 @@
 //! Simulated nodes: one `rackproof_lab::sim::SimMachine` per lab node, each running the real node
-//! agent in-process whenever its OS is up, with the agent's simulated platform (the machine's
+//! agent and the kubelet's part (the heartbeat), as two services, in-process whenever its OS is
+//! up, with the agent's simulated platform (the machine's
 //! ESP, a state store that survives reboots, a reboot that resets the machine) and an in-memory
 //! image server holding a signed slot (one build) for every version of the scenario, which a
 //! `publish` step replaces and a node's `bootFailure` shadows for that node.
@@ -11,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use ed25519_dalek::VerifyingKey;
 use inplace_agent::assess::EspAssessor;
 use inplace_agent::assess::booted::{FixedBooted, LoaderHint};
+use inplace_agent::heartbeat::Heartbeat;
 use inplace_agent::manifest::{BootSpec, SlotKeyPair, SlotManifest};
 use inplace_agent::osupdate::OsUpdateEnv;
 use inplace_agent::osupdate::runner::InProcessRunner;
@@ -38,6 +40,11 @@ const MANIFEST: &str = "manifest.json";
 
 /// The entry-name prefix the agent uses for the slots it installs.
 const ENTRY_PREFIX: &str = "rackproof";
+
+/// The agent's service (unit) on a simulated node.
+pub(crate) const AGENT_SERVICE: &str = "rackproof-agent";
+/// The kubelet's service on a simulated node: the heartbeat, apart from the agent.
+pub(crate) const KUBELET_SERVICE: &str = "kubelet";
 
 pub(crate) fn behaviour(boot: &BootBehaviour) -> Behaviour {
     match boot {
@@ -368,13 +375,20 @@ impl std::fmt::Debug for AgentGuest {
 }
 
 impl GuestOs for AgentGuest {
-    fn start(&self, ctx: GuestContext) -> GuestTask {
+    fn services(&self) -> &'static [&'static str] {
+        &[KUBELET_SERVICE, AGENT_SERVICE]
+    }
+
+    fn start(&self, service: &str, ctx: GuestContext) -> GuestTask {
         let Some(config) = self.binding.locked().clone() else {
             // A machine no Machine object owns: the OS is up, but nothing tells it where to go.
             ctx.machine
-                .print("rackproof-agent: no node configuration; not starting");
+                .print(&format!("{service}: no node configuration; not starting"));
             return Box::pin(std::future::pending());
         };
+        if service == KUBELET_SERVICE {
+            return self.kubelet(&config, &ctx);
+        }
         *self.source.machine.locked() = Some(ctx.machine.clone());
         let clock: Clock = ctx.clock.clone();
         let booted = FixedBooted::new(LoaderHint {
@@ -406,11 +420,26 @@ impl GuestOs for AgentGuest {
     }
 }
 
+impl AgentGuest {
+    /// The kubelet's service: the heartbeat of the node, reporting the running OS version and
+    /// the kubelet version the agent last applied (kept on the node's disk).
+    fn kubelet(&self, config: &AgentConfig, ctx: &GuestContext) -> GuestTask {
+        let heartbeat = Heartbeat::new(
+            self.client.clone(),
+            &config.node_name,
+            &config.pool,
+            HeartbeatConfig::default(),
+            ctx.clock.clone(),
+        );
+        let os = FixedOsVersion::new(ctx.os_version.clone());
+        let kubelet = self.kubelet.clone();
+        Box::pin(async move { heartbeat.run(&os, &kubelet).await })
+    }
+}
+
 /// The agent configuration for a simulated node.
 pub(crate) fn agent_config(node: &str, pool: &str, osc: &OscLocation) -> AgentConfig {
-    let mut config = AgentConfig::new(node, pool, &osc.namespace, &osc.name);
-    config.heartbeat = Some(HeartbeatConfig::default());
-    config
+    AgentConfig::new(node, pool, &osc.namespace, &osc.name)
 }
 
 #[cfg(test)]

@@ -159,6 +159,7 @@ fn initial_world(scenario: &Scenario) -> World {
         dependents_at_start: dependents,
         outage: Default::default(),
         powered_off: Default::default(),
+        kubelet_stopped: Default::default(),
         lease_expiry: Default::default(),
         leaders: Default::default(),
         now: None,

@@ -60,7 +60,6 @@ use tokio::sync::{Notify, watch};
 use crate::assess::BootAssessor;
 use crate::config::AgentConfig;
 use crate::follow::follow;
-use crate::heartbeat::Heartbeat;
 use crate::node::{self, NodeHandle};
 use crate::osupdate::runner::OsUpdateRunner;
 use crate::plan::{Machine, plan};
@@ -146,7 +145,6 @@ pub struct Agent {
     client: kube::Client,
     clock: Clock,
     node: NodeHandle,
-    heartbeat: Option<Heartbeat>,
     /// The OSC last decoded, by the Secret version it came from: a pass reads the Secret afresh
     /// every time, but decodes its document only when the Secret changed.
     decoded_osc: Arc<Mutex<Option<(SecretVersion, DecodedOsc)>>>,
@@ -228,24 +226,18 @@ impl Agent {
         clock: Clock,
     ) -> Self {
         let node = NodeHandle::new(client.clone(), &config.node_name);
-        let heartbeat = config
-            .heartbeat
-            .clone()
-            .map(|hb| Heartbeat::new(client.clone(), &config, hb, clock.clone()));
         Self {
             config,
             platform,
             client,
             clock,
             node,
-            heartbeat,
             decoded_osc: Arc::default(),
         }
     }
 
-    /// Runs until the future is dropped: watches of the Node and of the OSC Secret, the
-    /// heartbeat (if configured, sharing the Node watch), and a reconcile pass whenever one of
-    /// them changed in a way a pass reads ([`node_fingerprint`]; the Secret's resourceVersion),
+    /// Runs until the future is dropped: watches of the Node and of the OSC Secret, and a
+    /// reconcile pass whenever one of them changed in a way a pass reads ([`node_fingerprint`]; the Secret's resourceVersion),
     /// when a retriable failure's retry is due, after a failed pass (after the poll interval),
     /// and otherwise every resync interval.
     pub async fn run(&self) {
@@ -268,20 +260,6 @@ impl Agent {
             self.config.poll_interval,
             &osc_latest,
         );
-        let heartbeat_node = node.clone();
-        let heartbeat = async {
-            match &self.heartbeat {
-                Some(hb) => {
-                    hb.run_with(
-                        self.platform.os_version.as_ref(),
-                        self.platform.kubelet.as_ref(),
-                        heartbeat_node,
-                    )
-                    .await
-                }
-                None => std::future::pending().await,
-            }
-        };
         let reads = (node.clone(), osc.clone());
         let changes = wake_on_changes(node, osc, &wake);
         let reconcile = async {
@@ -318,34 +296,15 @@ impl Agent {
         run_together(vec![
             Box::pin(follow_node),
             Box::pin(follow_osc),
-            Box::pin(heartbeat),
             Box::pin(changes),
             Box::pin(reconcile),
         ])
         .await;
     }
 
-    /// One heartbeat (if configured) and one reconcile pass, with the heartbeat running during the
-    /// pass (`--once`).
+    /// One reconcile pass (`--once`), reading the Node and the OSC Secret from the API.
     pub async fn run_once(&self) -> Result<Outcome, AgentError> {
-        let Some(hb) = &self.heartbeat else {
-            return self.reconcile().await;
-        };
-        if let Err(e) = hb
-            .beat(
-                self.platform.os_version.as_ref(),
-                self.platform.kubelet.as_ref(),
-            )
-            .await
-        {
-            tracing::warn!(error = %error_chain(&e), "heartbeat failed");
-        }
-        // Biased: the same order every time, so simulated runs are reproducible from their seed.
-        tokio::select! {
-            biased;
-            outcome = self.reconcile() => outcome,
-            () = hb.run(self.platform.os_version.as_ref(), self.platform.kubelet.as_ref()) => unreachable!("the heartbeat runs forever"),
-        }
+        self.reconcile().await
     }
 
     async fn read_osc(&self, reads: Reads<'_>) -> Result<Option<DecodedOsc>, AgentError> {

@@ -14,7 +14,9 @@
 //! its file, and restarts the unit with `systemctl`; health is `GET /healthz` on the kubelet's
 //! healthz port. [`HeartbeatKubelet`] keeps the version the heartbeat reports in
 //! `nodeInfo.kubeletVersion`; it is healthy once the Node in the API server shows that version and
-//! `Ready=True`, i.e. once the heartbeat "restarted" with it.
+//! `Ready=True`, i.e. once the heartbeat "restarted" with it. The agent and the heartbeat each
+//! hold one: in memory when they share a process's memory (a simulated node, whose memory plays
+//! its disk), else through a version file both read ([`HeartbeatKubelet::with_version_file`]).
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -226,12 +228,15 @@ impl Kubelet for SystemdKubelet {
     }
 }
 
-/// The kubelet role played by the agent's heartbeat (lab nodes).
+/// The kubelet role played by the heartbeat (lab nodes), as the agent applies it and the
+/// heartbeat reports it.
 #[derive(Debug, Clone)]
 pub struct HeartbeatKubelet {
     inner: Arc<Mutex<HeartbeatKubeletState>>,
     nodes: Api<Node>,
     node: String,
+    /// Where the applied version is kept for the other process (`None`: in memory only).
+    version_file: Option<PathBuf>,
 }
 
 /// What a [`HeartbeatKubelet`] did (shared; for the heartbeat and for assertions).
@@ -258,18 +263,42 @@ impl HeartbeatKubelet {
             inner: Arc::new(Mutex::new(state)),
             nodes: Api::all(client),
             node: node.to_owned(),
+            version_file: None,
         }
+    }
+
+    /// Keeps the version in `path` as well (the agent writes it on `apply`, atomically): the
+    /// version is the file's when it has one, else the one given to [`HeartbeatKubelet::new`].
+    /// The agent and the heartbeat processes of one node name the same file.
+    #[must_use]
+    pub fn with_version_file(mut self, path: PathBuf) -> Self {
+        self.version_file = Some(path);
+        self
     }
 
     /// A copy of the state.
     pub fn state(&self) -> HeartbeatKubeletState {
         self.inner.lock().expect("heartbeat kubelet lock").clone()
     }
+
+    /// The version in the version file, if there is one and it names a version.
+    fn version_on_disk(&self) -> Option<String> {
+        let text = std::fs::read_to_string(self.version_file.as_ref()?).ok()?;
+        Some(text.trim().to_owned()).filter(|v| !v.is_empty())
+    }
 }
 
 #[async_trait::async_trait]
 impl Kubelet for HeartbeatKubelet {
     async fn apply(&self, version: &str, config: Option<&str>) -> Result<(), KubeletError> {
+        if let Some(path) = &self.version_file {
+            crate::store::write_atomic(path, format!("{version}\n").as_bytes(), Some(0o644))
+                .map_err(|e| KubeletError::Io {
+                    action: "write",
+                    path: path.clone(),
+                    source: std::io::Error::other(e.to_string()),
+                })?;
+        }
         let mut state = self.inner.lock().expect("heartbeat kubelet lock");
         state.version = Some(version.to_owned());
         if let Some(config) = config {
@@ -310,11 +339,13 @@ impl Kubelet for HeartbeatKubelet {
     }
 
     fn version(&self) -> Option<String> {
-        self.inner
-            .lock()
-            .expect("heartbeat kubelet lock")
-            .version
-            .clone()
+        self.version_on_disk().or_else(|| {
+            self.inner
+                .lock()
+                .expect("heartbeat kubelet lock")
+                .version
+                .clone()
+        })
     }
 }
 
@@ -322,6 +353,25 @@ impl Kubelet for HeartbeatKubelet {
 mod tests {
     use super::*;
     use crate::platform::files::RootFiles;
+
+    /// Two processes' heartbeat kubelets on one version file: what the agent's applies, the
+    /// heartbeat's reports; before any apply, each reports the version it was started with.
+    #[tokio::test]
+    async fn heartbeat_kubelets_share_the_applied_version_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("kubelet-version");
+        // Neither asks the API server anything here (only `healthy` does).
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let agent = HeartbeatKubelet::new(client.clone(), "n", Some("1.30.4".into()))
+            .with_version_file(file.clone());
+        let heartbeat = HeartbeatKubelet::new(client, "n", Some("1.30.4".into()))
+            .with_version_file(file.clone());
+        assert_eq!(heartbeat.version().as_deref(), Some("1.30.4"));
+        agent.apply("1.31.2", None).await.unwrap();
+        assert_eq!(heartbeat.version().as_deref(), Some("1.31.2"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "1.31.2\n");
+    }
 
     #[tokio::test]
     async fn systemd_kubelet_writes_the_version_dropin_and_rebootstraps() {

@@ -21,6 +21,7 @@ use std::time::Duration;
 
 use inplace_agent::assess::EspAssessor;
 use inplace_agent::assess::booted::{FixedBooted, LoaderHint};
+use inplace_agent::heartbeat::Heartbeat;
 use inplace_agent::manifest::{BootSpec, SlotKeyPair, SlotManifest};
 use inplace_agent::osupdate::OsUpdateEnv;
 use inplace_agent::osupdate::runner::{
@@ -160,12 +161,18 @@ pub struct Sim {
     pub requests: Arc<Mutex<Vec<String>>>,
     events_tx: mpsc::UnboundedSender<Event>,
     events: mpsc::UnboundedReceiver<Event>,
+    /// The agent's task.
     task: Option<tokio::task::JoinHandle<()>>,
+    /// The kubelet's task (the heartbeat), apart from the agent's.
+    kubelet_task: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Sim {
     fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
+        for task in [self.task.take(), self.kubelet_task.take()]
+            .into_iter()
+            .flatten()
+        {
             task.abort();
         }
     }
@@ -275,7 +282,6 @@ impl Sim {
             attempts: Mutex::new(Vec::new()),
         });
         let mut config = AgentConfig::new(NODE, POOL, "kube-system", SECRET);
-        config.heartbeat = Some(HeartbeatConfig::default());
         config.token_secrets = vec![TokenSecret {
             namespace: "kube-system".into(),
             name: "node-token".into(),
@@ -311,6 +317,7 @@ impl Sim {
             events_tx,
             events,
             task: None,
+            kubelet_task: None,
         };
         for version in ["1.0.0", "2.0.0"] {
             sim.publish(version);
@@ -439,15 +446,40 @@ impl Sim {
         self.task = Some(tokio::spawn(async move { agent.run().await }));
     }
 
-    /// Powers the machine on (first boot) and starts the agent.
-    /// Powers the machine on (first boot), starts the agent and waits until it applied the
-    /// initial OSC.
+    /// Starts the kubelet's part (the heartbeat) of the running boot, as its own task.
+    fn start_kubelet(&mut self) {
+        if let Some(task) = self.kubelet_task.take() {
+            task.abort();
+        }
+        let heartbeat = Heartbeat::new(
+            self.server.node_client(NODE),
+            NODE,
+            POOL,
+            HeartbeatConfig::default(),
+            self.clock.clone(),
+        );
+        let (os, kubelet) = (self.os.clone(), self.kubelet.clone());
+        self.kubelet_task = Some(tokio::spawn(
+            async move { heartbeat.run(&os, &kubelet).await },
+        ));
+    }
+
+    /// Kills the agent alone (the kubelet runs on), as `kill -9` of its process would.
+    pub fn kill_agent(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+
+    /// Powers the machine on (first boot), starts the kubelet and the agent and waits until the
+    /// agent applied the initial OSC.
     pub async fn start(&mut self) {
         self.server.bind_node_to_pool(NODE, POOL);
         self.server.allow_node_secret(POOL, "kube-system", SECRET);
         self.server
             .allow_node_secret(POOL, "kube-system", "node-token");
         self.power_on();
+        self.start_kubelet();
         self.start_agent();
         let node = self
             .wait_for(
@@ -473,6 +505,7 @@ impl Sim {
             Event::Reboot => {
                 self.reboots += 1;
                 self.power_on();
+                self.start_kubelet();
             }
             Event::Crash => self.restarts += 1,
         }

@@ -32,19 +32,42 @@ impl Inner {
         for task in s.tasks.drain(..) {
             task.abort();
         }
-        if let Some((task, _)) = s.guest.take() {
-            task.abort();
+        if let Some(guest) = s.guest.take() {
+            guest
+                .services
+                .into_values()
+                .flatten()
+                .for_each(|t| t.abort());
         }
-        s.guest_killed = false;
         s.generation
     }
 
+    /// Starts every service of the guest OS (a boot came up).
     pub(super) fn start_guest(inner: &Arc<Inner>, s: &mut State, ctx: GuestContext) {
-        if let Some(guest) = &inner.guest {
-            let task = tokio::spawn(guest.start(ctx.clone()));
-            s.guest = Some((task.abort_handle(), ctx));
-            s.guest_killed = false;
+        let Some(guest) = &inner.guest else {
+            return;
+        };
+        s.guest = Some(RunningGuest {
+            services: guest.services().iter().map(|&unit| (unit, None)).collect(),
+            ctx: ctx.clone(),
+        });
+        for &unit in guest.services() {
+            Self::start_service(inner, s, unit, ctx.clone());
         }
+    }
+
+    /// Starts one service of the running guest.
+    pub(super) fn start_service(
+        inner: &Arc<Inner>,
+        s: &mut State,
+        unit: &'static str,
+        ctx: GuestContext,
+    ) {
+        let (Some(guest), Some(running)) = (&inner.guest, s.guest.as_mut()) else {
+            return;
+        };
+        let task = tokio::spawn(guest.start(unit, ctx));
+        running.services.insert(unit, Some(task.abort_handle()));
     }
 
     pub(super) fn power_off(inner: &Arc<Inner>, s: &mut State, line: &str) {

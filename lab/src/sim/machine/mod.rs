@@ -137,10 +137,16 @@ struct State {
     /// Per-machine boot behaviours that replace the builds' own (fault: "this version panics on
     /// this node only").
     overrides: BTreeMap<String, Behaviour>,
-    /// The running guest (the agent) and what it was started with, while the OS is up.
-    guest: Option<(AbortHandle, GuestContext)>,
-    /// The guest was killed and not started again.
-    guest_killed: bool,
+    /// The guest's services and what they were started with, while the OS is up.
+    guest: Option<RunningGuest>,
+}
+
+/// The services of the guest OS of one boot.
+struct RunningGuest {
+    /// Each service's task, `None` once a fault killed it (until it is started again).
+    services: BTreeMap<&'static str, Option<AbortHandle>>,
+    /// The boot's context, for starting a killed service again.
+    ctx: GuestContext,
 }
 
 /// An in-process machine. Clones share the machine.
@@ -275,7 +281,6 @@ impl SimMachineBuilder {
                 ignore_power_on: 0,
                 overrides: BTreeMap::new(),
                 guest: None,
-                guest_killed: false,
             }),
         });
         let weak = Arc::downgrade(&inner);
@@ -378,40 +383,44 @@ impl SimMachine {
             .insert(version.to_owned(), behaviour);
     }
 
-    /// Fault: kills the guest (the agent process) while the OS stays up. Returns whether one ran.
-    pub fn kill_guest(&self) -> bool {
+    /// Fault: kills one service of the guest (`rackproof-agent`, `kubelet`: a unit name of
+    /// [`GuestOs::services`]) while the OS and the other services stay up. Returns whether it ran.
+    pub fn kill_guest(&self, service: &str) -> bool {
         let mut s = self.inner.lock();
-        match s.guest.as_ref() {
-            Some((task, _)) if !s.guest_killed => {
-                task.abort();
-                s.guest_killed = true;
-                Inner::print(
-                    &self.inner,
-                    &mut s,
-                    "rackproof-os: rackproof-agent.service: killed".to_owned(),
-                );
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Starts the guest again after [`SimMachine::kill_guest`] (systemd restarting the unit), if
-    /// the OS is still up. Returns whether it started.
-    pub fn restart_guest(&self) -> bool {
-        let mut s = self.inner.lock();
-        if !s.guest_killed {
-            return false;
-        }
-        let Some((_, ctx)) = s.guest.take() else {
+        let Some(task) = s
+            .guest
+            .as_mut()
+            .and_then(|g| g.services.get_mut(service))
+            .and_then(Option::take)
+        else {
             return false;
         };
+        task.abort();
         Inner::print(
             &self.inner,
             &mut s,
-            "rackproof-os: rackproof-agent.service: started".to_owned(),
+            format!("rackproof-os: {service}.service: killed"),
         );
-        Inner::start_guest(&self.inner, &mut s, ctx);
+        true
+    }
+
+    /// Starts a service again after [`SimMachine::kill_guest`] (the service manager restarting
+    /// the unit), if the OS is still up. Returns whether it started.
+    pub fn restart_guest(&self, service: &str) -> bool {
+        let mut s = self.inner.lock();
+        let Some(guest) = s.guest.as_ref() else {
+            return false;
+        };
+        let Some((&unit, None)) = guest.services.get_key_value(service) else {
+            return false;
+        };
+        let ctx = guest.ctx.clone();
+        Inner::print(
+            &self.inner,
+            &mut s,
+            format!("rackproof-os: {unit}.service: started"),
+        );
+        Inner::start_service(&self.inner, &mut s, unit, ctx);
         true
     }
 

@@ -221,9 +221,12 @@ pub(crate) fn unsupported(scenario: &Scenario) -> Vec<String> {
     {
         problems.push("a `publish` step needs a build made during the run; the node images are built before it: run the scenario on `sim`".to_owned());
     }
-    let kills_agent = actions().any(|a| matches!(a, crate::scenario::FaultAction::Kill(k) if k.component == crate::scenario::Component::Agent));
-    if kills_agent {
-        problems.push("killing the agent of a node booting the node images is not available (init does not restart it)".to_owned());
+    for action in actions() {
+        if let crate::scenario::FaultAction::Kill(kill) = action
+            && kill.component.on_a_node()
+        {
+            problems.push(format!("killing the {} of a node booting the node images is not available (init restarts it at once; the harness cannot hold it stopped): run the scenario on `sim`", kill.component.name()));
+        }
     }
     problems
 }
