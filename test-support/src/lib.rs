@@ -3,6 +3,7 @@
 //!
 //! - [`ipmitool`]: Debian's ipmitool, the referee of the IPMI emulators, run against 127.0.0.1;
 //! - [`processes`]: scans of `/proc` for the processes a test must not leave behind;
+//! - [`logs`]: log output captured in memory, to assert which spans a line was logged in;
 //! - [`node_images`] (feature `qemu`): the node images of `ci/build-images`, or a failure that
 //!   says how to build them;
 //! - [`kube`] (feature `kube`): the embedded API server with Rackproof's CRDs in virtual time, and
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 pub mod ipmitool;
 #[cfg(feature = "kube")]
 pub mod kube;
+pub mod logs;
 pub mod processes;
 
 #[cfg(feature = "qemu")]

@@ -30,7 +30,8 @@
 //!
 //! [`Heartbeat::beat`] does all of it once, reading the Node and listing the pods (`--once`).
 //! A beat that fails is logged and retried at the next tick; the Lease then simply ages, which is
-//! what the dependency watchdog is meant to see.
+//! what the dependency watchdog is meant to see. Every line the heartbeat logs is in its
+//! `heartbeat{node}` span.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -48,6 +49,7 @@ use rackproof_clock::Clock;
 use rackproof_std::LockExt;
 use serde_json::json;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::config::HeartbeatConfig;
 use crate::platform::kubelet::Kubelet;
@@ -161,10 +163,19 @@ impl Heartbeat {
         os: &dyn OsVersionSource,
         kubelet: &dyn Kubelet,
     ) -> Result<PodReport, HeartbeatError> {
-        let node = self.register().await?;
-        let node = self.report_status(&node, os, kubelet).await?;
-        self.renew_lease(node.metadata.uid.as_deref()).await?;
-        self.handle_pods().await
+        async {
+            let node = self.register().await?;
+            let node = self.report_status(&node, os, kubelet).await?;
+            self.renew_lease(node.metadata.uid.as_deref()).await?;
+            self.handle_pods().await
+        }
+        .instrument(self.span())
+        .await
+    }
+
+    /// The span every line of the heartbeat is logged in: `heartbeat{node}`.
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("heartbeat", node = %self.node)
     }
 
     /// Runs the heartbeat until dropped, following the Node through its own watch.
@@ -179,13 +190,13 @@ impl Heartbeat {
                 self.config.retry,
                 &latest,
             )),
-            Box::pin(self.run_with(os, kubelet, node)),
+            Box::pin(self.beat_and_follow_pods(os, kubelet, node)),
         ])
+        .instrument(self.span())
         .await;
     }
 
-    /// Runs the heartbeat until dropped, with `node` following the Node (see the module docs).
-    async fn run_with(
+    async fn beat_and_follow_pods(
         &self,
         os: &dyn OsVersionSource,
         kubelet: &dyn Kubelet,
@@ -323,7 +334,7 @@ impl Heartbeat {
         };
         match nodes.create(&PostParams::default(), &node).await {
             Ok(created) => {
-                tracing::info!(node = %self.node, "registered the node");
+                tracing::info!("registered the node");
                 Ok(created)
             }
             Err(kube::Error::Api(status)) if status.code == 409 => nodes

@@ -713,3 +713,25 @@ async fn the_agent_alone_never_renews_the_lease_the_kubelet_does() {
         .any(|c| c.type_ == "Ready" && c.status == "True");
     assert!(ready, "the node stays Ready with its agent dead");
 }
+
+/// Every log line of a pass names the node and the pass, down to the steps it awaits (the
+/// OS-update command), and the heartbeat's lines name the node.
+#[tokio::test(start_paused = true)]
+async fn log_lines_of_a_pass_and_of_the_heartbeat_name_the_node() {
+    let (logs, _capturing) = rackproof_test_support::logs::capture();
+    let mut sim = Sim::new().await;
+    sim.start().await;
+    sim.set_osc(&osc("2.0.0", "1.30.4", None, None)).await;
+    sim.ready_for_update().await;
+    sim.wait_result(LIMIT).await;
+    let pass = format!("agent_pass{{node={NODE} pass=");
+    let planned = logs.line_with("new operating system config");
+    assert!(planned.contains(&pass), "{planned}");
+    let command = logs.line_with("running the OS-update command");
+    assert!(command.contains(&pass), "{command}");
+    let registered = logs.line_with("registered the node");
+    assert!(
+        registered.contains(&format!("heartbeat{{node={NODE}}}")),
+        "{registered}"
+    );
+}

@@ -52,10 +52,11 @@ pub async fn client(path: Option<&Path>) -> Result<kube::Client, KubeconfigError
     kube::Client::try_from(config).map_err(KubeconfigError::Client)
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info`). A second call changes nothing.
-pub fn init_logs() {
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+/// Logs to stderr, filtered by `RUST_LOG` (unset or invalid: `default_filter`, e.g. `info` for a
+/// component, `warn` for the `rackproof` CLI). A second call changes nothing.
+pub fn init_logs(default_filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| default_filter.into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

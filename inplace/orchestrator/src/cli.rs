@@ -80,7 +80,7 @@ fn kube_version(text: &str) -> Result<KubeVersion, String> {
 /// Logs to stderr (filtered by `RUST_LOG`, default `info`) and runs the controllers until the
 /// future is dropped; returns only for a missing cluster or an unusable setting.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    inplace_api::standalone::init_logs();
+    inplace_api::standalone::init_logs("info");
     let client = inplace_api::standalone::client(args.kubeconfig.as_deref()).await?;
     let leader_election = args
         .leader_election

@@ -29,6 +29,10 @@
 //! 5. Write the outcome into the status ConfigMap [`Config::status_config_map`] (every probe) and
 //!    publish an Event when the decision changes and for every dependent scaled.
 //!
+//! Each probe runs in a `probe{n, namespace, decision}` span (`n` counts the probes of a term,
+//! `namespace` is the control plane's, `decision` is recorded once made), so its log lines and
+//! its Events' lines say which probe decided what.
+//!
 //! # Choices where DWD and GEP-31 leave room
 //!
 //! - In-place exclusion follows DWD's `IsNodeUndergoingInPlaceUpdate`: condition `InPlaceUpdate`
@@ -63,6 +67,7 @@ use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, Resource};
 use rackproof_clock::Clock;
 use rackproof_std::error_chain;
+use tracing::Instrument;
 
 pub use error::Error;
 use error::{is_conflict, is_not_found};
@@ -218,25 +223,43 @@ impl<'a> Watchdog<'a> {
 
     async fn run(mut self) {
         let mut interval = self.clock.interval(self.config.probe_interval);
+        let mut probes: u64 = 0;
         loop {
             interval.tick().await;
-            let outcome = self.probe_once().await;
-            if let Err(error) = &outcome {
-                let throttled = error.is_throttled();
-                tracing::warn!(error = %error_chain(error), throttled, "probe failed");
-                self.write_status(&Status::failed(error, throttled), None)
-                    .await;
-                if self.last != Some(Last::Failed) {
-                    self.event(Kind::Warning, "ProbeFailed", &error_chain(error))
-                        .await;
-                    self.last = Some(Last::Failed);
-                }
-                if throttled {
-                    self.clock.sleep(self.config.throttle_backoff).await;
-                    interval.reset();
-                }
+            probes += 1;
+            // Every line of a probe (its scaling Events included) names the probe and the
+            // control plane whose dependents it scales; `decision` once it is made.
+            let span = tracing::info_span!(
+                "probe",
+                n = probes,
+                namespace = %self.config.namespace,
+                decision = tracing::field::Empty,
+            );
+            if self.probe_and_report().instrument(span).await {
+                interval.reset();
             }
         }
+    }
+
+    /// One probe and, when it failed, the failure's status and Event (on change) and the 429
+    /// back-off; returns whether it backed off.
+    async fn probe_and_report(&mut self) -> bool {
+        let Err(error) = self.probe_once().await else {
+            return false;
+        };
+        let throttled = error.is_throttled();
+        tracing::warn!(error = %error_chain(&error), throttled, "probe failed");
+        self.write_status(&Status::failed(&error, throttled), None)
+            .await;
+        if self.last != Some(Last::Failed) {
+            self.event(Kind::Warning, "ProbeFailed", &error_chain(&error))
+                .await;
+            self.last = Some(Last::Failed);
+        }
+        if throttled {
+            self.clock.sleep(self.config.throttle_backoff).await;
+        }
+        throttled
     }
 
     async fn probe_once(&mut self) -> Result<(), Error> {
@@ -247,6 +270,7 @@ impl<'a> Watchdog<'a> {
         let probe = self.probe_leases().await?;
         let decision = probe::decide(&probe, self.config.node_lease_failure_fraction);
         let status = Status::decided(&probe, decision, self.config.node_lease_failure_fraction);
+        tracing::Span::current().record("decision", tracing::field::display(status.decision));
         // Each dependent's Event is published as soon as it is scaled, so a later failure (a 429
         // on the next dependent) never swallows the Event of one already scaled.
         let last = match decision {

@@ -111,6 +111,7 @@ impl CommandHandler {
         if !self.machine.allowed_resets().contains(&action) {
             return Err(CompletionCode::INVALID_DATA_FIELD);
         }
+        tracing::info!(%action, "chassis control");
         self.machine
             .reset(action)
             .await

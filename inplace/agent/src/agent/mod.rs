@@ -37,12 +37,17 @@
 //! node is `ReadyForUpdate` again, it starts over with a fresh retry budget (GEP-31: "the
 //! update-failed label should be removed from the node"). A plan that needs no drain starts over
 //! as soon as the label is gone: no `ReadyForUpdate` ever comes for it.
+//!
+//! Each pass runs in an `agent_pass{node, pass}` span (`pass` counts the agent's passes from 1),
+//! so every log line names the node (the kubelet's heartbeat, apart from the agent, logs in a
+//! `heartbeat{node}` span).
 
 mod journal;
 mod os_update;
 mod steps;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,6 +61,7 @@ use kube::Api;
 use rackproof_clock::Clock;
 use rackproof_std::{LockExt, error_chain};
 use tokio::sync::{Notify, watch};
+use tracing::Instrument;
 
 use crate::assess::BootAssessor;
 use crate::config::AgentConfig;
@@ -148,6 +154,8 @@ pub struct Agent {
     /// The OSC last decoded, by the Secret version it came from: a pass reads the Secret afresh
     /// every time, but decodes its document only when the Secret changed.
     decoded_osc: Arc<Mutex<Option<(SecretVersion, DecodedOsc)>>>,
+    /// The passes begun so far (the `pass` field of their spans).
+    passes: Arc<AtomicU64>,
 }
 
 /// Which version of a Secret a document was decoded from: its uid and resourceVersion.
@@ -233,6 +241,7 @@ impl Agent {
             clock,
             node,
             decoded_osc: Arc::default(),
+            passes: Arc::default(),
         }
     }
 
@@ -264,27 +273,29 @@ impl Agent {
         let changes = wake_on_changes(node, osc, &wake);
         let reconcile = async {
             loop {
-                let wait = match self
-                    .reconcile_with(Reads::Followed {
-                        node: &reads.0,
-                        osc: &reads.1,
-                    })
-                    .await
-                {
-                    Ok(Outcome::Retrying(at)) => self
-                        .clock
-                        .until(at)
-                        .max(Duration::from_millis(1))
-                        .min(self.config.resync_interval),
-                    Ok(outcome) => {
-                        tracing::debug!(?outcome, "reconciled");
-                        self.config.resync_interval
+                let pass = self.reconcile_with(Reads::Followed {
+                    node: &reads.0,
+                    osc: &reads.1,
+                });
+                let wait = async {
+                    match pass.await {
+                        Ok(Outcome::Retrying(at)) => self
+                            .clock
+                            .until(at)
+                            .max(Duration::from_millis(1))
+                            .min(self.config.resync_interval),
+                        Ok(outcome) => {
+                            tracing::debug!(?outcome, "reconciled");
+                            self.config.resync_interval
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %error_chain(&e), "reconcile failed; retrying");
+                            self.config.poll_interval
+                        }
                     }
-                    Err(e) => {
-                        tracing::warn!(error = %error_chain(&e), "reconcile failed; retrying");
-                        self.config.poll_interval
-                    }
-                };
+                }
+                .instrument(self.pass_span())
+                .await;
                 // Biased: the same order every time, so simulated runs are reproducible.
                 tokio::select! {
                     biased;
@@ -354,7 +365,16 @@ impl Agent {
 
     /// One reconcile pass (see the module docs), reading the Node and the OSC Secret from the API.
     pub async fn reconcile(&self) -> Result<Outcome, AgentError> {
-        self.reconcile_with(Reads::Live).await
+        self.reconcile_with(Reads::Live)
+            .instrument(self.pass_span())
+            .await
+    }
+
+    /// The span of the next pass, `agent_pass{node, pass}`: every line the pass logs, down to
+    /// its awaited steps, names the node and the pass.
+    fn pass_span(&self) -> tracing::Span {
+        let pass = self.passes.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::info_span!("agent_pass", node = %self.config.node_name, pass)
     }
 
     async fn reconcile_with(&self, reads: Reads<'_>) -> Result<Outcome, AgentError> {

@@ -286,13 +286,7 @@ async fn a_node_whose_last_evicted_pod_is_gone_is_drained_within_the_deletion_po
 /// pod was evicted is logged inside `reconcile{kind=Machine name=… node=…}`.
 #[tokio::test(start_paused = true)]
 async fn log_lines_of_a_drain_name_the_machine_and_its_node() {
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(captured.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let _logs = tracing::subscriber::set_default(subscriber);
+    let (logs, _capturing) = rackproof_test_support::logs::capture();
     let lab = Lab::new().await;
     let _doubles = lab.start_doubles();
     let _orchestrator = lab.start_orchestrator(Lab::config());
@@ -305,44 +299,11 @@ async fn log_lines_of_a_drain_name_the_machine_and_its_node() {
         .await;
     lab.change_template("workers", "v2").await;
     lab.wait_rolled_out("v2", 1, Duration::from_secs(600)).await;
-    let logs = captured.text();
-    let evicted = logs
-        .lines()
-        .find(|line| line.contains("evicted pod default/web-0"))
-        .unwrap_or_else(|| panic!("no log line of the eviction in:\n{logs}"));
+    let evicted = logs.line_with("evicted pod default/web-0");
     assert!(
         evicted.contains(&format!(
             "reconcile{{kind=Machine name={machine} node={node}}}"
         )),
         "{evicted}"
     );
-}
-
-/// Log output kept in memory.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
-    type Writer = Self;
-
-    fn make_writer(&'a self) -> Self {
-        self.clone()
-    }
 }

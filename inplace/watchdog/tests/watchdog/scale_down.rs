@@ -293,3 +293,29 @@ async fn expired_leases_of_nodes_under_update_are_ignored_but_as_many_real_death
     assert_eq!(cluster.replicas("kube-controller-manager").await, (2, None));
     assert_eq!(events_with_reason(&cluster, "ScaledUp").await, 3);
 }
+
+/// Every line of a probe names it, the control plane and its decision: the Event that a
+/// dependent was scaled down is logged in `probe{n=… namespace=… decision=ScaleDown}`.
+#[tokio::test(start_paused = true)]
+async fn log_lines_of_a_scale_down_name_the_probe_and_its_decision() {
+    let (logs, _capturing) = rackproof_test_support::logs::capture();
+    let all = names(5);
+    let refs: Vec<&str> = all.iter().map(String::as_str).collect();
+    let cluster = Cluster::new(&refs).await;
+    let _kubelets = cluster.start_kubelets(all.clone());
+    let _watchdog = cluster.start_watchdog();
+    cluster.clock.sleep(Duration::from_secs(30)).await;
+    cluster
+        .dead
+        .lock()
+        .unwrap()
+        .extend(["n0".to_owned(), "n1".to_owned(), "n2".to_owned()]);
+    cluster.clock.sleep(Duration::from_secs(120)).await;
+    assert_eq!(cluster.status().await["decision"], "ScaleDown");
+    let scaled = logs.line_with("scaled deployment machine-controller-manager from 1 to 0");
+    assert!(
+        scaled.contains("probe{n=")
+            && scaled.contains(&format!(" namespace={NS} decision=ScaleDown}}")),
+        "{scaled}"
+    );
+}

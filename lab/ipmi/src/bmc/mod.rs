@@ -17,6 +17,8 @@
 //!    fresh sequence number; anything else is dropped silently, as BMCs do.
 //!
 //! Malformed datagrams never produce a reply, never panic, and never disturb other sessions.
+//! Each machine command runs in a `bmc_request{bmc, command}` span ([`BmcConfig::name`] is
+//! `bmc`), so the lines logged while executing it name the BMC and the command.
 
 mod sessions;
 
@@ -26,6 +28,7 @@ use std::time::Duration;
 use rackproof_clock::Clock;
 use rackproof_driver::SharedMachine;
 use rackproof_std::LockExt;
+use tracing::Instrument;
 
 use crate::codec::command::{
     AuthCapabilities, CIPHER_SUITE_CHUNK, CURRENT_CHANNEL, CipherSuiteRecord, CompletionCode,
@@ -47,6 +50,9 @@ use sessions::{Active, Session, Sessions, Stage};
 /// How a BMC presents itself and whom it lets in.
 #[derive(Debug, Clone)]
 pub struct BmcConfig {
+    /// What log lines call this BMC (the `bmc` of their `bmc_request` spans): the lab node it
+    /// belongs to.
+    pub name: String,
     /// The one user this BMC knows; it holds Administrator privilege.
     pub credentials: Credentials,
     pub device_id: DeviceId,
@@ -59,9 +65,11 @@ pub struct BmcConfig {
 }
 
 impl BmcConfig {
-    /// Defaults for everything but the user: a random GUID, 60 s session timeout, 16 sessions.
+    /// Defaults for everything but the user: named `bmc` (set [`BmcConfig::name`] to the node's
+    /// name), a random GUID, 60 s session timeout, 16 sessions.
     pub fn new(credentials: Credentials) -> Self {
         Self {
+            name: "bmc".to_owned(),
             credentials,
             device_id: DEFAULT_DEVICE_ID,
             guid: rand::random(),
@@ -449,10 +457,17 @@ impl Bmc {
         };
         let response = match decision {
             Decision::Reply(response) => response,
-            Decision::Machine(request, command) => match self.handler.handle(&command).await {
-                Ok(response) => request.respond(0, response.encode()),
-                Err(code) => request.respond(code.0, vec![]),
-            },
+            Decision::Machine(request, command) => {
+                let span = tracing::info_span!(
+                    "bmc_request",
+                    bmc = %self.config.name,
+                    command = ?command,
+                );
+                match self.handler.handle(&command).instrument(span).await {
+                    Ok(response) => request.respond(0, response.encode()),
+                    Err(code) => request.respond(code.0, vec![]),
+                }
+            }
         };
         let mut sessions = self.sessions();
         self.seal_reply(&mut sessions, bmc_session_id, &response)

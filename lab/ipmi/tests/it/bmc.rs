@@ -316,3 +316,28 @@ async fn idle_sessions_expire() {
     );
     assert_eq!(bmc.active_sessions(), 0);
 }
+
+/// Every line logged while executing a command names the BMC and the command.
+#[tokio::test]
+async fn log_lines_of_a_command_name_the_bmc_and_the_command() {
+    let (logs, _capturing) = rackproof_test_support::logs::capture();
+    let machine = TestMachine::new(PowerState::Off);
+    let config = BmcConfig {
+        name: "node-1".to_owned(),
+        ..BmcConfig::new(Credentials::new("root", "calvin").unwrap())
+    };
+    let bmc = Bmc::new(machine.shared(), config, Clock::wall());
+    let mut console = Console::login(&bmc, SUITE_17).await;
+    let raise = Request::Session(SessionRequest::SetSessionPrivilegeLevel {
+        requested: Some(rackproof_ipmi::codec::command::Privilege::Administrator),
+    });
+    bmc.handle_datagram(&console.seal(&raise)).await.unwrap();
+    let power_up = Request::Machine(MachineRequest::ChassisControl(ChassisControl::PowerUp));
+    let reply = bmc.handle_datagram(&console.seal(&power_up)).await.unwrap();
+    assert_eq!(console.open(&reply).completion_code, 0);
+    let control = logs.line_with("chassis control");
+    assert!(
+        control.contains("bmc_request{bmc=node-1 command=ChassisControl(PowerUp)}"),
+        "{control}"
+    );
+}

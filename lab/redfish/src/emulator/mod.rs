@@ -1,13 +1,14 @@
 //! A Redfish BMC emulator in front of any [`SharedMachine`].
 //!
 //! [`app`] builds the axum [`Router`] (call it as a tower service in tests); [`Emulator::serve_https`]
-//! and [`Emulator::serve_http`] serve it on a loopback port. Requests pass three layers, outermost
+//! and [`Emulator::serve_http`] serve it on a loopback port. Requests pass these layers, outermost
 //! first:
 //!
-//! 1. `OData-Version: 4.0` on every response, and a Redfish error body for `405`;
-//! 2. fault rules ([`FaultRule`]), which may answer, delay, or mark the request, and the request
+//! 1. a `bmc_request{bmc, method, path}` span around the rest ([`EmulatorConfig::name`] is `bmc`);
+//! 2. `OData-Version: 4.0` on every response, and a Redfish error body for `405`;
+//! 3. fault rules ([`FaultRule`]), which may answer, delay, or mark the request, and the request
 //!    journal;
-//! 3. authentication: basic auth or `X-Auth-Token`; the service root, `/redfish`, `$metadata`,
+//! 4. authentication: basic auth or `X-Auth-Token`; the service root, `/redfish`, `$metadata`,
 //!    `/redfish/v1/odata` and session creation are open.
 
 mod auth;
@@ -32,6 +33,7 @@ use http::{HeaderValue, Method, StatusCode};
 use rackproof_clock::Clock;
 use rackproof_driver::{ResetAction, SharedMachine};
 use rackproof_std::LockExt;
+use tracing::Instrument;
 
 use self::auth::{Principal, SessionStore};
 use self::errors::RedfishFailure;
@@ -46,6 +48,9 @@ pub use self::serve::{RunningEmulator, ServeError};
 /// How to build an emulator.
 #[derive(Clone)]
 pub struct EmulatorConfig {
+    /// What log lines call this BMC (the `bmc` of their `bmc_request` spans): the lab node it
+    /// belongs to.
+    pub name: String,
     /// The one account's user name.
     pub username: String,
     /// The one account's password.
@@ -59,9 +64,11 @@ pub struct EmulatorConfig {
 }
 
 impl EmulatorConfig {
-    /// One system with id `1`, a 30-minute session timeout, and the given account.
+    /// One system with id `1`, a 30-minute session timeout, and the given account; named `bmc`
+    /// (set [`EmulatorConfig::name`] to the node's name).
     pub fn single(machine: SharedMachine, username: &str, password: &str, clock: Clock) -> Self {
         Self {
+            name: "bmc".to_owned(),
             username: username.to_owned(),
             password: password.to_owned(),
             systems: vec![("1".to_owned(), machine)],
@@ -74,6 +81,7 @@ impl EmulatorConfig {
 impl std::fmt::Debug for EmulatorConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmulatorConfig")
+            .field("name", &self.name)
             .field("username", &self.username)
             .field("password", &"<redacted>")
             .field(
@@ -117,6 +125,7 @@ pub struct Emulator {
 
 #[derive(Debug)]
 struct Inner {
+    name: String,
     systems: Vec<(String, SharedMachine)>,
     clock: Clock,
     uuid: String,
@@ -158,6 +167,7 @@ impl Emulator {
         );
         Ok(Self {
             inner: Arc::new(Inner {
+                name: config.name,
                 systems: config.systems,
                 uuid,
                 sessions: Mutex::new(SessionStore::new(
@@ -312,7 +322,27 @@ pub fn app(emulator: Emulator) -> Router {
             inject_faults,
         ))
         .layer(middleware::from_fn(odata_headers))
+        .layer(middleware::from_fn_with_state(
+            emulator.clone(),
+            in_request_span,
+        ))
         .with_state(emulator)
+}
+
+/// Handles the request in a `bmc_request{bmc, method, path}` span, so every line logged while
+/// answering it names the BMC and the request.
+async fn in_request_span(
+    State(emulator): State<Emulator>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let span = tracing::info_span!(
+        "bmc_request",
+        bmc = %emulator.inner.name,
+        method = %request.method(),
+        path = %request.uri().path(),
+    );
+    next.run(request).instrument(span).await
 }
 
 /// Whether a request needs no credentials.

@@ -282,3 +282,27 @@ async fn emulator_refuses_bad_configurations() {
     assert!(Emulator::new(config.clone()).is_err());
     assert!(!format!("{config:?}").contains(PASSWORD));
 }
+
+/// Every line logged while answering a request names the BMC and the request: the ignored
+/// reset's line is in `bmc_request{bmc=node-1 method=POST path=…}`.
+#[tokio::test]
+async fn log_lines_of_a_request_name_the_bmc_and_the_request() {
+    let (logs, _capturing) = rackproof_test_support::logs::capture();
+    let machine = TestMachine::new(PowerState::Off);
+    let emulator = Emulator::new(rackproof_redfish::EmulatorConfig {
+        name: "node-1".to_owned(),
+        ..rackproof_redfish::EmulatorConfig::single(machine, USER, PASSWORD, Clock::wall())
+    })
+    .unwrap();
+    emulator
+        .add_fault(FaultRule::ignore_action("POST", RESET).times(1))
+        .unwrap();
+    assert_eq!(reset(&emulator, "On").await.status, StatusCode::NO_CONTENT);
+    let ignored = logs.line_with("reset accepted and ignored");
+    assert!(
+        ignored.contains(&format!(
+            "bmc_request{{bmc=node-1 method=POST path={RESET}}}"
+        )),
+        "{ignored}"
+    );
+}
