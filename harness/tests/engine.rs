@@ -580,3 +580,82 @@ fn killing_the_kubelet_makes_the_node_not_ready_until_it_restarts() {
         result.timeline.entries
     );
 }
+
+/// A run with a fault step after the rollout: node-2 powered off through its BMC.
+const POWER_OFF_AFTER_THE_ROLLOUT: &str = r#"
+lab: { nodes: 3 }
+images:
+  - version: "1.0.0"
+  - version: "1.1.0"
+pool: { strategy: AutoInPlaceUpdate, os: "1.0.0", kubernetes: "1.34.2" }
+workloads:
+  - pods: { name: web, perNode: 1, pdbMaxUnavailable: 1 }
+steps:
+  - update: { os: "1.1.0" }
+  - waitUntil: { until: rolloutComplete, within: 1h }
+  - fault: { power: { node: node-2, action: "off" } }
+"#;
+
+/// Every line of a run names it; a step's lines name the step (its number in the file, its kind
+/// and node); a component's lines name the component (and an agent's its node).
+#[test]
+fn log_lines_name_the_run_the_step_and_the_component() {
+    let (logs, _capturing) = rackproof_test_support::logs::capture();
+    let loaded = load_str(Path::new("spans.yaml"), POWER_OFF_AFTER_THE_ROLLOUT)
+        .unwrap_or_else(|e| panic!("{e}"));
+    engine::run_scenario(&loaded, Backend::Sim).unwrap();
+    let run = "run{scenario=spans backend=sim cluster=embedded}";
+    let update = logs.line_with("step 1: update the pool");
+    assert!(
+        update.contains(&format!("{run}:step{{n=1 kind=update}}")),
+        "{update}"
+    );
+    let power = logs.line_with("through the BMC");
+    assert!(
+        power.contains(&format!("{run}:step{{n=3 kind=power node=node-2}}")),
+        "{power}"
+    );
+    let planned = logs.line_with("new operating system config");
+    assert!(
+        planned.contains("component{name=agent node=node-")
+            && planned.contains("}:agent_pass{node=node-"),
+        "{planned}"
+    );
+    let evicted = logs.line_with("evicted pod");
+    assert!(
+        evicted.contains(&format!(
+            "{run}:component{{name=orchestrator}}:reconcile{{kind=Machine"
+        )),
+        "{evicted}"
+    );
+}
+
+/// `rackproof run` logs to stderr (with `RUST_LOG`), each line with its spans; stdout keeps
+/// the verdicts alone.
+#[test]
+fn rackproof_run_logs_span_qualified_lines_on_stderr_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("spans.yaml");
+    std::fs::write(&file, POWER_OFF_AFTER_THE_ROLLOUT).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_rackproof"))
+        .arg("run")
+        .arg(&file)
+        .arg("--artifacts")
+        .arg(dir.path().join("runs"))
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    let step = "run{scenario=spans backend=sim cluster=embedded}:step{n=3 kind=power node=node-2}";
+    assert!(
+        stderr
+            .lines()
+            .any(|line| line.contains(step) && line.contains("through the BMC")),
+        "stderr:\n{stderr}"
+    );
+    assert!(!stdout.contains("run{scenario="), "stdout:\n{stdout}");
+    assert!(stdout.contains("spans"), "stdout:\n{stdout}");
+}

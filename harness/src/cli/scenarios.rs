@@ -73,6 +73,9 @@ fn parse_cluster(text: &str) -> Result<Cluster, String> {
 }
 
 pub(crate) fn run(args: &RunArgs) -> ExitCode {
+    // Log lines (with their spans: run, step, component, …) on stderr, so stdout keeps the
+    // verdicts; `RUST_LOG` chooses, warnings by default.
+    inplace_api::standalone::init_logs("warn");
     let files = match discover(&args.paths) {
         Ok(files) => files,
         Err(code) => return code,

@@ -9,18 +9,32 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use rackproof_std::LockExt;
 use regex::Regex;
+use tracing::Instrument;
 
 use crate::engine::cluster::objects::NAMESPACE;
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::run::Ctx;
 use crate::scenario::{Component, Fault, FaultAction, PowerAction, Trigger};
 
-/// Waits for the fault's trigger, then fires it. Runs as its own task.
-pub(crate) async fn arm(ctx: &Ctx, fault: &Fault) {
-    if !triggered(ctx, &fault.when).await {
-        return;
+/// Waits for the fault's trigger, then fires it. Runs as its own task, in a
+/// `fault{n, kind, node}` span (`n` counts the scenario's `faults` from 1 in file order).
+pub(crate) async fn arm(ctx: &Ctx, number: usize, fault: &Fault) {
+    let span = tracing::info_span!(
+        "fault",
+        n = number,
+        kind = %fault.action.kind(),
+        node = tracing::field::Empty,
+    );
+    if let Some(node) = fault.action.node() {
+        span.record("node", tracing::field::display(node));
     }
-    fire(ctx, &fault.action).await;
+    async {
+        if triggered(ctx, &fault.when).await {
+            fire(ctx, &fault.action).await;
+        }
+    }
+    .instrument(span)
+    .await;
 }
 
 async fn triggered(ctx: &Ctx, trigger: &Trigger) -> bool {

@@ -11,6 +11,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use regex::Regex;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::engine::cluster::objects::NAMESPACE;
 use crate::engine::failure::{StepError, StepFailure};
@@ -23,16 +24,32 @@ use crate::scenario::{NodeName, PoolUpdate, RunCommand, Step};
 /// How long the WorkerPool controller may take to accept or refuse a change.
 const VALIDATION_WAIT: Duration = Duration::from_secs(300);
 
-/// Runs every step. The first step that fails ends the sequence.
+/// Runs every step, each in a `step{n, kind, node}` span (`n` counts from 1 in file order,
+/// `kind` is the step's key or a fault step's fault, `node` the one node it names, if any). The
+/// first step that fails ends the sequence.
 pub(crate) async fn run(ctx: &Ctx) -> Result<(), StepFailure> {
     for (index, step) in ctx.scenario.steps.iter().enumerate() {
         let number = index + 1;
-        ctx.shared.record(
-            None,
-            EntryKind::Step,
-            format!("step {number}: {}", summary(step)),
+        let span = tracing::info_span!(
+            "step",
+            n = number,
+            kind = %step.kind(),
+            node = tracing::field::Empty,
         );
-        one(ctx, step).await.map_err(|reason| StepFailure {
+        if let Some(node) = step.node() {
+            span.record("node", tracing::field::display(node));
+        }
+        async {
+            ctx.shared.record(
+                None,
+                EntryKind::Step,
+                format!("step {number}: {}", summary(step)),
+            );
+            one(ctx, step).await
+        }
+        .instrument(span)
+        .await
+        .map_err(|reason| StepFailure {
             number,
             summary: summary(step),
             reason,

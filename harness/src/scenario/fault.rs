@@ -81,6 +81,40 @@ pub enum FaultAction {
     ImageServer(ImageServerFault),
 }
 
+impl FaultAction {
+    /// Its key in a scenario file (`powerCut`), as log spans name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Power(_) => "power",
+            Self::BootFailure(_) => "bootFailure",
+            Self::PowerCut(_) => "powerCut",
+            Self::Bmc(_) => "bmc",
+            Self::Partition(_) => "partition",
+            Self::Kill(_) => "kill",
+            Self::NodesDie(_) => "nodesDie",
+            Self::ImageServer(_) => "imageServer",
+        }
+    }
+
+    /// The one node it acts on, if it names exactly one.
+    pub fn node(&self) -> Option<&str> {
+        let node = match self {
+            Self::Power(f) => &f.node,
+            Self::BootFailure(f) => &f.node,
+            Self::PowerCut(f) => &f.node,
+            Self::Bmc(f) => &f.node,
+            Self::Partition(f) => &f.node,
+            Self::ImageServer(f) => &f.node,
+            Self::Kill(f) => f.node.as_ref()?,
+            Self::NodesDie(nodes) => match nodes.as_slice() {
+                [node] => node,
+                _ => return None,
+            },
+        };
+        Some(node.value.as_str())
+    }
+}
+
 /// The image server misbehaving towards one node.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

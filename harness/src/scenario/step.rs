@@ -37,6 +37,40 @@ pub enum Step {
     MaintenanceOperation(Located<String>),
 }
 
+impl Step {
+    /// Its key in a scenario file (`waitUntil`), or a fault step's fault (`powerCut`), as log
+    /// spans name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Update(_) => "update",
+            Self::Select(_) => "select",
+            Self::Unselect(_) => "unselect",
+            Self::ClearFailed(_) => "clearFailed",
+            Self::Scale(_) => "scale",
+            Self::Sleep(_) => "sleep",
+            Self::WaitUntil(_) => "waitUntil",
+            Self::Run(_) => "run",
+            Self::Fault(fault) => fault.kind(),
+            Self::Publish(_) => "publish",
+            Self::MaintenanceOperation(_) => "maintenanceOperation",
+        }
+    }
+
+    /// The one node it acts on, if it names exactly one.
+    pub fn node(&self) -> Option<&str> {
+        match self {
+            Self::Select(nodes) | Self::Unselect(nodes) | Self::ClearFailed(nodes) => {
+                match nodes.as_slice() {
+                    [node] => Some(node.value.as_str()),
+                    _ => None,
+                }
+            }
+            Self::Fault(fault) => fault.node(),
+            _ => None,
+        }
+    }
+}
+
 /// A new build of a version on the image server.
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -57,8 +57,11 @@ pub async fn client(path: Option<&Path>) -> Result<kube::Client, KubeconfigError
 pub fn init_logs(default_filter: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| default_filter.into());
+    // Colours only for a person at a terminal: a file or a pipe gets plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .try_init();
 }

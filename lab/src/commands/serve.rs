@@ -480,12 +480,15 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
             ssh: base.ssh.clone(),
         };
         if options.kind.redfish() {
-            let emulator = Emulator::new(EmulatorConfig::single(
-                shared.clone(),
-                credentials.username(),
-                credentials.password(),
-                clock.clone(),
-            ))
+            let emulator = Emulator::new(EmulatorConfig {
+                name: name.clone(),
+                ..EmulatorConfig::single(
+                    shared.clone(),
+                    credentials.username(),
+                    credentials.password(),
+                    clock.clone(),
+                )
+            })
             .map_err(|source| ServeError::RedfishConfig {
                 node: name.clone(),
                 source,
@@ -518,7 +521,10 @@ pub async fn bmc_serve<M: Into<ServeMachine>>(
                     })?;
             let emulator = IpmiEmulator::start_with(
                 shared,
-                BmcConfig::new(ipmi_credentials),
+                BmcConfig {
+                    name: name.clone(),
+                    ..BmcConfig::new(ipmi_credentials)
+                },
                 SocketAddr::new(options.bind, 0),
                 clock.clone(),
             )

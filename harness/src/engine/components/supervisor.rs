@@ -18,6 +18,7 @@ use inplace_api::version::KubeVersion;
 use kube::Client;
 use rackproof_clock::Clock;
 use tokio::task::JoinHandle;
+use tracing::Instrument;
 
 use crate::engine::cluster::api::ControllerManagerSwitch;
 use crate::engine::cluster::objects::NAMESPACE;
@@ -403,7 +404,10 @@ impl Supervisor {
         Some(election)
     }
 
+    /// Spawns `instance`'s task in a `component{name}` span (a child of the span it is started
+    /// in: the run's, or a step's or fault's).
     fn spawn(&self, instance: Instance) -> JoinHandle<()> {
+        let span = tracing::info_span!("component", name = %self.name(instance));
         let (client, clock) = (self.client.clone(), self.clock.clone());
         let election = self.election(instance);
         match instance.component {
@@ -412,36 +416,45 @@ impl Supervisor {
                     leader_election: election,
                     ..self.orchestrator.clone()
                 };
-                tokio::spawn(async move {
-                    if let Err(e) = inplace_orchestrator::run(client, clock, config).await {
-                        tracing::error!(error = %e, "the orchestrator stopped");
+                tokio::spawn(
+                    async move {
+                        if let Err(e) = inplace_orchestrator::run(client, clock, config).await {
+                            tracing::error!(error = %e, "the orchestrator stopped");
+                        }
                     }
-                })
+                    .instrument(span),
+                )
             }
             Managed::Watchdog => {
                 let config = inplace_watchdog::Config {
                     leader_election: election,
                     ..self.watchdog.clone()
                 };
-                tokio::spawn(async move {
-                    if let Err(e) = inplace_watchdog::run(client, clock, config).await {
-                        tracing::error!(error = %e, "the watchdog stopped");
+                tokio::spawn(
+                    async move {
+                        if let Err(e) = inplace_watchdog::run(client, clock, config).await {
+                            tracing::error!(error = %e, "the watchdog stopped");
+                        }
                     }
-                })
+                    .instrument(span),
+                )
             }
             Managed::NodeLifecycle => {
                 let grace = self.kcm_grace;
-                tokio::spawn(lifecycle::run(client, clock, grace))
+                tokio::spawn(lifecycle::run(client, clock, grace).instrument(span))
             }
             Managed::Maintenance => {
                 let config = self.orchestrator.clone();
-                tokio::spawn(async move {
-                    if let Err(e) =
-                        inplace_orchestrator::maintenance::run(client, clock, config).await
-                    {
-                        tracing::error!(error = %e, "the maintenance controller stopped");
+                tokio::spawn(
+                    async move {
+                        if let Err(e) =
+                            inplace_orchestrator::maintenance::run(client, clock, config).await
+                        {
+                            tracing::error!(error = %e, "the maintenance controller stopped");
+                        }
                     }
-                })
+                    .instrument(span),
+                )
             }
         }
     }

@@ -18,6 +18,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use rackproof_std::LockExt;
 use serde_json::json;
+use tracing::Instrument;
 
 use crate::engine::cluster::objects::NAMESPACE;
 use crate::engine::judge::timeline::EntryKind;
@@ -197,7 +198,9 @@ impl Provider {
             );
             let shared = shared.clone();
             let lab = self.lab.clone();
-            tokio::spawn(async move { lab.power_on_and_wait(&node, &shared).await });
+            tokio::spawn(
+                async move { lab.power_on_and_wait(&node, &shared).await }.in_current_span(),
+            );
         }
     }
 

@@ -29,6 +29,7 @@ use rackproof_lab::sim::{
     Behaviour, Catalog, GuestContext, GuestOs, GuestTask, SimHandle, SlotArtifact,
 };
 use rackproof_std::LockExt;
+use tracing::Instrument;
 
 use crate::engine::lab::link::Link;
 use crate::scenario::{BootBehaviour, ImageServerAnswer, Scenario};
@@ -416,7 +417,8 @@ impl GuestOs for AgentGuest {
             os_update: Arc::new(InProcessRunner::new(env, clock.clone())),
         };
         let agent = Agent::new(config, platform, self.client.clone(), clock);
-        Box::pin(async move { agent.run().await })
+        let span = tracing::info_span!("component", name = %"agent", node = %self.node);
+        Box::pin(async move { agent.run().await }.instrument(span))
     }
 }
 

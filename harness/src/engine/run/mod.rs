@@ -23,6 +23,7 @@ use kube::Client;
 use rackproof_clock::Clock;
 use rackproof_qemu::Images;
 use rackproof_std::LockExt;
+use tracing::Instrument;
 
 use crate::engine::cluster::api::ApiCluster;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
@@ -168,8 +169,36 @@ fn initial_world(scenario: &Scenario) -> World {
 }
 
 /// Runs `loaded` on `backend` (`inventory`: the rack of backend `physical`). `sim` must be called
-/// on a current-thread runtime with the clock paused (see [`super::run_scenario`]).
+/// on a current-thread runtime with the clock paused (see [`super::run_scenario`]). Everything
+/// the run logs is in its `run{scenario, backend, cluster}` span.
 pub async fn run(
+    loaded: &LoadedScenario,
+    backend: Backend,
+    options: super::RunOptions,
+    inventory: Option<InventoryFile>,
+) -> RunResult {
+    let span = tracing::info_span!(
+        "run",
+        scenario = %loaded.name,
+        backend = %backend.as_str(),
+        cluster = %cluster_name(&loaded.scenario.cluster),
+    );
+    run_in_span(loaded, backend, options, inventory)
+        .instrument(span)
+        .await
+}
+
+/// How a run's span names its cluster: as the scenario file spells it.
+fn cluster_name(cluster: &Cluster) -> &'static str {
+    match cluster {
+        Cluster::Embedded => "embedded",
+        Cluster::Local => "local",
+        Cluster::Kind => "kind",
+        Cluster::Kubeconfig(_) => "kubeconfig",
+    }
+}
+
+async fn run_in_span(
     loaded: &LoadedScenario,
     backend: Backend,
     options: super::RunOptions,
@@ -479,34 +508,44 @@ async fn drive(
 
     // Everything the judge sees, and the supervisor following the dependents' replicas.
     let observer = ctx.clone();
-    tasks.push(tokio::spawn(async move {
-        let mut stream = observe::observe(&observer.client).boxed();
-        while let Some(observation) = stream.next().await {
-            // A Lease renewal changes no node's state: it is only kept for the judge.
-            if let Observation::Lease { node, expiry } = observation {
-                observer.shared.lease(node, expiry);
-                continue;
-            }
-            observer.shared.observe(observation);
-            observer.reconcile();
-        }
-    }));
-    let ticker = ctx.clone();
-    tasks.push(tokio::spawn(async move {
-        let mut ticks = ticker.shared.clock().interval(TICK);
-        loop {
-            ticks.tick().await;
-            ticker.shared.tick();
-            ticker.reconcile();
-        }
-    }));
     tasks.push(tokio::spawn(
-        Provider::new(lab.clone(), client.clone()).run(shared.clone()),
+        async move {
+            let mut stream = observe::observe(&observer.client).boxed();
+            while let Some(observation) = stream.next().await {
+                // A Lease renewal changes no node's state: it is only kept for the judge.
+                if let Observation::Lease { node, expiry } = observation {
+                    observer.shared.lease(node, expiry);
+                    continue;
+                }
+                observer.shared.observe(observation);
+                observer.reconcile();
+            }
+        }
+        .in_current_span(),
+    ));
+    let ticker = ctx.clone();
+    tasks.push(tokio::spawn(
+        async move {
+            let mut ticks = ticker.shared.clock().interval(TICK);
+            loop {
+                ticks.tick().await;
+                ticker.shared.tick();
+                ticker.reconcile();
+            }
+        }
+        .in_current_span(),
+    ));
+    tasks.push(tokio::spawn(
+        Provider::new(lab.clone(), client.clone())
+            .run(shared.clone())
+            .in_current_span(),
     ));
     ctx.reconcile();
-    for fault in &scenario.faults {
+    for (index, fault) in scenario.faults.iter().enumerate() {
         let (ctx, fault) = (ctx.clone(), fault.clone());
-        tasks.push(tokio::spawn(async move { faults::arm(&ctx, &fault).await }));
+        tasks.push(tokio::spawn(
+            async move { faults::arm(&ctx, index + 1, &fault).await }.in_current_span(),
+        ));
     }
 
     let brought_up = shared

@@ -347,12 +347,10 @@ async fn serve_bmc(
     };
     let (description, served) = match kind {
         BmcKind::Redfish => {
-            let emulator = Emulator::new(EmulatorConfig::single(
-                shared,
-                BMC_USER,
-                &password,
-                clock.clone(),
-            ))
+            let emulator = Emulator::new(EmulatorConfig {
+                name: name.to_owned(),
+                ..EmulatorConfig::single(shared, BMC_USER, &password, clock.clone())
+            })
             .map_err(|e| fail("set up the Redfish emulator", e.into()))?;
             let running = emulator
                 .serve_https(loopback)
@@ -376,7 +374,10 @@ async fn serve_bmc(
                 .map_err(|e| fail("IPMI credentials", e.into()))?;
             let emulator = rackproof_ipmi::IpmiEmulator::start_with(
                 shared,
-                rackproof_ipmi::BmcConfig::new(ipmi_credentials),
+                rackproof_ipmi::BmcConfig {
+                    name: name.to_owned(),
+                    ..rackproof_ipmi::BmcConfig::new(ipmi_credentials)
+                },
                 loopback,
                 clock.clone(),
             )
