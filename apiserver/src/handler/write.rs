@@ -315,9 +315,9 @@ pub(super) fn write_over(
             fields::record_update(Some(old), &mut new, &writer, shape(&resource, target.sub));
         }
     }
+    let k = key(&resource, target.namespace(), target.name());
     if target.sub.is_none() {
         kinds::admit(&resource, &mut new, Some(old))?;
-        let k = key(&resource, target.namespace(), target.name());
         allocate_service(state, &resource, &k, &mut new, Some(old))?;
     }
     if resource.group == "apiextensions.k8s.io" {
@@ -356,7 +356,6 @@ pub(super) fn write_over(
         new["metadata"]["generation"] = json!(generation);
     }
     kinds::validate(&resource, &new, Some(old))?;
-    let k = key(&resource, target.namespace(), target.name());
     if same_ignoring_bookkeeping(old, &new) {
         return Ok(Written::Stored(k, old.clone()));
     }

@@ -103,7 +103,12 @@ pub(crate) fn allocate<'a>(
     old: Option<&Value>,
     others: impl Iterator<Item = &'a Value>,
 ) -> Result<(), Vec<(String, String)>> {
-    if !service.get("spec").is_some_and(Value::is_object) {
+    let kind = service
+        .at("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if !service.get("spec").is_some_and(Value::is_object) || kind == "ExternalName" {
         return Ok(());
     }
     let mut used_ips = BTreeSet::new();
@@ -117,15 +122,7 @@ pub(crate) fn allocate<'a>(
         used_ports.extend(node_ports(other));
     }
     used_ips.insert(u32::from(first_address()));
-    let kind = service
-        .at("/spec/type")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
     let mut problems = Vec::new();
-    if kind == "ExternalName" {
-        return Ok(());
-    }
     if let Some(old) = old
         && service
             .at("/spec/clusterIP")
