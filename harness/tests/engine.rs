@@ -138,26 +138,6 @@ fn backends_the_engine_cannot_drive_are_refused_before_anything_starts() {
         .unwrap_err()
         .to_string();
     assert!(error.contains("set_link"), "{error}");
-    let kill_agent = scenario(
-        "faults:\n  - when: { after: 1m }\n    do: { kill: { component: agent, node: node-1 } }\n",
-    );
-    let error = engine::run_scenario(&kill_agent, Backend::Qemu)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.contains("killing the agent of a node booting the node images"),
-        "{error}"
-    );
-    let kill_kubelet = scenario(
-        "faults:\n  - when: { after: 1m }\n    do: { kill: { component: kubelet, node: node-1 } }\n",
-    );
-    let error = engine::run_scenario(&kill_kubelet, Backend::Qemu)
-        .unwrap_err()
-        .to_string();
-    assert!(
-        error.contains("killing the kubelet of a node booting the node images"),
-        "{error}"
-    );
     let text = BASE.replace(
         "  - version: \"1.0.0\"\n",
         "  - version: \"1.0.0\"\n    boot: hangs\n",

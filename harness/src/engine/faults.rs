@@ -315,8 +315,14 @@ async fn kill_on_node(
         judge.world.outage.remove(name);
         judge.world.kubelet_stopped.remove(name);
     }
-    if ctx.lab.restart_service(name, component).await {
-        shared.record(Some(name), EntryKind::Fault, format!("{what} restarted"));
+    match ctx.lab.restart_service(name, component).await {
+        Ok(true) => shared.record(Some(name), EntryKind::Fault, format!("{what} restarted")),
+        Ok(false) => {}
+        Err(e) => shared.record(
+            Some(name),
+            EntryKind::Fault,
+            format!("{what} restart failed: {}", rackproof_std::error_chain(&e)),
+        ),
     }
 }
 

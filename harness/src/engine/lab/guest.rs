@@ -422,13 +422,15 @@ pub(crate) mod libvirt {
     }
 
     impl LibvirtGuest {
-        /// Defines domain `prefix + node`, powered off, with a copy of `disk` under `dir`.
+        /// Defines domain `prefix + node`, powered off, with a copy of `disk` under `dir` and its
+        /// SSH port forwarded to `ssh_port` on 127.0.0.1.
         pub(crate) async fn define(
             node: &str,
             prefix: &str,
             dir: &Path,
             disk: &Path,
             identity: &NodeIdentity,
+            ssh_port: u16,
             clock: &Clock,
         ) -> Result<Self, LibvirtGuestError> {
             let node_dir = dir.join(node);
@@ -475,6 +477,7 @@ pub(crate) mod libvirt {
             let mut config = MachineConfig::new(node, &node_dir, &guest_disk);
             config.name_prefix = prefix.to_owned();
             config.identity = Some(identity_file.clone());
+            config.ssh_port = Some(ssh_port);
             let machine = LibvirtMachine::define(config, clock.clone())
                 .await
                 .map_err(|source| LibvirtGuestError::Define {

@@ -44,10 +44,6 @@ pub(crate) enum LabError {
     /// The lab of the node-image backends refused or failed.
     #[error(transparent)]
     Images(#[from] ImageNodeError),
-    /// The node-image backends cannot kill one service of a node (the harness has no way to
-    /// hold init's supervisor from restarting it at once).
-    #[error("killing the {service} of a node booting the node images is not available")]
-    KillUnavailable { service: &'static str },
     /// The node images are built before the run; no new build can be published during it.
     #[error("publishing a build during the run is available on `sim` only")]
     PublishUnavailable,
@@ -215,20 +211,23 @@ impl Lab {
                 .node(name)
                 .zip(sim_service(component))
                 .is_some_and(|(n, service)| n.machine.kill_guest(service))),
-            Self::Images(_) => Err(LabError::KillUnavailable {
-                service: component.name(),
-            }),
+            Self::Images(lab) => Ok(lab.kill_service(name, component).await?),
         }
     }
 
-    /// Starts the node's `component` again after [`Lab::kill_service`]; `true` if it started.
-    pub async fn restart_service(&self, name: &str, component: Component) -> bool {
+    /// Starts the node's `component` again after [`Lab::kill_service`]; `true` if it started
+    /// (`false`: it was running again, as after a reboot).
+    pub(crate) async fn restart_service(
+        &self,
+        name: &str,
+        component: Component,
+    ) -> Result<bool, LabError> {
         match self {
-            Self::Sim(lab) => lab
+            Self::Sim(lab) => Ok(lab
                 .node(name)
                 .zip(sim_service(component))
-                .is_some_and(|(n, service)| n.machine.restart_guest(service)),
-            Self::Images(_) => false,
+                .is_some_and(|(n, service)| n.machine.restart_guest(service))),
+            Self::Images(lab) => Ok(lab.restart_service(name, component).await?),
         }
     }
 

@@ -81,6 +81,19 @@ pub(crate) enum BuildError {
     /// A rack server could not be reserved, reached or brought up (boxed: it is large).
     #[error(transparent)]
     Rack(#[from] Box<RackError>),
+    /// The run's SSH client key or the images' host key could not be set up.
+    #[error(transparent)]
+    Ssh(#[from] super::services::SshSetupError),
+    /// No port could be picked on 127.0.0.1 to forward a libvirt domain's SSH port to.
+    #[error("node {node}: pick a free port on 127.0.0.1 for its SSH")]
+    SshPort {
+        node: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The inventory entry of a rack server has no usable SSH endpoint.
+    #[error(transparent)]
+    RackSsh(#[from] rackproof_lab::physical::DeliveryError),
     /// The scenario's broken images could not be handed to a node.
     #[error(transparent)]
     Node(#[from] ImageNodeError),
@@ -145,6 +158,7 @@ impl ImageLab {
                 .to_lowercase()
         );
         let disk = images.disk(&base).map_err(BuildError::Disk)?;
+        let ssh = super::services::GuestSsh::new(dir.path(), &images)?;
 
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
@@ -155,35 +169,42 @@ impl ImageLab {
                 token: cluster.node_token(&name).map_err(BuildError::Cluster)?,
                 ca_pem: https.ca_pem.clone(),
                 kubelet_version: scenario.pool.kubernetes.value.clone(),
+                ssh_authorized_key: ssh.authorized_key.clone(),
                 ..NodeIdentity::default()
             };
-            let machine = match kind {
+            let (machine, ssh_port) = match kind {
                 GuestKind::Qemu => {
                     let config = QemuConfig {
                         identity: identity.clone(),
                         ..QemuConfig::new(&name, &disk)
                     };
-                    Guest::Qemu(Arc::new(
-                        QemuMachine::create(config, clock.clone()).map_err(|source| {
-                            BuildError::Qemu {
-                                node: name.clone(),
-                                source,
-                            }
-                        })?,
-                    ))
+                    let machine = QemuMachine::create(config, clock.clone()).map_err(|source| {
+                        BuildError::Qemu {
+                            node: name.clone(),
+                            source,
+                        }
+                    })?;
+                    let port = machine.ssh_port();
+                    (Guest::Qemu(Arc::new(machine)), port)
                 }
                 #[cfg(feature = "libvirt")]
-                GuestKind::Libvirt => Guest::Libvirt(
-                    crate::engine::lab::guest::libvirt::LibvirtGuest::define(
+                GuestKind::Libvirt => {
+                    let port = free_port().map_err(|source| BuildError::SshPort {
+                        node: name.clone(),
+                        source,
+                    })?;
+                    let guest = crate::engine::lab::guest::libvirt::LibvirtGuest::define(
                         &name,
                         &domain_prefix,
                         dir.path(),
                         &disk,
                         &identity,
+                        port,
                         clock,
                     )
-                    .await?,
-                ),
+                    .await?;
+                    (Guest::Libvirt(guest), port)
+                }
                 #[cfg(not(feature = "libvirt"))]
                 GuestKind::Libvirt => {
                     return Err(BuildError::NoLibvirt {
@@ -201,6 +222,7 @@ impl ImageLab {
                     served,
                     identity,
                     installed: Mutex::new(base.clone()),
+                    ssh: ssh.target(ssh_port),
                 },
             );
         }
@@ -261,6 +283,7 @@ impl ImageLab {
                 ..NodeIdentity::default()
             };
             let bmc = rack.bmc.clone();
+            let ssh = rackproof_lab::physical::ssh_target(&rack.description)?;
             nodes.insert(
                 name,
                 ImageNode {
@@ -269,6 +292,7 @@ impl ImageLab {
                     served: Served::Rack(kind),
                     identity,
                     installed: Mutex::new(base.clone()),
+                    ssh,
                 },
             );
         }
@@ -416,4 +440,11 @@ fn bmc_description(kind: LabBmcKind, endpoint: String, ca_path: Option<PathBuf>)
         ca_path,
         insecure_skip_tls_verify: false,
     }
+}
+
+/// A port on 127.0.0.1 that is free now (a libvirt domain's SSH forward listens there).
+#[cfg(feature = "libvirt")]
+fn free_port() -> std::io::Result<u16> {
+    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
+    Ok(listener.local_addr()?.port())
 }

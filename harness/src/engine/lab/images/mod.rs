@@ -35,6 +35,7 @@ use crate::scenario::{BmcKind, BootBehaviour, Scenario};
 pub(crate) mod build;
 mod faults;
 mod power;
+mod services;
 
 /// Why the node images are not ready.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +90,9 @@ pub(crate) enum ImageNodeError {
     /// The Redfish emulator refused the quirk's fault rule.
     #[error(transparent)]
     Quirk(#[from] rackproof_redfish::InvalidFault),
+    /// A service of the node could not be stopped or started over SSH.
+    #[error(transparent)]
+    Service(#[from] services::ServiceError),
 }
 
 /// A rollback variant the images don't have: theirs boots the installed version.
@@ -127,6 +131,8 @@ pub(crate) struct ImageNode {
     identity: NodeIdentity,
     /// The OS version on the node's disk right now.
     installed: Mutex<String>,
+    /// Where the lab logs in to the node OS (to stop and start its services).
+    ssh: rackproof_ssh::SshTarget,
 }
 
 /// The lab of one run on `qemu`, `libvirt` or `physical`.
@@ -220,13 +226,6 @@ pub(crate) fn unsupported(scenario: &Scenario) -> Vec<String> {
         .any(|s| matches!(s, crate::scenario::Step::Publish(_)))
     {
         problems.push("a `publish` step needs a build made during the run; the node images are built before it: run the scenario on `sim`".to_owned());
-    }
-    for action in actions() {
-        if let crate::scenario::FaultAction::Kill(kill) = action
-            && kill.component.on_a_node()
-        {
-            problems.push(format!("killing the {} of a node booting the node images is not available (init restarts it at once; the harness cannot hold it stopped): run the scenario on `sim`", kill.component.name()));
-        }
     }
     problems
 }
