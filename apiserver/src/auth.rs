@@ -164,8 +164,12 @@ pub(crate) fn authorize(state: &State, user: &User, action: &Action) -> Result<(
                 Some(Subresource::Status) => matches!(verb, "get" | "update" | "patch"),
                 _ => false,
             };
-            let bound_here =
-                name.is_some_and(|name| pod_node(state, namespace, name).as_deref() == Some(node));
+            // A pod that does not exist is the handler's 404, as NodeRestriction answers: a
+            // kubelet finishing a deletion that was finished meanwhile sees "not found".
+            let bound_here = name.is_some_and(|name| match pod_node(state, namespace, name) {
+                PodBinding::Missing => true,
+                PodBinding::Bound(bound) => bound.as_deref() == Some(node),
+            });
             if allowed_verb && bound_here {
                 return Ok(());
             }
@@ -217,15 +221,25 @@ fn subresource_name(target: &Target) -> String {
     }
 }
 
-fn pod_node(state: &State, namespace: &str, name: &str) -> Option<String> {
-    let pod = state.store.get(&Key {
+/// Whether a pod exists, and the node it is bound to.
+enum PodBinding {
+    Missing,
+    Bound(Option<String>),
+}
+
+fn pod_node(state: &State, namespace: &str, name: &str) -> PodBinding {
+    let Some(pod) = state.store.get(&Key {
         gr: gr("", "pods"),
         namespace: namespace.to_owned(),
         name: name.to_owned(),
-    })?;
-    pod.at("/spec/nodeName")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
+    }) else {
+        return PodBinding::Missing;
+    };
+    PodBinding::Bound(
+        pod.at("/spec/nodeName")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    )
 }
 
 /// NodeRestriction: a node creating or updating a Node or Lease must use its own name.

@@ -138,6 +138,24 @@ pub(crate) async fn node_rules_hold(admin: kube::Client, node: kube::Client) {
         .map(|_| ())
     ));
     pods.delete("mine", &DeleteParams::default()).await.unwrap();
+    // The kubelet finishes the deletion; a pod that is gone is then not found, as NodeRestriction
+    // answers (not forbidden): a kubelet finishing a deletion someone else finished treats 404
+    // as done.
+    let now = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..DeleteParams::default()
+    };
+    pods.delete("mine", &now).await.unwrap();
+    for result in [
+        pods.delete("mine", &now).await.map(|_| ()),
+        pods.get("mine").await.map(|_| ()),
+        pods.get_status("never-there").await.map(|_| ()),
+    ] {
+        assert!(
+            matches!(&result, Err(kube::Error::Api(s)) if s.code == 404),
+            "{result:?}"
+        );
+    }
 
     let node_secrets: Api<Secret> = Api::namespaced(node.clone(), "kube-system");
     assert!(
