@@ -64,7 +64,19 @@ mod tests {
             .stdin(Stdio::null())
             .spawn()
             .expect("sleep starts (coreutils)");
-        let found = processes_mentioning(needle);
+        // Between fork and exec the child's command line is still this test's: look until the
+        // exec shows (bounded; `sleep` execs at once).
+        let found = (0..1_000)
+            .find_map(|_| {
+                let found = processes_mentioning(needle);
+                if found.is_empty() {
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                    None
+                } else {
+                    Some(found)
+                }
+            })
+            .unwrap_or_default();
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(found.len(), 1, "{found:?}");
