@@ -3,6 +3,7 @@
 
 mod apiserver;
 mod lab;
+mod run;
 mod scenarios;
 
 use std::process::ExitCode;
@@ -36,7 +37,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run scenarios (files, or directories of `*.yaml`).
-    Run(scenarios::RunArgs),
+    Run(run::RunArgs),
     /// Check scenario files without running them.
     Validate(scenarios::PathsArgs),
     /// List scenarios with the runs the test suite makes of each (`sim`, `sim-local`, `qemu-local`, …).
@@ -60,7 +61,7 @@ enum Command {
 pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run(args) => scenarios::run(&args),
+        Command::Run(args) => run::run(&args),
         Command::Validate(args) => scenarios::validate(&args.paths),
         Command::List(args) => scenarios::list(&args.paths),
         Command::Schema => {

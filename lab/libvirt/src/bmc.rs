@@ -221,30 +221,18 @@ fn forget(group: Option<u32>) {
 
 /// A free TCP port on 127.0.0.1 (released at once; see the module's caveat).
 fn free_tcp_port() -> Result<u16, BmcError> {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(|source| BmcError::Io {
+    rackproof_std::free_tcp_port().map_err(|source| BmcError::Io {
         path: "127.0.0.1:0".into(),
         source,
-    })?;
-    l.local_addr()
-        .map(|a| a.port())
-        .map_err(|source| BmcError::Io {
-            path: "127.0.0.1:0".into(),
-            source,
-        })
+    })
 }
 
 /// A free UDP port on 127.0.0.1 (released at once).
 fn free_udp_port() -> Result<u16, BmcError> {
-    let s = std::net::UdpSocket::bind("127.0.0.1:0").map_err(|source| BmcError::Io {
+    rackproof_std::free_udp_port().map_err(|source| BmcError::Io {
         path: "127.0.0.1:0/udp".into(),
         source,
-    })?;
-    s.local_addr()
-        .map(|a| a.port())
-        .map_err(|source| BmcError::Io {
-            path: "127.0.0.1:0/udp".into(),
-            source,
-        })
+    })
 }
 
 fn create_dir(dir: &Path) -> Result<(), BmcError> {
@@ -566,12 +554,6 @@ mod tests {
     fn python_strings_are_quoted() {
         assert_eq!(python_str("qemu:///system"), "'qemu:///system'");
         assert_eq!(python_str("a'b\\c"), "'a\\'b\\\\c'");
-    }
-
-    #[test]
-    fn free_ports_are_nonzero() {
-        assert_ne!(free_tcp_port().unwrap(), 0);
-        assert_ne!(free_udp_port().unwrap(), 0);
     }
 
     #[tokio::test]

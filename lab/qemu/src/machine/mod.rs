@@ -233,7 +233,8 @@ impl QemuMachine {
         let identity = config.identity.render()?;
         std::fs::write(root.join("identity"), identity)
             .map_err(io("write identity", &root.join("identity")))?;
-        let ssh_port = free_port().map_err(io("pick a free port on", Path::new("127.0.0.1")))?;
+        let ssh_port = rackproof_std::free_tcp_port()
+            .map_err(io("pick a free port on", Path::new("127.0.0.1")))?;
         let console = Console::new(&node, root.join("serial.log"));
         Ok(Self {
             config,
@@ -607,12 +608,6 @@ impl QemuMachine {
             reason: reason.to_owned(),
         }
     }
-}
-
-/// A port on 127.0.0.1 nobody listens on right now.
-fn free_port() -> std::io::Result<u16> {
-    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-    Ok(listener.local_addr()?.port())
 }
 
 /// How temporary node directories' names start.

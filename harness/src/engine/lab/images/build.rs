@@ -85,6 +85,7 @@ pub(crate) enum BuildError {
     #[error(transparent)]
     Ssh(#[from] super::services::SshSetupError),
     /// No port could be picked on 127.0.0.1 to forward a libvirt domain's SSH port to.
+    #[cfg(feature = "libvirt")]
     #[error("node {node}: pick a free port on 127.0.0.1 for its SSH")]
     SshPort {
         node: String,
@@ -189,10 +190,11 @@ impl ImageLab {
                 }
                 #[cfg(feature = "libvirt")]
                 GuestKind::Libvirt => {
-                    let port = free_port().map_err(|source| BuildError::SshPort {
-                        node: name.clone(),
-                        source,
-                    })?;
+                    let port =
+                        rackproof_std::free_tcp_port().map_err(|source| BuildError::SshPort {
+                            node: name.clone(),
+                            source,
+                        })?;
                     let guest = crate::engine::lab::guest::libvirt::LibvirtGuest::define(
                         &name,
                         &domain_prefix,
@@ -440,11 +442,4 @@ fn bmc_description(kind: LabBmcKind, endpoint: String, ca_path: Option<PathBuf>)
         ca_path,
         insecure_skip_tls_verify: false,
     }
-}
-
-/// A port on 127.0.0.1 that is free now (a libvirt domain's SSH forward listens there).
-#[cfg(feature = "libvirt")]
-fn free_port() -> std::io::Result<u16> {
-    let listener = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))?;
-    Ok(listener.local_addr()?.port())
 }
