@@ -127,6 +127,15 @@ impl Checker<'_> {
                 "set `backends: [sim]` and `lab.backend: sim` (the node images of the other backends carry one pool's identity)",
             );
         }
+        for pool in scenario.pools().iter().skip(1) {
+            if let Some(version) = &pool.control_plane {
+                self.at(
+                    version.at,
+                    format!("pool {:?} gives `controlPlane`, which the cluster's pools share", pool.name),
+                    "give `controlPlane` on the first pool only: the control plane is the cluster's (an `update` step that names a Kubernetes version moves it for every pool)",
+                );
+            }
+        }
         for step in &scenario.steps {
             let at = match step {
                 Step::Scale(_) => Some("scale"),

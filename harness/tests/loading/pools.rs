@@ -84,7 +84,7 @@ fn pools_are_named_sized_and_fit_in_the_lab() {
         dir.path(),
         "s.yaml",
         &format!(
-            "lab: {{ nodes: 4 }}\n{IMAGES}pools:\n  - {{ name: big, strategy: AutoInPlaceUpdate, size: 3, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\n  - {{ name: big, strategy: AutoInPlaceUpdate, size: 2, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\n  - {{ name: No_Good, strategy: AutoInPlaceUpdate, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\n"
+            "lab: {{ nodes: 4 }}\n{IMAGES}pools:\n  - {{ name: big, strategy: AutoInPlaceUpdate, size: 3, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\n  - {{ name: big, strategy: AutoInPlaceUpdate, size: 2, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\n  - {{ name: No_Good, strategy: AutoInPlaceUpdate, os: \"1.0.0\", kubernetes: \"1.34.2\", controlPlane: \"1.34.2\" }}\n"
         ),
     );
     let text = errors(load(&file));
@@ -98,6 +98,12 @@ fn pools_are_named_sized_and_fit_in_the_lab() {
     );
     assert!(
         text.contains("s.yaml:8:5: pool \"No_Good\" gives no `size`"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "s.yaml:8:100: pool \"No_Good\" gives `controlPlane`, which the cluster's pools share"
+        ),
         "{text}"
     );
     assert!(
