@@ -3,6 +3,7 @@
 //! passes these is then judged by the worker pool's own rules ([`pool_rules`]).
 
 mod pool_rules;
+mod pools;
 
 use std::collections::BTreeSet;
 
@@ -24,6 +25,7 @@ pub(crate) fn check(loaded: &LoadedScenario) -> Vec<Diagnostic> {
     checker.lab();
     checker.components();
     checker.images();
+    checker.pool_list();
     checker.pool();
     checker.steps();
     checker.faults();
@@ -222,25 +224,39 @@ impl Checker<'_> {
     }
 
     fn pool(&mut self) {
-        let pool = &self.loaded.scenario.pool;
-        self.known_version(&pool.os, "the pool's OS version");
         let lab_nodes = u32::try_from(self.nodes.len()).unwrap_or(u32::MAX);
-        let size = pool.size.unwrap_or(lab_nodes);
-        if size == 0 || size > lab_nodes {
-            self.top(
-                format!("`pool.size` is {size} but the lab has {lab_nodes} nodes"),
-                "give a size between 1 and the lab's node count",
-            );
-        }
-        let surge = pool.max_surge.resolve(size, false);
-        if surge > 0 && size.saturating_add(surge) > lab_nodes {
-            self.top(
-                format!("`maxSurge` {surge} needs {surge} spare lab nodes, but the pool takes {size} of the lab's {lab_nodes}"),
-                format!("set `lab.nodes` to {} and `pool.size` to {size}", size + surge),
-            );
-        }
-        if let Some(maintenance) = &pool.maintenance {
-            self.time_window(&maintenance.time_window);
+        let several = self.loaded.scenario.several_pools();
+        for pool in self.loaded.scenario.pools() {
+            self.known_version(&pool.os, "the pool's OS version");
+            let size = pool.size.unwrap_or(lab_nodes);
+            if size == 0 || size > lab_nodes {
+                self.at(
+                    pool.at,
+                    format!("`pool.size` is {size} but the lab has {lab_nodes} nodes"),
+                    "give a size between 1 and the lab's node count",
+                );
+            }
+            let taken: u32 = if several {
+                self.loaded
+                    .scenario
+                    .pools()
+                    .iter()
+                    .map(|p| p.size.unwrap_or(0))
+                    .sum()
+            } else {
+                size
+            };
+            let surge = pool.max_surge.resolve(size, false);
+            if surge > 0 && taken.saturating_add(surge) > lab_nodes {
+                self.at(
+                    pool.max_surge.at,
+                    format!("`maxSurge` {surge} needs {surge} spare lab nodes, but the pools take {taken} of the lab's {lab_nodes}"),
+                    format!("set `lab.nodes` to {} and `pool.size` to {size}", taken + surge),
+                );
+            }
+            if let Some(maintenance) = &pool.maintenance {
+                self.time_window(&maintenance.time_window);
+            }
         }
         for entry in &self.loaded.scenario.catalog.kubernetes {
             if let Err(e) = inplace_api::version::KubeVersion::parse(&entry.version) {
@@ -301,10 +317,16 @@ impl Checker<'_> {
     }
 
     fn steps(&mut self) {
-        let manual = *self.loaded.scenario.pool.strategy == Strategy::ManualInPlaceUpdate;
         for step in &self.loaded.scenario.steps {
             match step {
                 Step::Update(update) => {
+                    let at = update
+                        .os
+                        .as_ref()
+                        .or(update.kubernetes.as_ref())
+                        .or(update.control_plane.as_ref())
+                        .map_or(Position::default(), |v| v.at);
+                    self.pool_named(update.pool.as_ref(), "`update`", at);
                     if let Some(os) = &update.os {
                         self.known_version(os, "the update's OS version");
                     }
@@ -322,13 +344,16 @@ impl Checker<'_> {
                 Step::Select(nodes) | Step::Unselect(nodes) => {
                     for node in nodes {
                         self.known_node(node);
+                        let manual = self
+                            .pool_of_node(node)
+                            .is_none_or(|pool| *pool.strategy == Strategy::ManualInPlaceUpdate);
                         if !manual {
                             self.at(node.at, "`select`/`unselect` apply to pools with strategy `ManualInPlaceUpdate`", "set `pool.strategy: ManualInPlaceUpdate`, or drop the step");
                         }
                     }
                 }
                 Step::ClearFailed(nodes) => nodes.iter().for_each(|n| self.known_node(n)),
-                Step::WaitUntil(wait) => self.condition(&wait.until),
+                Step::WaitUntil(wait) => self.condition(&wait.until, wait.until.at),
                 Step::Fault(action) => self.fault_action(action),
                 Step::Publish(publish) => {
                     self.known_version(&publish.version, "the published version");
@@ -382,12 +407,19 @@ impl Checker<'_> {
         }
     }
 
-    fn condition(&mut self, condition: &Condition) {
+    /// A condition written at `at`: the pool it is about, then what it says.
+    fn condition(&mut self, condition: &Condition, at: Position) {
+        self.pool_condition(condition, at);
+        self.condition_meaning(condition);
+    }
+
+    fn condition_meaning(&mut self, condition: &Condition) {
         let somewhere = Position {
             source: 1,
             ..Position::default()
         };
         match condition {
+            Condition::Pool(scoped) => self.condition_meaning(&scoped.that),
             Condition::Node(node) => {
                 self.known_node(&node.name);
                 if let Some(reason) = &node.reason {
@@ -458,7 +490,7 @@ impl Checker<'_> {
         for expectation in &self.loaded.scenario.expect {
             match expectation {
                 Expectation::Eventually(e) => {
-                    self.condition(&e.that);
+                    self.condition(&e.that, e.that.at);
                     if e.not_before.is_some_and(|n| n > e.within) {
                         self.top(
                             format!(
@@ -470,10 +502,10 @@ impl Checker<'_> {
                         );
                     }
                 }
-                Expectation::Never(c) => self.condition(c),
+                Expectation::Never(c) => self.condition(c, c.at),
                 Expectation::Timed(t) => {
-                    self.condition(&t.from);
-                    self.condition(&t.to);
+                    self.condition(&t.from, t.from.at);
+                    self.condition(&t.to, t.to.at);
                     if t.at_least > t.at_most {
                         self.top(
                             format!(

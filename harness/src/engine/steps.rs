@@ -91,7 +91,10 @@ pub(crate) fn summary(step: &Step) -> String {
             if u.force {
                 parts.push("forced".to_owned());
             }
-            format!("update the pool: {}", parts.join(", "))
+            match &u.pool {
+                Some(pool) => format!("update pool {}: {}", pool.value, parts.join(", ")),
+                None => format!("update the pool: {}", parts.join(", ")),
+            }
         }
         Step::Select(n) => format!("select {}", names(n)),
         Step::Unselect(n) => format!("unselect {}", names(n)),
@@ -127,6 +130,7 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), StepError> {
         Step::MaintenanceOperation(op) => {
             patch_pool(
                 ctx,
+                &ctx.scenario.first_pool().name,
                 json!({"metadata": {"annotations": {keys::ANNOTATION_MAINTENANCE_OPERATION: op.value}}}),
             )
             .await
@@ -136,10 +140,13 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), StepError> {
                 .map_err(|_| StepError::Invalid(format!("{count} nodes is too many")))?;
             patch_pool(
                 ctx,
+                &ctx.scenario.first_pool().name,
                 json!({"spec": {"minimum": count_i32, "maximum": count_i32}}),
             )
             .await?;
-            ctx.shared.judge().world.pool_size = *count;
+            if let Some(pool) = ctx.shared.judge().world.pool_mut(None) {
+                pool.size = *count;
+            }
             Ok(())
         }
         Step::Sleep(span) => {
@@ -221,22 +228,26 @@ async fn label_nodes(
     Ok(())
 }
 
-async fn patch_pool(ctx: &Ctx, patch: Value) -> Result<(), StepError> {
+/// Merge-patches the WorkerPool `pool`.
+async fn patch_pool(ctx: &Ctx, pool: &str, patch: Value) -> Result<(), StepError> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
-    api.patch(
-        &ctx.scenario.pool.name,
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map(|_| ())
-    .map_err(|source| StepError::Api {
-        action: format!("change worker pool {}", ctx.scenario.pool.name),
-        source,
-    })
+    api.patch(pool, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(|_| ())
+        .map_err(|source| StepError::Api {
+            action: format!("change worker pool {pool}"),
+            source,
+        })
 }
 
 async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), StepError> {
+    // Validation names the pool when there are several.
+    let pool = update
+        .pool
+        .as_ref()
+        .map_or(ctx.scenario.first_pool().name.as_str(), |p| {
+            p.value.as_str()
+        });
     let control_plane = update.control_plane.as_ref().or(update.kubernetes.as_ref());
     if let Some(version) = control_plane {
         let parsed = KubeVersion::parse(version)
@@ -281,18 +292,20 @@ async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), StepError> {
     if update.force {
         patch["metadata"] = json!({"annotations": {keys::ANNOTATION_OPERATION: keys::OPERATION_FORCE_IN_PLACE_UPDATE}});
     }
-    let generation = current_generation(ctx).await?;
-    patch_pool(ctx, patch).await?;
-    let verdict = wait_validated(ctx, generation).await?;
+    let generation = current_generation(ctx, pool).await?;
+    patch_pool(ctx, pool, patch).await?;
+    let verdict = wait_validated(ctx, pool, generation).await?;
     match (&update.expect_refused, verdict) {
         (None, Validation::Accepted) => {
             let mut judge = ctx.shared.judge();
-            judge.world.update_requested = true;
-            if let Some(os) = &update.os {
-                judge.world.target_os = os.value.clone();
-            }
-            if let Some(version) = &update.kubernetes {
-                judge.world.target_kubernetes = version.value.clone();
+            if let Some(state) = judge.world.pools.get_mut(pool) {
+                state.update_requested = true;
+                if let Some(os) = &update.os {
+                    state.target_os = os.value.clone();
+                }
+                if let Some(version) = &update.kubernetes {
+                    state.target_kubernetes = version.value.clone();
+                }
             }
             Ok(())
         }
@@ -330,33 +343,27 @@ enum Validation {
     Refused { reason: String, message: String },
 }
 
-async fn current_generation(ctx: &Ctx) -> Result<i64, StepError> {
+async fn current_generation(ctx: &Ctx, pool: &str) -> Result<i64, StepError> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
-    let pool = api
-        .get(&ctx.scenario.pool.name)
-        .await
-        .map_err(|source| StepError::Api {
-            action: format!("read worker pool {}", ctx.scenario.pool.name),
-            source,
-        })?;
-    Ok(pool.metadata.generation.unwrap_or(0))
+    let object = api.get(pool).await.map_err(|source| StepError::Api {
+        action: format!("read worker pool {pool}"),
+        source,
+    })?;
+    Ok(object.metadata.generation.unwrap_or(0))
 }
 
 /// Waits until the WorkerPool controller judged a generation newer than `before` (condition
 /// `Valid` with a newer `observedGeneration`).
-async fn wait_validated(ctx: &Ctx, before: i64) -> Result<Validation, StepError> {
+async fn wait_validated(ctx: &Ctx, name: &str, before: i64) -> Result<Validation, StepError> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
     let clock = ctx.shared.clock().clone();
     let deadline = clock.instant() + VALIDATION_WAIT;
     let mut last = String::from("no Valid condition");
     while clock.instant() < deadline {
-        let pool = api
-            .get(&ctx.scenario.pool.name)
-            .await
-            .map_err(|source| StepError::Api {
-                action: format!("read worker pool {}", ctx.scenario.pool.name),
-                source,
-            })?;
+        let pool = api.get(name).await.map_err(|source| StepError::Api {
+            action: format!("read worker pool {name}"),
+            source,
+        })?;
         let valid = pool.status.as_ref().and_then(|s| {
             s.conditions
                 .iter()

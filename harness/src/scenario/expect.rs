@@ -54,6 +54,49 @@ pub enum Condition {
     PoolVersion(PoolVersion),
     /// The pool's `status.lastMaintenance` is in this state.
     LastMaintenance(MaintenanceCondition),
+    /// A condition about one pool of several: `pool: { name: small, that: rolloutHalted }`.
+    /// `that` is one of `rolloutComplete`, `rolloutHalted`, `allNodes`, `anyNode`, `count`,
+    /// `poolVersion` and `lastMaintenance`, judged over that pool's nodes and settings alone.
+    Pool(Box<PoolCondition>),
+}
+
+/// A condition judged within one pool.
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PoolCondition {
+    /// The pool (one of `pools`).
+    pub name: Located<String>,
+    /// The condition, over that pool's nodes and settings.
+    pub that: Located<Condition>,
+}
+
+impl Condition {
+    /// Whether the condition means one pool (its rollout, its settings), so that a scenario
+    /// with several pools must say which: `pool: { name, that }`. (`allNodes`, `anyNode` and
+    /// `count` without a pool range over every pool's nodes.)
+    pub fn needs_a_pool(&self) -> bool {
+        matches!(
+            self,
+            Self::RolloutComplete
+                | Self::RolloutHalted
+                | Self::PoolVersion(_)
+                | Self::LastMaintenance(_)
+        )
+    }
+
+    /// Whether the condition can be judged within one pool (`pool: { name, that }`).
+    pub fn about_a_pool(&self) -> bool {
+        matches!(
+            self,
+            Self::RolloutComplete
+                | Self::RolloutHalted
+                | Self::AllNodes(_)
+                | Self::AnyNode(_)
+                | Self::Count(_)
+                | Self::PoolVersion(_)
+                | Self::LastMaintenance(_)
+        )
+    }
 }
 
 /// Which instance leads a component.
@@ -124,7 +167,7 @@ pub enum Expectation {
     /// The condition holds at some point within the limit (from the scenario start).
     Eventually(Eventually),
     /// The condition never holds at any observed change.
-    Never(Condition),
+    Never(Located<Condition>),
     /// The second condition first holds between `atLeast` and `atMost` after the first one
     /// first held.
     Timed(Timed),
@@ -134,7 +177,7 @@ pub enum Expectation {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Eventually {
-    pub that: Condition,
+    pub that: Located<Condition>,
     pub within: Span,
     /// The condition must not hold before this long after the start (e.g. a maintenance window's
     /// begin): holding earlier breaks the expectation.
@@ -146,8 +189,8 @@ pub struct Eventually {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Timed {
-    pub from: Condition,
-    pub to: Condition,
+    pub from: Located<Condition>,
+    pub to: Located<Condition>,
     pub at_least: Span,
     pub at_most: Span,
 }

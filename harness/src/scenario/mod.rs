@@ -13,6 +13,7 @@ mod expect;
 mod fault;
 mod located;
 mod maintenance;
+mod pool;
 mod step;
 
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ pub use duration::Span;
 pub use expect::{
     Condition, CountCondition, DisabledInvariant, Eventually, Expectation, InvariantName,
     Invariants, LeaderCondition, MaintenanceCondition, NodeCondition, NodeState, NodesCondition,
-    PoolVersion, Timed,
+    PoolCondition, PoolVersion, Timed,
 };
 pub use fault::{
     BmcFault, BmcQuirk, BootCount, BootFailure, Component, ConsoleMatch, Fault, FaultAction,
@@ -36,6 +37,7 @@ pub use maintenance::{
     AutoUpdate, Catalog, Classification, ClockSettings, ImageUpdateStrategy, Instant,
     KubernetesVersion, Maintenance, MaintenanceState, TimeWindow,
 };
+pub use pool::{IntOrPercent, Pool, Strategy};
 pub use step::{PoolUpdate, Publish, RunCommand, Step, Wait};
 
 /// A node's name as written in a scenario (remembers where, for errors).
@@ -91,8 +93,15 @@ pub struct Scenario {
     /// The image catalog's other fields: the image's `updateStrategy`, Kubernetes versions.
     #[serde(default)]
     pub catalog: Catalog,
-    /// The worker pool under test.
-    pub pool: Pool,
+    /// The worker pool under test. Give `pool` or `pools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<Located<Pool>>,
+    /// Several worker pools, each with its own strategy, size, versions and timeouts, in one
+    /// cluster under one orchestrator and one watchdog. The first `size` lab nodes are the first
+    /// pool's, the next the second's, and so on; nodes left over are spares any pool's surge or
+    /// replacement machines take. Give `pool` or `pools`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pools: Option<Located<Vec<Located<Pool>>>>,
     /// Dependency-watchdog settings.
     #[serde(default)]
     pub watchdog: Watchdog,
@@ -253,6 +262,57 @@ pub enum Cluster {
 }
 
 impl Scenario {
+    /// The worker pools in file order: `pool` as the one pool, or `pools`. The loader refuses a
+    /// scenario with neither or both, so a loaded scenario has at least one.
+    pub fn pools(&self) -> &[Located<Pool>] {
+        match (&self.pools, &self.pool) {
+            (Some(pools), _) => &pools.value,
+            (None, Some(pool)) => std::slice::from_ref(pool),
+            (None, None) => &[],
+        }
+    }
+
+    /// The first pool: the only one of a scenario written with `pool`, and the one whose OS the
+    /// node images of the real-time backends carry (they run one pool only).
+    pub fn first_pool(&self) -> &Pool {
+        &self.pools()[0]
+    }
+
+    /// The pool named `name`.
+    pub fn pool_named(&self, name: &str) -> Option<&Pool> {
+        self.pools()
+            .iter()
+            .map(|p| &p.value)
+            .find(|p| p.name == name)
+    }
+
+    /// Whether the scenario has several pools (then steps and conditions about a pool name it).
+    pub fn several_pools(&self) -> bool {
+        self.pools().len() > 1
+    }
+
+    /// Each pool's name and its nodes at the start, in file order: the first pool takes the
+    /// first `size` lab nodes (every lab node by default), the next pool the next `size`, and
+    /// so on. The lab nodes left over are spares.
+    pub fn pool_members(&self) -> Vec<(String, Vec<String>)> {
+        let mut names = self.lab.node_names().into_iter();
+        self.pools()
+            .iter()
+            .map(|pool| {
+                let size = pool.size.map_or(usize::MAX, |s| s as usize);
+                (pool.name.clone(), names.by_ref().take(size).collect())
+            })
+            .collect()
+    }
+
+    /// The pool each member node starts in, by node (spares are not listed).
+    pub fn node_pools(&self) -> std::collections::BTreeMap<String, String> {
+        self.pool_members()
+            .into_iter()
+            .flat_map(|(pool, nodes)| nodes.into_iter().map(move |n| (n, pool.clone())))
+            .collect()
+    }
+
     /// The runs the test suite makes of this scenario, as (backend, cluster): on `sim`, one per
     /// cluster it lists; on a real-time backend (qemu, libvirt, physical), one against `local`
     /// when it lists it (the run is in real time anyway, and a real control plane is the better
@@ -393,160 +453,6 @@ pub enum BootBehaviour {
     NeverReports,
     /// Boots, but reports this older version (a silent rollback).
     BootsVersion(String),
-}
-
-/// The worker pool under test (the Shoot worker with its machine-controller-manager settings).
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Pool {
-    /// The pool's name.
-    #[serde(default = "default_pool_name")]
-    pub name: String,
-    /// `AutoInPlaceUpdate`, `ManualInPlaceUpdate` or `AutoRollingUpdate`.
-    pub strategy: Located<Strategy>,
-    /// Nodes that may be unavailable at once (updating plus failed). An integer or a percentage.
-    #[serde(default = "default_one")]
-    pub max_unavailable: Located<IntOrPercent>,
-    /// New machines added during the update. An integer or a percentage. Each needs a spare lab
-    /// node (see `size`).
-    #[serde(default = "default_zero")]
-    pub max_surge: Located<IntOrPercent>,
-    /// Nodes in the pool; defaults to every lab node. Lab nodes beyond it are spares the
-    /// machine provider hands out for `maxSurge` and replacements.
-    #[serde(default)]
-    pub size: Option<u32>,
-    /// The OS version the nodes run at the start (must be one of `images`).
-    pub os: Located<String>,
-    /// The Kubernetes (kubelet) version at the start.
-    pub kubernetes: Located<String>,
-    /// The control plane's Kubernetes version; defaults to the pool's.
-    #[serde(default)]
-    pub control_plane: Option<Located<String>>,
-    /// How long a drain may take before pods are deleted without eviction.
-    #[serde(default = "default_drain_timeout")]
-    pub machine_drain_timeout: Span,
-    /// How long a node may take to report its update result before it is marked failed.
-    #[serde(default = "default_update_timeout")]
-    pub machine_in_place_update_timeout: Span,
-    /// Evictions refused per pod (a disruption budget blocks them) before the drain deletes the pod.
-    #[serde(default = "default_evict_retries")]
-    pub max_evict_retries: u32,
-    /// The daily maintenance window and what may happen in it; without it, no maintenance runs.
-    #[serde(default)]
-    pub maintenance: Option<Maintenance>,
-}
-
-fn default_pool_name() -> String {
-    "workers".to_owned()
-}
-
-fn default_one() -> Located<IntOrPercent> {
-    Located::new(IntOrPercent::Int(1))
-}
-
-fn default_zero() -> Located<IntOrPercent> {
-    Located::new(IntOrPercent::Int(0))
-}
-
-fn default_drain_timeout() -> Span {
-    Span(std::time::Duration::from_secs(2 * 3600))
-}
-
-fn default_update_timeout() -> Span {
-    Span(std::time::Duration::from_secs(600))
-}
-
-fn default_evict_retries() -> u32 {
-    10
-}
-
-/// A pool's update strategy (GEP-31).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
-pub enum Strategy {
-    AutoRollingUpdate,
-    AutoInPlaceUpdate,
-    ManualInPlaceUpdate,
-}
-
-/// An absolute count or a percentage of the pool (`1`, `"25%"`), as Kubernetes' IntOrString.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IntOrPercent {
-    Int(u32),
-    Percent(u32),
-}
-
-impl IntOrPercent {
-    /// The absolute number for a pool of `total` nodes. Percentages round down, as
-    /// `maxUnavailable` does in Kubernetes, except that the result is at least 1 when `at_least_one`.
-    pub fn resolve(self, total: u32, at_least_one: bool) -> u32 {
-        let n = match self {
-            Self::Int(n) => n,
-            Self::Percent(p) => total * p / 100,
-        };
-        if at_least_one { n.max(1) } else { n }
-    }
-}
-
-impl<'de> Deserialize<'de> for IntOrPercent {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl serde::de::Visitor<'_> for Visitor {
-            type Value = IntOrPercent;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a non-negative integer or a percentage like \"25%\"")
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<IntOrPercent, E> {
-                u32::try_from(v)
-                    .map(IntOrPercent::Int)
-                    .map_err(|_| E::custom("the number is too large"))
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<IntOrPercent, E> {
-                u32::try_from(v).map(IntOrPercent::Int).map_err(|_| {
-                    E::custom("expected a non-negative integer or a percentage like \"25%\"")
-                })
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IntOrPercent, E> {
-                let digits = v.strip_suffix('%').ok_or_else(|| {
-                    E::custom(format!(
-                        "{v:?} is neither an integer nor a percentage like \"25%\""
-                    ))
-                })?;
-                let p: u32 = digits
-                    .parse()
-                    .map_err(|_| E::custom(format!("{v:?} is not a percentage like \"25%\"")))?;
-                if p > 100 {
-                    return Err(E::custom(format!("{v:?} is more than 100%")));
-                }
-                Ok(IntOrPercent::Percent(p))
-            }
-        }
-        deserializer.deserialize_any(Visitor)
-    }
-}
-
-impl Serialize for IntOrPercent {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Self::Int(n) => serializer.serialize_u32(*n),
-            Self::Percent(p) => serializer.serialize_str(&format!("{p}%")),
-        }
-    }
-}
-
-impl JsonSchema for IntOrPercent {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "IntOrPercent".into()
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({
-            "oneOf": [
-                { "type": "integer", "minimum": 0 },
-                { "type": "string", "pattern": "^[0-9]+%$" }
-            ],
-            "description": "A count, or a percentage of the pool like \"25%\"."
-        })
-    }
 }
 
 /// Dependency-watchdog settings (defaults as dependency-watchdog's).

@@ -86,6 +86,9 @@ pub struct Publish {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PoolUpdate {
+    /// The pool to change (one of `pools`); required when the scenario has several pools.
+    #[serde(default)]
+    pub pool: Option<Located<String>>,
     /// New OS image version (must be one of `images`).
     #[serde(default)]
     pub os: Option<Located<String>>,
@@ -117,7 +120,7 @@ pub struct PoolUpdate {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Wait {
     /// The condition.
-    pub until: Condition,
+    pub until: Located<Condition>,
     /// How long to wait at most.
     pub within: Span,
 }

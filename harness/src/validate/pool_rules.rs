@@ -29,7 +29,9 @@ pub(super) fn check(loaded: &LoadedScenario) -> Vec<Diagnostic> {
         loaded,
         problems: Vec::new(),
     };
-    judge(loaded, &mut refusals);
+    for pool in loaded.scenario.pools() {
+        judge(loaded, pool, &mut refusals);
+    }
     refusals.problems
 }
 
@@ -75,9 +77,9 @@ impl Refusals<'_> {
     }
 }
 
-fn judge(loaded: &LoadedScenario, refusals: &mut Refusals<'_>) -> Option<()> {
+/// Judges one pool and the `update` steps that change it.
+fn judge(loaded: &LoadedScenario, pool: &Pool, refusals: &mut Refusals<'_>) -> Option<()> {
     let scenario = &loaded.scenario;
-    let pool = &scenario.pool;
     if *pool.strategy == Strategy::AutoRollingUpdate {
         refusals.refuse(
             pool.strategy.at,
@@ -97,7 +99,7 @@ fn judge(loaded: &LoadedScenario, refusals: &mut Refusals<'_>) -> Option<()> {
         .clock
         .start
         .map_or(jiff::Timestamp::UNIX_EPOCH, |s| s.0);
-    let mut spec = objects::worker_pool(scenario, size, start).spec;
+    let mut spec = objects::worker_pool(pool, size, start).spec;
     let no_annotations = Annotations::new();
     let rules = Rules {
         catalog: &catalog,
@@ -109,7 +111,8 @@ fn judge(loaded: &LoadedScenario, refusals: &mut Refusals<'_>) -> Option<()> {
     }
     for step in &scenario.steps {
         let Step::Update(update) = step else { continue };
-        if update.expect_refused.is_some() {
+        let other_pool = update.pool.as_ref().is_some_and(|p| p.value != pool.name);
+        if update.expect_refused.is_some() || other_pool {
             continue;
         }
         let at = |path: &str| update_position(update, pool, path);

@@ -6,6 +6,7 @@ use rackproof_harness::load::{LoadError, load};
 use rackproof_harness::scenario::{BootBehaviour, Step};
 
 mod maintenance;
+mod pools;
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     let path = dir.join(name);
@@ -46,7 +47,7 @@ fn includes_resolve_relative_to_the_including_file() {
     assert_eq!(
         loaded
             .scenario
-            .pool
+            .first_pool()
             .machine_in_place_update_timeout
             .to_string(),
         "10m"
@@ -67,7 +68,14 @@ fn merge_key_includes_can_be_overridden() {
         "lab: { nodes: 4 }\nimages: [ { version: \"1.0.0\" } ]\npool:\n  <<: !include pool.yaml\n  maxUnavailable: 2\n",
     );
     let loaded = load(&file).unwrap();
-    assert_eq!(loaded.scenario.pool.max_unavailable.resolve(4, false), 2);
+    assert_eq!(
+        loaded
+            .scenario
+            .first_pool()
+            .max_unavailable
+            .resolve(4, false),
+        2
+    );
 }
 
 #[test]

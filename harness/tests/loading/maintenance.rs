@@ -65,7 +65,7 @@ fn maintenance_settings_load_with_their_catalog_fields() {
         scenario.clock.start.unwrap().to_string(),
         "2026-03-02T21:00:00Z"
     );
-    let maintenance = scenario.pool.maintenance.as_ref().unwrap();
+    let maintenance = scenario.first_pool().maintenance.as_ref().unwrap();
     assert_eq!(
         maintenance.time_window.end.as_ref().unwrap().value,
         "230000+0000"

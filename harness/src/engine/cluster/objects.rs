@@ -75,14 +75,20 @@ pub(crate) fn image_catalog(scenario: &Scenario) -> ImageCatalog {
             }),
         })
         .collect();
-    let mut kubernetes: Vec<String> = vec![scenario.pool.kubernetes.value.clone()];
+    let mut kubernetes: Vec<String> = scenario
+        .pools()
+        .iter()
+        .map(|p| p.kubernetes.value.clone())
+        .collect();
     for step in &scenario.steps {
         if let crate::scenario::Step::Update(update) = step {
             kubernetes.extend(update.kubernetes.iter().map(|v| v.value.clone()));
             kubernetes.extend(update.control_plane.iter().map(|v| v.value.clone()));
         }
     }
-    kubernetes.extend(scenario.pool.control_plane.iter().map(|v| v.value.clone()));
+    for pool in scenario.pools() {
+        kubernetes.extend(pool.control_plane.iter().map(|v| v.value.clone()));
+    }
     let listed = &scenario.catalog.kubernetes;
     kubernetes.extend(listed.iter().map(|v| v.version.value.clone()));
     kubernetes.sort_by(|a, b| version_order(a, b));
@@ -148,9 +154,8 @@ fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
     parts(a).cmp(&parts(b))
 }
 
-/// The worker pool as the scenario starts it, in a run that starts at `start`.
-pub(crate) fn worker_pool(scenario: &Scenario, nodes: u32, start: Timestamp) -> WorkerPool {
-    let pool = &scenario.pool;
+/// A worker pool as the scenario starts it, with `nodes` nodes, in a run that starts at `start`.
+pub(crate) fn worker_pool(pool: &scenario::Pool, nodes: u32, start: Timestamp) -> WorkerPool {
     let count = i32::try_from(nodes).unwrap_or(i32::MAX);
     let spec = WorkerPoolSpec {
         minimum: count,
@@ -280,7 +285,7 @@ pool:
 
     #[test]
     fn the_pool_carries_its_maintenance_settings() {
-        let pool = worker_pool(&scenario(MAINTAINED), 1, Timestamp::UNIX_EPOCH);
+        let pool = worker_pool(scenario(MAINTAINED).first_pool(), 1, Timestamp::UNIX_EPOCH);
         let maintenance = pool.spec.maintenance.expect("maintenance settings");
         assert!(maintenance.window().unwrap().is_ok());
         assert!(!maintenance.auto_update_machine_image());
@@ -296,7 +301,7 @@ pool:
         );
         assert_ne!(relative, MAINTAINED, "the fixture names its window");
         let start: Timestamp = "2026-11-27T23:50:00Z".parse().unwrap();
-        let pool = worker_pool(&scenario(&relative), 1, start);
+        let pool = worker_pool(scenario(&relative).first_pool(), 1, start);
         let window = pool.spec.maintenance.unwrap().time_window.unwrap();
         assert_eq!(
             (window.begin.as_str(), window.end.as_str()),

@@ -17,6 +17,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use rackproof_clock::Clock;
 
 use crate::engine::cluster::objects::{self, DEPENDENTS, NAMESPACE};
+use crate::engine::run::pool_size;
 use crate::scenario::{Scenario, Workload};
 
 /// Namespace of the workload pods.
@@ -107,7 +108,6 @@ pub(crate) async fn cluster(
     client: &Client,
     clock: &Clock,
     scenario: &Scenario,
-    pool_size: u32,
 ) -> Result<(), SetupError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in inplace_api::crd::crds() {
@@ -140,12 +140,14 @@ pub(crate) async fn cluster(
         .await?;
     }
     let pools = Api::namespaced(client.clone(), NAMESPACE);
-    create(
-        &pools,
-        &objects::worker_pool(scenario, pool_size, clock.now()),
-        format!("create worker pool {}", scenario.pool.name),
-    )
-    .await?;
+    for pool in scenario.pools() {
+        create(
+            &pools,
+            &objects::worker_pool(pool, pool_size(scenario, pool), clock.now()),
+            format!("create worker pool {}", pool.name),
+        )
+        .await?;
+    }
     Ok(())
 }
 
@@ -209,15 +211,33 @@ async fn create_pdb(client: &Client, pdb: &PodDisruptionBudget) -> Result<(), Se
     }
 }
 
-/// The workloads on `nodes`: created once, when the pool's nodes are up.
+/// The workloads, created once, when the pools' nodes are up: the scenario's on every node of
+/// `members` (by pool), each pool's own on its members.
 pub(crate) async fn workloads(
     client: &Client,
     clock: &Clock,
     scenario: &Scenario,
+    members: &BTreeMap<String, Vec<String>>,
+) -> Result<(), SetupError> {
+    let every: Vec<String> = members.values().flatten().cloned().collect();
+    place(client, clock, &scenario.workloads, &every).await?;
+    for pool in scenario.pools() {
+        if let Some(nodes) = members.get(&pool.name) {
+            place(client, clock, &pool.workloads, nodes).await?;
+        }
+    }
+    Ok(())
+}
+
+/// `workloads` on `nodes`.
+async fn place(
+    client: &Client,
+    clock: &Clock,
+    workloads: &[Workload],
     nodes: &[String],
 ) -> Result<(), SetupError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
-    for workload in &scenario.workloads {
+    for workload in workloads {
         match workload {
             Workload::Pods(w) => {
                 if let Some(max_unavailable) = w.pdb_max_unavailable {

@@ -220,7 +220,9 @@ impl Supervisor {
             }
         }
         for component in [Managed::NodeLifecycle, Managed::Maintenance] {
-            if component == Managed::Maintenance && scenario.pool.maintenance.is_none() {
+            if component == Managed::Maintenance
+                && scenario.pools().iter().all(|p| p.maintenance.is_none())
+            {
                 continue;
             }
             slots.insert(

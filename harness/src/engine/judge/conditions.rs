@@ -18,7 +18,11 @@ impl Check {
     /// Compiles a condition. Regexes were checked when the scenario loaded.
     pub(crate) fn new(condition: &Condition) -> Self {
         let compile = |pattern: Option<&str>| pattern.and_then(|r| Regex::new(r).ok());
-        let (reason, description) = match condition {
+        let inner = match condition {
+            Condition::Pool(scoped) => &scoped.that.value,
+            other => other,
+        };
+        let (reason, description) = match inner {
             Condition::Node(node) => (compile(node.reason.as_deref()), None),
             Condition::LastMaintenance(m) => (
                 compile(m.reason.as_deref()),
@@ -35,7 +39,17 @@ impl Check {
 
     /// Whether the condition holds in `world`.
     pub(crate) fn holds(&self, world: &World) -> bool {
-        match &self.condition {
+        self.holds_in(world, &self.condition, None)
+    }
+
+    /// Whether `condition` holds in `world` within `pool` (`None`: every pool, or the only one).
+    fn holds_in(&self, world: &World, condition: &Condition, pool: Option<&str>) -> bool {
+        let views = || {
+            world
+                .registered_views()
+                .filter(move |v| world.in_pool(v, pool))
+        };
+        match condition {
             Condition::Node(node) => {
                 world.node_is(&node.name, node.is)
                     && match (&self.reason, world.nodes.get(node.name.as_str())) {
@@ -48,19 +62,27 @@ impl Check {
                     }
             }
             Condition::AllNodes(all) => {
-                world.registered_views().next().is_some()
-                    && world.registered_views().all(|v| world.view_is(v, all.are))
+                views().next().is_some() && views().all(|v| world.view_is(v, all.are))
             }
-            Condition::AnyNode(any) => world.registered_views().any(|v| world.view_is(v, any.are)),
+            Condition::AnyNode(any) => views().any(|v| world.view_is(v, any.are)),
             Condition::Count(c) => {
-                let n = world
-                    .registered_views()
-                    .filter(|v| world.view_is(v, c.are))
-                    .count();
+                let n = views().filter(|v| world.view_is(v, c.are)).count();
                 u32::try_from(n).is_ok_and(|n| n == c.count)
             }
-            Condition::RolloutComplete => world.rollout_complete(),
-            Condition::RolloutHalted => world.rollout_halted(),
+            // Without a pool: every pool's rollout (validation allows that with one pool only).
+            Condition::RolloutComplete => match pool {
+                Some(pool) => world.rollout_complete(pool),
+                None => {
+                    !world.pools.is_empty() && world.pools.keys().all(|p| world.rollout_complete(p))
+                }
+            },
+            Condition::RolloutHalted => match pool {
+                Some(pool) => world.rollout_halted(pool),
+                None => world.pools.keys().any(|p| world.rollout_halted(p)),
+            },
+            Condition::Pool(scoped) => {
+                self.holds_in(world, &scoped.that, Some(scoped.name.as_str()))
+            }
             Condition::DependentsScaledDown => world.dependents_scaled_down(),
             Condition::DependentsRunning => world.dependents_running(),
             Condition::Leader(leader) => leader_lease(leader.of)
@@ -71,10 +93,14 @@ impl Check {
                     want.as_ref()
                         .is_none_or(|w| have.as_deref() == Some(w.value.as_str()))
                 };
-                matches(&v.os, &world.pool.os) && matches(&v.kubernetes, &world.pool.kubernetes)
+                world.pool(pool).is_some_and(|state| {
+                    matches(&v.os, &state.view.os) && matches(&v.kubernetes, &state.view.kubernetes)
+                })
             }
-            Condition::LastMaintenance(m) => {
-                world.pool.last_maintenance.as_ref().is_some_and(|last| {
+            Condition::LastMaintenance(m) => world
+                .pool(pool)
+                .and_then(|state| state.view.last_maintenance.as_ref())
+                .is_some_and(|last| {
                     last.state == m.state.as_api()
                         && self.reason.as_ref().is_none_or(|r| {
                             last.failure_reason
@@ -85,8 +111,7 @@ impl Check {
                             .description
                             .as_ref()
                             .is_none_or(|d| d.is_match(&last.description))
-                })
-            }
+                }),
         }
     }
 
@@ -125,6 +150,9 @@ pub(crate) fn describe(condition: &Condition) -> String {
                 parts.push(format!("kubernetes {}", k.value));
             }
             format!("the pool names {}", parts.join(" and "))
+        }
+        Condition::Pool(scoped) => {
+            format!("in pool {}: {}", scoped.name.value, describe(&scoped.that))
         }
         Condition::LastMaintenance(m) => {
             let mut text = format!("the last maintenance {}", m.state.as_api());

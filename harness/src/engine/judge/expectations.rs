@@ -235,16 +235,18 @@ mod tests {
 
     fn on_os(os: &str) -> World {
         let mut world = World::default();
-        world.pool.os = Some(os.to_owned());
+        let mut pool = crate::engine::judge::world::PoolState::default();
+        pool.view.os = Some(os.to_owned());
+        world.pools.insert("workers".to_owned(), pool);
         world
     }
 
     fn moved_between(not_before: u64, within: u64) -> Expectations {
         Expectations::new(&[Expectation::Eventually(Eventually {
-            that: Condition::PoolVersion(PoolVersion {
+            that: Located::new(Condition::PoolVersion(PoolVersion {
                 os: Some(Located::new("1.1.0".to_owned())),
                 kubernetes: None,
-            }),
+            })),
             within: Span(Duration::from_secs(within)),
             not_before: Some(Span(Duration::from_secs(not_before))),
         })])

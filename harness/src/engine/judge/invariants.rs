@@ -71,7 +71,7 @@ impl InvariantChecker {
     /// nodes that changed: only those are compared.
     pub fn check(&mut self, before: &World, after: &World) -> Vec<Violation> {
         let mut found = Vec::new();
-        if self.on(InvariantName::MaxUnavailable) && !after.manual {
+        if self.on(InvariantName::MaxUnavailable) {
             max_unavailable(before, after, &mut found);
         }
         for (name, was) in &before.nodes {
@@ -117,20 +117,20 @@ impl InvariantChecker {
                 });
             }
             let finished = was.candidate && !now.candidate && !now.failed();
+            let round = after.pool_of(now).map_or(0, |p| p.spec_round);
             if finished {
-                self.finished_round.insert(name.clone(), after.spec_round);
+                self.finished_round.insert(name.clone(), round);
             }
             if self.on(InvariantName::SelectedOnce)
                 && !was.selected
                 && now.selected
-                && self.finished_round.get(name) == Some(&after.spec_round)
+                && self.finished_round.get(name) == Some(&round)
             {
                 found.push(Violation {
                     invariant: InvariantName::SelectedOnce,
                     node: node.clone(),
                     message: format!(
-                        "{name} was selected again for the pool spec it had already been updated to (round {})",
-                        after.spec_round
+                        "{name} was selected again for the pool spec it had already been updated to (round {round})"
                     ),
                 });
             }
@@ -208,9 +208,9 @@ impl InvariantChecker {
     }
 }
 
+/// Each pool keeps its own `maxUnavailable` over its own nodes (Auto pools: in Manual pools the
+/// person selecting decides).
 fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
-    let limit = after.max_unavailable;
-    let floor = after.pool_size.saturating_sub(limit);
     for (name, was) in &before.nodes {
         let Some(now) = after.nodes.get(name) else {
             continue;
@@ -219,9 +219,18 @@ fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
         if !newly_selected {
             continue;
         }
+        let pool = after.pool_name_of(now);
+        let Some(state) = pool.and_then(|p| after.pools.get(p)) else {
+            continue;
+        };
+        if state.manual {
+            continue;
+        }
+        let limit = state.max_unavailable;
+        let floor = state.size.saturating_sub(limit);
         // Availability as the lab has it: a node powered off or with an expired Lease is down
         // even while its `Ready` condition still says `True`.
-        let available = after.truly_available();
+        let available = after.truly_available(pool);
         if available < floor {
             let stale = after.stale_ready();
             let stale = if stale.is_empty() {
@@ -236,9 +245,13 @@ fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
                 invariant: InvariantName::MaxUnavailable,
                 node: Some(name.clone()),
                 message: format!(
-                    "{name} was taken out for update leaving {available} of {} nodes available (maxUnavailable {limit}; unavailable by their conditions: {}{stale})",
-                    after.pool_size,
-                    after.unavailable()
+                    "{name} was taken out for update leaving {available} of {} nodes{} available (maxUnavailable {limit}; unavailable by their conditions: {}{stale})",
+                    state.size,
+                    match pool {
+                        Some(pool) if after.pools.len() > 1 => format!(" of pool {pool}"),
+                        _ => String::new(),
+                    },
+                    after.unavailable_in(pool)
                 ),
             });
         }
@@ -248,7 +261,16 @@ fn max_unavailable(before: &World, after: &World, found: &mut Vec<Violation>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::judge::world::NodeView;
+    use crate::engine::judge::world::{NodeView, PoolState};
+
+    fn pool(size: usize, max_unavailable: u32) -> PoolState {
+        PoolState {
+            target_os: "1.1.0".into(),
+            max_unavailable,
+            size: u32::try_from(size).unwrap(),
+            ..PoolState::default()
+        }
+    }
 
     fn world(nodes: &[(&str, NodeView)], max_unavailable: u32) -> World {
         World {
@@ -256,11 +278,68 @@ mod tests {
                 .iter()
                 .map(|(n, v)| ((*n).to_owned(), v.clone()))
                 .collect(),
-            target_os: "1.1.0".into(),
-            max_unavailable,
-            pool_size: u32::try_from(nodes.len()).unwrap(),
+            pools: BTreeMap::from([("workers".to_owned(), pool(nodes.len(), max_unavailable))]),
             ..World::default()
         }
+    }
+
+    /// Two pools of two nodes each, `maxUnavailable: 1` each; nodes `a*` in pool `big`, `b*`
+    /// in pool `small`.
+    fn two_pools(nodes: &[(&str, NodeView)]) -> World {
+        World {
+            nodes: nodes
+                .iter()
+                .map(|(n, v)| {
+                    let pool = if n.starts_with('a') { "big" } else { "small" };
+                    let view = NodeView {
+                        pool: Some(pool.to_owned()),
+                        ..v.clone()
+                    };
+                    ((*n).to_owned(), view)
+                })
+                .collect(),
+            pools: BTreeMap::from([
+                ("big".to_owned(), pool(2, 1)),
+                ("small".to_owned(), pool(2, 1)),
+            ]),
+            ..World::default()
+        }
+    }
+
+    #[test]
+    fn each_pool_keeps_its_own_max_unavailable() {
+        let mut checker = InvariantChecker::new(&Invariants::default());
+        // One node out in each pool: each pool is at its limit, neither above it.
+        let before = two_pools(&[
+            ("a1", selected()),
+            ("a2", ready()),
+            ("b1", ready()),
+            ("b2", ready()),
+        ]);
+        let after = two_pools(&[
+            ("a1", selected()),
+            ("a2", ready()),
+            ("b1", selected()),
+            ("b2", ready()),
+        ]);
+        assert_eq!(checker.check(&before, &after), []);
+        // A second node out in pool big is a violation of big's limit, named as big's.
+        let before = after.clone();
+        let after = two_pools(&[
+            ("a1", selected()),
+            ("a2", selected()),
+            ("b1", selected()),
+            ("b2", ready()),
+        ]);
+        let violations = checker.check(&before, &after);
+        assert!(
+            violations
+                .iter()
+                .any(|v| v.invariant == InvariantName::MaxUnavailable
+                    && v.node.as_deref() == Some("a2")
+                    && v.message.contains("of pool big")),
+            "{violations:?}"
+        );
     }
 
     fn ready() -> NodeView {
@@ -464,9 +543,15 @@ mod tests {
         };
         let mut round = |view_before: &NodeView, view_after: &NodeView, updates: u32| {
             let mut before = world(&[("a", view_before.clone())], 1);
-            before.spec_round = updates;
+            before
+                .pools
+                .values_mut()
+                .for_each(|p| p.spec_round = updates);
             let mut after = world(&[("a", view_after.clone())], 1);
-            after.spec_round = updates;
+            after
+                .pools
+                .values_mut()
+                .for_each(|p| p.spec_round = updates);
             checker.check(&before, &after)
         };
         assert!(

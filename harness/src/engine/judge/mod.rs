@@ -34,8 +34,6 @@ pub struct Judge {
     /// Nodes whose view was reset (the Node went) since pods were last counted into the views.
     reset_since_count: BTreeSet<String>,
     last_unavailable: u32,
-    /// The pool spec its controller accepted last, as written in its annotation.
-    accepted: Option<String>,
 }
 
 impl Judge {
@@ -60,7 +58,6 @@ impl Judge {
             pods_per_node: BTreeMap::new(),
             reset_since_count: BTreeSet::new(),
             last_unavailable: 0,
-            accepted: None,
         }
     }
 
@@ -209,6 +206,10 @@ impl Judge {
     /// Applies a WorkerPool change: its versions and last maintenance, in the timeline as they
     /// change, and the rollout's target when the pool's controller accepted new versions.
     fn pool(&mut self, pool: &WorkerPool, elapsed: Duration) {
+        let name = pool.metadata.name.as_deref().unwrap_or_default();
+        let Some(state) = self.world.pools.get_mut(name) else {
+            return;
+        };
         // The target first: the controller accepts a spec in a write of its own, which changes
         // nothing the view shows.
         let accepted_text = pool
@@ -216,26 +217,26 @@ impl Judge {
             .annotations
             .as_ref()
             .and_then(|a| a.get(inplace_orchestrator::workerpool::ANNOTATION_ACCEPTED_SPEC));
-        if accepted_text.is_some() && accepted_text != self.accepted.as_ref() {
-            self.accepted = accepted_text.cloned();
-            self.world.spec_round += 1;
+        if accepted_text.is_some() && accepted_text != state.accepted.as_ref() {
+            state.accepted = accepted_text.cloned();
+            state.spec_round += 1;
         }
         if let Some(accepted) = accepted_spec(pool) {
             let os = accepted.machine.image.version.clone();
             let kubernetes = accepted.kubernetes_version().map(str::to_owned);
-            if os != self.world.target_os {
-                self.world.target_os = os;
-                self.world.update_requested = true;
+            if os != state.target_os {
+                state.target_os = os;
+                state.update_requested = true;
             }
             if let Some(kubernetes) = kubernetes
-                && kubernetes != self.world.target_kubernetes
+                && kubernetes != state.target_kubernetes
             {
-                self.world.target_kubernetes = kubernetes;
-                self.world.update_requested = true;
+                state.target_kubernetes = kubernetes;
+                state.update_requested = true;
             }
         }
         let next = PoolView::from_pool(pool);
-        let was = std::mem::replace(&mut self.world.pool, next.clone());
+        let was = std::mem::replace(&mut state.view, next.clone());
         if was != next {
             self.pool_timeline(pool, &was, &next, elapsed);
         }

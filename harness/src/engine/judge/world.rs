@@ -32,6 +32,8 @@ pub struct NodeView {
     pub kubelet_version: Option<String>,
     /// Pods bound to the node that a drain must evict (not DaemonSet or mirror pods).
     pub evictable_pods: u32,
+    /// The pool the node says it belongs to (its `worker.gardener.cloud/pool` label).
+    pub pool: Option<String>,
 }
 
 impl NodeView {
@@ -75,6 +77,7 @@ impl NodeView {
             os_version,
             kubelet_version: node_info.map(|i| i.kubelet_version.clone()),
             evictable_pods: 0,
+            pool: label(keys::LABEL_WORKER_POOL).cloned(),
         }
     }
 
@@ -157,11 +160,10 @@ impl PoolView {
     }
 }
 
-/// The whole observed state.
-#[derive(Debug, Clone, Default)]
-pub struct World {
-    /// Nodes by name, for every lab node (registered or not).
-    pub nodes: BTreeMap<String, NodeView>,
+/// What the harness knows about one pool: the versions its rollout goes to, its limits, and
+/// the WorkerPool as last observed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PoolState {
     /// The pool's target OS version and Kubernetes version.
     pub target_os: String,
     pub target_kubernetes: String,
@@ -170,13 +172,26 @@ pub struct World {
     /// How many pool specs the pool's controller accepted: each starts a round in which a node
     /// is updated at most once (invariant `selectedOnce`).
     pub spec_round: u32,
+    /// The spec its controller accepted last, as written in its annotation.
+    pub accepted: Option<String>,
     /// `maxUnavailable`, resolved to a count.
     pub max_unavailable: u32,
     /// The pool's node count (the MachineDeployment's replicas).
-    pub pool_size: u32,
+    pub size: u32,
     /// The pool is updated by a person (`ManualInPlaceUpdate`): they decide how many nodes go
     /// at once, so `maxUnavailable` is not the orchestrator's to keep.
     pub manual: bool,
+    /// The WorkerPool as last observed.
+    pub view: PoolView,
+}
+
+/// The whole observed state.
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    /// Nodes by name, for every lab node (registered or not).
+    pub nodes: BTreeMap<String, NodeView>,
+    /// The pools by name.
+    pub pools: BTreeMap<String, PoolState>,
     /// The watchdog's dependents by name, and the replicas they had at the start.
     pub dependents: BTreeMap<String, DependentView>,
     pub dependents_at_start: BTreeMap<String, i32>,
@@ -194,8 +209,6 @@ pub struct World {
     pub leaders: BTreeMap<String, String>,
     /// The time of the last observation (the judge's "now").
     pub now: Option<Timestamp>,
-    /// The WorkerPool as last observed.
-    pub pool: PoolView,
 }
 
 impl World {
@@ -206,13 +219,7 @@ impl World {
                 .iter()
                 .filter_map(|n| self.nodes.get(n).map(|v| (n.clone(), v.clone())))
                 .collect(),
-            target_os: self.target_os.clone(),
-            target_kubernetes: self.target_kubernetes.clone(),
-            update_requested: self.update_requested,
-            spec_round: self.spec_round,
-            max_unavailable: self.max_unavailable,
-            pool_size: self.pool_size,
-            manual: self.manual,
+            pools: self.pools.clone(),
             dependents: self.dependents.clone(),
             dependents_at_start: self.dependents_at_start.clone(),
             outage: self.outage.clone(),
@@ -221,8 +228,63 @@ impl World {
             lease_expiry: BTreeMap::new(),
             leaders: self.leaders.clone(),
             now: self.now,
-            pool: self.pool.clone(),
         }
+    }
+
+    /// The name of the pool the node seen as `view` belongs to: the pool its label names, or
+    /// the only pool of a run with one (a node not yet labelled).
+    pub fn pool_name_of<'a>(&'a self, view: &'a NodeView) -> Option<&'a str> {
+        match &view.pool {
+            Some(pool) => self
+                .pools
+                .get_key_value(pool)
+                .map(|(name, _)| name.as_str()),
+            None if self.pools.len() == 1 => self.pools.keys().next().map(String::as_str),
+            None => None,
+        }
+    }
+
+    /// The pool the node seen as `view` belongs to.
+    pub fn pool_of(&self, view: &NodeView) -> Option<&PoolState> {
+        self.pool_name_of(view).and_then(|p| self.pools.get(p))
+    }
+
+    /// Whether the node seen as `view` is in `pool` (every node is, for `None`).
+    pub fn in_pool(&self, view: &NodeView, pool: Option<&str>) -> bool {
+        pool.is_none_or(|p| self.pool_name_of(view) == Some(p))
+    }
+
+    /// The nodes of `pool` (every node for `None`), by name.
+    pub fn pool_nodes<'a>(
+        &'a self,
+        pool: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a String, &'a NodeView)> {
+        self.nodes
+            .iter()
+            .filter(move |(_, v)| self.in_pool(v, pool))
+    }
+
+    /// The pool named `pool`, or the only one for `None` in a run with one pool.
+    pub fn pool(&self, pool: Option<&str>) -> Option<&PoolState> {
+        match pool {
+            Some(name) => self.pools.get(name),
+            None if self.pools.len() == 1 => self.pools.values().next(),
+            None => None,
+        }
+    }
+
+    /// The pool named `pool`, to change, or the only one for `None`.
+    pub fn pool_mut(&mut self, pool: Option<&str>) -> Option<&mut PoolState> {
+        match pool {
+            Some(name) => self.pools.get_mut(name),
+            None if self.pools.len() == 1 => self.pools.values_mut().next(),
+            None => None,
+        }
+    }
+
+    /// The sum of the pools' sizes: the nodes the run waits for before the steps.
+    pub fn pools_size(&self) -> u32 {
+        self.pools.values().map(|p| p.size).sum()
     }
 
     /// Recounts the evictable pods of every node from the pods bound to it.
@@ -271,20 +333,23 @@ impl World {
             NodeState::Ready => view.registered && view.ready,
             NodeState::NotReady => !(view.registered && view.ready),
             NodeState::Updated => {
-                self.update_requested
+                let Some(pool) = self.pool_of(view) else {
+                    return false;
+                };
+                pool.update_requested
                     && view.registered
                     && view.ready
                     && !view.candidate
                     && !view.selected
                     && view.result.is_none()
                     && !view.unschedulable
-                    && view.os_version.as_deref() == Some(self.target_os.as_str())
-                    && (self.target_kubernetes.is_empty()
+                    && view.os_version.as_deref() == Some(pool.target_os.as_str())
+                    && (pool.target_kubernetes.is_empty()
                         || view
                             .kubelet_version
                             .as_deref()
                             .map(|v| v.trim_start_matches('v'))
-                            == Some(self.target_kubernetes.trim_start_matches('v')))
+                            == Some(pool.target_kubernetes.trim_start_matches('v')))
             }
         }
     }
@@ -292,6 +357,15 @@ impl World {
     /// How many nodes count against `maxUnavailable`.
     pub fn unavailable(&self) -> u32 {
         count(self.nodes.values().filter(|v| v.unavailable()))
+    }
+
+    /// How many nodes of `pool` count against its `maxUnavailable`.
+    pub fn unavailable_in(&self, pool: Option<&str>) -> u32 {
+        count(
+            self.pool_nodes(pool)
+                .map(|(_, v)| v)
+                .filter(|v| v.unavailable()),
+        )
     }
 
     /// How many nodes are available (registered, Ready, not in update, not failed).
@@ -311,11 +385,10 @@ impl World {
                 .is_some_and(|(now, expiry)| now > *expiry)
     }
 
-    /// The nodes available in truth: [`NodeView::available`] and not [`World::down`].
-    pub fn truly_available(&self) -> u32 {
+    /// The nodes of `pool` available in truth: [`NodeView::available`] and not [`World::down`].
+    pub fn truly_available(&self, pool: Option<&str>) -> u32 {
         count(
-            self.nodes
-                .iter()
+            self.pool_nodes(pool)
                 .filter(|(name, view)| view.available() && !self.down(name))
                 .map(|(_, view)| view),
         )
@@ -361,22 +434,34 @@ impl World {
         })
     }
 
-    /// Whether the rollout is halted: failed nodes reach `maxUnavailable`, nothing is in progress,
-    /// and candidates still wait. Judged from the nodes alone, so it holds for any orchestrator.
-    pub fn rollout_halted(&self) -> bool {
-        let failed = count(self.nodes.values().filter(|v| v.failed()));
+    /// Whether `pool`'s rollout is halted: its failed nodes reach its `maxUnavailable`, none
+    /// of its nodes is in progress, and candidates still wait. Judged from the nodes alone, so
+    /// it holds for any orchestrator; one pool's halt says nothing about another's.
+    pub fn rollout_halted(&self, pool: &str) -> bool {
+        let Some(state) = self.pools.get(pool) else {
+            return false;
+        };
+        let nodes = || self.pool_nodes(Some(pool)).map(|(_, v)| v);
+        let failed = count(nodes().filter(|v| v.failed()));
         failed > 0
-            && failed >= self.max_unavailable
-            && !self.nodes.values().any(NodeView::in_progress)
-            && self.nodes.values().any(|v| v.candidate && !v.failed())
+            && failed >= state.max_unavailable
+            && !nodes().any(NodeView::in_progress)
+            && nodes().any(|v| v.candidate && !v.failed())
     }
 
-    /// Whether every node runs the pool's versions, none is failed and nothing is in progress.
-    pub fn rollout_complete(&self) -> bool {
-        u32::try_from(self.registered_views().count()).is_ok_and(|n| n == self.pool_size && n > 0)
-            && self
-                .registered_views()
-                .all(|v| self.view_is(v, NodeState::Updated))
+    /// Whether every node of `pool` runs the pool's versions, none is failed and nothing is in
+    /// progress.
+    pub fn rollout_complete(&self, pool: &str) -> bool {
+        let Some(state) = self.pools.get(pool) else {
+            return false;
+        };
+        let registered = || {
+            self.pool_nodes(Some(pool))
+                .map(|(_, v)| v)
+                .filter(|v| v.registered)
+        };
+        u32::try_from(registered().count()).is_ok_and(|n| n == state.size && n > 0)
+            && registered().all(|v| self.view_is(v, NodeState::Updated))
     }
 }
 

@@ -76,16 +76,18 @@ impl Lab {
         }
     }
 
-    /// Gives node `name` a fresh disk with `version` and the identity of the Machine whose pool
-    /// reads `osc`; the node stays off.
+    /// Gives node `name` a fresh disk with `version` and the identity of a node of `pool`, the
+    /// pool of the Machine, which reads `osc`; the node stays off. (The node images carry one
+    /// pool's identity: a scenario with several pools runs on `sim`.)
     pub(crate) async fn provision(
         &self,
         name: &str,
+        pool: &str,
         osc: &OscLocation,
         version: &str,
     ) -> Result<(), LabError> {
         match self {
-            Self::Sim(lab) => Ok(lab.provision(name, osc, version)?),
+            Self::Sim(lab) => Ok(lab.provision(name, pool, osc, version)?),
             Self::Images(lab) => Ok(lab.provision(name, osc, version).await?),
         }
     }

@@ -2,7 +2,9 @@
 //! machines to the orchestrator's Machine objects, for every backend. The contract is in
 //! `inplace_orchestrator`'s docs: bind a Machine by labelling it `node: NAME`; a new machine gets
 //! a freshly imaged disk with the pool's current OS and is powered on; a machine whose Machine
-//! goes away is powered off and free again.
+//! goes away is powered off and free again. With several pools, a Machine takes a free machine
+//! of its own pool (the `worker.gardener.cloud/pool` label it carries), else a spare, and the
+//! machine gets the identity of a node of that pool.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -62,6 +64,23 @@ struct Bindings {
     /// Machine object name → lab node.
     by_machine: BTreeMap<String, String>,
     free: BTreeSet<String>,
+    /// The pool each lab node is kept for (with several pools; a node not listed is a spare
+    /// any pool may take).
+    owners: BTreeMap<String, String>,
+}
+
+impl Bindings {
+    /// Takes a free lab node for a Machine of `pool`: one kept for the pool, else a spare.
+    fn take(&mut self, pool: &str) -> Option<String> {
+        let node = self
+            .free
+            .iter()
+            .find(|n| self.owners.get(*n).is_some_and(|p| p == pool))
+            .or_else(|| self.free.iter().find(|n| !self.owners.contains_key(*n)))?
+            .clone();
+        self.free.remove(&node);
+        Some(node)
+    }
 }
 
 /// Binds Machines to the lab's machines.
@@ -69,6 +88,8 @@ pub(crate) struct Provider {
     lab: Arc<Lab>,
     /// The admin client (reads the OSC Secret).
     client: Client,
+    /// The pool of a Machine that carries no pool label.
+    default_pool: String,
     bindings: Mutex<Bindings>,
 }
 
@@ -82,14 +103,23 @@ impl std::fmt::Debug for Provider {
 }
 
 impl Provider {
-    pub(crate) fn new(lab: Arc<Lab>, client: Client) -> Arc<Self> {
+    /// A provider of `lab`'s machines; `owners` keeps lab nodes for pools (empty: any Machine
+    /// takes any free machine), `default_pool` names the pool of a Machine without a pool label.
+    pub(crate) fn new(
+        lab: Arc<Lab>,
+        client: Client,
+        owners: BTreeMap<String, String>,
+        default_pool: String,
+    ) -> Arc<Self> {
         let free = lab.node_names().into_iter().collect();
         Arc::new(Self {
             lab,
             client,
+            default_pool,
             bindings: Mutex::new(Bindings {
                 by_machine: BTreeMap::new(),
                 free,
+                owners,
             }),
         })
     }
@@ -136,11 +166,16 @@ impl Provider {
             namespace: osc.0.to_owned(),
             name: osc.1.to_owned(),
         };
+        let pool = machine
+            .labels()
+            .get(inplace_api::keys::LABEL_WORKER_POOL)
+            .cloned()
+            .unwrap_or_else(|| self.default_pool.clone());
         let (node, new) = {
             let mut bindings = self.bindings.locked();
             if let Some(node) = bindings.by_machine.get(&machine_name) {
                 (node.clone(), false)
-            } else if let Some(node) = bindings.free.pop_first() {
+            } else if let Some(node) = bindings.take(&pool) {
                 bindings
                     .by_machine
                     .insert(machine_name.clone(), node.clone());
@@ -159,7 +194,7 @@ impl Provider {
             let provisioned = match self.pool_os_version(&osc).await {
                 Ok(version) => self
                     .lab
-                    .provision(&node, &osc, &version)
+                    .provision(&node, &pool, &osc, &version)
                     .await
                     .map_err(ProvisionError::from),
                 Err(e) => Err(e),
@@ -194,7 +229,7 @@ impl Provider {
             shared.record(
                 Some(&node),
                 EntryKind::Lab,
-                format!("provisioned for Machine {machine_name}; powering on"),
+                format!("provisioned for Machine {machine_name} of pool {pool}; powering on"),
             );
             let shared = shared.clone();
             let lab = self.lab.clone();

@@ -87,7 +87,6 @@ pub struct SimLab {
     pub nodes: BTreeMap<String, SimNode>,
     cluster: ApiCluster,
     clock: Clock,
-    pool: String,
     /// The image server every node downloads from (unless it has its own build of a version).
     source: MemorySource,
     /// The build of each version the image server serves now (what a fresh disk gets too).
@@ -98,7 +97,8 @@ pub struct SimLab {
 }
 
 impl SimLab {
-    /// Builds every lab node, powered off, with the pool's starting OS installed.
+    /// Builds every lab node, powered off, with its pool's starting OS installed (a spare: the
+    /// first pool's; it gets a fresh disk when a Machine takes it).
     pub(crate) async fn build(
         scenario: &Scenario,
         cluster: &ApiCluster,
@@ -110,20 +110,25 @@ impl SimLab {
         let source = sim_nodes::image_server(scenario, &catalog, &key)?;
         let timing = boot_timing(scenario);
         let mut nodes = BTreeMap::new();
+        let owners = scenario.node_pools();
         for name in scenario.lab.node_names() {
+            let pool = owners
+                .get(&name)
+                .and_then(|pool| scenario.pool_named(pool))
+                .unwrap_or(scenario.first_pool());
             let guest = Arc::new(AgentGuest::new(
                 &name,
                 cluster
                     .node_client(&name)
                     .await
                     .map_err(SimLabError::Cluster)?,
-                &scenario.pool.kubernetes,
+                &pool.kubernetes,
                 source.clone(),
                 key.public(),
             ));
             let machine = SimMachine::builder(name.clone(), clock.clone())
                 .catalog(catalog.clone())
-                .installed(&scenario.pool.os.value)
+                .installed(&pool.os.value)
                 .timing(timing)
                 .guest(guest.clone())
                 .build()
@@ -153,7 +158,6 @@ impl SimLab {
             nodes,
             cluster: cluster.clone(),
             clock: clock.clone(),
-            pool: scenario.pool.name.clone(),
             source,
             builds: Mutex::new(catalog),
             key: Box::new(key),
@@ -212,15 +216,17 @@ impl SimLab {
         }
     }
 
-    /// Gives node `name` a fresh disk with `version` and binds its agent to the pool's OSC.
+    /// Gives node `name` a fresh disk with `version` and binds its agent, as a node of `pool`,
+    /// to the pool's OSC.
     pub(crate) fn provision(
         &self,
         name: &str,
+        pool: &str,
         osc: &OscLocation,
         version: &str,
     ) -> Result<(), SimLabError> {
         let node = self.known(name)?;
-        self.cluster.confine_node(name, &self.pool, osc);
+        self.cluster.confine_node(name, pool, osc);
         let build = self
             .builds
             .lock()
@@ -233,7 +239,7 @@ impl SimLab {
             .reimage_with(&build)
             .map_err(SimLabError::Reimage)?;
         node.guest
-            .bind(Some(sim_nodes::agent_config(name, &self.pool, osc)));
+            .bind(Some(sim_nodes::agent_config(name, pool, osc)));
         Ok(())
     }
 

@@ -36,7 +36,7 @@ use crate::engine::judge::expectations::Expectations;
 use crate::engine::judge::invariants::InvariantChecker;
 use crate::engine::judge::observe::Observation;
 use crate::engine::judge::timeline::{EntryKind, Timeline};
-use crate::engine::judge::world::{DependentView, NodeView, World};
+use crate::engine::judge::world::{DependentView, NodeView, PoolState, World};
 use crate::engine::lab::Lab;
 use crate::engine::lab::guest::GuestKind;
 use crate::engine::lab::images::{self, ImageBuildError, ImageLab};
@@ -136,7 +136,6 @@ impl Ctx {
 }
 
 fn initial_world(scenario: &Scenario) -> World {
-    let size = pool_size(scenario);
     let dependents: BTreeMap<String, i32> =
         DEPENDENTS.iter().map(|d| ((*d).to_owned(), 1)).collect();
     World {
@@ -146,13 +145,22 @@ fn initial_world(scenario: &Scenario) -> World {
             .into_iter()
             .map(|n| (n, NodeView::default()))
             .collect(),
-        target_os: scenario.pool.os.value.clone(),
-        target_kubernetes: scenario.pool.kubernetes.value.clone(),
-        max_unavailable: scenario.pool.max_unavailable.resolve(size, true),
-        pool_size: size,
-        update_requested: false,
-        spec_round: 0,
-        manual: *scenario.pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
+        pools: scenario
+            .pools()
+            .iter()
+            .map(|pool| {
+                let size = pool_size(scenario, pool);
+                let state = PoolState {
+                    target_os: pool.os.value.clone(),
+                    target_kubernetes: pool.kubernetes.value.clone(),
+                    max_unavailable: pool.max_unavailable.resolve(size, true),
+                    size,
+                    manual: *pool.strategy == crate::scenario::Strategy::ManualInPlaceUpdate,
+                    ..PoolState::default()
+                };
+                (pool.name.clone(), state)
+            })
+            .collect(),
         dependents: dependents
             .iter()
             .map(|(n, r)| (n.clone(), DependentView { replicas: *r }))
@@ -164,7 +172,6 @@ fn initial_world(scenario: &Scenario) -> World {
         lease_expiry: Default::default(),
         leaders: Default::default(),
         now: None,
-        pool: Default::default(),
     }
 }
 
@@ -215,9 +222,10 @@ async fn run_in_span(
         Clock::wall()
     };
     let world = initial_world(&scenario);
+    // The report draws the unavailable nodes of every pool against the pools' limits together.
     let (nodes, max_unavailable) = (
         world.nodes.keys().cloned().collect::<Vec<_>>(),
-        world.max_unavailable,
+        world.pools.values().map(|p| p.max_unavailable).sum(),
     );
     let repo = images::workspace_root(&loaded.path);
     let images = match backend {
@@ -427,9 +435,8 @@ async fn drive(
     tasks: &mut Vec<tokio::task::JoinHandle<()>>,
 ) -> Result<StepsEnded, LabFailure> {
     let (scenario, backend) = (setting.scenario, setting.backend);
-    let size = pool_size(scenario);
     let client = &cluster.client();
-    setup::cluster(client, clock, scenario, size)
+    setup::cluster(client, clock, scenario)
         .await
         .map_err(LabFailure::ClusterSetup)?;
     let (lab, image_server_url) = match (backend, images?) {
@@ -459,10 +466,10 @@ async fn drive(
     tasks.extend(lab.capture_consoles(&logs.consoles, shared));
 
     let control_plane = scenario
-        .pool
+        .first_pool()
         .control_plane
         .as_ref()
-        .map_or(scenario.pool.kubernetes.as_str(), |v| v.as_str());
+        .map_or(scenario.first_pool().kubernetes.as_str(), |v| v.as_str());
     let orchestrator = inplace_orchestrator::Config {
         namespace: NAMESPACE.to_owned(),
         image_server_url,
@@ -536,9 +543,18 @@ async fn drive(
         .in_current_span(),
     ));
     tasks.push(tokio::spawn(
-        Provider::new(lab.clone(), client.clone())
-            .run(shared.clone())
-            .in_current_span(),
+        Provider::new(
+            lab.clone(),
+            client.clone(),
+            if scenario.several_pools() {
+                scenario.node_pools()
+            } else {
+                BTreeMap::new()
+            },
+            scenario.first_pool().name.clone(),
+        )
+        .run(shared.clone())
+        .in_current_span(),
     ));
     ctx.reconcile();
     for (index, fault) in scenario.faults.iter().enumerate() {
@@ -556,7 +572,7 @@ async fn drive(
                 .values()
                 .filter(|v| v.registered && v.ready)
                 .count();
-            u32::try_from(ready).is_ok_and(|n| n >= world.pool_size)
+            u32::try_from(ready).is_ok_and(|n| n >= world.pools_size())
         })
         .await;
     if !brought_up {
@@ -578,21 +594,28 @@ async fn drive(
             })
             .collect();
         return Err(LabFailure::NodesNotUp {
-            size: judge.world.pool_size,
+            size: judge.world.pools_size(),
             within: rackproof_clock::format_duration(BRING_UP),
             not_up: missing,
         });
     }
-    let members: Vec<String> = shared
-        .judge()
-        .world
-        .registered()
-        .map(str::to_owned)
-        .collect();
+    // The registered nodes by pool (a node of no pool the scenario names: under "").
+    let mut members: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let up = {
+        let judge = shared.judge();
+        for (name, view) in judge.world.nodes.iter().filter(|(_, v)| v.registered) {
+            let pool = judge.world.pool_name_of(view).unwrap_or_default();
+            members
+                .entry(pool.to_owned())
+                .or_default()
+                .push(name.clone());
+        }
+        judge.world.registered().count()
+    };
     shared.record(
         None,
         EntryKind::Lab,
-        format!("the pool's {} nodes are up", members.len()),
+        format!("the pool's {up} nodes are up"),
     );
     setup::workloads(client, clock, scenario, &members)
         .await
@@ -657,7 +680,7 @@ async fn open_outside(
     }
     let vars = [
         ("NAMESPACE", NAMESPACE),
-        ("POOL", setting.scenario.pool.name.as_str()),
+        ("POOL", setting.scenario.first_pool().name.as_str()),
         ("IMAGE_SERVER_URL", orchestrator.image_server_url.as_str()),
         ("CATALOG", CATALOG),
     ];

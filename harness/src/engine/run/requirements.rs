@@ -2,7 +2,7 @@
 //! on virtual time, how many nodes its pool has, and which programs it runs outside the process.
 
 use crate::engine::lab::images;
-use crate::scenario::{Backend, Cluster, FaultAction, Implementation, Scenario, Step};
+use crate::scenario::{Backend, Cluster, FaultAction, Implementation, Pool, Scenario, Step};
 
 /// What `backend` cannot do for this scenario, one sentence each (empty: it can run).
 pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
@@ -117,10 +117,8 @@ pub(super) fn outside_commands(scenario: &Scenario) -> Vec<&[String]> {
     components.chain(steps).collect()
 }
 
-/// The pool's size: `pool.size`, else every lab node.
-pub fn pool_size(scenario: &Scenario) -> u32 {
-    scenario
-        .pool
-        .size
+/// A pool's size: its `size`, else every lab node.
+pub fn pool_size(scenario: &Scenario, pool: &Pool) -> u32 {
+    pool.size
         .unwrap_or_else(|| u32::try_from(scenario.lab.node_names().len()).unwrap_or(u32::MAX))
 }

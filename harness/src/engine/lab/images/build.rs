@@ -127,7 +127,7 @@ impl ImageLab {
         cluster: &ApiCluster,
         clock: &Clock,
     ) -> Result<Self, BuildError> {
-        let base = scenario.pool.os.value.clone();
+        let base = scenario.first_pool().os.value.clone();
         let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let image_server = ImageServer::serve(images.dir().join("slots"), loopback)
             .await
@@ -165,11 +165,11 @@ impl ImageLab {
         for name in scenario.lab.node_names() {
             let identity = NodeIdentity {
                 node: name.clone(),
-                pool: scenario.pool.name.clone(),
+                pool: scenario.first_pool().name.clone(),
                 api_server: api_server.clone(),
                 token: cluster.node_token(&name).map_err(BuildError::Cluster)?,
                 ca_pem: https.ca_pem.clone(),
-                kubelet_version: scenario.pool.kubernetes.value.clone(),
+                kubelet_version: scenario.first_pool().kubernetes.value.clone(),
                 ssh_authorized_key: ssh.authorized_key.clone(),
                 ..NodeIdentity::default()
             };
@@ -255,7 +255,7 @@ impl ImageLab {
                 .ok_or_else(|| BuildError::NoHarness {
                     inventory: inventory.path.clone(),
                 })?;
-        let base = scenario.pool.os.value.clone();
+        let base = scenario.first_pool().os.value.clone();
         let listen = SocketAddr::new(harness.listen, 0);
         let image_server = ImageServer::serve(images.dir().join("slots"), listen)
             .await
@@ -277,11 +277,11 @@ impl ImageLab {
                 .map_or(LabBmcKind::Redfish, |b| b.kind);
             let identity = NodeIdentity {
                 node: name.clone(),
-                pool: scenario.pool.name.clone(),
+                pool: scenario.first_pool().name.clone(),
                 api_server: api_server.clone(),
                 token: cluster.node_token(&name).map_err(BuildError::Cluster)?,
                 ca_pem: https.ca_pem.clone(),
-                kubelet_version: scenario.pool.kubernetes.value.clone(),
+                kubelet_version: scenario.first_pool().kubernetes.value.clone(),
                 ..NodeIdentity::default()
             };
             let bmc = rack.bmc.clone();
@@ -330,9 +330,9 @@ impl ImageLab {
             cluster: cluster.clone(),
             _https: serving.https,
             clock: clock.clone(),
-            pool: scenario.pool.name.clone(),
+            pool: scenario.first_pool().name.clone(),
             new_version: Self::update_target(scenario),
-            base_version: scenario.pool.os.value.clone(),
+            base_version: scenario.first_pool().os.value.clone(),
             node_address: serving.node_address,
             _dir: serving.dir,
         };

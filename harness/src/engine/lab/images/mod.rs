@@ -169,7 +169,7 @@ struct Serving {
 /// scenario, one sentence each (empty: it can run).
 pub(crate) fn unsupported(scenario: &Scenario) -> Vec<String> {
     let mut problems = Vec::new();
-    let base = &scenario.pool.os.value;
+    let base = &scenario.first_pool().os.value;
     let others: Vec<&str> = scenario
         .images
         .iter()
@@ -264,7 +264,7 @@ impl ImageLab {
         scenario: &Scenario,
         repo: &Path,
     ) -> Result<Images, ImageBuildError> {
-        let base = scenario.pool.os.value.clone();
+        let base = scenario.first_pool().os.value.clone();
         let new = Self::update_target(scenario);
         let repo = repo.to_owned();
         tokio::task::spawn_blocking(move || Images::build_versions(&repo, &base, &new))
@@ -275,7 +275,7 @@ impl ImageLab {
 
     /// The version the scenario updates to (the images' second version).
     fn update_target(scenario: &Scenario) -> String {
-        let base = &scenario.pool.os.value;
+        let base = &scenario.first_pool().os.value;
         scenario
             .images
             .iter()
