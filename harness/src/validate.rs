@@ -358,7 +358,25 @@ impl Checker<'_> {
                 Step::Publish(publish) => {
                     self.known_version(&publish.version, "the published version");
                 }
-                Step::Scale(_) | Step::Sleep(_) | Step::Run(_) | Step::MaintenanceOperation(_) => {}
+                Step::Scale(scale) => {
+                    self.step_pool(scale.pool.as_ref(), "scale", scale.nodes.at, |pool| {
+                        format!("scale: {{ pool: {pool}, nodes: {} }}", scale.nodes.value)
+                    });
+                }
+                Step::MaintenanceOperation(op) => {
+                    self.step_pool(
+                        op.pool.as_ref(),
+                        "maintenanceOperation",
+                        op.operation.at,
+                        |pool| {
+                            format!(
+                                "maintenanceOperation: {{ pool: {pool}, operation: {} }}",
+                                op.operation.value
+                            )
+                        },
+                    );
+                }
+                Step::Sleep(_) | Step::Run(_) => {}
             }
         }
     }

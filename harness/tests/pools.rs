@@ -161,3 +161,98 @@ invariants:
         "two of five dead nodes scaled the dependents down (at {scaled_down} ms, before the third died at {third_death} ms)"
     );
 }
+
+/// A `run` step that checks the WorkerPool `pool` has `jsonpath` equal to `value`.
+fn pool_field(pool: &str, jsonpath: &str, value: &str) -> String {
+    format!(
+        "  - run:\n      command: [sh, -c, 'test \"$(kubectl get workerpool -n rackproof {pool} -o jsonpath=\"{{{jsonpath}}}\")\" = \"{value}\"']\n"
+    )
+}
+
+#[test]
+fn scale_naming_one_pool_changes_that_pool_alone() {
+    kubectl_on_path();
+    let mut text = r#"
+lab: { nodes: 5 }
+images:
+  - version: "1.0.0"
+pools:
+  - { name: big, strategy: AutoInPlaceUpdate, size: 2, os: "1.0.0", kubernetes: "1.34.2" }
+  - { name: small, strategy: AutoInPlaceUpdate, size: 2, os: "1.0.0", kubernetes: "1.34.2" }
+steps:
+  - scale: { pool: small, nodes: 3 }
+  - waitUntil: { until: { pool: { name: small, that: { count: { are: ready, count: 3 } } } }, within: 30m }
+  - sleep: 5m
+"#
+    .to_owned();
+    text.push_str(&labelled("node-5", "small"));
+    text.push_str(&pool_field("small", ".spec.maximum", "3"));
+    text.push_str(&pool_field("big", ".spec.maximum", "2"));
+    text.push_str(
+        "expect:\n  - never: { pool: { name: big, that: { count: { are: ready, count: 3 } } } }\n  - eventually: { that: { pool: { name: big, that: { count: { are: ready, count: 2 } } } }, within: 1h }\n",
+    );
+    let result = engine::run_scenario(&scenario(&text), Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+    assert!(
+        result
+            .timeline
+            .entries
+            .iter()
+            .any(|e| e.text == "step 1: scale pool small to 3"),
+        "the timeline names the pool scaled"
+    );
+}
+
+#[test]
+fn a_maintenance_operation_naming_one_pool_runs_in_that_pool_alone() {
+    kubectl_on_path();
+    let mut text = r#"
+clock: { start: "2026-03-02T21:00:00Z" }
+lab: { nodes: 4 }
+images:
+  - version: "1.0.0"
+pools:
+  - name: big
+    strategy: AutoInPlaceUpdate
+    size: 2
+    os: "1.0.0"
+    kubernetes: "1.34.2"
+    maintenance:
+      timeWindow: { begin: "220000+0000", end: "230000+0000" }
+      autoUpdate: { kubernetesVersion: false, machineImageVersion: false }
+  - name: small
+    strategy: AutoInPlaceUpdate
+    size: 2
+    os: "1.0.0"
+    kubernetes: "1.34.2"
+    maintenance:
+      timeWindow: { begin: "220000+0000", end: "230000+0000" }
+      autoUpdate: { kubernetesVersion: false, machineImageVersion: false }
+steps:
+  - maintenanceOperation: { pool: small, operation: rotate-credentials-start }
+"#
+    .to_owned();
+    text.push_str(&pool_field(
+        "small",
+        ".metadata.annotations.maintenance\\.gardener\\.cloud/operation",
+        "rotate-credentials-start",
+    ));
+    text.push_str(&pool_field(
+        "big",
+        ".metadata.annotations.maintenance\\.gardener\\.cloud/operation",
+        "",
+    ));
+    text.push_str(
+        r#"  - waitUntil:
+      until: { pool: { name: small, that: { lastMaintenance: { state: succeeded, description: "rotate-credentials-start" } } } }
+      within: 2h
+  - waitUntil: { until: { pool: { name: small, that: { count: { are: candidate, count: 0 } } } }, within: 2h }
+expect:
+  - eventually: { that: { pool: { name: small, that: { anyNode: { are: selected } } } }, within: 2h }
+  - never: { pool: { name: big, that: { anyNode: { are: selected } } } }
+  - never: { pool: { name: big, that: { lastMaintenance: { state: succeeded, description: "rotate-credentials-start" } } } }
+"#,
+    );
+    let result = engine::run_scenario(&scenario(&text), Backend::Sim).unwrap();
+    assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
+}

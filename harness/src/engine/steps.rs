@@ -19,7 +19,7 @@ use crate::engine::faults;
 use crate::engine::judge::conditions::{Check, describe};
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::run::Ctx;
-use crate::scenario::{NodeName, PoolUpdate, RunCommand, Step};
+use crate::scenario::{Located, NodeName, PoolUpdate, RunCommand, Step};
 
 /// How long the WorkerPool controller may take to accept or refuse a change.
 const VALIDATION_WAIT: Duration = Duration::from_secs(300);
@@ -99,7 +99,10 @@ pub(crate) fn summary(step: &Step) -> String {
         Step::Select(n) => format!("select {}", names(n)),
         Step::Unselect(n) => format!("unselect {}", names(n)),
         Step::ClearFailed(n) => format!("remove the failed mark of {}", names(n)),
-        Step::Scale(n) => format!("scale the pool to {n}"),
+        Step::Scale(scale) => match &scale.pool {
+            Some(pool) => format!("scale pool {} to {}", pool.value, scale.nodes.value),
+            None => format!("scale the pool to {}", scale.nodes.value),
+        },
         Step::Sleep(d) => format!("sleep {d}"),
         Step::WaitUntil(w) => format!("wait until {} (at most {})", describe(&w.until), w.within),
         Step::Run(r) => format!("run {}", r.command.join(" ")),
@@ -108,12 +111,16 @@ pub(crate) fn summary(step: &Step) -> String {
             "publish a new build of {} that boots as {:?}; nodes that download it from now on get it",
             p.version.value, p.boot
         ),
-        Step::MaintenanceOperation(op) => {
-            format!(
+        Step::MaintenanceOperation(op) => match &op.pool {
+            Some(pool) => format!(
+                "ask for maintenance operation {} in pool {}'s next window",
+                op.operation.value, pool.value
+            ),
+            None => format!(
                 "ask for maintenance operation {} in the next window",
-                op.value
-            )
-        }
+                op.operation.value
+            ),
+        },
     }
 }
 
@@ -130,22 +137,25 @@ async fn one(ctx: &Ctx, step: &Step) -> Result<(), StepError> {
         Step::MaintenanceOperation(op) => {
             patch_pool(
                 ctx,
-                &ctx.scenario.first_pool().name,
-                json!({"metadata": {"annotations": {keys::ANNOTATION_MAINTENANCE_OPERATION: op.value}}}),
+                pool_of(ctx, op.pool.as_ref()),
+                json!({"metadata": {"annotations": {keys::ANNOTATION_MAINTENANCE_OPERATION: op.operation.value}}}),
             )
             .await
         }
-        Step::Scale(count) => {
-            let count_i32 = i32::try_from(*count)
+        Step::Scale(scale) => {
+            let pool = pool_of(ctx, scale.pool.as_ref());
+            let count = scale.nodes.value;
+            let count_i32 = i32::try_from(count)
                 .map_err(|_| StepError::Invalid(format!("{count} nodes is too many")))?;
             patch_pool(
                 ctx,
-                &ctx.scenario.first_pool().name,
+                pool,
                 json!({"spec": {"minimum": count_i32, "maximum": count_i32}}),
             )
             .await?;
-            if let Some(pool) = ctx.shared.judge().world.pool_mut(None) {
-                pool.size = *count;
+            // The pool's size is what its judgments (rolloutComplete, maxUnavailable) count.
+            if let Some(state) = ctx.shared.judge().world.pools.get_mut(pool) {
+                state.size = count;
             }
             Ok(())
         }
@@ -228,6 +238,14 @@ async fn label_nodes(
     Ok(())
 }
 
+/// The WorkerPool a step acts on: the one it names, else the first (validation has a step
+/// name its pool when there are several).
+fn pool_of<'a>(ctx: &'a Ctx, named: Option<&'a Located<String>>) -> &'a str {
+    named.map_or(ctx.scenario.first_pool().name.as_str(), |p| {
+        p.value.as_str()
+    })
+}
+
 /// Merge-patches the WorkerPool `pool`.
 async fn patch_pool(ctx: &Ctx, pool: &str, patch: Value) -> Result<(), StepError> {
     let api: Api<WorkerPool> = Api::namespaced(ctx.client.clone(), NAMESPACE);
@@ -241,13 +259,7 @@ async fn patch_pool(ctx: &Ctx, pool: &str, patch: Value) -> Result<(), StepError
 }
 
 async fn update_pool(ctx: &Ctx, update: &PoolUpdate) -> Result<(), StepError> {
-    // Validation names the pool when there are several.
-    let pool = update
-        .pool
-        .as_ref()
-        .map_or(ctx.scenario.first_pool().name.as_str(), |p| {
-            p.value.as_str()
-        });
+    let pool = pool_of(ctx, update.pool.as_ref());
     let control_plane = update.control_plane.as_ref().or(update.kubernetes.as_ref());
     if let Some(version) = control_plane {
         let parsed = KubeVersion::parse(version)

@@ -15,6 +15,7 @@ mod located;
 mod maintenance;
 mod pool;
 mod step;
+mod step_forms;
 
 use std::path::PathBuf;
 
@@ -38,7 +39,7 @@ pub use maintenance::{
     KubernetesVersion, Maintenance, MaintenanceState, TimeWindow,
 };
 pub use pool::{IntOrPercent, Pool, Strategy};
-pub use step::{PoolUpdate, Publish, RunCommand, Step, Wait};
+pub use step::{MaintenanceOperation, PoolUpdate, Publish, RunCommand, Scale, Step, Wait};
 
 /// A node's name as written in a scenario (remembers where, for errors).
 pub type NodeName = Located<String>;

@@ -3,6 +3,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::step_forms::{MaintenanceOperation, Scale};
 use super::{BootBehaviour, Condition, FaultAction, Located, NodeName, Span};
 
 /// One step. Steps run one after the other; faults (see `fault`) fire alongside them.
@@ -17,8 +18,9 @@ pub enum Step {
     Unselect(Vec<NodeName>),
     /// Remove these nodes' failed mark, as a person does after looking at them.
     ClearFailed(Vec<NodeName>),
-    /// Set the pool's node count.
-    Scale(u32),
+    /// Set a pool's node count: `scale: 4`, or `scale: { pool: small, nodes: 4 }` naming the
+    /// pool (required when the scenario has several).
+    Scale(Scale),
     /// Let time pass.
     Sleep(Span),
     /// Wait until a condition holds; the scenario fails if it doesn't within the limit.
@@ -31,10 +33,12 @@ pub enum Step {
     /// every node that downloads the version from now on gets it (a node's own `bootFailure`
     /// build of the version is replaced too). Copies already on the nodes' ESPs are unchanged.
     Publish(Publish),
-    /// Ask for a maintenance operation in the pool's next window: sets the pool's
+    /// Ask for a maintenance operation in a pool's next window: sets the pool's
     /// `maintenance.gardener.cloud/operation` annotation (`rotate-credentials-start`,
-    /// `rotate-ca-start`, `rotate-serviceaccount-key-start`, `force-in-place-update`).
-    MaintenanceOperation(Located<String>),
+    /// `rotate-ca-start`, `rotate-serviceaccount-key-start`, `force-in-place-update`). Written
+    /// `maintenanceOperation: rotate-ca-start`, or `maintenanceOperation: { pool: small,
+    /// operation: rotate-ca-start }` naming the pool (required when the scenario has several).
+    MaintenanceOperation(MaintenanceOperation),
 }
 
 impl Step {

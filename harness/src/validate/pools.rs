@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use crate::diagnostic::did_you_mean;
-use crate::scenario::{Backend, Condition, Located, Pool, Position, Step, Workload};
+use crate::scenario::{Backend, Condition, Located, Pool, Position, Workload};
 
 use super::{Checker, is_dns_label};
 
@@ -136,19 +136,6 @@ impl Checker<'_> {
                 );
             }
         }
-        for step in &scenario.steps {
-            let at = match step {
-                Step::Scale(_) => Some("scale"),
-                Step::MaintenanceOperation(_) => Some("maintenanceOperation"),
-                _ => None,
-            };
-            if let Some(kind) = at {
-                self.top(
-                    format!("`{kind}` is for a scenario with one pool"),
-                    "write the scenario with one `pool:`, or leave the step out",
-                );
-            }
-        }
     }
 
     /// The pool a step or condition names is one of the scenario's, and one is named where the
@@ -170,6 +157,32 @@ impl Checker<'_> {
                 format!("name one of {}", names.join(", ")),
             ),
             _ => {}
+        }
+    }
+
+    /// A step written short or long (`scale`, `maintenanceOperation`) names one of the pools,
+    /// and names one where the scenario has several; `long` writes the step's long form for a
+    /// pool, as the advice to give.
+    pub(super) fn step_pool(
+        &mut self,
+        name: Option<&Located<String>>,
+        what: &str,
+        at: Position,
+        long: impl Fn(&str) -> String,
+    ) {
+        let scenario = &self.loaded.scenario;
+        if name.is_none() && scenario.several_pools() {
+            let first = scenario
+                .pools()
+                .first()
+                .map_or_else(|| "NAME".to_owned(), |p| p.name.clone());
+            self.at(
+                at,
+                format!("`{what}` does not say which pool, and the scenario has several"),
+                format!("write `{}`", long(&first)),
+            );
+        } else {
+            self.pool_named(name, &format!("`{what}`"), at);
         }
     }
 

@@ -73,7 +73,7 @@ fn maintenance_settings_load_with_their_catalog_fields() {
     assert_eq!(maintenance.auto_update.kubernetes_version, Some(false));
     assert_eq!(scenario.catalog.kubernetes[0].version.value, "1.34.3");
     assert!(
-        matches!(&scenario.steps[0], Step::MaintenanceOperation(op) if op.value == "rotate-ca-start")
+        matches!(&scenario.steps[0], Step::MaintenanceOperation(op) if op.operation.value == "rotate-ca-start")
     );
 }
 

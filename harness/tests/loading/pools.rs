@@ -197,3 +197,124 @@ fn a_workload_name_is_used_once_across_the_scenario_and_its_pools() {
     );
     assert!(!text.contains("cache"), "{text}");
 }
+
+#[test]
+fn scale_and_maintenance_operation_name_their_pool_in_the_long_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 6 }}\n{IMAGES}{POOLS}steps:\n  - scale: {{ pool: small, nodes: 3 }}\n  - maintenanceOperation: {{ pool: big, operation: rotate-credentials-start }}\n"
+        ),
+    );
+    let scenario = load(&file).unwrap_or_else(|e| panic!("{e}")).scenario;
+    match &scenario.steps[0] {
+        Step::Scale(scale) => {
+            assert_eq!(scale.pool.as_ref().unwrap().value, "small");
+            assert_eq!(*scale.nodes, 3);
+        }
+        other => panic!("{other:?}"),
+    }
+    match &scenario.steps[1] {
+        Step::MaintenanceOperation(op) => {
+            assert_eq!(op.pool.as_ref().unwrap().value, "big");
+            assert_eq!(op.operation.value, "rotate-credentials-start");
+            assert_eq!((op.operation.at.line, op.operation.at.column), (10, 51));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_short_forms_still_load_with_one_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 3 }}\n{IMAGES}pool: {{ strategy: AutoInPlaceUpdate, os: \"1.0.0\", kubernetes: \"1.34.2\" }}\nsteps:\n  - scale: 2\n  - maintenanceOperation: rotate-ca-start\n"
+        ),
+    );
+    let scenario = load(&file).unwrap_or_else(|e| panic!("{e}")).scenario;
+    assert!(matches!(&scenario.steps[0], Step::Scale(s) if s.pool.is_none() && *s.nodes == 2));
+    match &scenario.steps[1] {
+        Step::MaintenanceOperation(op) => {
+            assert!(op.pool.is_none());
+            assert_eq!(op.operation.value, "rotate-ca-start");
+            assert_eq!((op.operation.at.line, op.operation.at.column), (8, 27));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn scale_and_maintenance_operation_without_a_known_pool_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "s.yaml",
+        &format!(
+            "lab: {{ nodes: 6 }}\n{IMAGES}{POOLS}steps:\n  - scale: 4\n  - maintenanceOperation: rotate-ca-start\n  - scale: {{ pool: smal, nodes: 1 }}\n  - maintenanceOperation: {{ pool: bigg, operation: rotate-ca-start }}\n  - scale: {{ nodes: 2 }}\n"
+        ),
+    );
+    let text = errors(load(&file));
+    assert!(
+        text.contains("s.yaml:9:12: `scale` does not say which pool, and the scenario has several"),
+        "{text}"
+    );
+    assert!(
+        text.contains("help: write `scale: { pool: big, nodes: 4 }`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("s.yaml:10:27: `maintenanceOperation` does not say which pool, and the scenario has several"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "help: write `maintenanceOperation: { pool: big, operation: rotate-ca-start }`"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("s.yaml:11:20: no pool named \"smal\""),
+        "{text}"
+    );
+    assert!(text.contains("did you mean \"small\"?"), "{text}");
+    assert!(
+        text.contains("s.yaml:12:35: no pool named \"bigg\""),
+        "{text}"
+    );
+    assert!(text.contains("did you mean \"big\"?"), "{text}");
+    assert!(
+        text.contains("s.yaml:13:21: `scale` does not say which pool"),
+        "{text}"
+    );
+    assert!(!text.contains("is for a scenario with one pool"), "{text}");
+}
+
+#[test]
+fn a_malformed_scale_or_maintenance_operation_is_refused_with_its_position() {
+    let dir = tempfile::tempdir().unwrap();
+    for (step, wanted) in [
+        ("scale: { pool: small, count: 4 }", "unknown field `count`"),
+        ("scale: { pool: small }", "missing field `nodes`"),
+        ("scale: -1", "a node count"),
+        ("scale: [4]", "a node count"),
+        (
+            "maintenanceOperation: { pool: small, op: rotate-ca-start }",
+            "unknown field `op`",
+        ),
+        ("maintenanceOperation: [rotate-ca-start]", "an operation"),
+    ] {
+        let file = write(
+            dir.path(),
+            "s.yaml",
+            &format!("lab: {{ nodes: 6 }}\n{IMAGES}{POOLS}steps:\n  - {step}\n"),
+        );
+        let text = errors(load(&file));
+        assert!(text.contains("s.yaml:9:"), "{step}: {text}");
+        assert!(text.contains(wanted), "{step}: {text}");
+    }
+}
