@@ -176,12 +176,16 @@ fn scale_naming_one_pool_changes_that_pool_alone() {
 lab: { nodes: 5 }
 images:
   - version: "1.0.0"
+  - version: "1.1.0"
 pools:
   - { name: big, strategy: AutoInPlaceUpdate, size: 2, os: "1.0.0", kubernetes: "1.34.2" }
   - { name: small, strategy: AutoInPlaceUpdate, size: 2, os: "1.0.0", kubernetes: "1.34.2" }
 steps:
   - scale: { pool: small, nodes: 3 }
   - waitUntil: { until: { pool: { name: small, that: { count: { are: ready, count: 3 } } } }, within: 30m }
+  # small's rollout is complete when its three nodes run 1.1.0: the judge counts its new size.
+  - update: { pool: small, os: "1.1.0" }
+  - waitUntil: { until: { pool: { name: small, that: rolloutComplete } }, within: 1h }
   - sleep: 5m
 "#
     .to_owned();
@@ -189,7 +193,7 @@ steps:
     text.push_str(&pool_field("small", ".spec.maximum", "3"));
     text.push_str(&pool_field("big", ".spec.maximum", "2"));
     text.push_str(
-        "expect:\n  - never: { pool: { name: big, that: { count: { are: ready, count: 3 } } } }\n  - eventually: { that: { pool: { name: big, that: { count: { are: ready, count: 2 } } } }, within: 1h }\n",
+        "expect:\n  - never: { pool: { name: big, that: { count: { are: ready, count: 3 } } } }\n  - never: { pool: { name: big, that: { anyNode: { are: selected } } } }\n  - eventually: { that: { pool: { name: big, that: { count: { are: ready, count: 2 } } } }, within: 1h }\n",
     );
     let result = engine::run_scenario(&scenario(&text), Backend::Sim).unwrap();
     assert_eq!(result.verdict, Verdict::Passed, "{:?}", result.failures);
