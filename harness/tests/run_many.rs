@@ -116,3 +116,22 @@ fn a_scenario_that_cannot_run_is_refused_before_any_starts() {
     );
     assert!(!dir.path().join("runs").exists());
 }
+
+#[test]
+fn runs_on_an_existing_cluster_are_not_run_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    scenarios(
+        dir.path(),
+        &[
+            ("a.yaml", waiting_for("a.ready", "a.ready")),
+            ("b.yaml", waiting_for("b.ready", "b.ready")),
+        ],
+    );
+    let kubeconfig = dir.path().join("kubeconfig");
+    let cluster = format!("kubeconfig={}", kubeconfig.display());
+    let output = rackproof_run(dir.path(), &["--jobs", "2", "--cluster", &cluster]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stderr.contains("one at a time"), "stderr:\n{stderr}");
+    assert!(!dir.path().join("scenarios/a.ready").exists());
+}

@@ -39,8 +39,8 @@ pub(crate) struct RunArgs {
     #[arg(long, short)]
     verbose: bool,
     /// How many scenarios run at once. Default: one per CPU core when every run is on `sim`
-    /// without `--verbose`; otherwise one (VM guests need the cores, a rack's nodes are shared,
-    /// and live lines of runs side by side would interleave).
+    /// without `--verbose`; otherwise one (VM guests need the cores, a rack's nodes and an
+    /// existing cluster are shared, and live lines of runs side by side would interleave).
     #[arg(long, short, value_parser = clap::value_parser!(u16).range(1..))]
     jobs: Option<u16>,
 }
@@ -154,6 +154,15 @@ fn plan(args: &RunArgs) -> Result<Vec<Planned>, ExitCode> {
             }
             scenario.scenario.cluster = cluster.clone();
         }
+        if let (Some(jobs), Cluster::Kubeconfig(_)) = (args.jobs, &scenario.scenario.cluster)
+            && jobs > 1
+        {
+            eprintln!(
+                "error: --jobs {jobs}: scenario {} runs on an existing cluster (`kubeconfig`), where runs go one at a time: their node names would clash\n  = help: leave out --jobs, or give --jobs 1",
+                scenario.name
+            );
+            return Err(ExitCode::from(exit::USAGE));
+        }
         let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
         let problems = engine::run::unsupported(&scenario.scenario, backend);
         if !problems.is_empty() {
@@ -175,9 +184,13 @@ fn plan(args: &RunArgs) -> Result<Vec<Planned>, ExitCode> {
     Ok(planned)
 }
 
-/// One run per core when all are simulated and quiet; else one at a time.
+/// One run per core when all are simulated, quiet and on clusters of their own; else one at a
+/// time.
 fn default_jobs(planned: &[Planned], verbose: bool) -> usize {
-    if verbose || planned.iter().any(|p| p.backend != Backend::Sim) {
+    let shared = |p: &Planned| {
+        p.backend != Backend::Sim || matches!(p.scenario.scenario.cluster, Cluster::Kubeconfig(_))
+    };
+    if verbose || planned.iter().any(shared) {
         1
     } else {
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
