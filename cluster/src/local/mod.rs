@@ -383,6 +383,7 @@ mod tests {
         let pki = Pki {
             ca_cert: "/d/ca.crt".into(),
             ca_der: Vec::new(),
+            ca_key: "/d/ca.key".into(),
             serving_cert: "/d/s.crt".into(),
             serving_key: "/d/s.key".into(),
             controller_manager_cert: "/d/cm.crt".into(),
