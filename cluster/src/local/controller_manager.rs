@@ -257,7 +257,10 @@ pub(crate) fn args(
         "--profiling=false".to_owned(),
     ];
     if options.sign_certificates {
-        args.push(format!("--cluster-signing-cert-file={}", path(&pki.ca_cert)));
+        args.push(format!(
+            "--cluster-signing-cert-file={}",
+            path(&pki.ca_cert)
+        ));
         args.push(format!("--cluster-signing-key-file={}", path(&pki.ca_key)));
     }
     args.extend(options.extra_args.iter().cloned());

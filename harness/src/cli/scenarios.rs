@@ -64,7 +64,9 @@ fn parse_cluster(text: &str) -> Result<Cluster, String> {
         "embedded" => Ok(Cluster::Embedded),
         "local" => Ok(Cluster::Local),
         _ => match text.strip_prefix("kubeconfig=") {
-            Some(path) if !path.is_empty() => Ok(Cluster::Kubeconfig(PathBuf::from(path))),
+            Some(path) if !path.is_empty() => std::path::absolute(path)
+                .map(Cluster::Kubeconfig)
+                .map_err(|e| format!("kubeconfig path {path:?}: {e}")),
             _ => Err(format!(
                 "unknown cluster {text:?}; expected embedded, local or kubeconfig=PATH"
             )),
@@ -119,6 +121,7 @@ pub(crate) fn run(args: &RunArgs) -> ExitCode {
             live: args.verbose,
             tools_dir,
             inventory: args.inventory.clone(),
+            run_id: None,
         };
         let result = match engine::run_scenario_with(scenario, backend, options) {
             Ok(result) => result,

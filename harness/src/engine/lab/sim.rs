@@ -111,16 +111,19 @@ impl SimLab {
         let timing = boot_timing(scenario);
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
-            let guest = Arc::new(AgentGuest::new(
-                &name,
-                cluster
-                    .node_client(&name)
-                    .await
-                    .map_err(SimLabError::Cluster)?,
-                &scenario.pool.kubernetes,
-                source.clone(),
-                key.public(),
-            ));
+            let guest = Arc::new(
+                AgentGuest::new(
+                    &name,
+                    cluster
+                        .node_client(&name)
+                        .await
+                        .map_err(SimLabError::Cluster)?,
+                    &scenario.pool.kubernetes,
+                    source.clone(),
+                    key.public(),
+                )
+                .with_node_labels(cluster.node_labels()),
+            );
             let machine = SimMachine::builder(name.clone(), clock.clone())
                 .catalog(catalog.clone())
                 .installed(&scenario.pool.os.value)
