@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node};
@@ -124,10 +124,11 @@ impl Outside {
     /// What a run left: objects labelled as Rackproof's, the run's namespaces, its Nodes, node
     /// Leases and CRDs. Waits up to a minute for deletions in progress (a namespace's contents).
     fn leftovers(&self) -> Vec<String> {
-        let deadline = Instant::now() + Duration::from_secs(90);
+        let clock = rackproof_clock::Clock::wall();
+        let started = clock.instant();
         loop {
             let left = self.block_on(self.list_leftovers());
-            if left.is_empty() || Instant::now() > deadline {
+            if left.is_empty() || clock.since(started) > Duration::from_secs(90) {
                 return left;
             }
             std::thread::sleep(Duration::from_secs(1));
@@ -292,7 +293,8 @@ fn a_run_killed_midway_is_swept_by_the_next_which_passes_and_leaves_nothing() {
         .spawn()
         .unwrap();
     // Midway: once both nodes registered and the update started.
-    let deadline = Instant::now() + Duration::from_secs(180);
+    let clock = rackproof_clock::Clock::wall();
+    let started = clock.instant();
     let midway = loop {
         let nodes = outside.block_on(async {
             Api::<Node>::all(outside.client.clone())
@@ -305,7 +307,7 @@ fn a_run_killed_midway_is_swept_by_the_next_which_passes_and_leaves_nothing() {
             std::thread::sleep(Duration::from_secs(3));
             break true;
         }
-        if Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+        if clock.since(started) > Duration::from_secs(180) || child.try_wait().unwrap().is_some() {
             break false;
         }
         std::thread::sleep(Duration::from_millis(500));

@@ -154,6 +154,9 @@ pub(crate) async fn connect(path: &Path) -> Result<(Client, Config), ExistingErr
     Ok((client, config))
 }
 
+/// Who may read which OSC Secrets of one pool: the Secrets (namespace, name) and the nodes.
+type OscAccess = (BTreeSet<(String, String)>, BTreeSet<String>);
+
 /// A run's hold on an existing cluster.
 pub(crate) struct ExistingCluster {
     client: Client,
@@ -166,7 +169,7 @@ pub(crate) struct ExistingCluster {
     /// Renews the run's Lease while it lives.
     renewal: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Pool → (OSC Secrets, nodes) its Role and RoleBinding name.
-    confined: Mutex<BTreeMap<String, (BTreeSet<(String, String)>, BTreeSet<String>)>>,
+    confined: Mutex<BTreeMap<String, OscAccess>>,
 }
 
 impl std::fmt::Debug for ExistingCluster {
