@@ -1,8 +1,8 @@
 //! Runs against an existing cluster (`cluster: {kubeconfig: PATH}`): a `local` control plane
 //! started outside the run (with kube-controller-manager signing certificates, as a real cluster
-//! does), reached through its admin kubeconfig. After a pass, a failure, a refused clash and a
-//! run killed with SIGKILL (swept by the next run), nothing the runs made is left, and what was
-//! there before is untouched. Needs the local control plane (`ci/install-local-control-plane`):
+//! does), reached through its admin kubeconfig. After a pass, a failure, a refused clash, a
+//! `rackproof run` stopped by SIGTERM and one killed with SIGKILL (swept by the next run), nothing
+//! the runs made is left, and what was there before is untouched. Needs the local control plane (`ci/install-local-control-plane`):
 //! without it these tests fail with that command.
 
 use std::collections::BTreeMap;
@@ -263,10 +263,76 @@ fn a_node_name_taken_by_an_object_the_run_does_not_own_is_refused_touching_nothi
     );
 }
 
-/// Kills `pid` (our own child) with SIGKILL.
-fn sigkill(child: &mut std::process::Child) {
-    let _ = child.kill();
-    let _ = child.wait();
+/// A `rackproof run --cluster kubeconfig=…` child, killed (SIGKILL) and reaped when dropped, so
+/// it never outlives the test.
+struct Child {
+    process: std::process::Child,
+    log: PathBuf,
+}
+
+impl Child {
+    /// Starts a run of the scenario (with a long sleep at the end, so it is still running when
+    /// stopped) in `dir`.
+    fn start(outside: &Outside, dir: &Path) -> Self {
+        let file = dir.join("existing-cluster.yaml");
+        std::fs::write(
+            &file,
+            format!("{SCENARIO}  - sleep: 10m\n").replace("timeout: 10m", "timeout: 30m"),
+        )
+        .unwrap();
+        let log = dir.join("run.log");
+        let process = Command::new(env!("CARGO_BIN_EXE_rackproof"))
+            .arg("run")
+            .arg(&file)
+            .arg("--cluster")
+            .arg(format!("kubeconfig={}", outside.kubeconfig.display()))
+            .arg("--artifacts")
+            .arg(dir.join("artifacts"))
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Self { process, log }
+    }
+
+    /// Waits until the run registered both its Nodes (and 3 s more: the update is under way);
+    /// panics with the run's log if it does not within 3 minutes.
+    fn wait_midway(&mut self, outside: &Outside) {
+        let clock = rackproof_clock::Clock::wall();
+        let started = clock.instant();
+        loop {
+            let nodes = outside.block_on(async {
+                Api::<Node>::all(outside.client.clone())
+                    .list(&ListParams::default().labels("rackproof.dev/run"))
+                    .await
+                    .map(|l| l.items.len())
+                    .unwrap_or(0)
+            });
+            if nodes == 2 {
+                std::thread::sleep(Duration::from_secs(3));
+                return;
+            }
+            let ended = matches!(self.process.try_wait(), Ok(Some(_)));
+            if ended || clock.since(started) > Duration::from_secs(180) {
+                panic!("the run never registered its nodes: {}", self.log_tail());
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
 }
 
 #[test]
@@ -274,51 +340,9 @@ fn a_run_killed_midway_is_swept_by_the_next_which_passes_and_leaves_nothing() {
     let outside = Outside::start();
     let before = outside.bystanders();
     let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("existing-cluster.yaml");
-    std::fs::write(
-        &file,
-        format!("{SCENARIO}  - sleep: 10m\n").replace("timeout: 10m", "timeout: 30m"),
-    )
-    .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_rackproof"))
-        .arg("run")
-        .arg(&file)
-        .arg("--cluster")
-        .arg(format!("kubeconfig={}", outside.kubeconfig.display()))
-        .arg("--artifacts")
-        .arg(dir.path().join("artifacts"))
-        .env("RUST_LOG", "info")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.path().join("killed.log")).unwrap())
-        .spawn()
-        .unwrap();
-    // Midway: once both nodes registered and the update started.
-    let clock = rackproof_clock::Clock::wall();
-    let started = clock.instant();
-    let midway = loop {
-        let nodes = outside.block_on(async {
-            Api::<Node>::all(outside.client.clone())
-                .list(&ListParams::default().labels("rackproof.dev/run"))
-                .await
-                .map(|l| l.items.len())
-                .unwrap_or(0)
-        });
-        if nodes == 2 {
-            std::thread::sleep(Duration::from_secs(3));
-            break true;
-        }
-        if clock.since(started) > Duration::from_secs(180) || child.try_wait().unwrap().is_some() {
-            break false;
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    };
-    sigkill(&mut child);
-    let log = std::fs::read_to_string(dir.path().join("killed.log")).unwrap_or_default();
-    let tail: Vec<&str> = log.lines().rev().take(40).collect();
-    assert!(
-        midway,
-        "the killed run never registered its nodes: {tail:#?}"
-    );
+    let mut child = Child::start(&outside, dir.path());
+    child.wait_midway(&outside);
+    drop(child); // SIGKILL: the run cannot clean up.
     assert!(
         !outside.block_on(outside.list_leftovers()).is_empty(),
         "the killed run left its objects"
@@ -339,6 +363,26 @@ fn a_run_killed_midway_is_swept_by_the_next_which_passes_and_leaves_nothing() {
         outside.leftovers(),
         Vec::<String>::new(),
         "after the second run"
+    );
+    assert_eq!(outside.versions(), before, "the bystanders are untouched");
+}
+
+#[test]
+fn a_run_stopped_by_sigterm_midway_removes_what_it_made_and_exits_143() {
+    let outside = Outside::start();
+    let before = outside.bystanders();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = Child::start(&outside, dir.path());
+    child.wait_midway(&outside);
+    let pid = rustix::process::Pid::from_child(&child.process);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = child.process.wait().unwrap();
+    assert_eq!(status.code(), Some(143), "{}", child.log_tail());
+    assert_eq!(
+        outside.block_on(outside.list_leftovers()),
+        Vec::<String>::new(),
+        "the run removed what it made before exiting: {}",
+        child.log_tail()
     );
     assert_eq!(outside.versions(), before, "the bystanders are untouched");
 }
