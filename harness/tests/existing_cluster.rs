@@ -194,6 +194,16 @@ impl Drop for Outside {
     }
 }
 
+/// The last entries of a run's timeline, for a failure message.
+fn timeline_tail(result: &engine::RunResult) -> String {
+    let entries = &result.timeline.entries;
+    entries[entries.len().saturating_sub(30)..]
+        .iter()
+        .map(|e| format!("{:?} {}", e.node, e.text))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 fn scenario(outside: &Outside, extra: &str) -> LoadedScenario {
     let mut loaded = load_str(
         Path::new("existing-cluster.yaml"),
@@ -210,7 +220,13 @@ fn a_run_leaves_nothing_behind_after_a_pass_and_after_a_failure() {
     let before = outside.bystanders();
 
     let passed = engine::run_scenario(&scenario(&outside, ""), Backend::Sim).unwrap();
-    assert_eq!(passed.verdict, Verdict::Passed, "{:?}", passed.failures);
+    assert_eq!(
+        passed.verdict,
+        Verdict::Passed,
+        "{:?}\n{}",
+        passed.failures,
+        timeline_tail(&passed)
+    );
     assert_eq!(outside.leftovers(), Vec::<String>::new(), "after the pass");
     assert_eq!(outside.versions(), before, "the bystanders are untouched");
 
@@ -349,7 +365,13 @@ fn a_run_killed_midway_is_swept_by_the_next_which_passes_and_leaves_nothing() {
     );
 
     let second = engine::run_scenario(&scenario(&outside, ""), Backend::Sim).unwrap();
-    assert_eq!(second.verdict, Verdict::Passed, "{:?}", second.failures);
+    assert_eq!(
+        second.verdict,
+        Verdict::Passed,
+        "{:?}\n{}",
+        second.failures,
+        timeline_tail(&second)
+    );
     assert!(
         second
             .timeline

@@ -26,7 +26,7 @@ pub(crate) mod sweep;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -55,6 +55,8 @@ pub(crate) const RUN_LABEL: &str = "rackproof.dev/run";
 const KUBELET_CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 /// How long the cluster may take to sign a node's certificate.
 const SIGNING: Duration = Duration::from_secs(60);
+/// How long granting a pool's nodes their OSC Secret is retried.
+const GRANTING: Duration = Duration::from_secs(60);
 
 /// What went wrong with an existing cluster.
 #[derive(Debug, thiserror::Error)]
@@ -169,7 +171,10 @@ pub(crate) struct ExistingCluster {
     /// Renews the run's Lease while it lives.
     renewal: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Pool → (OSC Secrets, nodes) its Role and RoleBinding name.
-    confined: Mutex<BTreeMap<String, OscAccess>>,
+    confined: Arc<Mutex<BTreeMap<String, OscAccess>>>,
+    /// Held while a pool's access is applied, so applies happen one at a time, each with the
+    /// access as it is when its turn comes (the last one has every node).
+    applying: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for ExistingCluster {
@@ -203,7 +208,8 @@ impl ExistingCluster {
             clock,
             notes,
             renewal: Mutex::new(Some(renewal)),
-            confined: Mutex::default(),
+            confined: Arc::default(),
+            applying: Arc::default(),
         })
     }
 
@@ -333,20 +339,31 @@ impl ExistingCluster {
     }
 
     /// Lets node `name` read `osc`, the OSC Secret of `pool`: the pool's Role names every OSC
-    /// Secret it was given, its RoleBinding every node bound to it (applied in the background;
-    /// the agent retries a read refused meanwhile).
+    /// Secret it was given, its RoleBinding every node bound to it (applied in the background,
+    /// one apply at a time, retried for a minute; the agent retries a read refused meanwhile).
     pub(crate) fn confine_node(&self, name: &str, pool: &str, osc: &OscLocation) {
-        let (secrets, nodes) = {
+        {
             let mut confined = self.confined.locked();
             let entry = confined.entry(pool.to_owned()).or_default();
             entry.0.insert((osc.namespace.clone(), osc.name.clone()));
             entry.1.insert(name.to_owned());
-            entry.clone()
-        };
+        }
         let (client, labels, pool) = (self.client.clone(), self.owner.labels(), pool.to_owned());
+        let (confined, applying, clock) = (
+            self.confined.clone(),
+            self.applying.clone(),
+            self.clock.clone(),
+        );
         tokio::spawn(async move {
-            if let Err(e) = apply_osc_access(&client, &labels, &pool, &secrets, &nodes).await {
+            let _turn = applying.lock().await;
+            let (secrets, nodes) = confined.locked().get(&pool).cloned().unwrap_or_default();
+            let started = clock.instant();
+            while let Err(e) = apply_osc_access(&client, &labels, &pool, &secrets, &nodes).await {
                 tracing::warn!(error = %rackproof_std::error_chain(&e), %pool, "granting the pool's nodes their OSC Secret failed");
+                if clock.since(started) > GRANTING {
+                    break;
+                }
+                clock.sleep(Duration::from_secs(1)).await;
             }
         });
     }
