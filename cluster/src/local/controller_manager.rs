@@ -50,6 +50,12 @@ pub struct ControllerManagerOptions {
     /// How long pods stay on an unready node before eviction when taint-based eviction is off
     /// (`--pod-eviction-timeout`, default 5 min; with taints, pods' tolerations decide).
     pub pod_eviction_timeout: Duration,
+    /// Also run the `csrsigning` controller with the control plane's CA
+    /// (`--cluster-signing-cert-file`/`--cluster-signing-key-file`), so approved
+    /// CertificateSigningRequests get certificates, as a real cluster signs its kubelets' client
+    /// certificates (default: no). A run against an existing cluster
+    /// (`cluster: {kubeconfig}`) gets its node identities this way.
+    pub sign_certificates: bool,
     /// More kube-controller-manager flags, appended last (`--flag=value`).
     pub extra_args: Vec<String>,
     /// The binary (default: `RACKPROOF_KUBE_CONTROLLER_MANAGER`, else the build cache).
@@ -63,6 +69,7 @@ impl Default for ControllerManagerOptions {
             node_monitor_grace_period: Duration::from_secs(40),
             node_startup_grace_period: Duration::from_secs(60),
             pod_eviction_timeout: Duration::from_secs(300),
+            sign_certificates: false,
             extra_args: Vec::new(),
             binary: None,
         }
@@ -208,9 +215,13 @@ pub(crate) fn args(
     port: u16,
 ) -> Vec<String> {
     let path = |path: &Path| path.display().to_string();
+    let mut controllers = CONTROLLERS.join(",");
+    if options.sign_certificates {
+        controllers.push_str(",csrsigning");
+    }
     let mut args = vec![
         format!("--kubeconfig={}", path(kubeconfig)),
-        format!("--controllers={}", CONTROLLERS.join(",")),
+        format!("--controllers={controllers}"),
         "--use-service-account-credentials=true".to_owned(),
         format!(
             "--service-account-private-key-file={}",
@@ -245,6 +256,13 @@ pub(crate) fn args(
         ),
         "--profiling=false".to_owned(),
     ];
+    if options.sign_certificates {
+        args.push(format!(
+            "--cluster-signing-cert-file={}",
+            path(&pki.ca_cert)
+        ));
+        args.push(format!("--cluster-signing-key-file={}", path(&pki.ca_key)));
+    }
     args.extend(options.extra_args.iter().cloned());
     args
 }
@@ -265,6 +283,7 @@ mod tests {
         Pki {
             ca_cert: "/d/ca.crt".into(),
             ca_der: Vec::new(),
+            ca_key: "/d/ca.key".into(),
             serving_cert: "/d/s.crt".into(),
             serving_key: "/d/s.key".into(),
             controller_manager_cert: "/d/cm.crt".into(),
@@ -306,6 +325,25 @@ mod tests {
             );
         }
         assert_eq!(args.last().map(String::as_str), Some("--v=2"));
+    }
+
+    #[test]
+    fn signing_adds_the_csrsigning_controller_with_the_ca() {
+        let options = ControllerManagerOptions {
+            sign_certificates: true,
+            ..ControllerManagerOptions::default()
+        };
+        let args = args(&options, Path::new("/d/kcm.yaml"), &pki(), 7);
+        for expected in [
+            "--controllers=nodelifecycle,disruption,garbagecollector,namespace,serviceaccount,serviceaccount-token,csrsigning",
+            "--cluster-signing-cert-file=/d/ca.crt",
+            "--cluster-signing-key-file=/d/ca.key",
+        ] {
+            assert!(
+                args.iter().any(|arg| arg == expected),
+                "{expected} missing from {args:?}"
+            );
+        }
     }
 
     #[test]

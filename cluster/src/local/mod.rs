@@ -28,7 +28,9 @@
 //!    meet (node lifecycle, disruption, garbage collector, namespace, service accounts; see
 //!    [`ControllerManagerOptions`] for its grace periods) and waits until its `/healthz` answers
 //!    `ok`. Each controller uses its own service account and the RBAC kube-apiserver bootstraps for
-//!    it, as in a real cluster.
+//!    it, as in a real cluster. With [`ControllerManagerOptions::sign_certificates`] it also signs
+//!    approved CertificateSigningRequests with the CA (`csrsigning`), as a real cluster signs its
+//!    kubelets' client certificates.
 //!
 //! Guarantees: the processes' output goes to `etcd.log`, `kube-apiserver.log` and
 //! `kube-controller-manager.log` in the private directory. When startup fails, every process is
@@ -383,6 +385,7 @@ mod tests {
         let pki = Pki {
             ca_cert: "/d/ca.crt".into(),
             ca_der: Vec::new(),
+            ca_key: "/d/ca.key".into(),
             serving_cert: "/d/s.crt".into(),
             serving_key: "/d/s.key".into(),
             controller_manager_cert: "/d/cm.crt".into(),

@@ -1,4 +1,4 @@
-//! The control plane's key material: a CA, kube-apiserver's serving certificate (signed by the
+//! The control plane's key material: a CA (its key kept for kube-controller-manager's signer), kube-apiserver's serving certificate (signed by the
 //! CA, valid for 127.0.0.1 and localhost), kube-controller-manager's serving certificate (signed
 //! by the CA, valid for 127.0.0.1 and localhost), and the service-account signing key pair. All
 //! ECDSA P-256 (rcgen on ring), written as PEM files into the control plane's directory.
@@ -18,6 +18,8 @@ pub(crate) struct Pki {
     pub(crate) ca_cert: PathBuf,
     /// The CA certificate as DER, for clients built without a kubeconfig.
     pub(crate) ca_der: Vec<u8>,
+    /// The CA's key, for kube-controller-manager's certificate signer (when it signs).
+    pub(crate) ca_key: PathBuf,
     pub(crate) serving_cert: PathBuf,
     pub(crate) serving_key: PathBuf,
     pub(crate) controller_manager_cert: PathBuf,
@@ -61,6 +63,7 @@ pub(crate) fn generate(dir: &Path, extra_names: &[String]) -> Result<Pki, Error>
     let ca_cert = ca_params
         .self_signed(&ca_key)
         .map_err(cert_error("the CA certificate"))?;
+    let ca_key_pem = ca_key.serialize_pem();
     let issuer = Issuer::new(ca_params, ca_key);
 
     let names: Vec<&str> = SERVING_NAMES
@@ -81,6 +84,7 @@ pub(crate) fn generate(dir: &Path, extra_names: &[String]) -> Result<Pki, Error>
     let pki = Pki {
         ca_cert: dir.join("ca.crt"),
         ca_der: ca_cert.der().to_vec(),
+        ca_key: dir.join("ca.key"),
         serving_cert: dir.join("apiserver.crt"),
         serving_key: dir.join("apiserver.key"),
         controller_manager_cert: dir.join("controller-manager.crt"),
@@ -91,6 +95,7 @@ pub(crate) fn generate(dir: &Path, extra_names: &[String]) -> Result<Pki, Error>
         service_account_pub: dir.join("sa.pub"),
     };
     write_file(&pki.ca_cert, &ca_cert.pem())?;
+    write_file(&pki.ca_key, &ca_key_pem)?;
     write_file(&pki.serving_cert, &serving_cert.pem())?;
     write_file(&pki.serving_key, &serving_key.serialize_pem())?;
     write_file(&pki.controller_manager_cert, &controller_manager_cert.pem())?;
@@ -139,6 +144,7 @@ mod tests {
         let pki = generate(&dir, &["host.lab".to_owned()]).unwrap();
         let read = |path: &Path| std::fs::read_to_string(path).unwrap();
         assert!(read(&pki.ca_cert).starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(read(&pki.ca_key).starts_with("-----BEGIN PRIVATE KEY-----"));
         assert!(read(&pki.serving_cert).starts_with("-----BEGIN CERTIFICATE-----"));
         assert!(read(&pki.serving_key).starts_with("-----BEGIN PRIVATE KEY-----"));
         assert!(read(&pki.controller_manager_cert).starts_with("-----BEGIN CERTIFICATE-----"));

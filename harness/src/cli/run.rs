@@ -25,7 +25,8 @@ pub(crate) struct RunArgs {
     #[arg(long, value_parser = parse_backend)]
     backend: Option<Backend>,
     /// Run against this cluster instead of the scenario's `cluster`: `embedded` (Rackproof's own
-    /// API server) or `local` (etcd, kube-apiserver and kube-controller-manager on this machine).
+    /// API server), `local` (etcd, kube-apiserver and kube-controller-manager on this machine) or
+    /// `kubeconfig=PATH` (an existing cluster).
     #[arg(long, value_parser = parse_cluster)]
     cluster: Option<Cluster>,
     /// The rack's inventory for backend `physical`, instead of the scenario's `lab.inventory`.
@@ -64,7 +65,9 @@ fn parse_cluster(text: &str) -> Result<Cluster, String> {
         "embedded" => Ok(Cluster::Embedded),
         "local" => Ok(Cluster::Local),
         _ => match text.strip_prefix("kubeconfig=") {
-            Some(path) if !path.is_empty() => Ok(Cluster::Kubeconfig(PathBuf::from(path))),
+            Some(path) if !path.is_empty() => std::path::absolute(path)
+                .map(Cluster::Kubeconfig)
+                .map_err(|e| format!("kubeconfig path {path:?}: {e}")),
             _ => Err(format!(
                 "unknown cluster {text:?}; expected embedded, local or kubeconfig=PATH"
             )),
@@ -243,6 +246,7 @@ fn run_one<'a>(planned: &'a Planned, args: &RunArgs) -> Finished<'a> {
         live: args.verbose,
         tools_dir,
         inventory: args.inventory.clone(),
+        run_id: None,
     };
     let result = engine::run_scenario_with(&planned.scenario, planned.backend, options);
     Finished {

@@ -64,6 +64,15 @@ pub struct RunOptions {
     pub tools_dir: Option<std::path::PathBuf>,
     /// The rack's inventory for backend `physical`, instead of the scenario's `lab.inventory`.
     pub inventory: Option<std::path::PathBuf>,
+    /// The run's id, which labels what it makes on an existing cluster (default: a new one).
+    pub run_id: Option<String>,
+}
+
+/// A new run id: 12 hex digits, unique enough among the runs one cluster sees.
+pub(crate) fn new_run_id() -> String {
+    let mut id = uuid::Uuid::new_v4().simple().to_string();
+    id.truncate(12);
+    id
 }
 
 /// Runs one scenario on `backend` to its verdict with the default [`RunOptions`].
@@ -78,7 +87,7 @@ pub fn run_scenario(loaded: &LoadedScenario, backend: Backend) -> Result<RunResu
 pub fn run_scenario_with(
     loaded: &LoadedScenario,
     backend: Backend,
-    options: RunOptions,
+    mut options: RunOptions,
 ) -> Result<RunResult, RunError> {
     let problems = run::unsupported(&loaded.scenario, backend);
     if !problems.is_empty() {
@@ -124,6 +133,7 @@ pub fn run_scenario_with(
             .build(),
     }
     .map_err(RunError::Runtime)?;
+    let run_id = options.run_id.get_or_insert_with(new_run_id).clone();
     let interrupted = |signal| RunError::Interrupted {
         scenario: loaded.name.clone(),
         signal,
@@ -140,5 +150,29 @@ pub fn run_scenario_with(
     // Shutting the runtime down drops every task still holding the lab: QEMU is killed on drop.
     // A blocking image build is not waited for (it finishes on its own, under its lock).
     runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+    if let (Err(RunError::Interrupted { .. }), crate::scenario::Cluster::Kubeconfig(path)) =
+        (&result, &loaded.scenario.cluster)
+    {
+        remove_interrupted_run(path, &run_id);
+    }
     result
+}
+
+/// Removes what an interrupted run made on the existing cluster at kubeconfig `path`, once its
+/// tasks are gone (nothing makes more meanwhile).
+fn remove_interrupted_run(path: &std::path::Path, run_id: &str) {
+    let owner = cluster::existing::Ownership::new(run_id);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::warn!(error = %e, run = run_id, "no runtime to remove the interrupted run's objects; the next run sweeps them");
+            return;
+        }
+    };
+    if let Err(e) = runtime.block_on(cluster::existing::sweep::remove_through(path, &owner)) {
+        tracing::warn!(error = %error_chain(&e), run = run_id, "removing the interrupted run's objects failed; the next run sweeps them");
+    }
 }

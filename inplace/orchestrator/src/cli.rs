@@ -65,7 +65,7 @@ pub struct Args {
     #[arg(long, env = "RACKPROOF_CONTROL_PLANE_VERSION", default_value = "1.31.1", value_parser = kube_version)]
     pub control_plane_version: KubeVersion,
     /// Namespace of the pools' OSC Secrets.
-    #[arg(long, default_value = "kube-system")]
+    #[arg(long, env = "RACKPROOF_OSC_NAMESPACE", default_value = "kube-system")]
     pub osc_namespace: String,
     /// Leader election (`--leader-elect` and the rest); the Lease defaults to
     /// `machine-controller-manager` in `--namespace`.

@@ -3,7 +3,9 @@
 //! - `local`: a real control plane (etcd, kube-apiserver and kube-controller-manager v1.20.2, see
 //!   [`rackproof_cluster::local`]) on this machine, on the wall clock. Node credentials are
 //!   confined as in a real cluster: Node authorizer and NodeRestriction, and the authorization
-//!   webhook of [`node_authorizer`](super::node_authorizer) for the pool's OSC Secret.
+//!   webhook of [`node_authorizer`](super::node_authorizer) for the pool's OSC Secret;
+//! - `kubeconfig`: an existing cluster, shared: the run owns what it labels
+//!   ([`existing`](super::existing)).
 //!
 //! The rest of the engine asks this for clients, node credentials, the endpoint nodes reach and
 //! the controller manager's switch, and never which kind it has.
@@ -18,6 +20,7 @@ use rackproof_apiserver::{ApiServer, HttpsServer, User};
 use rackproof_clock::Clock;
 use rackproof_cluster::local::{self, ControllerManagerOptions, LocalControlPlane, LocalOptions};
 
+use crate::engine::cluster::existing::{ExistingCluster, ExistingError, Ownership};
 use crate::engine::cluster::node_authorizer;
 use crate::engine::lab::provider::OscLocation;
 use crate::scenario::Scenario;
@@ -48,6 +51,12 @@ pub(crate) enum ClusterError {
     },
     #[error("the local control plane has no identity for node {0}")]
     NoIdentity(String),
+    #[error("the existing cluster")]
+    Existing(#[source] ExistingError),
+    #[error(
+        "an existing cluster serves simulated nodes only (backend sim): its node identities are client certificates, which the node images do not take yet"
+    )]
+    NotForGuests,
     #[error("serving the API over HTTPS {purpose} failed")]
     Serve {
         purpose: &'static str,
@@ -64,6 +73,7 @@ const LOGS: [&str; 3] = ["kube-apiserver", "kube-controller-manager", "etcd"];
 pub(crate) enum ApiCluster {
     Embedded(ApiServer),
     Local(Arc<LocalCluster>),
+    Existing(Arc<ExistingCluster>),
 }
 
 impl std::fmt::Debug for ApiCluster {
@@ -71,6 +81,7 @@ impl std::fmt::Debug for ApiCluster {
         match self {
             Self::Embedded(_) => f.write_str("ApiCluster::Embedded"),
             Self::Local(local) => write!(f, "ApiCluster::Local({})", local.dir.display()),
+            Self::Existing(existing) => write!(f, "ApiCluster::Existing({existing:?})"),
         }
     }
 }
@@ -215,11 +226,51 @@ impl ApiCluster {
         })))
     }
 
+    /// An existing cluster through `kubeconfig`, taken for run `owner` whose nodes are `nodes`
+    /// (see [`ExistingCluster::take`]).
+    pub(crate) async fn existing(
+        kubeconfig: &Path,
+        owner: Ownership,
+        nodes: &[String],
+    ) -> Result<Self, ClusterError> {
+        ExistingCluster::take(kubeconfig, owner, nodes)
+            .await
+            .map(|existing| Self::Existing(Arc::new(existing)))
+            .map_err(ClusterError::Existing)
+    }
+
     /// An administrator's client.
     pub(crate) fn client(&self) -> Client {
         match self {
             Self::Embedded(server) => server.admin_client(),
             Self::Local(local) => local.client.clone(),
+            Self::Existing(existing) => existing.client(),
+        }
+    }
+
+    /// The labels of the objects the run makes: its own on an existing cluster, none where the
+    /// whole cluster is the run's.
+    pub(crate) fn labels(&self) -> BTreeMap<String, String> {
+        match self {
+            Self::Existing(existing) => existing.owner().labels(),
+            Self::Embedded(_) | Self::Local(_) => BTreeMap::new(),
+        }
+    }
+
+    /// The labels the run's nodes register their Nodes with: the run's label alone, since
+    /// NodeRestriction keeps nodes from setting `kubernetes.io` labels such as
+    /// `app.kubernetes.io/managed-by`.
+    pub(crate) fn node_labels(&self) -> BTreeMap<String, String> {
+        let mut labels = self.labels();
+        labels.retain(|key, _| key == crate::engine::cluster::existing::RUN_LABEL);
+        labels
+    }
+
+    /// What taking the cluster swept and used, one sentence each (for the timeline).
+    pub(crate) fn notes(&self) -> Vec<String> {
+        match self {
+            Self::Existing(existing) => existing.notes().to_vec(),
+            Self::Embedded(_) | Self::Local(_) => Vec::new(),
         }
     }
 
@@ -238,6 +289,10 @@ impl ApiCluster {
                         source,
                     })
             }
+            Self::Existing(existing) => existing
+                .node_client(name)
+                .await
+                .map_err(ClusterError::Existing),
         }
     }
 
@@ -250,6 +305,7 @@ impl ApiCluster {
                 .get(name)
                 .cloned()
                 .ok_or_else(|| ClusterError::NoIdentity(name.to_owned())),
+            Self::Existing(_) => Err(ClusterError::NotForGuests),
         }
     }
 
@@ -280,15 +336,21 @@ impl ApiCluster {
                 ca_pem: local.ca_pem.clone(),
                 _https: None,
             }),
+            Self::Existing(_) => Err(ClusterError::NotForGuests),
         }
     }
 
     /// The provider bound node `name` to a Machine of `pool` whose OSC is `osc`. The embedded
-    /// server is told; a local control plane's webhook reads it from the Machine.
+    /// server is told; a local control plane's webhook reads it from the Machine; an existing
+    /// cluster gets a Role and RoleBinding for the pool.
     pub(crate) fn confine_node(&self, name: &str, pool: &str, osc: &OscLocation) {
-        if let Self::Embedded(server) = self {
-            server.bind_node_to_pool(name, pool);
-            server.allow_node_secret(pool, &osc.namespace, &osc.name);
+        match self {
+            Self::Embedded(server) => {
+                server.bind_node_to_pool(name, pool);
+                server.allow_node_secret(pool, &osc.namespace, &osc.name);
+            }
+            Self::Local(_) => {}
+            Self::Existing(existing) => existing.confine_node(name, pool, osc),
         }
     }
 
@@ -313,6 +375,7 @@ impl ApiCluster {
                 Ok((kubeconfig, Some(https)))
             }
             Self::Local(local) => Ok((local.admin_kubeconfig.clone(), None)),
+            Self::Existing(existing) => Ok((existing.kubeconfig().to_owned(), None)),
         }
     }
 
@@ -326,21 +389,30 @@ impl ApiCluster {
                 .chain([&local.admin_token])
                 .cloned()
                 .collect(),
+            // Its node keys never leave the process; the kubeconfig is the user's.
+            Self::Existing(_) => Vec::new(),
         }
     }
 
     /// The real kube-controller-manager's switch; `None` on the embedded server, whose node
-    /// lifecycle is Rackproof's stand-in.
+    /// lifecycle is Rackproof's stand-in. An existing cluster's controller manager is its own:
+    /// the switch is there (so no stand-in runs) but turns nothing.
     pub(crate) fn controller_manager(&self) -> Option<ControllerManagerSwitch> {
         match self {
             Self::Embedded(_) => None,
             Self::Local(local) => Some(ControllerManagerSwitch(local.plane.clone())),
+            Self::Existing(_) => Some(ControllerManagerSwitch(Arc::new(tokio::sync::Mutex::new(
+                None,
+            )))),
         }
     }
 
-    /// Stops a local control plane (every process reaped, its directory removed) and returns its
-    /// processes' logs, a list of lines per process (nothing for the embedded server).
+    /// Stops a local control plane (every process reaped, its directory removed), or removes what
+    /// the run made on an existing cluster, and returns a local control plane's processes' logs, a list of lines per process (nothing for the embedded server).
     pub(crate) async fn shut_down(&self) -> Vec<(String, Vec<String>)> {
+        if let Self::Existing(existing) = self {
+            existing.release().await;
+        }
         let Self::Local(local) = self else {
             return Vec::new();
         };

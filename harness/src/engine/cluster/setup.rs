@@ -1,6 +1,8 @@
 //! Putting a scenario's starting objects into the cluster: the CRDs, the namespaces, the image
 //! catalog, the watchdog's dependents and the worker pool; later, once the nodes are up, the
 //! workloads on them (pods, PodDisruptionBudgets, DaemonSet pods, pods with local storage).
+//! Every object carries the run's labels (none, but on an existing cluster; there the run's
+//! namespaces exist already, and CRDs the cluster has with the same definition are used).
 
 use std::collections::BTreeMap;
 
@@ -46,16 +48,57 @@ pub(crate) struct SetupError {
     source: kube::Error,
 }
 
-async fn create<K>(api: &Api<K>, object: &K, what: impl Into<String>) -> Result<K, SetupError>
+/// The run's labels (empty where the cluster is the run's own).
+type Labels = BTreeMap<String, String>;
+
+/// Creates `object` with `labels`.
+async fn create<K>(
+    api: &Api<K>,
+    object: &K,
+    labels: &Labels,
+    what: impl Into<String>,
+) -> Result<K, SetupError>
 where
     K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    let labelled;
+    let object = if labels.is_empty() {
+        object
+    } else {
+        let mut copy = object.clone();
+        let meta = copy.meta_mut();
+        meta.labels
+            .get_or_insert_with(BTreeMap::new)
+            .extend(labels.clone());
+        labelled = copy;
+        &labelled
+    };
     api.create(&PostParams::default(), object)
         .await
         .map_err(|source| SetupError {
             what: what.into(),
             source,
         })
+}
+
+/// Creates `object` unless it exists: on an existing cluster, the run's namespaces (made when it
+/// took the cluster) and the CRDs the cluster has with the same definition (checked then).
+async fn create_unless_there<K>(
+    api: &Api<K>,
+    object: &K,
+    labels: &Labels,
+    what: String,
+) -> Result<(), SetupError>
+where
+    K: Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match create(api, object, labels, what).await {
+        Err(SetupError {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 409 && !labels.is_empty() => Ok(()),
+        other => other.map(|_| ()),
+    }
 }
 
 /// How long a pod's creation is retried while its namespace's `default` ServiceAccount or its
@@ -69,11 +112,12 @@ async fn create_pod(
     api: &Api<Pod>,
     clock: &Clock,
     pod: &Pod,
+    labels: &Labels,
     what: String,
 ) -> Result<Pod, SetupError> {
     let started = clock.instant();
     loop {
-        match create(api, pod, what.clone()).await {
+        match create(api, pod, labels, what.clone()).await {
             Err(SetupError {
                 source: kube::Error::Api(status),
                 ..
@@ -108,45 +152,65 @@ pub(crate) async fn cluster(
     client: &Client,
     clock: &Clock,
     scenario: &Scenario,
+    labels: &Labels,
 ) -> Result<(), SetupError> {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for crd in inplace_api::crd::crds() {
         let name = crd.name_any();
-        create(&crds, &crd, format!("install CRD {name}")).await?;
+        create_unless_there(&crds, &crd, labels, format!("install CRD {name}")).await?;
+    }
+    if !labels.is_empty() {
+        wait_established(&crds, clock).await?;
     }
     let namespaces: Api<Namespace> = Api::all(client.clone());
     for name in [NAMESPACE, WORKLOAD_NAMESPACE] {
-        create(
-            &namespaces,
-            &namespace(name),
-            format!("create namespace {name}"),
-        )
-        .await?;
+        let what = format!("create namespace {name}");
+        create_unless_there(&namespaces, &namespace(name), labels, what).await?;
     }
     let catalogs = Api::all(client.clone());
-    create(
-        &catalogs,
-        &objects::image_catalog(scenario),
-        "create the image catalog",
-    )
-    .await?;
+    let catalog = objects::image_catalog(scenario);
+    create(&catalogs, &catalog, labels, "create the image catalog").await?;
     let deployments = Api::namespaced(client.clone(), NAMESPACE);
     for name in DEPENDENTS {
-        create(
-            &deployments,
-            &objects::dependent(name),
-            format!("create deployment {NAMESPACE}/{name}"),
-        )
-        .await?;
+        let what = format!("create deployment {NAMESPACE}/{name}");
+        create(&deployments, &objects::dependent(name), labels, what).await?;
     }
     let pools = Api::namespaced(client.clone(), NAMESPACE);
     for pool in scenario.pools() {
-        create(
-            &pools,
-            &objects::worker_pool(pool, pool_size(scenario, pool), clock.now()),
-            format!("create worker pool {}", pool.name),
-        )
-        .await?;
+        let object = objects::worker_pool(pool, pool_size(scenario, pool), clock.now());
+        let what = format!("create worker pool {}", pool.name);
+        create(&pools, &object, labels, what).await?;
+    }
+    Ok(())
+}
+
+/// How long a CRD may take to be served after its creation.
+const ESTABLISHED_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Waits until the CRDs are served (`Established`): a custom resource created before is
+/// refused with NotFound. kube-apiserver establishes a CRD within a second.
+async fn wait_established(
+    crds: &Api<CustomResourceDefinition>,
+    clock: &Clock,
+) -> Result<(), SetupError> {
+    let started = clock.instant();
+    for crd in inplace_api::crd::crds() {
+        let name = crd.name_any();
+        loop {
+            let got = crds.get(&name).await.map_err(|source| SetupError {
+                what: format!("read CRD {name}"),
+                source,
+            })?;
+            let established = got
+                .status
+                .iter()
+                .flat_map(|s| s.conditions.iter().flatten())
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            if established || clock.since(started) > ESTABLISHED_WITHIN {
+                break;
+            }
+            clock.sleep(std::time::Duration::from_millis(200)).await;
+        }
     }
     Ok(())
 }
@@ -178,16 +242,25 @@ fn pod(name: String, app: &str, node: &str) -> Pod {
 
 /// Creates `pdb` as `policy/v1`, or as `policy/v1beta1` where the server has no `policy/v1`
 /// (Kubernetes before 1.21; the spec's fields used here are the same).
-async fn create_pdb(client: &Client, pdb: &PodDisruptionBudget) -> Result<(), SetupError> {
+async fn create_pdb(
+    client: &Client,
+    pdb: &PodDisruptionBudget,
+    labels: &Labels,
+) -> Result<(), SetupError> {
     let name = pdb.metadata.name.clone().unwrap_or_default();
+    let mut pdb = pdb.clone();
+    pdb.metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .extend(labels.clone());
     let api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
-    match api.create(&PostParams::default(), pdb).await {
+    match api.create(&PostParams::default(), &pdb).await {
         Err(kube::Error::Api(status)) if status.code == 404 => {
             let resource = ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("policy", "v1beta1", "PodDisruptionBudget"),
                 "poddisruptionbudgets",
             );
-            let mut value = serde_json::to_value(pdb).unwrap_or_default();
+            let mut value = serde_json::to_value(&pdb).unwrap_or_default();
             value["apiVersion"] = "policy/v1beta1".into();
             let object: DynamicObject = serde_json::from_value(value).map_err(|e| SetupError {
                 what: format!("create PodDisruptionBudget {name} as policy/v1beta1"),
@@ -198,6 +271,7 @@ async fn create_pdb(client: &Client, pdb: &PodDisruptionBudget) -> Result<(), Se
             create(
                 &api,
                 &object,
+                labels,
                 format!("create PodDisruptionBudget {name} (policy/v1beta1)"),
             )
             .await
@@ -218,12 +292,13 @@ pub(crate) async fn workloads(
     clock: &Clock,
     scenario: &Scenario,
     members: &BTreeMap<String, Vec<String>>,
+    run_labels: &Labels,
 ) -> Result<(), SetupError> {
     let every: Vec<String> = members.values().flatten().cloned().collect();
-    place(client, clock, &scenario.workloads, &every).await?;
+    place(client, clock, &scenario.workloads, &every, run_labels).await?;
     for pool in scenario.pools() {
         if let Some(nodes) = members.get(&pool.name) {
-            place(client, clock, &pool.workloads, nodes).await?;
+            place(client, clock, &pool.workloads, nodes, run_labels).await?;
         }
     }
     Ok(())
@@ -235,6 +310,7 @@ async fn place(
     clock: &Clock,
     workloads: &[Workload],
     nodes: &[String],
+    run_labels: &Labels,
 ) -> Result<(), SetupError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
     for workload in workloads {
@@ -258,7 +334,7 @@ async fn place(
                         }),
                         ..PodDisruptionBudget::default()
                     };
-                    create_pdb(client, &pdb).await?;
+                    create_pdb(client, &pdb, run_labels).await?;
                 }
                 for node in nodes {
                     for i in 1..=w.per_node {
@@ -267,6 +343,7 @@ async fn place(
                             &pods,
                             clock,
                             &pod,
+                            run_labels,
                             format!("create pod {} on {node}", w.name),
                         )
                         .await?;
@@ -302,9 +379,23 @@ async fn place(
                     }),
                     ..DaemonSet::default()
                 };
+                let mut daemon_set = daemon_set;
+                if let (Some(run), Some(spec)) = (
+                    run_labels.get(crate::engine::cluster::existing::RUN_LABEL),
+                    daemon_set.spec.as_mut(),
+                ) {
+                    // On a shared cluster its DaemonSet controller places pods on the run's
+                    // nodes alone.
+                    if let Some(pod) = spec.template.spec.as_mut() {
+                        pod.node_selector = Some(BTreeMap::from([(
+                            crate::engine::cluster::existing::RUN_LABEL.to_owned(),
+                            run.clone(),
+                        )]));
+                    }
+                }
                 let api = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
-                let created =
-                    create(&api, &daemon_set, format!("create DaemonSet {}", w.name)).await?;
+                let what = format!("create DaemonSet {}", w.name);
+                let created = create(&api, &daemon_set, run_labels, what).await?;
                 let owner = OwnerReference {
                     api_version: "apps/v1".to_owned(),
                     kind: "DaemonSet".to_owned(),
@@ -320,6 +411,7 @@ async fn place(
                         &pods,
                         clock,
                         &pod,
+                        run_labels,
                         format!("create DaemonSet pod {} on {node}", w.name),
                     )
                     .await?;
@@ -339,6 +431,7 @@ async fn place(
                         &pods,
                         clock,
                         &pod,
+                        run_labels,
                         format!("create pod {} with local storage on {node}", w.name),
                     )
                     .await?;

@@ -7,7 +7,8 @@
 //! - `RACKPROOF_NAMESPACE`: the namespace of the Machines, the dependents and the pool;
 //! - `RACKPROOF_POOL`: the worker pool's name;
 //! - `RACKPROOF_IMAGE_SERVER_URL`, `RACKPROOF_CATALOG`, `RACKPROOF_CONTROL_PLANE_VERSION`: what an
-//!   orchestrator needs to publish the pool's OSC;
+//!   orchestrator needs to publish the pool's OSC, and `RACKPROOF_OSC_NAMESPACE`, where
+//!   (`kube-system`, or the run's namespace on an existing cluster);
 //! - `PATH` with the `rackproof` binary's directory first, so a scenario can name `rackproof`.
 //!
 //! A `run` step stops virtual time while it runs: it is a blocking task, and tokio's paused clock

@@ -112,6 +112,12 @@ impl Judge {
                 self.lease(node.clone(), *expiry);
                 return;
             }
+            // The run's own hold on an existing cluster leads nothing.
+            Observation::Leader { lease, .. }
+                if lease == crate::engine::cluster::existing::sweep::LEASE =>
+            {
+                return;
+            }
             Observation::Leader { lease, holder } => {
                 if self.world.leaders.get(lease) == holder.as_ref() {
                     return;

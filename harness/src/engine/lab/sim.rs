@@ -116,16 +116,19 @@ impl SimLab {
                 .get(&name)
                 .and_then(|pool| scenario.pool_named(pool))
                 .unwrap_or(scenario.first_pool());
-            let guest = Arc::new(AgentGuest::new(
-                &name,
-                cluster
-                    .node_client(&name)
-                    .await
-                    .map_err(SimLabError::Cluster)?,
-                &pool.kubernetes,
-                source.clone(),
-                key.public(),
-            ));
+            let guest = Arc::new(
+                AgentGuest::new(
+                    &name,
+                    cluster
+                        .node_client(&name)
+                        .await
+                        .map_err(SimLabError::Cluster)?,
+                    &pool.kubernetes,
+                    source.clone(),
+                    key.public(),
+                )
+                .with_node_labels(cluster.node_labels()),
+            );
             let machine = SimMachine::builder(name.clone(), clock.clone())
                 .catalog(catalog.clone())
                 .installed(&pool.os.value)

@@ -5,7 +5,7 @@
 //! image server holding a signed slot (one build) for every version of the scenario, which a
 //! `publish` step replaces and a node's `bootFailure` shadows for that node.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -316,6 +316,9 @@ pub struct AgentGuest {
     pub public_key: VerifyingKey,
     /// The node's network: the agent, the kubelet and the downloads go through it.
     pub(crate) link: Link,
+    /// Labels the kubelet registers the Node with, beside the pool's (the run's own on an
+    /// existing cluster).
+    pub(crate) node_labels: BTreeMap<String, String>,
 }
 
 impl AgentGuest {
@@ -343,7 +346,14 @@ impl AgentGuest {
             source: NodeSource::new(source, link.clone()),
             public_key,
             link,
+            node_labels: BTreeMap::new(),
         }
+    }
+
+    /// This guest, its kubelet registering the Node with `labels` too.
+    pub(crate) fn with_node_labels(mut self, labels: BTreeMap<String, String>) -> Self {
+        self.node_labels = labels;
+        self
     }
 
     /// The machine's disk, whose power state the store follows.
@@ -430,7 +440,10 @@ impl AgentGuest {
             self.client.clone(),
             &config.node_name,
             &config.pool,
-            HeartbeatConfig::default(),
+            HeartbeatConfig {
+                labels: self.node_labels.clone(),
+                ..HeartbeatConfig::default()
+            },
             ctx.clock.clone(),
         );
         let os = FixedOsVersion::new(ctx.os_version.clone());

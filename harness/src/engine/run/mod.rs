@@ -14,6 +14,7 @@
 //!    judging for the scenario's `settle` period, settles them, and tears everything down.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,6 +27,7 @@ use rackproof_std::LockExt;
 use tracing::Instrument;
 
 use crate::engine::cluster::api::ApiCluster;
+use crate::engine::cluster::existing::Ownership;
 use crate::engine::cluster::objects::{CATALOG, DEPENDENTS, NAMESPACE};
 use crate::engine::components::outside::{Outside, OutsideError};
 use crate::engine::components::supervisor::Supervisor;
@@ -258,9 +260,13 @@ async fn run_in_span(
         backend,
         tools_dir: options.tools_dir.as_deref(),
         inventory: inventory.as_ref(),
+        run_id: &options.run_id.clone().unwrap_or_else(super::new_run_id),
     };
     let (cluster, outcome) = match start_cluster(&setting, &clock).await {
         Ok(cluster) => {
+            for note in cluster.notes() {
+                shared.record(None, EntryKind::Lab, note);
+            }
             let outcome = drive(
                 &setting, images, &cluster, &clock, &shared, &logs, &mut tasks,
             )
@@ -345,6 +351,8 @@ struct Setting<'a> {
     backend: Backend,
     tools_dir: Option<&'a std::path::Path>,
     inventory: Option<&'a InventoryFile>,
+    /// The run's id: its label on an existing cluster.
+    run_id: &'a str,
 }
 
 /// Why the rack's inventory cannot serve a run on backend `physical`.
@@ -412,6 +420,12 @@ async fn start_cluster(setting: &Setting<'_>, clock: &Clock) -> Result<ApiCluste
                 _ => ApiCluster::local(scenario, loopback, &[]).await,
             }
         }
+        Cluster::Kubeconfig(ref path) => {
+            let owner = Ownership::new(setting.run_id);
+            // Relative to the scenario file (`rackproof run --cluster` makes it absolute).
+            let path = setting.file.parent().unwrap_or(Path::new(".")).join(path);
+            ApiCluster::existing(&path, owner, &scenario.lab.node_names()).await
+        }
         _ => Ok(ApiCluster::embedded(clock, scenario.seed)),
     }
     .map_err(LabFailure::ClusterStart)
@@ -436,7 +450,8 @@ async fn drive(
 ) -> Result<StepsEnded, LabFailure> {
     let (scenario, backend) = (setting.scenario, setting.backend);
     let client = &cluster.client();
-    setup::cluster(client, clock, scenario)
+    let labels = cluster.labels();
+    setup::cluster(client, clock, scenario, &labels)
         .await
         .map_err(LabFailure::ClusterSetup)?;
     let (lab, image_server_url) = match (backend, images?) {
@@ -472,6 +487,11 @@ async fn drive(
         .map_or(scenario.first_pool().kubernetes.as_str(), |v| v.as_str());
     let orchestrator = inplace_orchestrator::Config {
         namespace: NAMESPACE.to_owned(),
+        // On a shared cluster the OSC Secrets stay in the run's own namespace.
+        osc_namespace: match cluster {
+            ApiCluster::Existing(_) => NAMESPACE.to_owned(),
+            _ => inplace_orchestrator::Config::default().osc_namespace,
+        },
         image_server_url,
         catalog_name: CATALOG.to_owned(),
         control_plane_version: KubeVersion::parse(control_plane).map_err(|source| {
@@ -617,7 +637,7 @@ async fn drive(
         EntryKind::Lab,
         format!("the pool's {up} nodes are up"),
     );
-    setup::workloads(client, clock, scenario, &members)
+    setup::workloads(client, clock, scenario, &members, &labels)
         .await
         .map_err(|e| LabFailure::Workloads(e.into()))?;
     setup::wait_workloads_running(client, clock, BRING_UP).await?;
@@ -683,6 +703,7 @@ async fn open_outside(
         ("POOL", setting.scenario.first_pool().name.as_str()),
         ("IMAGE_SERVER_URL", orchestrator.image_server_url.as_str()),
         ("CATALOG", CATALOG),
+        ("OSC_NAMESPACE", orchestrator.osc_namespace.as_str()),
     ];
     let outside = Outside::open(cluster, setting.file, setting.tools_dir, &vars).await?;
     for argv in commands {

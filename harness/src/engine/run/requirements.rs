@@ -10,8 +10,9 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
     let mut problems = Vec::new();
     match &scenario.cluster {
         Cluster::Embedded | Cluster::Local => {}
+        Cluster::Kubeconfig(_) if backend == Backend::Sim => {}
         Cluster::Kind => problems.push("`cluster: kind` needs Docker and kind, which Rackproof does not drive; use `cluster: local` (a real kube-apiserver and kube-controller-manager on this machine)".to_owned()),
-        Cluster::Kubeconfig(path) => problems.push(format!("`cluster: {{kubeconfig: {}}}` (an existing cluster) is not supported yet; use `cluster: local` (a real kube-apiserver and kube-controller-manager on this machine)", path.display())),
+        Cluster::Kubeconfig(path) => problems.push(format!("`cluster: {{kubeconfig: {}}}` (an existing cluster) serves simulated nodes only: its node identities are client certificates the cluster signs, which the node images of backend {name} do not take yet (run on backend sim, or use `cluster: local`)", path.display())),
     }
     if let Implementation::Command(_) = &scenario.components.agent {
         problems.push(format!(
