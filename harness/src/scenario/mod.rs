@@ -256,7 +256,8 @@ pub enum Cluster {
     Embedded,
     /// etcd plus kube-apiserver built from Debian's source package, on loopback.
     Local,
-    /// A kind cluster (needs Docker and kind on the machine).
+    /// A kind cluster: refused, since Rackproof does not create kind clusters; run on one through
+    /// its `kubeconfig`.
     Kind,
     /// An existing cluster, from a kubeconfig file.
     Kubeconfig(PathBuf),
