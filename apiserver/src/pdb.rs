@@ -26,15 +26,21 @@ fn pod_ready(pod: &Value) -> bool {
 }
 
 /// Whether a change of a pod from `before` to `after` (`None`: absent) can change a budget's
-/// status: the pod appeared or went, or its labels or readiness changed. Everything else a pod
-/// write changes (heartbeat-like status fields, annotations, the node) no budget counts.
+/// status: the pod appeared or went, or its labels, readiness or controller changed. Everything
+/// else a pod write changes (heartbeat-like status fields, annotations, the node) no budget
+/// counts.
 pub(crate) fn counts_differ(before: Option<&Value>, after: Option<&Value>) -> bool {
     fn labels(pod: &Value) -> Option<&Value> {
         pod.get("metadata").and_then(|m| m.get("labels"))
     }
+    fn owners(pod: &Value) -> Option<&Value> {
+        pod.get("metadata").and_then(|m| m.get("ownerReferences"))
+    }
     match (before, after) {
         (Some(before), Some(after)) => {
-            labels(before) != labels(after) || pod_ready(before) != pod_ready(after)
+            labels(before) != labels(after)
+                || pod_ready(before) != pod_ready(after)
+                || owners(before) != owners(after)
         }
         (None, None) => false,
         (Some(_), None) | (None, Some(_)) => true,
@@ -80,6 +86,61 @@ fn count(selector: Option<&LabelSelector>, pods: &[&Value]) -> (i64, i64) {
         .fold((0, 0), |(e, h), (de, dh)| (e + de, h + dh))
 }
 
+/// Whether a budget's expected pods are its pods' controllers' replicas (kube-controller-manager's
+/// disruption controller: with `maxUnavailable`, or `minAvailable` as a percentage), rather than
+/// the pods that exist (an integer `minAvailable`).
+fn counts_by_controllers(pdb: &Value) -> bool {
+    pdb.at("/spec/maxUnavailable").is_some()
+        || pdb.at("/spec/minAvailable").is_some_and(Value::is_string)
+}
+
+/// The replicas of the controllers of the budget's pods, each controller once; `None` when a
+/// pod has no controller, or one whose scale is unknown or missing (the real controller's
+/// `NoControllerRef`: the budget then allows no disruption). A ReplicaSet, StatefulSet or
+/// ReplicationController's `spec.replicas` (a Deployment's ReplicaSet counts with its own).
+fn controllers_replicas(
+    state: &State,
+    namespace: &str,
+    selector: Option<&LabelSelector>,
+    pods: &[&Value],
+) -> Option<i64> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut replicas = 0;
+    for pod in pods {
+        if !selector.is_some_and(|s| s.matches(pod)) {
+            continue;
+        }
+        let owner = pod
+            .at("/metadata/ownerReferences")?
+            .as_array()?
+            .iter()
+            .find(|o| o.get("controller") == Some(&json!(true)))?;
+        let uid = owner.get("uid")?.as_str()?;
+        if !seen.insert(uid) {
+            continue;
+        }
+        let (group, resource) = match owner.get("kind")?.as_str()? {
+            "ReplicaSet" => ("apps", "replicasets"),
+            "StatefulSet" => ("apps", "statefulsets"),
+            "ReplicationController" => ("", "replicationcontrollers"),
+            _ => return None,
+        };
+        let controller = state.store.get(&Key {
+            gr: gr(group, resource),
+            namespace: namespace.to_owned(),
+            name: owner.get("name")?.as_str()?.to_owned(),
+        })?;
+        if meta_str(controller, "uid") != Some(uid) {
+            return None;
+        }
+        replicas += controller
+            .at("/spec/replicas")
+            .and_then(Value::as_i64)
+            .unwrap_or(1);
+    }
+    Some(replicas)
+}
+
 /// A budget's counts as its status holds them, when that status is of its current generation.
 fn stored_counts(pdb: &Value) -> Option<(i64, i64)> {
     let status = pdb.get("status")?;
@@ -91,8 +152,20 @@ fn stored_counts(pdb: &Value) -> Option<(i64, i64)> {
     ))
 }
 
-/// The status fields of `pdb` for `expected` matching pods of which `healthy` are ready.
-fn status(pdb: &Value, (expected, healthy): (i64, i64), now: &str) -> Value {
+/// The status fields of `pdb` for `expected` matching pods of which `healthy` are ready; with
+/// `controllers` (see [`counts_by_controllers`]), `expected` is their replicas, and `None`
+/// allows no disruption.
+fn status(
+    pdb: &Value,
+    (expected, healthy): (i64, i64),
+    controllers: Option<Option<i64>>,
+    now: &str,
+) -> Value {
+    let (expected, no_controller) = match controllers {
+        Some(Some(replicas)) => (replicas, false),
+        Some(None) => (expected, true),
+        None => (expected, false),
+    };
     let desired = if let Some(min) = pdb.at("/spec/minAvailable") {
         scaled(min, expected, true).unwrap_or(0)
     } else if let Some(max) = pdb.at("/spec/maxUnavailable") {
@@ -100,9 +173,15 @@ fn status(pdb: &Value, (expected, healthy): (i64, i64), now: &str) -> Value {
     } else {
         0
     };
-    let allowed = (healthy - desired).max(0);
+    let allowed = if no_controller {
+        0
+    } else {
+        (healthy - desired).max(0)
+    };
     let previous = pdb.at("/status/conditions/0");
-    let (status, reason) = if allowed > 0 {
+    let (status, reason) = if no_controller {
+        ("False", "SyncFailed")
+    } else if allowed > 0 {
         ("True", "SufficientPods")
     } else {
         ("False", "InsufficientPods")
@@ -162,8 +241,11 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
         let mut pods: Option<Vec<&Value>> = None;
         for ((_, name), pdb) in budgets {
             let selector = selector_of(pdb);
-            let counts = match (trigger, stored_counts(pdb)) {
-                (Trigger::Pod, Some((mut expected, mut healthy))) => {
+            // A budget counted by its pods' controllers counts its pods afresh: its stored
+            // `expectedPods` are replicas, not pods.
+            let incremental = trigger == Trigger::Pod && !counts_by_controllers(pdb);
+            let counts = match (incremental, stored_counts(pdb)) {
+                (true, Some((mut expected, mut healthy))) => {
                     for change in &changes {
                         let (gone_e, gone_h) = counted(selector.as_ref(), change.before.as_deref());
                         let (new_e, new_h) = counted(selector.as_ref(), change.after.as_deref());
@@ -183,7 +265,17 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
                     count(selector.as_ref(), pods)
                 }
             };
-            let status = status(pdb, counts, now);
+            let controllers = counts_by_controllers(pdb).then(|| {
+                let pods = pods.get_or_insert_with(|| {
+                    state
+                        .store
+                        .range(&pods_gr, Some(namespace), None)
+                        .map(|(_, v)| &**v)
+                        .collect()
+                });
+                controllers_replicas(state, namespace, selector.as_ref(), pods)
+            });
+            let status = status(pdb, counts, controllers, now);
             let mut comparable = status.clone();
             if let (Some(old), Some(new)) = (
                 pdb.at("/status/conditions/0/lastTransitionTime"),
@@ -272,7 +364,7 @@ mod tests {
     use super::*;
 
     fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
-        status(pdb, count(selector_of(pdb).as_ref(), pods), now)
+        status(pdb, count(selector_of(pdb).as_ref(), pods), None, now)
     }
 
     fn pod(name: &str, ready: bool) -> Value {

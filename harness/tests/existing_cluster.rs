@@ -58,6 +58,8 @@ impl Outside {
             node_monitor_period: Duration::from_secs(1),
             node_monitor_grace_period: Duration::from_secs(8),
             sign_certificates: true,
+            // A real cluster's ReplicaSet controller adopts the run's workload pods.
+            more_controllers: vec!["replicaset".to_owned()],
             ..ControllerManagerOptions::default()
         });
         let plane = runtime

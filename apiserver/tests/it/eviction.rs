@@ -1,5 +1,6 @@
 //! Eviction honouring PodDisruptionBudgets, and the budgets' status.
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, EvictParams, Patch, PatchParams, PostParams};
@@ -73,6 +74,69 @@ async fn a_budget_blocks_evictions_then_allows_them() {
     pods.evict("w4", &EvictParams::default()).await.unwrap();
 }
 
+/// With `maxUnavailable`, a budget expects its pods' controllers' replicas, as
+/// kube-controller-manager's disruption controller counts: over pods without a controller it
+/// allows nothing, and an evicted pod of a ReplicaSet keeps counting as expected until its
+/// replacement is there, so the next eviction waits for it.
+#[tokio::test(start_paused = true)]
+async fn a_max_unavailable_budget_counts_the_replicas_of_the_pods_controllers() {
+    let server = server();
+    let client = server.admin_client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), "default");
+    for name in ["w1", "w2", "w3"] {
+        create_pod(&client, name, json!({"app": "web"}), Some("n1")).await;
+        set_ready(&pods, name, true).await;
+    }
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})).unwrap();
+    budgets.create(&PostParams::default(), &pdb).await.unwrap();
+    let allowed = || async {
+        let status = budgets.get("web").await.unwrap().status.unwrap();
+        (status.expected_pods, status.disruptions_allowed)
+    };
+    assert_eq!(allowed().await.1, 0, "no controller: no disruption");
+    assert_eq!(code(pods.evict("w1", &EvictParams::default()).await).0, 429);
+
+    let replica_set: ReplicaSet = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "web"}]}}}})).unwrap();
+    let uid = replica_sets
+        .create(&PostParams::default(), &replica_set)
+        .await
+        .unwrap()
+        .metadata
+        .uid
+        .unwrap();
+    let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": uid, "controller": true}]}});
+    for name in ["w1", "w2", "w3"] {
+        pods.patch(name, &PatchParams::default(), &Patch::Merge(owner.clone()))
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        allowed().await,
+        (3, 1),
+        "adopted: one of three replicas may go"
+    );
+    pods.evict("w1", &EvictParams::default()).await.unwrap();
+    pods.delete("w1", &kube::api::DeleteParams::default().grace_period(0))
+        .await
+        .unwrap();
+    assert_eq!(
+        allowed().await,
+        (3, 0),
+        "the evicted pod still counts as expected until it is replaced"
+    );
+    assert_eq!(code(pods.evict("w2", &EvictParams::default()).await).0, 429);
+
+    create_pod(&client, "w4", json!({"app": "web"}), Some("n2")).await;
+    pods.patch("w4", &PatchParams::default(), &Patch::Merge(owner))
+        .await
+        .unwrap();
+    set_ready(&pods, "w4", true).await;
+    assert_eq!(allowed().await, (3, 1), "the replacement is Ready");
+    pods.evict("w2", &EvictParams::default()).await.unwrap();
+}
+
 /// What a budget selecting `app=web` should count among `pods`: (expected, healthy).
 fn counted_by_hand(pods: &[Pod]) -> (i32, i32) {
     let matching: Vec<&Pod> = pods
@@ -105,7 +169,9 @@ async fn budget_counts_stay_exact_through_pod_creates_relabels_readiness_and_del
     let client = server.admin_client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
-    let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}})).unwrap();
+    // An integer `minAvailable`: the budget counts the pods themselves (with `maxUnavailable` it
+    // would count their controllers' replicas, and these pods have none).
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}})).unwrap();
     budgets.create(&PostParams::default(), &pdb).await.unwrap();
     // A fixed pseudo-random walk over twelve pod names: create (bound or not), readiness,
     // relabel in and out of the budget, graceful and immediate deletes.
@@ -118,13 +184,13 @@ async fn budget_counts_stay_exact_through_pod_creates_relabels_readiness_and_del
     };
     for step in 0..400 {
         // Halfway, a change to the budget itself (every pod is counted again).
-        let max_unavailable = if step < 200 { 1 } else { 2 };
+        let min_available = if step < 200 { 1 } else { 2 };
         if step == 200 {
             budgets
                 .patch(
                     "web",
                     &PatchParams::default(),
-                    &Patch::Merge(json!({"spec": {"maxUnavailable": 2}})),
+                    &Patch::Merge(json!({"spec": {"minAvailable": 2}})),
                 )
                 .await
                 .unwrap();
@@ -172,7 +238,7 @@ async fn budget_counts_stay_exact_through_pod_creates_relabels_readiness_and_del
         );
         assert_eq!(
             status.disruptions_allowed,
-            (status.current_healthy - (status.expected_pods - max_unavailable).max(0)).max(0),
+            (status.current_healthy - min_available).max(0),
             "after step {step}"
         );
     }

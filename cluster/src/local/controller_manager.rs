@@ -56,6 +56,9 @@ pub struct ControllerManagerOptions {
     /// certificates (default: no). A run against an existing cluster
     /// (`cluster: {kubeconfig}`) gets its node identities this way.
     pub sign_certificates: bool,
+    /// More controllers to run besides [`CONTROLLERS`] (`replicaset`, …), as a cluster that
+    /// stands for someone's existing one runs them.
+    pub more_controllers: Vec<String>,
     /// More kube-controller-manager flags, appended last (`--flag=value`).
     pub extra_args: Vec<String>,
     /// The binary (default: `RACKPROOF_KUBE_CONTROLLER_MANAGER`, else the build cache).
@@ -70,6 +73,7 @@ impl Default for ControllerManagerOptions {
             node_startup_grace_period: Duration::from_secs(60),
             pod_eviction_timeout: Duration::from_secs(300),
             sign_certificates: false,
+            more_controllers: Vec::new(),
             extra_args: Vec::new(),
             binary: None,
         }
@@ -218,6 +222,10 @@ pub(crate) fn args(
     let mut controllers = CONTROLLERS.join(",");
     if options.sign_certificates {
         controllers.push_str(",csrsigning");
+    }
+    for controller in &options.more_controllers {
+        controllers.push(',');
+        controllers.push_str(controller);
     }
     let mut args = vec![
         format!("--kubeconfig={}", path(kubeconfig)),

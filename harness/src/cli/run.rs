@@ -144,9 +144,10 @@ fn plan(args: &RunArgs) -> Result<Vec<Planned>, ExitCode> {
             eprintln!("{e}\n");
             ExitCode::from(exit::USAGE)
         })?;
+        let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
         if let Some(cluster) = &args.cluster {
             if let Some(kind) = cluster.kind()
-                && !scenario.scenario.clusters.contains(&kind)
+                && !scenario.scenario.meant_for(backend, kind)
             {
                 println!(
                     "○ {} skipped: not meant for cluster {} (its `clusters` do not name it)",
@@ -166,7 +167,6 @@ fn plan(args: &RunArgs) -> Result<Vec<Planned>, ExitCode> {
             );
             return Err(ExitCode::from(exit::USAGE));
         }
-        let backend = args.backend.unwrap_or(scenario.scenario.lab.backend);
         let problems = engine::run::unsupported(&scenario.scenario, backend);
         if !problems.is_empty() {
             let error = RunError::Unsupported {

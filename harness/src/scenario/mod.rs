@@ -81,9 +81,11 @@ pub struct Scenario {
     /// Where the Kubernetes API comes from when the command line does not say.
     #[serde(default)]
     pub cluster: Cluster,
-    /// The clusters this scenario is meant to run against (default `[embedded]`): the test suite
-    /// runs it against each, and `rackproof run --cluster NAME` runs only the scenarios naming
-    /// NAME. A `local` run is on the wall clock, so scenarios meant for it use short timeouts.
+    /// The clusters this scenario's `sim` runs are meant for (default `[embedded]`): the test
+    /// suite runs it on `sim` against each, and `rackproof run --cluster NAME` runs on `sim` only
+    /// the scenarios naming NAME. A `local` run is on the wall clock, so scenarios meant for it
+    /// use short waits. A run on a real-time backend (qemu, libvirt, physical) suits every
+    /// cluster; the test suite runs it against `local`.
     #[serde(default = "default_clusters")]
     pub clusters: Vec<ClusterKind>,
     /// Which implementation of each component runs.
@@ -317,20 +319,24 @@ impl Scenario {
 
     /// The runs the test suite makes of this scenario, as (backend, cluster): on `sim`, one per
     /// cluster it lists; on a real-time backend (qemu, libvirt, physical), one against `local`
-    /// when it lists it (the run is in real time anyway, and a real control plane is the better
-    /// referee), else against the embedded server.
+    /// (the run is on the wall clock anyway, and a real control plane is the better referee).
     pub fn runs(&self) -> Vec<(Backend, ClusterKind)> {
         let mut runs = Vec::new();
         for backend in &self.backends {
             if *backend == Backend::Sim {
                 runs.extend(self.clusters.iter().map(|c| (*backend, *c)));
-            } else if self.clusters.contains(&ClusterKind::Local) {
-                runs.push((*backend, ClusterKind::Local));
             } else {
-                runs.push((*backend, ClusterKind::Embedded));
+                runs.push((*backend, ClusterKind::Local));
             }
         }
         runs
+    }
+
+    /// Whether a run on `backend` against a cluster of `kind` is one this scenario is meant for:
+    /// on `sim`, when `clusters` lists the kind (a run against a real cluster is on the wall
+    /// clock, and only scenarios with short waits suit it); on a real-time backend, always.
+    pub fn meant_for(&self, backend: Backend, kind: ClusterKind) -> bool {
+        backend != Backend::Sim || self.clusters.contains(&kind)
     }
 }
 
@@ -512,7 +518,8 @@ fn default_probe_interval() -> Span {
 #[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum Workload {
-    /// Ordinary pods, `perNode` on each node, optionally guarded by a PodDisruptionBudget.
+    /// Ordinary pods, `perNode` on each node at the start, controlled by a ReplicaSet that
+    /// replaces an evicted pod on another node, optionally guarded by a PodDisruptionBudget.
     Pods(PodsWorkload),
     /// One DaemonSet pod per node (left to the agent by the drain).
     DaemonSet(NamedWorkload),

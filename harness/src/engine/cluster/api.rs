@@ -407,6 +407,13 @@ impl ApiCluster {
         }
     }
 
+    /// Whether Rackproof runs the stand-ins for the controllers a cluster would have and this
+    /// one does not (the ReplicaSet controller and scheduler): on the embedded server and a local
+    /// control plane, not on an existing cluster, which runs its own.
+    pub(crate) fn runs_stand_ins(&self) -> bool {
+        !matches!(self, Self::Existing(_))
+    }
+
     /// Stops a local control plane (every process reaped, its directory removed), or removes what
     /// the run made on an existing cluster, and returns a local control plane's processes' logs, a list of lines per process (nothing for the embedded server).
     pub(crate) async fn shut_down(&self) -> Vec<(String, Vec<String>)> {

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec};
+use k8s_openapi::api::apps::v1::{DaemonSet, DaemonSetSpec, ReplicaSet, ReplicaSetSpec};
 use k8s_openapi::api::core::v1::{
     Container, EmptyDirVolumeSource, Namespace, Pod, PodSpec, PodTemplateSpec, Volume,
 };
@@ -30,9 +30,9 @@ pub(crate) const WORKLOAD_NAMESPACE: &str = "apps";
 pub(crate) enum WorkloadsError {
     #[error(transparent)]
     Place(#[from] SetupError),
-    #[error("failed to list the workload pods")]
+    #[error("failed to list the workload pods or their ReplicaSets")]
     List(#[source] kube::Error),
-    #[error("workload pods did not start within {within}: {}", waiting.join(", "))]
+    #[error("workload pods did not start, or their ReplicaSet did not adopt them, within {within}: {}", waiting.join(", "))]
     NotRunning {
         within: String,
         waiting: Vec<String>,
@@ -219,7 +219,7 @@ fn labels(app: &str) -> BTreeMap<String, String> {
     BTreeMap::from([("app".to_owned(), app.to_owned())])
 }
 
-fn pod(name: String, app: &str, node: &str) -> Pod {
+pub(crate) fn pod(name: String, app: &str, node: &str) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(name),
@@ -229,11 +229,7 @@ fn pod(name: String, app: &str, node: &str) -> Pod {
         },
         spec: Some(PodSpec {
             node_name: Some(node.to_owned()),
-            containers: vec![Container {
-                name: app.to_owned(),
-                image: Some(format!("{app}:lab")),
-                ..Container::default()
-            }],
+            containers: vec![container(app)],
             ..PodSpec::default()
         }),
         ..Pod::default()
@@ -326,10 +322,7 @@ async fn place(
                             max_unavailable: Some(IntOrString::Int(
                                 i32::try_from(max_unavailable).unwrap_or(i32::MAX),
                             )),
-                            selector: Some(LabelSelector {
-                                match_labels: Some(labels(&w.name)),
-                                ..LabelSelector::default()
-                            }),
+                            selector: Some(selector(&w.name)),
                             ..PodDisruptionBudgetSpec::default()
                         }),
                         ..PodDisruptionBudget::default()
@@ -349,6 +342,9 @@ async fn place(
                         .await?;
                     }
                 }
+                // After its pods, which it adopts: made first, it would make pods of its own.
+                let replicas = nodes.len() * w.per_node as usize;
+                replica_set(client, &w.name, replicas, run_labels).await?;
             }
             Workload::DaemonSet(w) => {
                 let daemon_set = DaemonSet {
@@ -357,42 +353,12 @@ async fn place(
                         ..ObjectMeta::default()
                     },
                     spec: Some(DaemonSetSpec {
-                        selector: LabelSelector {
-                            match_labels: Some(labels(&w.name)),
-                            ..LabelSelector::default()
-                        },
-                        template: PodTemplateSpec {
-                            metadata: Some(ObjectMeta {
-                                labels: Some(labels(&w.name)),
-                                ..ObjectMeta::default()
-                            }),
-                            spec: Some(PodSpec {
-                                containers: vec![Container {
-                                    name: w.name.clone(),
-                                    image: Some(format!("{}:lab", w.name)),
-                                    ..Container::default()
-                                }],
-                                ..PodSpec::default()
-                            }),
-                        },
+                        selector: selector(&w.name),
+                        template: template(&w.name, run_labels),
                         ..DaemonSetSpec::default()
                     }),
                     ..DaemonSet::default()
                 };
-                let mut daemon_set = daemon_set;
-                if let (Some(run), Some(spec)) = (
-                    run_labels.get(crate::engine::cluster::existing::RUN_LABEL),
-                    daemon_set.spec.as_mut(),
-                ) {
-                    // On a shared cluster its DaemonSet controller places pods on the run's
-                    // nodes alone.
-                    if let Some(pod) = spec.template.spec.as_mut() {
-                        pod.node_selector = Some(BTreeMap::from([(
-                            crate::engine::cluster::existing::RUN_LABEL.to_owned(),
-                            run.clone(),
-                        )]));
-                    }
-                }
                 let api = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
                 let what = format!("create DaemonSet {}", w.name);
                 let created = create(&api, &daemon_set, run_labels, what).await?;
@@ -442,16 +408,105 @@ async fn place(
     Ok(())
 }
 
-/// Waits until every workload pod runs and is Ready (the nodes' kubelets started them), so a
-/// PodDisruptionBudget counts them as healthy before anything is drained.
+/// The ReplicaSet that controls a `pods` workload's pods, made after them: it adopts them (sets
+/// itself as their controller), as a real ReplicaSet controller adopts the orphans its selector
+/// matches. A real cluster's disruption controller takes a budget's expected pods from it (a
+/// budget with `maxUnavailable` over pods without a controller allows no disruption), and the
+/// ReplicaSet controller replaces an evicted pod on another node (on the embedded server and a
+/// local control plane, Rackproof's stand-in: `components::workloads`).
+async fn replica_set(
+    client: &Client,
+    name: &str,
+    replicas: usize,
+    run_labels: &Labels,
+) -> Result<(), SetupError> {
+    let replica_set = ReplicaSet {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ReplicaSetSpec {
+            replicas: Some(i32::try_from(replicas).unwrap_or(i32::MAX)),
+            selector: selector(name),
+            template: Some(template(name, run_labels)),
+            ..ReplicaSetSpec::default()
+        }),
+        ..ReplicaSet::default()
+    };
+    let api = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    create(
+        &api,
+        &replica_set,
+        run_labels,
+        format!("create ReplicaSet {name}"),
+    )
+    .await
+    .map(|_| ())
+}
+
+/// The selector of a workload's pods.
+fn selector(app: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: Some(labels(app)),
+        ..LabelSelector::default()
+    }
+}
+
+/// The pod template of a workload's controller. On a shared cluster the pods it makes carry the
+/// run's labels, and its scheduler places them on the run's nodes alone (a node selector on the
+/// run label).
+fn template(app: &str, run_labels: &Labels) -> PodTemplateSpec {
+    let node_selector = run_labels
+        .get(crate::engine::cluster::existing::RUN_LABEL)
+        .map(|run| {
+            BTreeMap::from([(
+                crate::engine::cluster::existing::RUN_LABEL.to_owned(),
+                run.clone(),
+            )])
+        });
+    let mut pod_labels = labels(app);
+    pod_labels.extend(run_labels.clone());
+    PodTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(pod_labels),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(PodSpec {
+            node_selector,
+            containers: vec![container(app)],
+            ..PodSpec::default()
+        }),
+    }
+}
+
+fn container(app: &str) -> Container {
+    Container {
+        name: app.to_owned(),
+        image: Some(format!("{app}:lab")),
+        ..Container::default()
+    }
+}
+
+/// Waits until every workload pod runs and is Ready (the nodes' kubelets started them), and each
+/// pod of a ReplicaSet has it as its controller (adopted), so a PodDisruptionBudget counts them
+/// as healthy before anything is drained.
 pub(crate) async fn wait_workloads_running(
     client: &Client,
     clock: &rackproof_clock::Clock,
     within: std::time::Duration,
 ) -> Result<(), WorkloadsError> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), WORKLOAD_NAMESPACE);
     let deadline = clock.instant() + within;
     loop {
+        let controlled: std::collections::BTreeSet<String> = replica_sets
+            .list(&kube::api::ListParams::default())
+            .await
+            .map_err(WorkloadsError::List)?
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect();
         let list = pods
             .list(&kube::api::ListParams::default())
             .await
@@ -459,7 +514,17 @@ pub(crate) async fn wait_workloads_running(
         let waiting: Vec<String> = list
             .items
             .iter()
-            .filter(|p| !ready(p))
+            .filter(|p| {
+                let orphan = p
+                    .labels()
+                    .get("app")
+                    .is_some_and(|app| controlled.contains(app))
+                    && !p
+                        .owner_references()
+                        .iter()
+                        .any(|o| o.controller == Some(true));
+                !ready(p) || orphan
+            })
             .map(ResourceExt::name_any)
             .collect();
         if waiting.is_empty() {

@@ -1,6 +1,9 @@
 //! The node lifecycle controller, kube-controller-manager's part that matters here: a node whose
 //! Lease was not renewed for the node-monitor grace period gets `Ready=Unknown`
-//! (`NodeStatusUnknown`), as `kubelet stopped posting node status`. It runs as the
+//! (`NodeStatusUnknown`), as `kubelet stopped posting node status`; and a node's NoSchedule
+//! taints follow its `Ready` condition (`node.kubernetes.io/not-ready` while `False`, which
+//! every new Node starts with, `unreachable` while `Unknown`, none while `True`), so the
+//! scheduler's stand-in (`workloads`) places pods on Ready nodes only. It runs as the
 //! `kube-controller-manager` dependent, so it stops when the watchdog scales that to zero.
 //!
 //! Its watches decode only what it reads ([`NodeReadiness`], [`LeaseRenewal`]): every renewal of
@@ -18,46 +21,26 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use rackproof_clock::Clock;
+
+use super::partial::{self, partial_of};
 use serde::Deserialize;
 use serde_json::json;
 
-/// The metadata a watch needs: identity and resourceVersion, nothing else.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Identity {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    uid: Option<String>,
-    #[serde(default)]
-    resource_version: Option<String>,
-}
-
-fn identity<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
-    let Identity {
-        name,
-        namespace,
-        uid,
-        resource_version,
-    } = Identity::deserialize(deserializer)?;
-    Ok(ObjectMeta {
-        name,
-        namespace,
-        uid,
-        resource_version,
-        ..ObjectMeta::default()
-    })
-}
-
-/// A Node as the controller reads it: its `Ready` condition.
+/// A Node as the controller reads it: its `Ready` condition and its taints.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct NodeReadiness {
-    #[serde(deserialize_with = "identity")]
+    #[serde(deserialize_with = "partial::identity")]
     metadata: ObjectMeta,
     #[serde(default)]
+    spec: Option<TaintsSpec>,
+    #[serde(default)]
     status: Option<ReadinessStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct TaintsSpec {
+    #[serde(default)]
+    taints: Option<Vec<Taint>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -78,6 +61,50 @@ struct ReadyCondition {
 }
 
 impl NodeReadiness {
+    fn taints(&self) -> &[Taint] {
+        self.spec
+            .as_ref()
+            .and_then(|s| s.taints.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// The node's taints as the node lifecycle controller's NoSchedule pass leaves them: the
+    /// `not-ready` taint while `Ready` is `False`, the `unreachable` one while it is `Unknown`,
+    /// neither while it is `True`; `None` when they are so already.
+    fn tainted_by_condition(&self) -> Option<Vec<Taint>> {
+        let wanted = match self.ready().map(|c| c.status.as_str()) {
+            Some("True") => None,
+            Some("False") => Some(TAINT_NOT_READY),
+            Some(_) => Some(TAINT_UNREACHABLE),
+            // A node that has not reported yet keeps the taint it was created with.
+            None => return None,
+        };
+        let by_condition = |t: &Taint| {
+            t.effect == "NoSchedule" && (t.key == TAINT_NOT_READY || t.key == TAINT_UNREACHABLE)
+        };
+        let current: Vec<&str> = self
+            .taints()
+            .iter()
+            .filter(|t| by_condition(t))
+            .map(|t| t.key.as_str())
+            .collect();
+        if current == wanted.into_iter().collect::<Vec<_>>() {
+            return None;
+        }
+        let mut taints: Vec<Taint> = self
+            .taints()
+            .iter()
+            .filter(|t| !by_condition(t))
+            .cloned()
+            .collect();
+        taints.extend(wanted.map(|key| Taint {
+            key: key.to_owned(),
+            effect: "NoSchedule".to_owned(),
+            rest: serde_json::Map::new(),
+        }));
+        Some(taints)
+    }
+
     /// The `Ready` condition, if the node has one.
     fn ready(&self) -> Option<&ReadyCondition> {
         self.status
@@ -88,10 +115,24 @@ impl NodeReadiness {
     }
 }
 
+/// A taint, its other fields (value, timeAdded) kept as they are.
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+struct Taint {
+    key: String,
+    effect: String,
+    #[serde(flatten)]
+    rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The NoSchedule taints the node lifecycle controller keeps by the `Ready` condition (the API
+/// server's admission puts the first on every new Node).
+const TAINT_NOT_READY: &str = "node.kubernetes.io/not-ready";
+const TAINT_UNREACHABLE: &str = "node.kubernetes.io/unreachable";
+
 /// A node Lease as the controller reads it: when it was renewed.
 #[derive(Debug, Clone, Deserialize)]
 pub(crate) struct LeaseRenewal {
-    #[serde(deserialize_with = "identity")]
+    #[serde(deserialize_with = "partial::identity")]
     metadata: ObjectMeta,
     #[serde(default)]
     spec: Option<RenewalSpec>,
@@ -104,29 +145,6 @@ struct RenewalSpec {
     renew_time: Option<MicroTime>,
 }
 
-/// `kube::Resource` for a partial type, through the k8s-openapi traits of the type it reads.
-macro_rules! partial_of {
-    ($partial:ty, $full:ty) => {
-        impl k8s_openapi::Resource for $partial {
-            const API_VERSION: &'static str = <$full as k8s_openapi::Resource>::API_VERSION;
-            const GROUP: &'static str = <$full as k8s_openapi::Resource>::GROUP;
-            const KIND: &'static str = <$full as k8s_openapi::Resource>::KIND;
-            const VERSION: &'static str = <$full as k8s_openapi::Resource>::VERSION;
-            const URL_PATH_SEGMENT: &'static str =
-                <$full as k8s_openapi::Resource>::URL_PATH_SEGMENT;
-            type Scope = <$full as k8s_openapi::Resource>::Scope;
-        }
-        impl k8s_openapi::Metadata for $partial {
-            type Ty = ObjectMeta;
-            fn metadata(&self) -> &ObjectMeta {
-                &self.metadata
-            }
-            fn metadata_mut(&mut self) -> &mut ObjectMeta {
-                &mut self.metadata
-            }
-        }
-    };
-}
 partial_of!(NodeReadiness, Node);
 partial_of!(LeaseRenewal, Lease);
 
@@ -171,6 +189,15 @@ async fn monitor(
         let now = clock.now();
         for node in nodes.state() {
             let name = node.name_any();
+            if let Some(taints) = node.tainted_by_condition() {
+                let patch = json!({"spec": {"taints": taints}});
+                if let Err(e) = api
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                {
+                    tracing::warn!(node = %name, error = %e, "failed to update the node's NoSchedule taints");
+                }
+            }
             let Some(ready) = node.ready().filter(|c| c.status == "True") else {
                 continue;
             };
@@ -250,5 +277,56 @@ mod tests {
         let bare: NodeReadiness = serde_json::from_value(json!({"metadata": {"name": "node-2"}}))
             .expect("a Node without status decodes");
         assert!(bare.ready().is_none());
+    }
+
+    fn node(ready: &str, taints: serde_json::Value) -> NodeReadiness {
+        serde_json::from_value(
+            json!({"metadata": {"name": "n"}, "spec": {"taints": taints},
+            "status": {"conditions": [{"type": "Ready", "status": ready}]}}),
+        )
+        .expect("a Node decodes")
+    }
+
+    fn keys(taints: Option<Vec<Taint>>) -> Option<Vec<String>> {
+        taints.map(|t| {
+            t.into_iter()
+                .map(|t| format!("{}:{}", t.key, t.effect))
+                .collect()
+        })
+    }
+
+    #[test]
+    fn no_schedule_taints_follow_the_ready_condition_and_keep_the_others() {
+        let new = json!([{"key": TAINT_NOT_READY, "effect": "NoSchedule"},
+            {"key": "dedicated", "value": "lab", "effect": "NoExecute"}]);
+        assert_eq!(
+            keys(node("True", new.clone()).tainted_by_condition()),
+            Some(vec!["dedicated:NoExecute".to_owned()]),
+            "a Ready node loses the not-ready taint"
+        );
+        let kept = node("True", new.clone()).tainted_by_condition().unwrap();
+        assert_eq!(
+            kept[0].rest.get("value"),
+            Some(&json!("lab")),
+            "values are kept"
+        );
+        assert_eq!(
+            keys(node("False", new.clone()).tainted_by_condition()),
+            None,
+            "tainted already"
+        );
+        assert_eq!(
+            keys(node("Unknown", new).tainted_by_condition()),
+            Some(vec![
+                "dedicated:NoExecute".to_owned(),
+                format!("{TAINT_UNREACHABLE}:NoSchedule")
+            ]),
+            "an unreachable node swaps not-ready for unreachable"
+        );
+        assert_eq!(keys(node("True", json!(null)).tainted_by_condition()), None);
+        assert_eq!(
+            keys(node("False", json!(null)).tainted_by_condition()),
+            Some(vec![format!("{TAINT_NOT_READY}:NoSchedule")])
+        );
     }
 }

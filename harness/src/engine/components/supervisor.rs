@@ -28,7 +28,7 @@ use crate::engine::components::outside::Outside;
 use crate::engine::judge::timeline::EntryKind;
 use crate::engine::logs::LineLogs;
 use crate::engine::shared::Shared;
-use crate::scenario::{Component, Implementation, Scenario};
+use crate::scenario::{Component, Implementation, Scenario, Workload};
 
 /// The first restart back-off of a component that ended by itself.
 const FIRST_BACKOFF: Duration = Duration::from_secs(10);
@@ -59,6 +59,9 @@ pub(crate) enum Managed {
     /// The maintenance controller (gardener-controller-manager's role), for a pool with
     /// maintenance settings.
     Maintenance,
+    /// The ReplicaSet controller and scheduler stand-in, for scenarios with `pods` workloads on
+    /// a cluster Rackproof runs.
+    Workloads,
 }
 
 impl Managed {
@@ -68,6 +71,7 @@ impl Managed {
             Self::NodeLifecycle => "node lifecycle controller",
             Self::Watchdog => "watchdog",
             Self::Maintenance => "maintenance controller",
+            Self::Workloads => "ReplicaSet controller",
         }
     }
 
@@ -76,7 +80,7 @@ impl Managed {
         match self {
             Self::Orchestrator => Some(inplace_orchestrator::LEADER_LEASE_NAME),
             Self::Watchdog => Some(inplace_watchdog::LEADER_LEASE_NAME),
-            Self::NodeLifecycle | Self::Maintenance => None,
+            Self::NodeLifecycle | Self::Maintenance | Self::Workloads => None,
         }
     }
 
@@ -84,7 +88,7 @@ impl Managed {
     fn deployment(self) -> Option<&'static str> {
         match self {
             Self::Orchestrator => Some("machine-controller-manager"),
-            Self::NodeLifecycle => Some("kube-controller-manager"),
+            Self::NodeLifecycle | Self::Workloads => Some("kube-controller-manager"),
             Self::Watchdog | Self::Maintenance => None,
         }
     }
@@ -199,6 +203,7 @@ impl Supervisor {
         outside: Option<Arc<Outside>>,
         logs: LineLogs,
         controller_manager: Option<ControllerManagerSwitch>,
+        workload_stand_in: bool,
     ) -> Self {
         let replicas = scenario.components.replicas.value.max(1);
         let mut slots = BTreeMap::new();
@@ -219,10 +224,21 @@ impl Supervisor {
                 slots.insert(Instance { component, index }, slot);
             }
         }
-        for component in [Managed::NodeLifecycle, Managed::Maintenance] {
-            if component == Managed::Maintenance
-                && scenario.pools().iter().all(|p| p.maintenance.is_none())
-            {
+        let has_pods = std::iter::once(&scenario.workloads)
+            .chain(scenario.pools().iter().map(|p| &p.workloads))
+            .flatten()
+            .any(|w| matches!(w, Workload::Pods(_)));
+        for component in [
+            Managed::NodeLifecycle,
+            Managed::Maintenance,
+            Managed::Workloads,
+        ] {
+            let wanted = match component {
+                Managed::Maintenance => scenario.pools().iter().any(|p| p.maintenance.is_some()),
+                Managed::Workloads => workload_stand_in && has_pods,
+                _ => true,
+            };
+            if !wanted {
                 continue;
             }
             slots.insert(
@@ -382,7 +398,7 @@ impl Supervisor {
                     self.watchdog.node_lease_failure_fraction.to_string(),
                 ),
             ],
-            Managed::NodeLifecycle | Managed::Maintenance => Vec::new(),
+            Managed::NodeLifecycle | Managed::Maintenance | Managed::Workloads => Vec::new(),
         };
         let name = self.name(instance);
         if let Some(election) = self.election(instance) {
@@ -444,6 +460,9 @@ impl Supervisor {
             Managed::NodeLifecycle => {
                 let grace = self.kcm_grace;
                 tokio::spawn(lifecycle::run(client, clock, grace).instrument(span))
+            }
+            Managed::Workloads => {
+                tokio::spawn(super::workloads::run(client, clock).instrument(span))
             }
             Managed::Maintenance => {
                 let config = self.orchestrator.clone();

@@ -478,6 +478,7 @@ async fn drive(
         outside.clone(),
         logs.components.clone(),
         cluster.controller_manager(),
+        cluster.runs_stand_ins(),
     );
     let supervisor = Arc::new(Mutex::new(supervisor));
     let ctx = Arc::new(Ctx {

@@ -1,0 +1,326 @@
+//! The ReplicaSet controller and the scheduler, as far as the lab's workloads need them: each
+//! `pods` workload is a ReplicaSet (`cluster::setup`), and when fewer of its pods exist than its
+//! replicas (a drain evicted one), a replacement is created, bound at once to the Ready,
+//! schedulable, untainted node with the fewest of the ReplicaSet's pods. The node's kubelet then
+//! starts it. Orphan pods the selector matches are adopted (their owner reference set), as the
+//! real controller does: the workloads' pods are made before their ReplicaSet. A ReplicaSet gets
+//! replacements only once it was seen with all its replicas, so pods the watch has not shown
+//! yet are never doubled. Excess pods are left alone: nothing in the lab makes too many.
+//!
+//! It runs as the `kube-controller-manager` dependent (the real ReplicaSet controller is part of
+//! it), on the embedded server and on a local control plane (which runs no scheduler); an
+//! existing cluster runs its own controllers and scheduler.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::ReplicaSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::{Patch, PatchParams, PostParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, ResourceExt};
+use rackproof_clock::Clock;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::partial::{self, partial_of};
+use crate::engine::cluster::setup::{self, WORKLOAD_NAMESPACE};
+
+/// How often the controller compares each ReplicaSet with its pods.
+const RESYNC: Duration = Duration::from_secs(1);
+
+/// How long a pod the controller created counts while the watch has not shown it yet (the real
+/// controller's expectations).
+const EXPECTATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A Node as the scheduler reads it: whether it takes new pods.
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct NodePlacement {
+    #[serde(deserialize_with = "partial::identity")]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<PlacementSpec>,
+    #[serde(default)]
+    status: Option<PlacementStatus>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct PlacementSpec {
+    #[serde(default)]
+    unschedulable: Option<bool>,
+    #[serde(default)]
+    taints: Vec<Taint>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Taint {
+    #[serde(default)]
+    effect: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct PlacementStatus {
+    #[serde(default)]
+    conditions: Vec<Condition>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+struct Condition {
+    #[serde(default, rename = "type")]
+    type_: String,
+    #[serde(default)]
+    status: String,
+}
+
+partial_of!(NodePlacement, Node);
+
+impl NodePlacement {
+    /// Whether a new pod may be bound to it: Ready, not cordoned, without a taint that keeps
+    /// pods off (the workloads tolerate none).
+    fn takes_pods(&self) -> bool {
+        let ready = self.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+        let spec = self.spec.clone().unwrap_or_default();
+        ready
+            && spec.unschedulable != Some(true)
+            && !spec
+                .taints
+                .iter()
+                .any(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+    }
+}
+
+/// Runs until dropped.
+pub(crate) async fn run(client: Client, clock: Clock) {
+    let (replica_sets, rs_writer) = reflector::store::<ReplicaSet>();
+    let (pods, pod_writer) = reflector::store::<Pod>();
+    let (nodes, node_writer) = reflector::store::<NodePlacement>();
+    let follow_replica_sets = reflector::reflector(
+        rs_writer,
+        watcher::watcher(
+            Api::<ReplicaSet>::namespaced(client.clone(), WORKLOAD_NAMESPACE),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
+    let follow_pods = reflector::reflector(
+        pod_writer,
+        watcher::watcher(
+            Api::<Pod>::namespaced(client.clone(), WORKLOAD_NAMESPACE),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
+    let follow_nodes = reflector::reflector(
+        node_writer,
+        watcher::watcher(
+            Api::<NodePlacement>::all(client.clone()),
+            watcher::Config::default(),
+        ),
+    )
+    .default_backoff()
+    .for_each(|_| async {});
+    let controller = Controller {
+        client,
+        clock,
+        replica_sets,
+        pods,
+        nodes,
+        expected: BTreeMap::new(),
+        next: 1,
+        settled: BTreeSet::new(),
+    };
+    tokio::join!(
+        follow_replica_sets,
+        follow_pods,
+        follow_nodes,
+        controller.run()
+    );
+}
+
+struct Controller {
+    client: Client,
+    clock: Clock,
+    replica_sets: Store<ReplicaSet>,
+    pods: Store<Pod>,
+    nodes: Store<NodePlacement>,
+    /// Pods created and not yet seen in the store: name → (ReplicaSet uid, node, when).
+    expected: BTreeMap<String, (String, String, Instant)>,
+    /// The next replacement's number (names are `{replicaset}-r{n}`).
+    next: u64,
+    /// The ReplicaSets (uids) seen with all their replicas: only those get replacements, so a
+    /// ReplicaSet whose adopted pods the watch has not shown yet gets no pods of its own.
+    settled: BTreeSet<String>,
+}
+
+impl Controller {
+    async fn run(mut self) {
+        for ready in [
+            self.replica_sets.wait_until_ready().await,
+            self.pods.wait_until_ready().await,
+            self.nodes.wait_until_ready().await,
+        ] {
+            if ready.is_err() {
+                return;
+            }
+        }
+        let mut ticks = self.clock.interval(RESYNC);
+        loop {
+            ticks.tick().await;
+            let mut replica_sets = self.replica_sets.state();
+            replica_sets.sort_by_key(|rs| rs.name_any());
+            for replica_set in replica_sets {
+                self.sync(&replica_set).await;
+            }
+        }
+    }
+
+    /// Adopts the ReplicaSet's orphans and replaces its missing pods.
+    async fn sync(&mut self, replica_set: &ReplicaSet) {
+        let (name, Some(uid)) = (replica_set.name_any(), replica_set.uid()) else {
+            return;
+        };
+        let Some(spec) = &replica_set.spec else {
+            return;
+        };
+        let selector = spec.selector.match_labels.clone().unwrap_or_default();
+        let matches = |pod: &Pod| {
+            !selector.is_empty() && selector.iter().all(|(k, v)| pod.labels().get(k) == Some(v))
+        };
+        let now = self.clock.instant();
+        let seen: BTreeSet<String> = self.pods.state().iter().map(|p| p.name_any()).collect();
+        self.expected.retain(|pod, (_, _, at)| {
+            !seen.contains(pod) && now.duration_since(*at) < EXPECTATION_TIMEOUT
+        });
+        // Active pods per node: the ones it controls, not being deleted, and the expected ones.
+        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+        let mut active = 0;
+        for pod in self.pods.state() {
+            if pod.metadata.deletion_timestamp.is_some() || !matches(&pod) {
+                continue;
+            }
+            match pod
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true))
+            {
+                Some(owner) if owner.uid == uid => {}
+                Some(_) => continue,
+                None => {
+                    if !self.adopt(&pod, replica_set, &uid).await {
+                        continue;
+                    }
+                }
+            }
+            active += 1;
+            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                *per_node.entry(node).or_default() += 1;
+            }
+        }
+        for (owner, node, _) in self.expected.values() {
+            if *owner == uid {
+                active += 1;
+                *per_node.entry(node.clone()).or_default() += 1;
+            }
+        }
+        let replicas = usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0);
+        if active >= replicas {
+            self.settled.insert(uid.clone());
+        }
+        if !self.settled.contains(&uid) {
+            return;
+        }
+        for _ in active..replicas {
+            let Some(node) = self.place(&per_node) else {
+                tracing::debug!(replicaset = %name, nodes = ?self.nodes.state(), "no node takes pods; waiting");
+                return;
+            };
+            if !self.create(replica_set, &uid, &node).await {
+                return;
+            }
+            *per_node.entry(node).or_default() += 1;
+        }
+    }
+
+    /// The node a new pod goes to: the one taking pods with the fewest of the ReplicaSet's.
+    fn place(&self, per_node: &BTreeMap<String, usize>) -> Option<String> {
+        self.nodes
+            .state()
+            .iter()
+            .filter(|n| n.takes_pods())
+            .map(|n| n.name_any())
+            .min_by_key(|n| (per_node.get(n).copied().unwrap_or(0), n.clone()))
+    }
+
+    /// Sets the ReplicaSet as the orphan `pod`'s controller. Whether it now is.
+    async fn adopt(&self, pod: &Pod, replica_set: &ReplicaSet, uid: &str) -> bool {
+        let owner = owner(replica_set, uid);
+        let patch = json!({"metadata": {"ownerReferences": [owner]}});
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), WORKLOAD_NAMESPACE);
+        match api
+            .patch(
+                &pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(pod = %pod.name_any(), error = %rackproof_std::error_chain(&e), "failed to adopt the pod");
+                false
+            }
+        }
+    }
+
+    /// Creates a replacement of the ReplicaSet's on `node`. Whether it was created.
+    async fn create(&mut self, replica_set: &ReplicaSet, uid: &str, node: &str) -> bool {
+        let app = replica_set.name_any();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), WORKLOAD_NAMESPACE);
+        let name = format!("{app}-r{}", self.next);
+        self.next += 1;
+        let mut pod = setup::pod(name.clone(), &app, node);
+        pod.metadata.labels = replica_set
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.as_ref()?.metadata.as_ref()?.labels.clone())
+            .or(pod.metadata.labels);
+        pod.metadata.owner_references = Some(vec![owner(replica_set, uid)]);
+        match api.create(&PostParams::default(), &pod).await {
+            Ok(_) => {
+                tracing::info!(pod = %name, node = %node, replicaset = %app, "replacement pod created");
+                self.expected.insert(
+                    name,
+                    (uid.to_owned(), node.to_owned(), self.clock.instant()),
+                );
+                true
+            }
+            Err(e) => {
+                tracing::warn!(pod = %name, node = %node, error = %rackproof_std::error_chain(&e), "failed to create a replacement pod");
+                false
+            }
+        }
+    }
+}
+
+fn owner(replica_set: &ReplicaSet, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "apps/v1".to_owned(),
+        kind: "ReplicaSet".to_owned(),
+        name: replica_set.name_any(),
+        uid: uid.to_owned(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
