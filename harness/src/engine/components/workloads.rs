@@ -284,8 +284,16 @@ impl Controller {
         }
     }
 
-    /// Creates a replacement of the ReplicaSet's on `node`. Whether it was created.
+    /// Creates a replacement of the ReplicaSet's on `node`, read afresh first: the watch may not
+    /// have shown a cordon yet, and a pod bound to a node being drained could outlive the drain.
+    /// Whether it was created.
     async fn create(&mut self, replica_set: &ReplicaSet, uid: &str, node: &str) -> bool {
+        let fresh = Api::<NodePlacement>::all(self.client.clone())
+            .get(node)
+            .await;
+        if !fresh.is_ok_and(|n| n.takes_pods()) {
+            return false;
+        }
         let app = replica_set.name_any();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), WORKLOAD_NAMESPACE);
         let name = format!("{app}-r{}", self.next);
@@ -322,5 +330,54 @@ fn owner(replica_set: &ReplicaSet, uid: &str) -> OwnerReference {
         uid: uid.to_owned(),
         controller: Some(true),
         block_owner_deletion: Some(true),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(spec: serde_json::Value, ready: &str) -> NodePlacement {
+        serde_json::from_value(json!({"metadata": {"name": "n", "resourceVersion": "7",
+            "managedFields": [{"manager": "kubelet"}]}, "spec": spec,
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"},
+                {"type": "Ready", "status": ready, "reason": "KubeletReady"}]}}))
+        .expect("a served Node decodes")
+    }
+
+    #[test]
+    fn only_ready_uncordoned_untainted_nodes_take_pods() {
+        assert!(node(json!({}), "True").takes_pods());
+        assert!(
+            node(
+                json!({"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}),
+                "True"
+            )
+            .takes_pods(),
+            "a preference is no rule"
+        );
+        assert!(!node(json!({}), "False").takes_pods());
+        assert!(!node(json!({}), "Unknown").takes_pods());
+        assert!(!node(json!({"unschedulable": true}), "True").takes_pods());
+        assert!(
+            !node(
+                json!({"taints": [{"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}]}),
+                "True"
+            )
+            .takes_pods()
+        );
+        assert!(
+            !node(
+                json!({"taints": [{"key": "k", "value": "v", "effect": "NoExecute"}]}),
+                "True"
+            )
+            .takes_pods()
+        );
+        let bare: NodePlacement = serde_json::from_value(json!({"metadata": {"name": "m"}}))
+            .expect("a Node without spec or status decodes");
+        assert!(
+            !bare.takes_pods(),
+            "a node that never reported takes nothing"
+        );
     }
 }
