@@ -1,6 +1,8 @@
 //! PodDisruptionBudgets: the status kube-controller-manager's disruption controller would keep
 //! (kept here synchronously after every pod or budget change), and the eviction decision.
 
+use std::collections::BTreeMap;
+
 use serde_json::{Value, json};
 
 use crate::error::ApiError;
@@ -71,21 +73,6 @@ fn selector_of(pdb: &Value) -> Option<LabelSelector> {
         .and_then(|s| LabelSelector::from_object(s).ok())
 }
 
-/// A pod's part in a budget's counts, `(expected, healthy)`; `None`: absent.
-fn counted(selector: Option<&LabelSelector>, pod: Option<&Value>) -> (i64, i64) {
-    match (selector, pod) {
-        (Some(selector), Some(pod)) if selector.matches(pod) => (1, i64::from(pod_ready(pod))),
-        _ => (0, 0),
-    }
-}
-
-/// A budget's counts, `(expected, healthy)`, from every pod of its namespace.
-fn count(selector: Option<&LabelSelector>, pods: &[&Value]) -> (i64, i64) {
-    pods.iter()
-        .map(|pod| counted(selector, Some(pod)))
-        .fold((0, 0), |(e, h), (de, dh)| (e + de, h + dh))
-}
-
 /// Whether a budget's expected pods are its pods' controllers' replicas (kube-controller-manager's
 /// disruption controller: with `maxUnavailable`, or `minAvailable` as a percentage), rather than
 /// the pods that exist (an integer `minAvailable`).
@@ -94,62 +81,90 @@ fn counts_by_controllers(pdb: &Value) -> bool {
         || pdb.at("/spec/minAvailable").is_some_and(Value::is_string)
 }
 
-/// The replicas of the controllers of the budget's pods, each controller once; `None` when a
-/// pod has no controller, or one whose scale is unknown or missing (the real controller's
-/// `NoControllerRef`: the budget then allows no disruption). A ReplicaSet, StatefulSet or
-/// ReplicationController's `spec.replicas` (a Deployment's ReplicaSet counts with its own).
-fn controllers_replicas(
-    state: &State,
-    namespace: &str,
-    selector: Option<&LabelSelector>,
-    pods: &[&Value],
-) -> Option<i64> {
-    let mut seen = std::collections::BTreeSet::new();
-    let mut replicas = 0;
-    for pod in pods {
-        if !selector.is_some_and(|s| s.matches(pod)) {
-            continue;
-        }
-        let owner = pod
-            .at("/metadata/ownerReferences")?
-            .as_array()?
-            .iter()
-            .find(|o| o.get("controller") == Some(&json!(true)))?;
-        let uid = owner.get("uid")?.as_str()?;
-        if !seen.insert(uid) {
-            continue;
-        }
-        let (group, resource) = match owner.get("kind")?.as_str()? {
-            "ReplicaSet" => ("apps", "replicasets"),
-            "StatefulSet" => ("apps", "statefulsets"),
-            "ReplicationController" => ("", "replicationcontrollers"),
-            _ => return None,
-        };
-        let controller = state.store.get(&Key {
-            gr: gr(group, resource),
-            namespace: namespace.to_owned(),
-            name: owner.get("name")?.as_str()?.to_owned(),
-        })?;
-        if meta_str(controller, "uid") != Some(uid) {
-            return None;
-        }
-        replicas += controller
-            .at("/spec/replicas")
-            .and_then(Value::as_i64)
-            .unwrap_or(1);
-    }
-    Some(replicas)
+/// What a budget counts among its namespace's pods, kept between refreshes (in [`State`]) so that
+/// a pod change moves the counts by what that pod took away and added. With a thousand pods per
+/// namespace, counting every pod after every pod change was quadratic.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Tally {
+    pods: i64,
+    healthy: i64,
+    /// Matching pods without a controller.
+    uncontrolled: i64,
+    /// Matching pods per controller, by (kind, name, uid).
+    controllers: BTreeMap<(String, String, String), i64>,
 }
 
-/// A budget's counts as its status holds them, when that status is of its current generation.
-fn stored_counts(pdb: &Value) -> Option<(i64, i64)> {
-    let status = pdb.get("status")?;
-    let generation = pdb.at("/metadata/generation").cloned().unwrap_or(json!(1));
-    (status.get("observedGeneration") == Some(&generation)).then_some(())?;
-    Some((
-        status.get("expectedPods")?.as_i64()?,
-        status.get("currentHealthy")?.as_i64()?,
-    ))
+/// A pod's controller, from its owner references: (kind, name, uid).
+fn controller_of(pod: &Value) -> Option<(String, String, String)> {
+    let owner = pod
+        .at("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|o| o.get("controller") == Some(&json!(true)))?;
+    let text = |field: &str| owner.get(field).and_then(Value::as_str).map(str::to_owned);
+    Some((text("kind")?, text("name")?, text("uid")?))
+}
+
+impl Tally {
+    /// Every pod in `pods` the selector matches.
+    fn of(selector: Option<&LabelSelector>, pods: &[&Value]) -> Self {
+        let mut tally = Self::default();
+        for pod in pods {
+            tally.count(selector, Some(pod), 1);
+        }
+        tally
+    }
+
+    /// Counts `pod` in (`sign` 1) or out (-1) when the selector matches it.
+    fn count(&mut self, selector: Option<&LabelSelector>, pod: Option<&Value>, sign: i64) {
+        let Some(pod) = pod.filter(|pod| selector.is_some_and(|s| s.matches(pod))) else {
+            return;
+        };
+        self.pods += sign;
+        self.healthy += sign * i64::from(pod_ready(pod));
+        match controller_of(pod) {
+            Some(controller) => {
+                let pods = self.controllers.entry(controller.clone()).or_default();
+                *pods += sign;
+                if *pods == 0 {
+                    self.controllers.remove(&controller);
+                }
+            }
+            None => self.uncontrolled += sign,
+        }
+    }
+
+    /// The replicas of the pods' controllers, each once; `None` when a pod has no controller, or
+    /// one whose scale is unknown or missing (the real controller's `NoControllerRef`: no
+    /// disruption). A ReplicaSet, StatefulSet or ReplicationController's `spec.replicas` (a
+    /// Deployment's ReplicaSet counts with its own).
+    fn replicas(&self, state: &State, namespace: &str) -> Option<i64> {
+        if self.uncontrolled > 0 {
+            return None;
+        }
+        let mut replicas = 0;
+        for (kind, name, uid) in self.controllers.keys() {
+            let (group, resource) = match kind.as_str() {
+                "ReplicaSet" => ("apps", "replicasets"),
+                "StatefulSet" => ("apps", "statefulsets"),
+                "ReplicationController" => ("", "replicationcontrollers"),
+                _ => return None,
+            };
+            let controller = state.store.get(&Key {
+                gr: gr(group, resource),
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+            })?;
+            if meta_str(controller, "uid") != Some(uid.as_str()) {
+                return None;
+            }
+            replicas += controller
+                .at("/spec/replicas")
+                .and_then(Value::as_i64)
+                .unwrap_or(1);
+        }
+        Some(replicas)
+    }
 }
 
 /// The status fields of `pdb` for `expected` matching pods of which `healthy` are ready; with
@@ -209,27 +224,36 @@ fn status(
 /// Why budgets are looked at again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Trigger {
-    /// A budget changed: every budget of the namespace is recomputed.
+    /// A budget changed: every budget of the namespace counts every pod again.
     Budget,
     /// A pod changed: budgets are looked at only if some pod of the namespace changed what they
     /// count since the last time (the store records those changes, see [`counts_differ`]), and
-    /// their counts move by what those pods added and took away. With a thousand pods per
-    /// namespace, counting every pod after every pod write was quadratic. The counts stay exact:
-    /// every budget write (its creation, a new selector, a status someone else wrote) counts
-    /// every pod again.
+    /// their tallies move by what those pods added and took away. The counts stay exact: every
+    /// budget write (its creation, a new selector, a status someone else wrote) counts every
+    /// pod again.
     Pod,
+    /// A controller (ReplicaSet, StatefulSet, ReplicationController) changed: its replicas may
+    /// be a budget's expected pods.
+    Controller,
 }
 
 /// Recomputes the status of every budget in `namespace`, writing only those that changed.
-/// Reads the pods in place (no copies).
+/// Reads the pods in place (no copies), and only when a budget has no tally yet.
 pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Trigger, now: &str) {
     let changes = state.store.take_counted_pod_changes(namespace);
     if trigger == Trigger::Pod && changes.is_empty() {
         return;
     }
+    if trigger == Trigger::Budget {
+        // Counted afresh below, and a deleted budget's tally goes.
+        state
+            .budget_tallies
+            .retain(|key, _| key.namespace != namespace);
+    }
     let pdbs_gr = gr("policy", "poddisruptionbudgets");
     let pods_gr = gr("", "pods");
     let mut changed: Vec<(String, Value)> = Vec::new();
+    let mut tallies: Vec<(Key, Tally)> = Vec::new();
     {
         let mut budgets = state
             .store
@@ -241,18 +265,19 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
         let mut pods: Option<Vec<&Value>> = None;
         for ((_, name), pdb) in budgets {
             let selector = selector_of(pdb);
-            // A budget counted by its pods' controllers counts its pods afresh: its stored
-            // `expectedPods` are replicas, not pods.
-            let incremental = trigger == Trigger::Pod && !counts_by_controllers(pdb);
-            let counts = match (incremental, stored_counts(pdb)) {
-                (true, Some((mut expected, mut healthy))) => {
+            let key = Key {
+                gr: pdbs_gr.clone(),
+                namespace: namespace.to_owned(),
+                name: name.clone(),
+            };
+            let tally = match (trigger, state.budget_tallies.get(&key)) {
+                (Trigger::Pod | Trigger::Controller, Some(tally)) => {
+                    let mut tally = tally.clone();
                     for change in &changes {
-                        let (gone_e, gone_h) = counted(selector.as_ref(), change.before.as_deref());
-                        let (new_e, new_h) = counted(selector.as_ref(), change.after.as_deref());
-                        expected += new_e - gone_e;
-                        healthy += new_h - gone_h;
+                        tally.count(selector.as_ref(), change.before.as_deref(), -1);
+                        tally.count(selector.as_ref(), change.after.as_deref(), 1);
                     }
-                    (expected, healthy)
+                    tally
                 }
                 _ => {
                     let pods = pods.get_or_insert_with(|| {
@@ -262,20 +287,12 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
                             .map(|(_, v)| &**v)
                             .collect()
                     });
-                    count(selector.as_ref(), pods)
+                    Tally::of(selector.as_ref(), pods)
                 }
             };
-            let controllers = counts_by_controllers(pdb).then(|| {
-                let pods = pods.get_or_insert_with(|| {
-                    state
-                        .store
-                        .range(&pods_gr, Some(namespace), None)
-                        .map(|(_, v)| &**v)
-                        .collect()
-                });
-                controllers_replicas(state, namespace, selector.as_ref(), pods)
-            });
-            let status = status(pdb, counts, controllers, now);
+            let controllers = counts_by_controllers(pdb).then(|| tally.replicas(state, namespace));
+            let status = status(pdb, (tally.pods, tally.healthy), controllers, now);
+            tallies.push((key, tally));
             let mut comparable = status.clone();
             if let (Some(old), Some(new)) = (
                 pdb.at("/status/conditions/0/lastTransitionTime"),
@@ -291,6 +308,7 @@ pub(crate) fn refresh_namespace(state: &mut State, namespace: &str, trigger: Tri
             changed.push((name.clone(), pdb));
         }
     }
+    state.budget_tallies.extend(tallies);
     for (name, pdb) in changed {
         state.store.put(
             &Key {
@@ -364,7 +382,8 @@ mod tests {
     use super::*;
 
     fn compute(pdb: &Value, pods: &[&Value], now: &str) -> Value {
-        status(pdb, count(selector_of(pdb).as_ref(), pods), None, now)
+        let tally = Tally::of(selector_of(pdb).as_ref(), pods);
+        status(pdb, (tally.pods, tally.healthy), None, now)
     }
 
     fn pod(name: &str, ready: bool) -> Value {

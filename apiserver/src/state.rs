@@ -32,6 +32,8 @@ pub(crate) struct State {
     pub(crate) registry: Registry,
     pub(crate) auth: AuthConfig,
     pub(crate) watches: crate::watch::WatchBook,
+    /// Each PodDisruptionBudget's counts of its pods, kept between pod changes.
+    pub(crate) budget_tallies: std::collections::HashMap<Key, pdb::Tally>,
     random: u64,
 }
 
@@ -84,6 +86,7 @@ impl State {
             registry: Registry::builtin(),
             auth: AuthConfig::default(),
             watches: crate::watch::WatchBook::default(),
+            budget_tallies: std::collections::HashMap::new(),
             random: seed ^ 0x9e37_79b9_7f4a_7c15,
         };
         let namespaces = state
@@ -260,6 +263,11 @@ impl State {
             pdb::refresh_namespace(self, &key.namespace, pdb::Trigger::Pod, now);
         } else if key.gr.group == "policy" && key.gr.resource == "poddisruptionbudgets" {
             pdb::refresh_namespace(self, &key.namespace, pdb::Trigger::Budget, now);
+        } else if matches!(
+            (key.gr.group.as_str(), key.gr.resource.as_str()),
+            ("apps", "replicasets" | "statefulsets") | ("", "replicationcontrollers")
+        ) {
+            pdb::refresh_namespace(self, &key.namespace, pdb::Trigger::Controller, now);
         }
         if !key.namespace.is_empty() {
             self.finish_namespace(&key.namespace, now);

@@ -12,6 +12,7 @@
 //! existing cluster runs its own controllers and scheduler.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -25,12 +26,13 @@ use kube::{Api, Client, ResourceExt};
 use rackproof_clock::Clock;
 use serde::Deserialize;
 use serde_json::json;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::partial::{self, partial_of};
 use crate::engine::cluster::setup::{self, WORKLOAD_NAMESPACE};
 
-/// How often the controller compares each ReplicaSet with its pods.
+/// How often the controller looks again while a ReplicaSet is short (no node took its pod).
 const RESYNC: Duration = Duration::from_secs(1);
 
 /// How long a pod the controller created counts while the watch has not shown it yet (the real
@@ -102,6 +104,7 @@ pub(crate) async fn run(client: Client, clock: Clock) {
     let (replica_sets, rs_writer) = reflector::store::<ReplicaSet>();
     let (pods, pod_writer) = reflector::store::<Pod>();
     let (nodes, node_writer) = reflector::store::<NodePlacement>();
+    let wake = Arc::new(Notify::new());
     let follow_replica_sets = reflector::reflector(
         rs_writer,
         watcher::watcher(
@@ -110,7 +113,10 @@ pub(crate) async fn run(client: Client, clock: Clock) {
         ),
     )
     .default_backoff()
-    .for_each(|_| async {});
+    .for_each(|_| {
+        wake.notify_one();
+        async {}
+    });
     let follow_pods = reflector::reflector(
         pod_writer,
         watcher::watcher(
@@ -119,7 +125,12 @@ pub(crate) async fn run(client: Client, clock: Clock) {
         ),
     )
     .default_backoff()
-    .for_each(|_| async {});
+    .for_each(|event| {
+        if event.as_ref().is_ok_and(wakes) {
+            wake.notify_one();
+        }
+        async {}
+    });
     let follow_nodes = reflector::reflector(
         node_writer,
         watcher::watcher(
@@ -138,6 +149,7 @@ pub(crate) async fn run(client: Client, clock: Clock) {
         expected: BTreeMap::new(),
         next: 1,
         settled: BTreeSet::new(),
+        wake: wake.clone(),
     };
     tokio::join!(
         follow_replica_sets,
@@ -160,6 +172,25 @@ struct Controller {
     /// The ReplicaSets (uids) seen with all their replicas: only those get replacements, so a
     /// ReplicaSet whose adopted pods the watch has not shown yet gets no pods of its own.
     settled: BTreeSet<String>,
+    /// Woken by ReplicaSet events and the pod events that can leave one short.
+    wake: Arc<Notify>,
+}
+
+/// Whether a pod event can leave a ReplicaSet short of pods or with an orphan to adopt: a pod
+/// gone or going, one without a controller, the end of a (re)list. A new pod or a status write
+/// cannot.
+fn wakes(event: &watcher::Event<Pod>) -> bool {
+    match event {
+        watcher::Event::Delete(_) | watcher::Event::InitDone => true,
+        watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+            pod.metadata.deletion_timestamp.is_some()
+                || !pod
+                    .owner_references()
+                    .iter()
+                    .any(|o| o.controller == Some(true))
+        }
+        watcher::Event::Init => false,
+    }
 }
 
 impl Controller {
@@ -173,37 +204,55 @@ impl Controller {
                 return;
             }
         }
-        let mut ticks = self.clock.interval(RESYNC);
+        // A first look, then one after each pod event that can leave a ReplicaSet short (and
+        // every RESYNC while one is).
+        let mut short = true;
         loop {
-            ticks.tick().await;
+            if short {
+                tokio::select! {
+                    () = self.wake.notified() => {}
+                    () = self.clock.sleep(RESYNC) => {}
+                }
+            } else {
+                self.wake.notified().await;
+            }
+            short = false;
             let mut replica_sets = self.replica_sets.state();
             replica_sets.sort_by_key(|rs| rs.name_any());
             for replica_set in replica_sets {
-                self.sync(&replica_set).await;
+                short |= self.sync(&replica_set).await;
             }
         }
     }
 
-    /// Adopts the ReplicaSet's orphans and replaces its missing pods.
-    async fn sync(&mut self, replica_set: &ReplicaSet) {
+    /// Adopts the ReplicaSet's orphans and replaces its missing pods. Whether it needs another
+    /// look (pods still missing, or not yet seen with all its replicas).
+    async fn sync(&mut self, replica_set: &ReplicaSet) -> bool {
         let (name, Some(uid)) = (replica_set.name_any(), replica_set.uid()) else {
-            return;
+            return false;
         };
         let Some(spec) = &replica_set.spec else {
-            return;
+            return false;
         };
-        let selector = spec.selector.match_labels.clone().unwrap_or_default();
-        let matches = |pod: &Pod| {
-            !selector.is_empty() && selector.iter().all(|(k, v)| pod.labels().get(k) == Some(v))
+        let Some(selector) = spec
+            .selector
+            .match_labels
+            .as_ref()
+            .filter(|s| !s.is_empty())
+        else {
+            return false;
         };
-        let now = self.clock.instant();
-        let seen: BTreeSet<String> = self.pods.state().iter().map(|p| p.name_any()).collect();
-        self.expected.retain(|pod, (_, _, at)| {
-            !seen.contains(pod) && now.duration_since(*at) < EXPECTATION_TIMEOUT
-        });
-        // Active pods per node: the ones it controls, not being deleted, and the expected ones.
-        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
-        let mut active = 0;
+        let matches = |pod: &Pod| selector.iter().all(|(k, v)| pod.labels().get(k) == Some(v));
+        if !self.expected.is_empty() {
+            let now = self.clock.instant();
+            let seen: BTreeSet<String> = self.pods.state().iter().map(|p| p.name_any()).collect();
+            self.expected.retain(|pod, (_, _, at)| {
+                !seen.contains(pod) && now.duration_since(*at) < EXPECTATION_TIMEOUT
+            });
+        }
+        // The active pods: the ones it controls (adopting orphans), not being deleted, and the
+        // expected ones.
+        let mut active = Vec::new();
         for pod in self.pods.state() {
             if pod.metadata.deletion_timestamp.is_some() || !matches(&pod) {
                 continue;
@@ -223,34 +272,39 @@ impl Controller {
                     }
                 }
             }
-            active += 1;
-            if let Some(node) = pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
-                *per_node.entry(node).or_default() += 1;
-            }
+            active.push(pod);
         }
-        for (owner, node, _) in self.expected.values() {
-            if *owner == uid {
-                active += 1;
-                *per_node.entry(node.clone()).or_default() += 1;
-            }
-        }
+        let expected = self.expected.values().filter(|(owner, ..)| *owner == uid);
         let replicas = usize::try_from(spec.replicas.unwrap_or(1)).unwrap_or(0);
-        if active >= replicas {
+        let missing = replicas.saturating_sub(active.len() + expected.clone().count());
+        if missing == 0 {
             self.settled.insert(uid.clone());
         }
         if !self.settled.contains(&uid) {
-            return;
+            return true;
         }
-        for _ in active..replicas {
+        if missing == 0 {
+            return false;
+        }
+        let mut per_node: BTreeMap<String, usize> = BTreeMap::new();
+        let nodes = active
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .chain(expected.map(|(_, node, _)| node.clone()));
+        for node in nodes {
+            *per_node.entry(node).or_default() += 1;
+        }
+        for _ in 0..missing {
             let Some(node) = self.place(&per_node) else {
-                tracing::debug!(replicaset = %name, nodes = ?self.nodes.state(), "no node takes pods; waiting");
-                return;
+                tracing::debug!(replicaset = %name, "no node takes pods; waiting");
+                return true;
             };
             if !self.create(replica_set, &uid, &node).await {
-                return;
+                return true;
             }
             *per_node.entry(node).or_default() += 1;
         }
+        false
     }
 
     /// The node a new pod goes to: the one taking pods with the fewest of the ReplicaSet's.
