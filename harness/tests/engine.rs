@@ -291,12 +291,7 @@ fn a_command_whose_program_is_missing_is_a_lab_failure_naming_it() {
 
 #[test]
 fn kubectl_in_run_steps_drives_a_manual_update() {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
-    assert!(
-        on_path,
-        "kubectl is missing: install it with `apt-get install -y kubernetes-client` (ci/setup does)"
-    );
+    rackproof_test_support::require_kubectl();
     let file =
         Path::new(&std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/kubectl-manual-selection.yaml");

@@ -12,15 +12,6 @@ fn scenario(text: &str) -> LoadedScenario {
     load_str(Path::new("pools-test.yaml"), text).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn kubectl_on_path() {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
-    assert!(
-        on_path,
-        "kubectl is missing: install it with `apt-get install -y kubernetes-client` (ci/setup does)"
-    );
-}
-
 /// A `run` step that checks node `node` carries the pool label `pool`.
 fn labelled(node: &str, pool: &str) -> String {
     format!(
@@ -53,7 +44,7 @@ steps:
 
 #[test]
 fn each_pool_s_nodes_carry_their_own_pool_s_name_and_workloads() {
-    kubectl_on_path();
+    rackproof_test_support::require_kubectl();
     let mut text = TWO_POOLS.to_owned();
     for (node, pool) in [
         ("node-1", "big"),
@@ -72,7 +63,7 @@ fn each_pool_s_nodes_carry_their_own_pool_s_name_and_workloads() {
 
 #[test]
 fn a_pool_made_with_kubectl_gets_nodes_labelled_with_its_own_name() {
-    kubectl_on_path();
+    rackproof_test_support::require_kubectl();
     let pool = r#"{"apiVersion":"rackproof.dev/v1alpha1","kind":"WorkerPool","metadata":{"name":"extra","namespace":"rackproof"},"spec":{"minimum":1,"maximum":1,"maxSurge":0,"maxUnavailable":1,"updateStrategy":"AutoInPlaceUpdate","machine":{"type":"lab","image":{"name":"rackproof-os","version":"1.0.0"}},"kubernetes":{"version":"1.34.2"}}}"#;
     let text = format!(
         r#"
@@ -171,7 +162,7 @@ fn pool_field(pool: &str, jsonpath: &str, value: &str) -> String {
 
 #[test]
 fn scale_naming_one_pool_changes_that_pool_alone() {
-    kubectl_on_path();
+    rackproof_test_support::require_kubectl();
     let mut text = r#"
 lab: { nodes: 5 }
 images:
@@ -209,7 +200,7 @@ steps:
 
 #[test]
 fn a_maintenance_operation_naming_one_pool_runs_in_that_pool_alone() {
-    kubectl_on_path();
+    rackproof_test_support::require_kubectl();
     let mut text = r#"
 clock: { start: "2026-03-02T21:00:00Z" }
 lab: { nodes: 4 }

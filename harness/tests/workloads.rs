@@ -33,18 +33,9 @@ steps:
           test "$(echo "$pods" | awk '$3 == "ReplicaSet" && $4 == "Running" && $5 == "<none>"' | wc -l)" = 6
 "#;
 
-fn kubectl_on_path() {
-    let on_path = std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
-    assert!(
-        on_path,
-        "kubectl is missing: install it with `apt-get install -y kubernetes-client` (ci/setup does)"
-    );
-}
-
 #[test]
 fn evicted_pods_come_back_on_other_nodes_and_the_rollout_never_forces_a_drain() {
-    kubectl_on_path();
+    rackproof_test_support::require_kubectl();
     let loaded = load_str(Path::new("workloads-test.yaml"), ROLLOUT_WITH_A_BUDGET)
         .unwrap_or_else(|e| panic!("{e}"));
     let result = engine::run_scenario(&loaded, Backend::Sim).unwrap();

@@ -31,3 +31,14 @@ pub fn workspace_root() -> PathBuf {
         .expect("test-support/ sits in the workspace root")
         .to_path_buf()
 }
+
+/// Fails the test unless kubectl is on the `PATH`, saying how to install it (a test that needs
+/// a prerequisite never skips).
+pub fn require_kubectl() {
+    let on_path = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("kubectl").is_file()));
+    assert!(
+        on_path,
+        "kubectl is missing: install it with `apt-get install -y kubernetes-client` (ci/setup does)"
+    );
+}
