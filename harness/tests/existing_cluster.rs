@@ -2,7 +2,9 @@
 //! started outside the run (with kube-controller-manager signing certificates, as a real cluster
 //! does), reached through its admin kubeconfig. After a pass, a failure, a refused clash, a
 //! `rackproof run` stopped by SIGTERM and one killed with SIGKILL (swept by the next run), nothing
-//! the runs made is left, and what was there before is untouched. Needs the local control plane (`ci/install-local-control-plane`):
+//! the runs made is left, and what was there before is untouched; QEMU guests (`qemu::`) update
+//! there too, with certificates the cluster signed. Needs the local control plane
+//! (`ci/install-local-control-plane`):
 //! without it these tests fail with that command.
 
 use std::collections::BTreeMap;
@@ -409,4 +411,59 @@ fn a_run_stopped_by_sigterm_midway_removes_what_it_made_and_exits_143() {
         child.log_tail()
     );
     assert_eq!(outside.versions(), before, "the bystanders are untouched");
+}
+
+/// Guests on an existing cluster: QEMU nodes report with certificates the cluster signed, reach a
+/// server on this machine's loopback through QEMU's user network (verifying it as 127.0.0.1),
+/// and register their Nodes with the run's labels, so the run removes them at its end. Needs QEMU
+/// and the node images (`ci/build-images`) besides the control plane.
+mod qemu {
+    use super::*;
+
+    /// Two QEMU nodes behind Redfish BMCs, updated together (the images' versions).
+    const GUESTS: &str = r#"lab: { nodes: 2, bmc: redfish }
+images:
+  - version: "1.0.0"
+  - version: "1.1.0"
+timeout: 20m
+pool: { strategy: AutoInPlaceUpdate, maxUnavailable: 2, os: "1.0.0", kubernetes: "1.34.2" }
+workloads:
+  - pods: { name: web, perNode: 1 }
+steps:
+  - update: { os: "1.1.0" }
+  - waitUntil: { until: rolloutComplete, within: 15m }
+expect:
+  - eventually: { that: { allNodes: { are: updated } }, within: 15m }
+"#;
+
+    #[test]
+    fn qemu_nodes_update_on_an_existing_cluster_and_the_run_leaves_nothing() {
+        let outside = Outside::start();
+        let before = outside.bystanders();
+        let mut loaded = load_str(Path::new("existing-cluster-qemu.yaml"), GUESTS)
+            .unwrap_or_else(|e| panic!("{e}"));
+        loaded.scenario.cluster = Cluster::Kubeconfig(outside.kubeconfig.clone());
+        let result = engine::run_scenario(&loaded, Backend::Qemu).unwrap();
+        assert_eq!(
+            result.verdict,
+            Verdict::Passed,
+            "{:?}\n{}",
+            result.failures,
+            timeline_tail(&result)
+        );
+        assert_eq!(
+            result.credentials.len(),
+            4,
+            "the run keeps the two BMC passwords and the two node keys it handed out, to check its artifacts for them"
+        );
+        let artifacts = tempfile::tempdir().unwrap();
+        engine::artifacts::write_all(artifacts.path(), &loaded.name, "qemu", &result).unwrap();
+        assert_eq!(
+            result.credentials.leaks_under(artifacts.path()).unwrap(),
+            Vec::<PathBuf>::new(),
+            "no node key in the artifacts"
+        );
+        assert_eq!(outside.leftovers(), Vec::<String>::new(), "after the run");
+        assert_eq!(outside.versions(), before, "the bystanders are untouched");
+    }
 }

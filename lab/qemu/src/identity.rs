@@ -6,8 +6,13 @@
 //! pool=pool-a
 //! osc_secret=kube-system/osc-pool-a
 //! api_server=https://10.0.2.2:6443      # the host, seen from the user network
-//! token=...
+//! token=...                             # a bearer token, or else:
+//! client_certificate_base64=...         # a client certificate (PEM, base64) and its key, as an
+//! client_key_base64=...                 #   existing cluster signs them for its nodes
 //! ca_base64=...                         # the API server's CA, PEM, base64
+//! tls_server_name=127.0.0.1             # the name to verify the server as, when the guest
+//!                                       #   reaches it by another address (10.0.2.2)
+//! node_labels=rackproof.dev/run=ab12    # extra Node labels (KEY=VALUE, comma-separated)
 //! ssh_authorized_key=ssh-ed25519 AAAA...
 //! kubelet_version=1.34.2                # what the agent's heartbeat reports as the kubelet
 //! ```
@@ -20,7 +25,8 @@ pub const FW_CFG_NAME: &str = "opt/rackproof/identity";
 /// The address of the host on QEMU's user network (its 127.0.0.1 services are reachable there).
 pub const HOST_ALIAS: &str = "10.0.2.2";
 
-/// Who a node is and how it reaches the cluster. `Debug` shows everything but the token.
+/// Who a node is and how it reaches the cluster: a bearer token or a client certificate.
+/// `Debug` shows everything but the token and the private key.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct NodeIdentity {
     pub node: String,
@@ -31,8 +37,17 @@ pub struct NodeIdentity {
     pub api_server: String,
     /// Bearer token. Never logged.
     pub token: String,
+    /// A client certificate (PEM), used instead of the token when given.
+    pub client_certificate_pem: String,
+    /// The client certificate's private key (PEM). Never logged.
+    pub client_key_pem: String,
     /// The API server's CA certificate (PEM).
     pub ca_pem: String,
+    /// The name the server's certificate is verified as, when it differs from the host in
+    /// `api_server` (a host service reached as [`HOST_ALIAS`]). Empty: that host.
+    pub tls_server_name: String,
+    /// Labels the node registers its Node with, beyond its pool's.
+    pub node_labels: std::collections::BTreeMap<String, String>,
     /// One OpenSSH public key line for root.
     pub ssh_authorized_key: String,
     /// The kubelet version the node reports (the images have no kubelet; the agent's heartbeat
@@ -56,7 +71,11 @@ impl std::fmt::Debug for NodeIdentity {
             .field("osc_secret", &self.osc_secret)
             .field("api_server", &self.api_server)
             .field("token", &"<redacted>")
+            .field("client_certificate_pem", &self.client_certificate_pem)
+            .field("client_key_pem", &"<redacted>")
             .field("ca_pem", &self.ca_pem)
+            .field("tls_server_name", &self.tls_server_name)
+            .field("node_labels", &self.node_labels)
             .field("ssh_authorized_key", &self.ssh_authorized_key)
             .field("kubelet_version", &self.kubelet_version)
             .finish()
@@ -66,14 +85,27 @@ impl std::fmt::Debug for NodeIdentity {
 impl NodeIdentity {
     /// The file contents; refuses values containing line breaks or NULs.
     pub fn render(&self) -> Result<String, IdentityError> {
-        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
-        let fields: [(&'static str, &str); 8] = [
+        let base64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem.as_bytes());
+        let labels = self
+            .node_labels
+            .iter()
+            .map(|(key, value)| format!("{key}={value}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let fields: [(&'static str, &str); 12] = [
             ("node", &self.node),
             ("pool", &self.pool),
             ("osc_secret", &self.osc_secret),
             ("api_server", &self.api_server),
             ("token", &self.token),
-            ("ca_base64", &ca),
+            (
+                "client_certificate_base64",
+                &base64(&self.client_certificate_pem),
+            ),
+            ("client_key_base64", &base64(&self.client_key_pem)),
+            ("ca_base64", &base64(&self.ca_pem)),
+            ("tls_server_name", &self.tls_server_name),
+            ("node_labels", &labels),
             ("ssh_authorized_key", &self.ssh_authorized_key),
             ("kubelet_version", &self.kubelet_version),
         ];
@@ -129,6 +161,29 @@ mod tests {
     }
 
     #[test]
+    fn renders_a_client_certificate_the_server_name_and_labels() {
+        let id = NodeIdentity {
+            node: "worker-1".into(),
+            client_certificate_pem: "CERT\n".into(),
+            client_key_pem: "KEY\n".into(),
+            tls_server_name: "127.0.0.1".into(),
+            node_labels: [("a/b", "1"), ("c", "2")]
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .into(),
+            ..NodeIdentity::default()
+        };
+        let text = id.render().unwrap();
+        for line in [
+            "client_certificate_base64=Q0VSVAo=\n",
+            "client_key_base64=S0VZCg==\n",
+            "tls_server_name=127.0.0.1\n",
+            "node_labels=a/b=1,c=2\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
+    }
+
+    #[test]
     fn debug_output_never_shows_the_token() {
         let id = NodeIdentity {
             node: "worker-1".into(),
@@ -137,6 +192,12 @@ mod tests {
         };
         let printed = format!("{id:?} {id:#?}");
         assert!(!printed.contains("canary-node-token-3f9a"), "{printed}");
+        let with_key = NodeIdentity {
+            client_key_pem: "-----BEGIN PRIVATE KEY-----\ncanary-key-77c1\n".into(),
+            ..id.clone()
+        };
+        let printed = format!("{with_key:?} {with_key:#?}");
+        assert!(!printed.contains("canary-key-77c1"), "{printed}");
         assert!(printed.contains("worker-1"), "{printed}");
         assert!(printed.contains("<redacted>"), "{printed}");
     }

@@ -53,10 +53,6 @@ pub(crate) enum ClusterError {
     NoIdentity(String),
     #[error("the existing cluster")]
     Existing(#[source] ExistingError),
-    #[error(
-        "an existing cluster serves simulated nodes only (backend sim): its node identities are client certificates, which the node images do not take yet"
-    )]
-    NotForGuests,
     #[error("serving the API over HTTPS {purpose} failed")]
     Serve {
         purpose: &'static str,
@@ -86,6 +82,17 @@ impl std::fmt::Debug for ApiCluster {
     }
 }
 
+/// How a node proves who it is to the API.
+pub(crate) enum NodeCredential {
+    /// A bearer token (the embedded server, a local control plane).
+    Token(String),
+    /// A client certificate and its key, both PEM (an existing cluster signs them).
+    Certificate {
+        certificate_pem: String,
+        key_pem: String,
+    },
+}
+
 /// A running local control plane and what the run reads from it once.
 pub(crate) struct LocalCluster {
     /// Locked to stop and start kube-controller-manager, and to shut down.
@@ -102,11 +109,13 @@ pub(crate) struct LocalCluster {
     dir: PathBuf,
 }
 
-/// Where nodes reach the API: the port on the address they were given, and the CA to trust.
+/// Where nodes reach the API: its URL as they see it, the CA to trust and the name to verify
+/// the server's certificate as (empty: the URL's host).
 #[derive(Debug)]
 pub(crate) struct NodeEndpoint {
-    pub(crate) port: u16,
+    pub(crate) url: String,
     pub(crate) ca_pem: String,
+    pub(crate) tls_server_name: String,
     /// The embedded server's HTTPS listener, served while this lives.
     _https: Option<HttpsServer>,
 }
@@ -296,47 +305,73 @@ impl ApiCluster {
         }
     }
 
-    /// Node `name`'s bearer token, for a node that reaches the API over HTTPS.
-    pub(crate) fn node_token(&self, name: &str) -> Result<String, ClusterError> {
+    /// Node `name`'s credential, for a node that reaches the API over HTTPS.
+    pub(crate) async fn node_credential(&self, name: &str) -> Result<NodeCredential, ClusterError> {
         match self {
-            Self::Embedded(server) => Ok(server.issue_token(User::node(name))),
+            Self::Embedded(server) => {
+                Ok(NodeCredential::Token(server.issue_token(User::node(name))))
+            }
             Self::Local(local) => local
                 .node_tokens
                 .get(name)
                 .cloned()
+                .map(NodeCredential::Token)
                 .ok_or_else(|| ClusterError::NoIdentity(name.to_owned())),
-            Self::Existing(_) => Err(ClusterError::NotForGuests),
+            Self::Existing(existing) => {
+                let (certificate_pem, key_pem) = existing
+                    .node_certificate(name)
+                    .await
+                    .map_err(ClusterError::Existing)?;
+                Ok(NodeCredential::Certificate {
+                    certificate_pem,
+                    key_pem,
+                })
+            }
         }
     }
 
-    /// The HTTPS endpoint nodes reach on `listen`, with a certificate valid for `names`. A local
-    /// control plane already listens where it was started.
+    /// The HTTPS endpoint nodes reach, who reach this machine as `address`: the embedded
+    /// server's, served on `listen`; a local control plane's, which listens where it was started;
+    /// an existing cluster's, from its kubeconfig (a server on this machine's loopback is reached
+    /// as `address` when `listen` is loopback too, as QEMU's user network maps it).
     pub(crate) async fn node_endpoint(
         &self,
         listen: SocketAddr,
-        names: &[&str],
+        address: &str,
     ) -> Result<NodeEndpoint, ClusterError> {
         match self {
             Self::Embedded(server) => {
                 let https = server
-                    .serve_https_also_as(listen, names)
+                    .serve_https_also_as(listen, &[address])
                     .await
                     .map_err(|source| ClusterError::Serve {
                         purpose: "for the nodes",
                         source,
                     })?;
                 Ok(NodeEndpoint {
-                    port: https.addr().port(),
+                    url: format!("https://{address}:{}", https.addr().port()),
                     ca_pem: https.ca_pem().to_owned(),
+                    tls_server_name: String::new(),
                     _https: Some(https),
                 })
             }
             Self::Local(local) => Ok(NodeEndpoint {
-                port: local.port,
+                url: format!("https://{address}:{}", local.port),
                 ca_pem: local.ca_pem.clone(),
+                tls_server_name: String::new(),
                 _https: None,
             }),
-            Self::Existing(_) => Err(ClusterError::NotForGuests),
+            Self::Existing(existing) => {
+                let endpoint = existing
+                    .node_endpoint(address, listen.ip().is_loopback())
+                    .map_err(ClusterError::Existing)?;
+                Ok(NodeEndpoint {
+                    url: endpoint.url,
+                    ca_pem: endpoint.ca_pem,
+                    tls_server_name: endpoint.tls_server_name,
+                    _https: None,
+                })
+            }
         }
     }
 
@@ -389,8 +424,8 @@ impl ApiCluster {
                 .chain([&local.admin_token])
                 .cloned()
                 .collect(),
-            // Its node keys never leave the process; the kubeconfig is the user's.
-            Self::Existing(_) => Vec::new(),
+            // The keys handed to guests; the kubeconfig is the user's.
+            Self::Existing(existing) => existing.issued_keys(),
         }
     }
 

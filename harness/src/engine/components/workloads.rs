@@ -89,7 +89,9 @@ impl NodePlacement {
                 .iter()
                 .any(|c| c.type_ == "Ready" && c.status == "True")
         });
-        let spec = self.spec.clone().unwrap_or_default();
+        let Some(spec) = &self.spec else {
+            return ready;
+        };
         ready
             && spec.unschedulable != Some(true)
             && !spec
@@ -245,9 +247,12 @@ impl Controller {
         let matches = |pod: &Pod| selector.iter().all(|(k, v)| pod.labels().get(k) == Some(v));
         if !self.expected.is_empty() {
             let now = self.clock.instant();
-            let seen: BTreeSet<String> = self.pods.state().iter().map(|p| p.name_any()).collect();
+            let pods = &self.pods;
             self.expected.retain(|pod, (_, _, at)| {
-                !seen.contains(pod) && now.duration_since(*at) < EXPECTATION_TIMEOUT
+                let seen = pods
+                    .get(&reflector::ObjectRef::new(pod).within(WORKLOAD_NAMESPACE))
+                    .is_some();
+                !seen && now.duration_since(*at) < EXPECTATION_TIMEOUT
             });
         }
         // The active pods: the ones it controls (adopting orphans), not being deleted, and the
@@ -309,12 +314,13 @@ impl Controller {
 
     /// The node a new pod goes to: the one taking pods with the fewest of the ReplicaSet's.
     fn place(&self, per_node: &BTreeMap<String, usize>) -> Option<String> {
-        self.nodes
-            .state()
+        let nodes = self.nodes.state();
+        let node = nodes
             .iter()
             .filter(|n| n.takes_pods())
-            .map(|n| n.name_any())
-            .min_by_key(|n| (per_node.get(n).copied().unwrap_or(0), n.clone()))
+            .filter_map(|n| n.metadata.name.as_deref())
+            .min_by_key(|&n| (per_node.get(n).copied().unwrap_or(0), n))?;
+        Some(node.to_owned())
     }
 
     /// Sets the ReplicaSet as the orphan `pod`'s controller. Whether it now is.

@@ -9,10 +9,8 @@ pub fn unsupported(scenario: &Scenario, backend: Backend) -> Vec<String> {
     let name = backend.as_str();
     let mut problems = Vec::new();
     match &scenario.cluster {
-        Cluster::Embedded | Cluster::Local => {}
-        Cluster::Kubeconfig(_) if backend == Backend::Sim => {}
+        Cluster::Embedded | Cluster::Local | Cluster::Kubeconfig(_) => {}
         Cluster::Kind => problems.push("`cluster: kind`: Rackproof does not create kind clusters (kind needs a Docker daemon and node images from a container registry); create one yourself and run on it through its kubeconfig (`kind get kubeconfig --name NAME > FILE`, then `cluster: { kubeconfig: FILE }` or `--cluster kubeconfig=FILE`), or use `cluster: local` (a real kube-apiserver and kube-controller-manager on this machine)".to_owned()),
-        Cluster::Kubeconfig(path) => problems.push(format!("`cluster: {{kubeconfig: {}}}` (an existing cluster) serves simulated nodes only: its node identities are client certificates the cluster signs, which the node images of backend {name} do not take yet (run on backend sim, or use `cluster: local`)", path.display())),
     }
     if let Implementation::Command(_) = &scenario.components.agent {
         problems.push(format!(

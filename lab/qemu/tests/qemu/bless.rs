@@ -151,8 +151,8 @@ async fn an_update_to_a_good_version_is_blessed_by_the_agent_in_the_guest() {
         api_server: format!("https://{HOST_ALIAS}:{}", https.addr().port()),
         token: server.issue_token(User::node(NODE)),
         ca_pem: https.ca_pem().to_owned(),
-        ssh_authorized_key: String::new(),
         kubelet_version: KUBELET.into(),
+        ..NodeIdentity::default()
     };
     let node = Node::with_identity(
         "update_blessed",

@@ -102,6 +102,15 @@ pub(crate) enum ExistingError {
         csr: String,
         within: String,
     },
+    #[error(
+        "kubeconfig {} names no CA for its server {url} (certificate-authority or certificate-authority-data): the run's nodes verify the server they report to; add the cluster's CA to the kubeconfig",
+        kubeconfig.display()
+    )]
+    NoCa { kubeconfig: PathBuf, url: String },
+    #[error(
+        "the cluster's API server {url} listens on this machine's loopback address, which the rack's nodes cannot reach (they reach this machine as {address}); use a kubeconfig whose server address the nodes can reach"
+    )]
+    Unreachable { url: String, address: String },
     #[error("node {node}'s client from its signed certificate")]
     NodeClient {
         node: String,
@@ -156,6 +165,16 @@ pub(crate) async fn connect(path: &Path) -> Result<(Client, Config), ExistingErr
     Ok((client, config))
 }
 
+/// Where a run's guests reach an existing cluster's API server.
+pub(crate) struct ExistingEndpoint {
+    /// The server's URL as the guests see it.
+    pub(crate) url: String,
+    /// The CA the kubeconfig trusts (PEM).
+    pub(crate) ca_pem: String,
+    /// The name to verify the server's certificate as (empty: the URL's host).
+    pub(crate) tls_server_name: String,
+}
+
 /// Who may read which OSC Secrets of one pool: the Secrets (namespace, name) and the nodes.
 type OscAccess = (BTreeSet<(String, String)>, BTreeSet<String>);
 
@@ -175,6 +194,8 @@ pub(crate) struct ExistingCluster {
     /// Held while a pool's access is applied, so applies happen one at a time, each with the
     /// access as it is when its turn comes (the last one has every node).
     applying: Arc<tokio::sync::Mutex<()>>,
+    /// The private keys of the node certificates handed to guests (checked for in artifacts).
+    issued_keys: Mutex<Vec<String>>,
 }
 
 impl std::fmt::Debug for ExistingCluster {
@@ -210,6 +231,7 @@ impl ExistingCluster {
             renewal: Mutex::new(Some(renewal)),
             confined: Arc::default(),
             applying: Arc::default(),
+            issued_keys: Mutex::default(),
         })
     }
 
@@ -240,8 +262,54 @@ impl ExistingCluster {
         }
     }
 
-    /// A client as node `name`: a key made here, its certificate signed by the cluster.
+    /// A client as node `name` (an in-process node), with [`Self::sign_node`]'s certificate.
     pub(crate) async fn node_client(&self, name: &str) -> Result<Client, ExistingError> {
+        let (certificate, key) = self.sign_node(name).await?;
+        let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem.as_bytes());
+        let mut config = self.config.clone();
+        config.auth_info = serde_json::from_value(serde_json::json!({
+            "client-certificate-data": encode(&certificate),
+            "client-key-data": encode(&key),
+        }))
+        .map_err(|e| ExistingError::NodeClient {
+            node: name.to_owned(),
+            source: kube::Error::SerdeError(e),
+        })?;
+        Client::try_from(config).map_err(|source| ExistingError::NodeClient {
+            node: name.to_owned(),
+            source,
+        })
+    }
+
+    /// Node `name`'s certificate and key (PEM), for a guest that reports from its own OS; the
+    /// key is kept to be checked for in the run's artifacts ([`Self::issued_keys`]).
+    pub(crate) async fn node_certificate(
+        &self,
+        name: &str,
+    ) -> Result<(String, String), ExistingError> {
+        let (certificate, key) = self.sign_node(name).await?;
+        self.issued_keys.locked().push(key.clone());
+        Ok((certificate, key))
+    }
+
+    /// The private keys handed to guests.
+    pub(crate) fn issued_keys(&self) -> Vec<String> {
+        self.issued_keys.locked().clone()
+    }
+
+    /// Where guests reach the API server, who reach this machine as `address`, its loopback too
+    /// when `loopback_reachable` (QEMU's user network): a server on this machine's loopback is
+    /// reached there, its certificate verified as the kubeconfig's host.
+    pub(crate) fn node_endpoint(
+        &self,
+        address: &str,
+        loopback_reachable: bool,
+    ) -> Result<ExistingEndpoint, ExistingError> {
+        guest_endpoint(&self.config, &self.kubeconfig, address, loopback_reachable)
+    }
+
+    /// A key made here for node `name`, and its certificate signed by the cluster (both PEM).
+    async fn sign_node(&self, name: &str) -> Result<(String, String), ExistingError> {
         let key_error = |source| ExistingError::Key {
             node: name.to_owned(),
             source,
@@ -322,20 +390,10 @@ impl ExistingCluster {
         };
         // The certificate is read: the request has served its purpose.
         let _ = api.delete(&csr_name, &DeleteParams::default()).await;
-        let encode = |bytes: &[u8]| base64::engine::general_purpose::STANDARD.encode(bytes);
-        let mut config = self.config.clone();
-        config.auth_info = serde_json::from_value(serde_json::json!({
-            "client-certificate-data": encode(&certificate),
-            "client-key-data": encode(key.serialize_pem().as_bytes()),
-        }))
-        .map_err(|e| ExistingError::NodeClient {
-            node: name.to_owned(),
-            source: kube::Error::SerdeError(e),
-        })?;
-        Client::try_from(config).map_err(|source| ExistingError::NodeClient {
-            node: name.to_owned(),
-            source,
-        })
+        Ok((
+            String::from_utf8_lossy(&certificate).into_owned(),
+            key.serialize_pem(),
+        ))
     }
 
     /// Lets node `name` read `osc`, the OSC Secret of `pool`: the pool's Role names every OSC
@@ -447,6 +505,67 @@ async fn apply_osc_access(
     Ok(())
 }
 
+/// [`ExistingCluster::node_endpoint`] for the cluster `config` read from `kubeconfig`.
+fn guest_endpoint(
+    config: &Config,
+    kubeconfig: &Path,
+    address: &str,
+    loopback_reachable: bool,
+) -> Result<ExistingEndpoint, ExistingError> {
+    let url = config.cluster_url.to_string();
+    let url = url.trim_end_matches('/').to_owned();
+    let roots = config.root_cert.as_deref().unwrap_or_default();
+    if roots.is_empty() {
+        return Err(ExistingError::NoCa {
+            kubeconfig: kubeconfig.to_owned(),
+            url,
+        });
+    }
+    let ca_pem = roots.iter().map(|der| pem_certificate(der)).collect();
+    let host = config.cluster_url.host().unwrap_or_default();
+    let bare_host = host.trim_start_matches('[').trim_end_matches(']');
+    let on_loopback = bare_host == "localhost"
+        || bare_host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    let given_name = config.tls_server_name.clone().unwrap_or_default();
+    if !on_loopback {
+        return Ok(ExistingEndpoint {
+            url,
+            ca_pem,
+            tls_server_name: given_name,
+        });
+    }
+    if !loopback_reachable {
+        return Err(ExistingError::Unreachable {
+            url,
+            address: address.to_owned(),
+        });
+    }
+    let port = config.cluster_url.port_u16().unwrap_or(443);
+    Ok(ExistingEndpoint {
+        url: format!("https://{address}:{port}"),
+        ca_pem,
+        tls_server_name: if given_name.is_empty() {
+            bare_host.to_owned()
+        } else {
+            given_name
+        },
+    })
+}
+
+/// A DER certificate as PEM.
+fn pem_certificate(der: &[u8]) -> String {
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut pem = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in body.as_bytes().chunks(64) {
+        pem.push_str(&String::from_utf8_lossy(line));
+        pem.push('\n');
+    }
+    pem.push_str("-----END CERTIFICATE-----\n");
+    pem
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -462,5 +581,68 @@ mod tests {
             ])
         );
         assert_eq!(owner.selector(), "rackproof.dev/run=abc");
+    }
+
+    fn config(url: &str, with_ca: bool) -> Config {
+        let mut config = Config::new(url.parse().unwrap());
+        config.root_cert = with_ca.then(|| vec![vec![1, 2, 3]]);
+        config
+    }
+
+    #[test]
+    fn guests_reach_a_server_on_the_loopback_by_their_alias_and_verify_its_name() {
+        let kubeconfig = Path::new("/k");
+        let endpoint = guest_endpoint(
+            &config("https://127.0.0.1:6443", true),
+            kubeconfig,
+            "10.0.2.2",
+            true,
+        )
+        .unwrap();
+        assert_eq!(endpoint.url, "https://10.0.2.2:6443");
+        assert_eq!(endpoint.tls_server_name, "127.0.0.1");
+        assert_eq!(
+            endpoint.ca_pem,
+            "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n"
+        );
+        let remote = guest_endpoint(
+            &config("https://api.example.test:443", true),
+            kubeconfig,
+            "10.0.2.2",
+            true,
+        )
+        .unwrap();
+        assert_eq!(
+            (remote.url.as_str(), remote.tls_server_name.as_str()),
+            ("https://api.example.test:443", "")
+        );
+    }
+
+    #[test]
+    fn a_loopback_server_rack_nodes_cannot_reach_and_a_kubeconfig_without_a_ca_are_refused() {
+        let kubeconfig = Path::new("/k");
+        let error = guest_endpoint(
+            &config("https://localhost:6443", true),
+            kubeconfig,
+            "192.0.2.1",
+            false,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            error.contains("loopback") && error.contains("192.0.2.1"),
+            "{error}"
+        );
+        let error = guest_endpoint(
+            &config("https://api.example.test", false),
+            kubeconfig,
+            "10.0.2.2",
+            true,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(error.contains("names no CA"), "{error}");
     }
 }

@@ -17,13 +17,42 @@ use rackproof_qemu::{HOST_ALIAS, Images, NodeIdentity, QemuConfig, QemuMachine};
 use rackproof_redfish::{Emulator, EmulatorConfig};
 
 use super::{ImageLab, ImageNode, ImageNodeError, Served, Serving};
-use crate::engine::cluster::api::ApiCluster;
-use crate::engine::cluster::api::ClusterError;
+use crate::engine::cluster::api::{ApiCluster, ClusterError, NodeCredential, NodeEndpoint};
 use crate::engine::lab::guest::{Guest, GuestKind};
 use crate::engine::lab::rack::RackError;
 use crate::scenario::{BmcKind, BootBehaviour, Scenario};
 use rackproof_lab::image_server::ImageServerError;
 use rackproof_qemu::QemuError;
+
+/// Node `name`'s identity: who it is, where it reports and with what credential.
+async fn node_identity(
+    scenario: &Scenario,
+    cluster: &ApiCluster,
+    endpoint: &NodeEndpoint,
+    name: &str,
+) -> Result<NodeIdentity, BuildError> {
+    let (token, client_certificate_pem, client_key_pem) =
+        match cluster.node_credential(name).await? {
+            NodeCredential::Token(token) => (token, String::new(), String::new()),
+            NodeCredential::Certificate {
+                certificate_pem,
+                key_pem,
+            } => (String::new(), certificate_pem, key_pem),
+        };
+    Ok(NodeIdentity {
+        node: name.to_owned(),
+        pool: scenario.first_pool().name.clone(),
+        api_server: endpoint.url.clone(),
+        token,
+        client_certificate_pem,
+        client_key_pem,
+        ca_pem: endpoint.ca_pem.clone(),
+        tls_server_name: endpoint.tls_server_name.clone(),
+        node_labels: cluster.node_labels(),
+        kubelet_version: scenario.first_pool().kubernetes.value.clone(),
+        ..NodeIdentity::default()
+    })
+}
 
 /// The BMC user of the emulators.
 const BMC_USER: &str = "rackproof";
@@ -133,10 +162,9 @@ impl ImageLab {
             .await
             .map_err(BuildError::ImageServer)?;
         let https = cluster
-            .node_endpoint(loopback, &[HOST_ALIAS])
+            .node_endpoint(loopback, HOST_ALIAS)
             .await
             .map_err(BuildError::Cluster)?;
-        let api_server = format!("https://{HOST_ALIAS}:{}", https.port);
         let dir =
             rackproof_reap::owned_tempdir("rackproof-qemu-lab-").map_err(BuildError::TempDir)?;
         // libvirt's QEMU (user libvirt-qemu) reaches its node directories through this one.
@@ -164,14 +192,8 @@ impl ImageLab {
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
             let identity = NodeIdentity {
-                node: name.clone(),
-                pool: scenario.first_pool().name.clone(),
-                api_server: api_server.clone(),
-                token: cluster.node_token(&name).map_err(BuildError::Cluster)?,
-                ca_pem: https.ca_pem.clone(),
-                kubelet_version: scenario.first_pool().kubernetes.value.clone(),
                 ssh_authorized_key: ssh.authorized_key.clone(),
-                ..NodeIdentity::default()
+                ..node_identity(scenario, cluster, &https, &name).await?
             };
             let (machine, ssh_port) = match kind {
                 GuestKind::Qemu => {
@@ -261,10 +283,9 @@ impl ImageLab {
             .await
             .map_err(BuildError::ImageServer)?;
         let https = cluster
-            .node_endpoint(listen, &[harness.address.as_str()])
+            .node_endpoint(listen, &harness.address)
             .await
             .map_err(BuildError::Cluster)?;
-        let api_server = format!("https://{}:{}", harness.address, https.port);
         let mut nodes = BTreeMap::new();
         for name in scenario.lab.node_names() {
             let rack = crate::engine::lab::rack::open(inventory, &name, clock)
@@ -275,15 +296,7 @@ impl ImageLab {
                 .bmc
                 .as_ref()
                 .map_or(LabBmcKind::Redfish, |b| b.kind);
-            let identity = NodeIdentity {
-                node: name.clone(),
-                pool: scenario.first_pool().name.clone(),
-                api_server: api_server.clone(),
-                token: cluster.node_token(&name).map_err(BuildError::Cluster)?,
-                ca_pem: https.ca_pem.clone(),
-                kubelet_version: scenario.first_pool().kubernetes.value.clone(),
-                ..NodeIdentity::default()
-            };
+            let identity = node_identity(scenario, cluster, &https, &name).await?;
             let bmc = rack.bmc.clone();
             let ssh = rackproof_lab::physical::ssh_target(&rack.description)?;
             nodes.insert(
