@@ -179,11 +179,13 @@ struct Controller {
 }
 
 /// Whether a pod event can leave a ReplicaSet short of pods or with an orphan to adopt: a pod
-/// gone or going, one without a controller, the end of a (re)list. A new pod or a status write
-/// cannot.
+/// going, or gone without having been seen going (a pod seen with its deletion timestamp
+/// already stopped counting then), one without a controller, the end of a (re)list. A new pod
+/// or a status write cannot.
 fn wakes(event: &watcher::Event<Pod>) -> bool {
     match event {
-        watcher::Event::Delete(_) | watcher::Event::InitDone => true,
+        watcher::Event::Delete(pod) => pod.metadata.deletion_timestamp.is_none(),
+        watcher::Event::InitDone => true,
         watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
             pod.metadata.deletion_timestamp.is_some()
                 || !pod
@@ -439,5 +441,38 @@ mod tests {
             !bare.takes_pods(),
             "a node that never reported takes nothing"
         );
+    }
+
+    #[test]
+    fn only_pod_events_that_can_leave_a_replica_set_short_wake_the_controller() {
+        let pod = |meta: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({ "metadata": meta })).expect("a pod decodes")
+        };
+        let owned = json!({"name": "p", "ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "ReplicaSet", "name": "web", "uid": "u", "controller": true}]});
+        let mut going = owned.clone();
+        going["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        let orphan = json!({"name": "o"});
+        assert!(
+            !wakes(&watcher::Event::Apply(pod(owned.clone()))),
+            "a new or updated pod"
+        );
+        assert!(
+            wakes(&watcher::Event::Apply(pod(going.clone()))),
+            "a pod going"
+        );
+        assert!(
+            wakes(&watcher::Event::Apply(pod(orphan))),
+            "an orphan to adopt"
+        );
+        assert!(
+            !wakes(&watcher::Event::Delete(pod(going))),
+            "gone after it was seen going"
+        );
+        assert!(
+            wakes(&watcher::Event::Delete(pod(owned))),
+            "gone without being seen going"
+        );
+        assert!(wakes(&watcher::Event::<Pod>::InitDone), "a relist's end");
     }
 }
