@@ -37,6 +37,51 @@ pub(crate) fn identity<'de, D: serde::Deserializer<'de>>(
     })
 }
 
+/// The metadata a controller of pods needs besides identity: labels, owners, and whether the
+/// object is going (`#[serde(deserialize_with = "partial::ownership")]`).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ownership {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    uid: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    #[serde(default)]
+    labels: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>>,
+    #[serde(default)]
+    deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+}
+
+pub(crate) fn ownership<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<ObjectMeta, D::Error> {
+    let Ownership {
+        name,
+        namespace,
+        uid,
+        resource_version,
+        labels,
+        owner_references,
+        deletion_timestamp,
+    } = Ownership::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        name,
+        namespace,
+        uid,
+        resource_version,
+        labels,
+        owner_references,
+        deletion_timestamp,
+        ..ObjectMeta::default()
+    })
+}
+
 /// `kube::Resource` for a partial type, through the k8s-openapi traits of the type it reads.
 macro_rules! partial_of {
     ($partial:ty, $full:ty) => {

@@ -80,6 +80,25 @@ struct Condition {
 
 partial_of!(NodePlacement, Node);
 
+/// A Pod as the controller reads it: its labels, owners, whether it is going, and its node
+/// (decoding whole pods at every status write was most of what the controller cost).
+#[derive(Debug, Clone, Deserialize)]
+pub(crate) struct WorkloadPod {
+    #[serde(deserialize_with = "partial::ownership")]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<PodBinding>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PodBinding {
+    #[serde(default)]
+    node_name: Option<String>,
+}
+
+partial_of!(WorkloadPod, Pod);
+
 impl NodePlacement {
     /// Whether a new pod may be bound to it: Ready, not cordoned, without a taint that keeps
     /// pods off (the workloads tolerate none).
@@ -104,7 +123,7 @@ impl NodePlacement {
 /// Runs until dropped.
 pub(crate) async fn run(client: Client, clock: Clock) {
     let (replica_sets, rs_writer) = reflector::store::<ReplicaSet>();
-    let (pods, pod_writer) = reflector::store::<Pod>();
+    let (pods, pod_writer) = reflector::store::<WorkloadPod>();
     let (nodes, node_writer) = reflector::store::<NodePlacement>();
     let wake = Arc::new(Notify::new());
     let follow_replica_sets = reflector::reflector(
@@ -122,7 +141,7 @@ pub(crate) async fn run(client: Client, clock: Clock) {
     let follow_pods = reflector::reflector(
         pod_writer,
         watcher::watcher(
-            Api::<Pod>::namespaced(client.clone(), WORKLOAD_NAMESPACE),
+            Api::<WorkloadPod>::namespaced(client.clone(), WORKLOAD_NAMESPACE),
             watcher::Config::default(),
         ),
     )
@@ -165,7 +184,7 @@ struct Controller {
     client: Client,
     clock: Clock,
     replica_sets: Store<ReplicaSet>,
-    pods: Store<Pod>,
+    pods: Store<WorkloadPod>,
     nodes: Store<NodePlacement>,
     /// Pods created and not yet seen in the store: name → (ReplicaSet uid, node, when).
     expected: BTreeMap<String, (String, String, Instant)>,
@@ -182,7 +201,7 @@ struct Controller {
 /// going, or gone without having been seen going (a pod seen with its deletion timestamp
 /// already stopped counting then), one without a controller, the end of a (re)list. A new pod
 /// or a status write cannot.
-fn wakes(event: &watcher::Event<Pod>) -> bool {
+fn wakes(event: &watcher::Event<WorkloadPod>) -> bool {
     match event {
         watcher::Event::Delete(pod) => pod.metadata.deletion_timestamp.is_none(),
         watcher::Event::InitDone => true,
@@ -246,7 +265,8 @@ impl Controller {
         else {
             return false;
         };
-        let matches = |pod: &Pod| selector.iter().all(|(k, v)| pod.labels().get(k) == Some(v));
+        let matches =
+            |pod: &WorkloadPod| selector.iter().all(|(k, v)| pod.labels().get(k) == Some(v));
         if !self.expected.is_empty() {
             let now = self.clock.instant();
             let pods = &self.pods;
@@ -326,7 +346,7 @@ impl Controller {
     }
 
     /// Sets the ReplicaSet as the orphan `pod`'s controller. Whether it now is.
-    async fn adopt(&self, pod: &Pod, replica_set: &ReplicaSet, uid: &str) -> bool {
+    async fn adopt(&self, pod: &WorkloadPod, replica_set: &ReplicaSet, uid: &str) -> bool {
         let owner = owner(replica_set, uid);
         let patch = json!({"metadata": {"ownerReferences": [owner]}});
         let api: Api<Pod> = Api::namespaced(self.client.clone(), WORKLOAD_NAMESPACE);
@@ -445,7 +465,7 @@ mod tests {
 
     #[test]
     fn only_pod_events_that_can_leave_a_replica_set_short_wake_the_controller() {
-        let pod = |meta: serde_json::Value| -> Pod {
+        let pod = |meta: serde_json::Value| -> WorkloadPod {
             serde_json::from_value(json!({ "metadata": meta })).expect("a pod decodes")
         };
         let owned = json!({"name": "p", "ownerReferences": [{"apiVersion": "apps/v1",
@@ -473,6 +493,9 @@ mod tests {
             wakes(&watcher::Event::Delete(pod(owned))),
             "gone without being seen going"
         );
-        assert!(wakes(&watcher::Event::<Pod>::InitDone), "a relist's end");
+        assert!(
+            wakes(&watcher::Event::<WorkloadPod>::InitDone),
+            "a relist's end"
+        );
     }
 }

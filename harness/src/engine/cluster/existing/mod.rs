@@ -14,7 +14,9 @@
 //!    `system:node:NAME` in `system:nodes`, signer `kubernetes.io/kube-apiserver-client-kubelet`,
 //!    approved by the run and signed by the cluster (its kube-controller-manager), so the Node
 //!    authorizer and NodeRestriction confine the nodes as a kubelet is confined. The pool's OSC
-//!    Secret is readable by the pool's nodes through a Role and RoleBinding per pool.
+//!    Secret is readable by the pool's nodes through a Role and RoleBinding per pool. Guests
+//!    get the key and certificate in their identity, and reach a server on this machine's
+//!    loopback as QEMU's user network maps it ([`ExistingCluster::node_endpoint`]).
 //! 5. At the end (pass, fail, timeout, Ctrl-C, SIGTERM) it removes everything labelled with its
 //!    run ([`sweep::remove`]) and waits until it is gone.
 //!
